@@ -1,0 +1,373 @@
+"""YAML config loading: ``extends`` (deep merge), ``--set`` overrides, strict typed build.
+
+The resolved config is a :class:`SimConfig` whose sections are the dataclasses
+registered with :func:`~ahasd_sim.config.registry.config_section`. Anything that
+is not in the schema, has the wrong type or is out of range raises
+:class:`~ahasd_sim.config.errors.ConfigError` naming the file and dotted key.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .errors import ConfigError, did_you_mean
+from .registry import SECTIONS
+
+# Modules that declare config sections; importing them fills SECTIONS.
+_SECTION_MODULES = (
+    "ahasd_sim.config.run",
+    "ahasd_sim.hw",
+    "ahasd_sim.modes",
+    "ahasd_sim.policies",
+)
+
+OVERRIDE_SOURCE = "--set"
+
+
+def _ensure_sections() -> dict[str, type]:
+    for mod in _SECTION_MODULES:
+        importlib.import_module(mod)
+    return SECTIONS
+
+
+class SimConfig:
+    """The fully resolved configuration of one run: one attribute per section."""
+
+    def __init__(self, sections: dict[str, Any], source_file: str):
+        self._sections = sections
+        self.source_file = source_file
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_sections"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def section_names(self) -> list[str]:
+        return list(self._sections)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: _to_plain(sec) for name, sec in self._sections.items()}
+
+    def replace(self, overrides: Iterable[str]) -> "SimConfig":
+        """A new config with dotted ``key=value`` overrides applied."""
+        tree = self.to_dict()
+        prov: dict[str, str] = {}
+        for item in overrides:
+            _apply_override(tree, item, prov)
+        return build_config(tree, prov, self.source_file)
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- YAML + extends
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(str(path), "", "file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(str(path), "", f"YAML parse error{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", f"expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: dict, over: dict, prov: dict[str, str], source: str, prefix: str = "") -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value, prov, source, path + ".")
+        else:
+            out[key] = copy.deepcopy(value)
+            _mark(prov, path, value, source)
+    return out
+
+
+def _mark(prov: dict[str, str], path: str, value: Any, source: str) -> None:
+    prov[path] = source
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _mark(prov, f"{path}.{k}", v, source)
+
+
+def load_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str, str]]:
+    """Read ``path`` following ``extends``; return (merged tree, key -> source file)."""
+    path = Path(path)
+    resolved = path.resolve()
+    if resolved in _chain:
+        cycle = " -> ".join(str(p) for p in (*_chain, resolved))
+        raise ConfigError(str(path), "extends", f"circular extends: {cycle}")
+    data = _read_yaml(path)
+    parents = data.pop("extends", None)
+    tree: dict = {}
+    prov: dict[str, str] = {}
+    if parents is not None:
+        if isinstance(parents, str):
+            parents = [parents]
+        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+            raise ConfigError(str(path), "extends", "expected a file name or a list of file names")
+        for parent in parents:
+            ppath = (path.parent / parent)
+            if not ppath.is_file():
+                raise ConfigError(str(path), "extends", f"parent config '{parent}' not found (looked in {path.parent})")
+            ptree, pprov = load_tree(ppath, (*_chain, resolved))
+            tree = _deep_merge(tree, ptree, prov, "")
+            prov.update(pprov)
+    tree = _deep_merge(tree, data, prov, str(path))
+    return tree, prov
+
+
+# ---------------------------------------------------------------- overrides
+def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
+    if "=" not in item:
+        raise ConfigError(OVERRIDE_SOURCE, item, "expected KEY=VALUE, e.g. --set npu.freq_ghz=1.2")
+    key, _, raw = item.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(OVERRIDE_SOURCE, key, "expected a dotted key such as npu.freq_ghz")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    node = tree
+    parts = key.split(".")
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(OVERRIDE_SOURCE, key, f"'{part}' is a value, not a section")
+        node = nxt
+    node[parts[-1]] = value
+    _mark(prov, key, value, OVERRIDE_SOURCE)
+
+
+# ---------------------------------------------------------------- typed build
+_NONE = type(None)
+
+
+def _type_name(tp: Any) -> str:
+    if tp is float:
+        return "a number"
+    if tp is int:
+        return "an integer"
+    if tp is bool:
+        return "true or false"
+    if tp is str:
+        return "a string"
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping (section)"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is _NONE:
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str, prov: dict[str, str]) -> Any:
+    src = _source_of(prov, key)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and _NONE in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is _NONE:
+                continue
+            try:
+                return _coerce(value, arg, key, prov)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise ConfigError(src, key, f"expected {_type_name(tp)}, got {value!r}")
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(src, key, f"expected a mapping (section), got {value!r}")
+        return _build_dataclass(tp, value, key + ".", prov)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(src, key, f"expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(src, key, f"expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(src, key, f"expected a number, got {value!r}")
+        if not math.isfinite(float(value)):
+            raise ConfigError(src, key, f"expected a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(src, key, f"expected a string, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(src, key, f"expected a list, got {value!r}")
+        (item_tp, *_rest) = typing.get_args(tp) or (Any,)
+        items = [_coerce(v, item_tp, f"{key}[{i}]", prov) for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(src, key, f"expected a mapping, got {value!r}")
+        _ktp, vtp = typing.get_args(tp) or (str, Any)
+        return {str(k): _coerce(v, vtp, f"{key}.{k}", prov) for k, v in value.items()}
+    return value
+
+
+def _source_of(prov: dict[str, str], key: str) -> str:
+    k = key
+    while k:
+        if k in prov:
+            return prov[k]
+        k = k.rpartition(".")[0]
+    return prov.get("", "")
+
+
+def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None:
+    if value is None:
+        return
+    src = _source_of(prov, key)
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(src, key, f"expected one of {', '.join(map(str, choices))}, got {value!r}"
+                          + (did_you_mean(str(value), map(str, choices)) if isinstance(value, str) else ""))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        unit = f" {meta['unit']}" if meta.get("unit") else ""
+        if meta.get("ge") is not None and value < meta["ge"]:
+            raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}")
+        if meta.get("gt") is not None and value <= meta["gt"]:
+            raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}")
+        if meta.get("le") is not None and value > meta["le"]:
+            raise ConfigError(src, key, f"expected <= {meta['le']}{unit}, got {value}")
+        if meta.get("lt") is not None and value >= meta["lt"]:
+            raise ConfigError(src, key, f"expected < {meta['lt']}{unit}, got {value}")
+
+
+def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    for key in data:
+        if key not in fields:
+            raise ConfigError(_source_of(prov, prefix + str(key)), prefix + str(key),
+                              f"unknown key{did_you_mean(str(key), fields)}; valid keys: {', '.join(sorted(fields))}")
+    kwargs = {}
+    for name, f in fields.items():
+        key = prefix + name
+        if name in data:
+            value = _coerce(data[name], hints[name], key, prov)
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            value = f.default_factory()  # type: ignore[misc]
+        elif dataclasses.is_dataclass(hints[name]):
+            value = _build_dataclass(hints[name], {}, key + ".", prov)
+        else:
+            raise ConfigError(_source_of(prov, prefix.rstrip(".")), key, "required key is missing")
+        _check_range(value, dict(f.metadata), key, prov)
+        kwargs[name] = value
+    try:
+        obj = cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(_source_of(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        try:
+            validate()
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(_source_of(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
+    return obj
+
+
+def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfig:
+    sections = _ensure_sections()
+    for key in tree:
+        if key not in sections:
+            raise ConfigError(_source_of(prov, key) or source_file, key,
+                              f"unknown section{did_you_mean(key, sections)}; valid sections: {', '.join(sorted(sections))}")
+    built = {}
+    for name, cls in sections.items():
+        data = tree.get(name) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(_source_of(prov, name) or source_file, name, f"expected a mapping (section), got {data!r}")
+        built[name] = _build_dataclass(cls, data, name + ".", prov)
+    return SimConfig(built, source_file)
+
+
+def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | None = None) -> SimConfig:
+    """Load ``path`` (following ``extends``), apply ``--set`` overrides and an optional seed."""
+    tree, prov = load_tree(path)
+    for item in overrides:
+        _apply_override(tree, item, prov)
+    if seed is not None:
+        _apply_override(tree, f"run.seed={int(seed)}", prov)
+    # Every key without a recorded source came from the named file.
+    prov.setdefault("", str(path))
+    return build_config(tree, prov, str(path))
+
+
+def dump_config(cfg: SimConfig) -> str:
+    """The resolved config as YAML (loadable again with :func:`load_config`)."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False)
+
+
+def describe_sections() -> list[dict[str, Any]]:
+    """Rows of (section, key, type, default, unit, range, doc, source) for documentation."""
+    rows = []
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            if dataclasses.is_dataclass(tp):
+                walk(tp, f"{prefix}{f.name}.")
+                continue
+            meta = dict(f.metadata)
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+            rng = []
+            for op, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+                if meta.get(op) is not None:
+                    rng.append(f"{sym}{meta[op]}")
+            if meta.get("choices"):
+                rng.append("|".join(map(str, meta["choices"])))
+            rows.append({"key": prefix + f.name, "type": _type_name(tp), "default": default,
+                         "unit": meta.get("unit") or "", "range": " ".join(rng),
+                         "doc": meta.get("doc", ""), "source": meta.get("source") or ""})
+
+    for name, cls in _ensure_sections().items():
+        walk(cls, name + ".")
+    return rows

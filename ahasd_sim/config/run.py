@@ -1,0 +1,27 @@
+"""The ``run`` section: what to simulate (mode, policy, models, trace, length, seed)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fields import param
+from .registry import config_section
+
+
+@config_section("run")
+@dataclass
+class RunConfig:
+    """What one simulation run does."""
+
+    mode: str = param("ahasd", doc="execution mode (registry name, see `python -m ahasd_sim list`)")
+    policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
+    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
+    target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
+                       doc="token-level trace file (relative paths: to the current directory, then to the repository)")
+    generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,
+                                  source="AHASD paper, section 8: 1024 generated tokens")
+    trace_start_prompt: int = param(0, doc="index of the first trace prompt replayed", ge=0)
+    prompt_len_tokens: int = param(128, doc="prompt (prefill) length assumed for the initial KV cache", unit="tokens", ge=0)
+    seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0)
+    max_sim_time_s: float = param(36000.0, doc="safety limit on simulated time", unit="s", gt=0)
+    timeline: bool = param(True, doc="write a Chrome/Perfetto timeline.json of device busy intervals")

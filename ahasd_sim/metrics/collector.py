@@ -1,0 +1,84 @@
+"""Run metrics: device busy intervals, per-step events, token counters, energy.
+
+Every simulated action is logged once here; the summary, the CSVs and the
+timeline are all derived from these records.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class OverlapError(RuntimeError):
+    """A device was recorded busy in two tasks at once (a simulator bug)."""
+
+
+@dataclass
+class TokenCounters:
+    drafted_tokens: int = 0            # draft tokens kept in a round (later accepted or wasted)
+    discarded_draft_forwards: int = 0  # drafter forwards whose token a policy dropped (AdaEDL)
+    accepted_tokens: int = 0           # drafts accepted by verification (incl. pre-verification)
+    rejected_tokens: int = 0           # drafts found wrong by verification
+    killed_tokens: int = 0             # drafts discarded because an earlier token was rejected
+    unverified_at_end: int = 0         # drafts still pending when the run ended
+    committed_tokens: int = 0
+    verifications: int = 0             # target verification passes (NPU/GPU)
+    rollbacks: int = 0
+    offpath_drafted_tokens: int = 0    # drafts built on an unverified wrong token
+    offpath_unrecorded_stalls: int = 0 # drafter stalled: off-path tokens beyond the trace's rollout
+    npu_idle_draft_exhausted_s: float = 0.0  # verifier idle because no drafts were pending
+
+    @property
+    def wasted_draft_tokens(self) -> int:
+        return self.drafted_tokens - self.accepted_tokens - self.unverified_at_end
+
+
+@dataclass
+class Collector:
+    """Collects everything a run reports."""
+
+    devices: list[str]
+    busy_intervals: dict[str, list[tuple[float, float, str]]] = field(default_factory=lambda: defaultdict(list))
+    events: list[dict[str, Any]] = field(default_factory=list)
+    dynamic_energy_j: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    dynamic_energy_by_label_j: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    counters: TokenCounters = field(default_factory=TokenCounters)
+    committed_positions: list[int] = field(default_factory=list)
+    keep_intervals: bool = True
+
+    def __post_init__(self):
+        self._busy_s: dict[str, float] = defaultdict(float)
+        self._last_end: dict[str, float] = defaultdict(float)
+
+    def busy(self, device: str, start_s: float, end_s: float, label: str) -> None:
+        """Record that ``device`` worked on ``label`` in [start_s, end_s)."""
+        if end_s < start_s:
+            raise OverlapError(f"{device}: negative interval {start_s}..{end_s} ({label})")
+        if start_s < self._last_end[device] - 1e-15:
+            raise OverlapError(f"{device}: '{label}' starts at {start_s} before the previous task ended "
+                               f"({self._last_end[device]})")
+        self._last_end[device] = end_s
+        self._busy_s[device] += end_s - start_s
+        if self.keep_intervals:
+            self.busy_intervals[device].append((start_s, end_s, label))
+
+    def energy(self, device: str, energy_j: float, label: str) -> None:
+        if energy_j < 0:
+            raise ValueError(f"negative energy {energy_j} J for {device}/{label}")
+        self.dynamic_energy_j[device] += energy_j
+        self.dynamic_energy_by_label_j[(device, label)] += energy_j
+
+    def energy_map(self, energy_by_device: dict[str, float], label: str) -> None:
+        for dev, e in energy_by_device.items():
+            self.energy(dev, e, label)
+
+    def event(self, time_s: float, event: str, **fields: Any) -> None:
+        self.events.append({"time_s": time_s, "event": event, **fields})
+
+    def commit(self, positions: range) -> None:
+        self.committed_positions.extend(positions)
+        self.counters.committed_tokens += len(positions)
+
+    def busy_s(self, device: str) -> float:
+        return self._busy_s.get(device, 0.0)

@@ -1,0 +1,89 @@
+"""Config sections of the execution modes and AHASD's controls."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config.fields import param
+from ..config.registry import config_section
+
+PAPER = "AHASD paper, https://arxiv.org/abs/2604.25326"
+ARTIFACT = "AHASD artifact headers, https://github.com/MAdrid1011/AHASD (never executed; spec only)"
+
+
+@dataclass
+class EdcConfig:
+    """Entropy-History-Aware Drafting Control (LEHT/LCEHT/LLR/PHT)."""
+
+    entropy_max_nats: float = param(10.0, doc="H_max of the 8 equal entropy buckets", unit="nats", gt=0,
+                                    source=f"{ARTIFACT} (H_max = 10); ln 32000 = 10.37 nats")
+    history_len: int = param(8, doc="LEHT/LCEHT entries", ge=2, le=8, source=PAPER)
+    bucket_bits: int = param(3, doc="bits per bucket id (8 buckets)", ge=1, le=3, source=PAPER)
+    llr_bits: int = param(3, doc="leading length register width (saturates at 2^bits - 1)", ge=1, le=3, source=PAPER)
+    pht_counter_init: int = param(2, doc="initial value of the 2-bit PHT counters", ge=0, le=3, source=ARTIFACT)
+    killed_batch_update: str = param("decrement", doc="PHT update for batches killed by an earlier rejection",
+                                     choices=("decrement", "skip"), source="ahasd-paper.md decision 2")
+    history_order: str = param("shift_newest_h0", doc="LEHT layout: shift register with newest in H0, or the artifact's circular buffer",
+                               choices=("shift_newest_h0", "circular"), source="ahasd-paper.md decision 1")
+    decision_latency_ns: float = param(50.0, doc="CPU time of one EDC prediction", unit="ns", ge=0,
+                                       source="ahasd-paper.md section 10 (fixed ~50-100 ns per control decision)")
+    decision_energy_nj: float = param(0.05, doc="energy of one EDC prediction", unit="nJ", ge=0, source=ARTIFACT)
+
+
+@dataclass
+class TvcConfig:
+    """Time-Aware Pre-Verification Control (NVCT/PDCT/PVCT/NCR)."""
+
+    table_entries: int = param(4, doc="entries of NVCT/PDCT/PVCT FIFOs", ge=1, le=64, source=ARTIFACT)
+    max_preverify_tokens: int = param(8, doc="cap on L_pv", ge=1, source="ahasd-paper.md decision 4 (optional cap 8)")
+    preload_kv_len: int = param(512, doc="KV length at which the tables are preloaded from the analytic cost model (offline profile)",
+                                unit="tokens", ge=1, source="ahasd-paper.md section 5: tables preloaded with offline-profiled cycles")
+    preload_draft_len: int = param(4, doc="draft length used to preload PDCT/PVCT", unit="tokens", ge=1)
+    semantics: str = param("commit", doc="pre-verification semantics: (A) commit accepted tokens, or (B) early error detection only",
+                           choices=("commit", "detect_only"), source="ahasd-paper.md decision 5")
+    decision_latency_ns: float = param(100.0, doc="CPU time of one TVC decision", unit="ns", ge=0,
+                                       source="ahasd-paper.md section 10")
+    decision_energy_nj: float = param(0.1, doc="energy of one TVC decision", unit="nJ", ge=0, source=ARTIFACT)
+
+
+@config_section("ahasd")
+@dataclass
+class AhasdConfig:
+    """Task-level asynchronous execution (``async``) and AHASD's controls (``ahasd``).
+
+    AAU and GTS are hardware: switch them with ``pim.aau.enabled`` / ``pim.gts.enabled``.
+    """
+
+    edc: bool = param(True, doc="enable EDC (mode ahasd)")
+    tvc: bool = param(True, doc="enable TVC pre-verification (mode ahasd)")
+    unverified_queue_batches: int = param(64, doc="capacity of the unverified-draft queue; the drafter blocks when full",
+                                          ge=1, source=f"{ARTIFACT}; blocking is our decision (ahasd-paper.md section 3)")
+    feedback_queue_entries: int = param(32, doc="capacity of the feedback queue", ge=1, source=ARTIFACT)
+    preverify_queue_entries: int = param(16, doc="capacity of the pre-verification queue", ge=1, source=ARTIFACT)
+    max_verify_tokens: int = param(32, doc="most draft tokens the NPU verifies in one pass", ge=1,
+                                   source="ahasd-paper.md section 10 (cap ~32 tokens)")
+    feedback_latency_ns: float = param(20.0, doc="CPU polling delay before the drafter sees feedback (20 cycles at 1 GHz)",
+                                       unit="ns", ge=0, source=ARTIFACT)
+    queue_op_energy_pj: float = param(1.0, doc="energy of one queue push or pop", unit="pJ", ge=0,
+                                      source="assumption: 1-cycle register-file access (0.5 mW at 1 GHz = 0.5 pJ/cycle, artifact)")
+    edc_config: EdcConfig = field(default_factory=EdcConfig)
+    tvc_config: TvcConfig = field(default_factory=TvcConfig)
+
+
+@config_section("operator_sync")
+@dataclass
+class OperatorSyncConfig:
+    """SpecPIM-like operator-level synchronous execution."""
+
+    mapping_draft_len: int = param(4, doc="draft length for which the static operator mapping is searched",
+                                   ge=1, source="SADDLE (HPCA'26) measured SpecPIM peaking at gamma=4; AHASD artifact uses 8")
+    barrier_ns: float = param(100.0, doc="synchronisation cost of one operator-tier barrier between NPU and PIM",
+                              unit="ns", ge=0, source="assumption: one host-side doorbell/poll round trip")
+
+
+@config_section("baseline")
+@dataclass
+class BaselineConfig:
+    """Single-device baselines (``autoregressive``, ``gpu_only``)."""
+
+    device: str = param("auto", doc="device running autoregressive decoding: gpu, npu, or auto (gpu if enabled)",
+                        choices=("auto", "gpu", "npu"))

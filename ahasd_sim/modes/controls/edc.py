@@ -1,0 +1,112 @@
+"""EDC: Entropy-History-Aware Drafting Control (AHASD paper, section "EDC").
+
+Structures (paper): LEHT 8 x 3-bit local entropy history, LCEHT 8 x 3-bit
+commit entropy history, LLR 3-bit leading length register, PHT 512 x 2-bit
+saturating counters. Decisions taken where the paper is ambiguous are those of
+``shared/reference/ahasd-paper.md`` section 10 (1: LEHT is a shift register with
+the newest bucket in H0; 2: the PHT index used at prediction is checkpointed per
+batch and that entry is updated when the batch is resolved; 3: LLR is
+recomputed as min(7, live unverified batches) on every event).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class EdcStats:
+    predictions: int = 0
+    continue_predictions: int = 0
+    suppressed_batches: int = 0          # predictions that stopped look-ahead
+    resolved_predictions: int = 0        # predictions whose batch was verified
+    correct_predictions: int = 0
+    rollbacks: int = 0                   # LEHT <- LCEHT restores
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct_predictions / self.resolved_predictions if self.resolved_predictions else 0.0
+
+
+class EntropyHistoryControl:
+    """Predicts after each drafted batch whether look-ahead drafting should continue."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.n_buckets = 1 << cfg.bucket_bits
+        self.llr_max = (1 << cfg.llr_bits) - 1
+        self.history_len = cfg.history_len
+        self.leht = [0] * self.history_len
+        self.lceht = [0] * self.history_len
+        self._leht_ptr = 0   # only used by the circular layout
+        self._lceht_ptr = 0
+        self.llr = 0
+        self.pht = [cfg.pht_counter_init] * (1 << (2 * cfg.bucket_bits + cfg.llr_bits))
+        self.stats = EdcStats()
+
+    # ---------------------------------------------------------------- helpers
+    def bucket(self, mean_entropy_nats: float) -> int:
+        """Bucket id of a batch: 8 equal bins over [0, H_max]."""
+        b = math.floor(self.n_buckets * max(0.0, mean_entropy_nats) / self.cfg.entropy_max_nats)
+        return min(self.n_buckets - 1, b)
+
+    def _insert(self, table: list[int], bucket: int, which: str) -> None:
+        if self.cfg.history_order == "shift_newest_h0":
+            table.pop()
+            table.insert(0, bucket)
+        else:
+            ptr = self._leht_ptr if which == "leht" else self._lceht_ptr
+            table[ptr] = bucket
+            ptr = (ptr + 1) % self.history_len
+            if which == "leht":
+                self._leht_ptr = ptr
+            else:
+                self._lceht_ptr = ptr
+
+    def index(self) -> int:
+        """9-bit PHT index {avg(older half), avg(recent half), LLR}."""
+        half = self.history_len // 2
+        recent = math.floor(sum(self.leht[:half]) / half)
+        older = math.floor(sum(self.leht[half:]) / (self.history_len - half))
+        bits = self.cfg.bucket_bits
+        return (older << (bits + self.cfg.llr_bits)) | (recent << self.cfg.llr_bits) | self.llr
+
+    # ---------------------------------------------------------------- protocol
+    def predict(self, mean_entropy_nats: float, live_unverified_batches: int) -> tuple[bool, int, int]:
+        """After a batch is drafted: returns (continue look-ahead?, PHT index, bucket)."""
+        bucket = self.bucket(mean_entropy_nats)
+        self._insert(self.leht, bucket, "leht")
+        self.llr = min(self.llr_max, max(0, live_unverified_batches))
+        idx = self.index()
+        cont = self.pht[idx] >= 2  # counter MSB
+        self.stats.predictions += 1
+        if cont:
+            self.stats.continue_predictions += 1
+        else:
+            self.stats.suppressed_batches += 1
+        return cont, idx, bucket
+
+    def resolve(self, pht_index: int, bucket: int, predicted_continue: bool, fully_accepted: bool,
+                killed: bool = False) -> None:
+        """Update on the verification result of one batch (called in batch order)."""
+        if killed:
+            if self.cfg.killed_batch_update == "decrement":
+                self.pht[pht_index] = max(0, self.pht[pht_index] - 1)
+            return
+        self.stats.resolved_predictions += 1
+        if predicted_continue == fully_accepted:
+            self.stats.correct_predictions += 1
+        if fully_accepted:
+            self.pht[pht_index] = min(3, self.pht[pht_index] + 1)
+            self._insert(self.lceht, bucket, "lceht")
+        else:
+            self.pht[pht_index] = max(0, self.pht[pht_index] - 1)
+            self.leht[:] = self.lceht
+            self._leht_ptr = self._lceht_ptr
+            self.stats.rollbacks += 1
+
+    def set_live_batches(self, live_unverified_batches: int) -> None:
+        self.llr = min(self.llr_max, max(0, live_unverified_batches))
+
+    def storage_bits(self) -> int:
+        return (2 * self.history_len * self.cfg.bucket_bits + self.cfg.llr_bits + 2 * len(self.pht))

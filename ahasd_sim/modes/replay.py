@@ -1,0 +1,81 @@
+"""Trace replay: the simulator's cursor into a real token-level trace.
+
+The replay owns the ground truth (acceptance flags, target tokens) and hands
+policies only :class:`~ahasd_sim.policies.base.DraftTokenView` objects built
+from drafter-side columns. Positions index the concatenation of the trace's
+prompts (``Trace.take``); position ``p`` is the p-th generated token.
+
+Draft chains: after every rollback the drafter starts a chain at the committed
+position ``c``. Inside the chain, position ``p`` is *on-path* while no earlier
+position ``c <= q < p`` has ``accept[q] == False``. The first wrong position
+``q`` is still drafted from the correct prefix (its view comes from the trace
+row); positions after it are *off-path* and their views come from the drafter's
+recorded free-running rollout after its wrong token at ``q``. When a chain needs
+more off-path tokens than were recorded, :meth:`view` returns ``None`` and the
+mode stalls the drafter until feedback arrives; the count is reported
+(``offpath_unrecorded_stalls``), nothing is invented.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..policies.base import DraftTokenView
+
+
+class TraceReplay:
+    """Read-only view of the positions a run replays, with chain bookkeeping."""
+
+    def __init__(self, trace, n_tokens: int):
+        self.trace = trace
+        self.n_tokens = int(n_tokens)
+        n = len(trace)
+        self.accept = np.asarray(trace.accept, dtype=bool)
+        self.kv_len = (np.asarray(trace.prompt_len, dtype=np.int64)
+                       + np.asarray(trace.pos_in_response, dtype=np.int64))
+        self._H = np.asarray(trace.drf_H, dtype=float)
+        self._p_tok = np.asarray(trace.drf_p_tok, dtype=float)
+        self._p_top1 = np.asarray(trace.drf_p_top1, dtype=float)
+        self._topk = np.asarray(trace.topk_p, dtype=float)
+        self._ro_off = np.asarray(trace.rollout_offset, dtype=np.int64)
+        self._ro_len = np.asarray(trace.rollout_len, dtype=np.int64)
+        self._ro_H = np.asarray(trace.rollout_H, dtype=float)
+        self._ro_p = np.asarray(trace.rollout_p, dtype=float)
+        # next_wrong[p] = smallest q >= p with accept[q] False (n if none)
+        idx = np.where(~self.accept, np.arange(n), n)
+        self.next_wrong = np.minimum.accumulate(idx[::-1])[::-1] if n else idx
+        self.n_positions = n
+
+    def kv_len_at(self, pos: int) -> int:
+        return int(self.kv_len[min(pos, self.n_positions - 1)])
+
+    def first_wrong(self, chain_start: int) -> int:
+        if chain_start >= self.n_positions:
+            return self.n_positions
+        return int(self.next_wrong[chain_start])
+
+    def accepted_run(self, start: int, n: int) -> int:
+        """Number of consecutive accepted drafts from ``start``, capped at ``n``."""
+        q = self.first_wrong(start)
+        return max(0, min(n, q - start))
+
+    def view(self, pos: int, chain_start: int, index_in_round: int, now_s: float) -> DraftTokenView | None:
+        """The drafter-visible view of the token drafted at ``pos`` in a chain; None if unrecorded."""
+        if pos >= self.n_positions:
+            return None
+        q = self.first_wrong(chain_start)
+        if pos <= q:
+            topk = tuple(float(x) for x in self._topk[pos]) if self._topk.ndim == 2 else ()
+            return DraftTokenView(index_in_round, float(self._H[pos]), float(self._p_tok[pos]),
+                                  float(self._p_top1[pos]), topk, now_s)
+        j = pos - q - 1
+        if j >= self._ro_len[q]:
+            return None
+        k = self._ro_off[q] + j
+        p = float(self._ro_p[k])
+        return DraftTokenView(index_in_round, float(self._ro_H[k]), p, p, (), now_s)
+
+    def is_off_path(self, pos: int, chain_start: int) -> bool:
+        return pos > self.first_wrong(chain_start)
+
+    def target_tokens(self, n: int) -> np.ndarray:
+        return np.asarray(self.trace.tgt_tok[:n])

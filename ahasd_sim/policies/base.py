@@ -1,0 +1,210 @@
+"""Drafting-policy interface.
+
+A policy decides how many tokens the drafter proposes per round. It only sees
+what a real system could see at run time: the drafter's probabilities and
+entropies of tokens already drafted (:class:`DraftTokenView`), past verification
+outcomes (:class:`VerifyOutcome`) and simulated time. Target tokens and
+per-token acceptance flags are never passed to a policy.
+
+Contract with the modes
+-----------------------
+* ``begin_round(ctx)`` once per drafting round (batch), before its first
+  ``decide``. (If a mode forgets, the first ``decide`` opens a round with the
+  policy config's ``min_tokens``/``max_tokens``.)
+* ``decide(view)`` after every drafter forward of the round, in order
+  (``view.index_in_round`` = 0, 1, ...). The round ends at the first
+  ``STOP_AFTER`` / ``STOP_DISCARD``. Decisions already respect
+  ``ctx.min_tokens`` / ``ctx.max_tokens`` (see :meth:`DraftPolicy.bounded`).
+* ``on_verify(outcome)`` exactly once per begun round, in the order the rounds
+  were begun (FIFO). A round killed by an earlier rejection (async look-ahead)
+  is reported with ``n_accepted = n_committed = 0``. Rounds may overlap: several
+  rounds can be begun before the first is verified.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class Decision(enum.Enum):
+    """What to do after the drafter produced the distribution for the next token."""
+
+    CONTINUE = "continue"        # keep this token, draft another
+    STOP_AFTER = "stop_after"    # keep this token, end the round (SVIP, SpecDec++, fixed k)
+    STOP_DISCARD = "stop_discard"  # drop this token (forward spent), end the round (AdaEDL)
+
+
+@dataclass(frozen=True, slots=True)
+class DraftTokenView:
+    """What the drafter knows about the token it just produced (no target info)."""
+
+    index_in_round: int      # 0 for the first token of the round
+    entropy_nats: float      # entropy of the drafter distribution this token is drawn from
+    p_token: float           # drafter probability of the proposed token
+    p_top1: float            # drafter probability of its most likely token
+    topk_p: tuple[float, ...] = ()  # drafter top-k probabilities (descending), may be empty
+    now_s: float = 0.0       # simulated time
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyOutcome:
+    """Result of verifying one round (batch) of drafts, revealed by the target.
+
+    Only aggregate counts: which positions were accepted, and the target's
+    tokens, stay hidden.
+    """
+
+    n_drafted: int           # tokens the round proposed (discarded forwards excluded)
+    n_accepted: int          # of those, accepted by the target
+    n_committed: int         # tokens committed for this round (accepted + correction/bonus)
+    round_time_s: float      # simulated time from round start to its verification
+    now_s: float
+
+
+@dataclass
+class RoundContext:
+    """Context at the start of a drafting round."""
+
+    now_s: float
+    min_tokens: int
+    max_tokens: int
+
+
+@dataclass
+class RoundRecord:
+    """Book-keeping of one begun, not yet verified round (policy-private)."""
+
+    index: int                      # 0-based count of rounds begun by this policy
+    ctx: RoundContext
+    kept: int = 0                   # tokens kept so far
+    closed: bool = False            # a stop decision has been returned
+    info: dict[str, Any] = field(default_factory=dict)  # per-policy data (e.g. bandit arm)
+
+
+class DraftPolicy:
+    """Base class; subclasses register with ``@register_policy("name")``.
+
+    Lifecycle per round: ``begin_round`` -> ``decide`` after every drafter
+    forward -> (later) ``on_verify`` with the outcome. ``rng`` is the run's
+    seeded generator. ``config`` is the whole ``policy`` config section
+    (:class:`~ahasd_sim.policies.config.PolicyConfig`: global ``min_tokens`` /
+    ``max_tokens`` plus one sub-section per policy); ``self.params`` is the
+    policy's own sub-section (``config.<name>``) when it exists.
+    ``fit_data`` is only used by policies with ``needs_fit_data = True``.
+    """
+
+    name: ClassVar[str] = "base"
+    needs_fit_data: ClassVar[bool] = False
+
+    def __init__(self, config: Any, rng: np.random.Generator, fit_data: Any = None):
+        self.config = config
+        self.rng = rng
+        self.params = getattr(config, self.name, None) if config is not None else None
+        self.round_lengths: list[int] = []
+        self.accepted_lengths: list[int] = []
+        self.committed_lengths: list[int] = []
+        self.discarded_tokens = 0
+        self._rounds_begun = 0
+        self._pending: collections.deque[RoundRecord] = collections.deque()
+        self._current: RoundRecord | None = None
+        self._ctx = self.default_context()
+
+    # ------------------------------------------------------------ rounds
+    def default_context(self, now_s: float = 0.0) -> RoundContext:
+        lo = int(getattr(self.config, "min_tokens", 1))
+        hi = int(getattr(self.config, "max_tokens", 16))
+        return RoundContext(now_s=now_s, min_tokens=lo, max_tokens=hi)
+
+    def begin_round(self, ctx: RoundContext) -> None:
+        self._ctx = ctx
+        rec = RoundRecord(index=self._rounds_begun, ctx=ctx)
+        self._rounds_begun += 1
+        self._pending.append(rec)
+        self._current = rec
+
+    def current_round(self, now_s: float = 0.0) -> RoundRecord:
+        """The open round; opens one with the default context if none is open."""
+        if self._current is None or self._current.closed:
+            self.begin_round(self.default_context(now_s))
+        assert self._current is not None
+        return self._current
+
+    def bounded(self, view: DraftTokenView, decision: Decision,
+                lo: int | None = None, hi: int | None = None) -> Decision:
+        """Apply the round's token bounds to a policy's raw ``decision``.
+
+        Effective bounds: ``max(ctx.min_tokens, lo)`` kept tokens at least and
+        ``min(ctx.max_tokens, hi)`` at most; the maximum wins if they conflict.
+        A stop that would leave fewer than the minimum kept tokens becomes
+        ``CONTINUE`` (or ``STOP_AFTER`` when keeping this token reaches the
+        minimum); ``CONTINUE`` at the maximum becomes ``STOP_AFTER``. Also
+        records the decision in the round's book-keeping, so every policy's
+        ``decide`` should return through this method.
+        """
+        rec = self.current_round(view.now_s)
+        ctx = rec.ctx
+        min_k = ctx.min_tokens if lo is None else max(ctx.min_tokens, lo)
+        max_k = ctx.max_tokens if hi is None else min(ctx.max_tokens, hi)
+        max_k = max(max_k, 0)
+        min_k = min(min_k, max_k)
+        i = view.index_in_round
+        if i >= max_k:                       # beyond the cap (should not be asked)
+            decision = Decision.STOP_DISCARD
+        else:
+            if decision is Decision.STOP_DISCARD and i < min_k:
+                decision = Decision.STOP_AFTER
+            if decision is Decision.STOP_AFTER and i + 1 < min_k:
+                decision = Decision.CONTINUE
+            if decision is Decision.CONTINUE and i + 1 >= max_k:
+                decision = Decision.STOP_AFTER
+        if decision is Decision.STOP_DISCARD:
+            self.discarded_tokens += 1
+            rec.kept = i
+        else:
+            rec.kept = i + 1
+        if decision is not Decision.CONTINUE:
+            rec.closed = True
+        return decision
+
+    # ------------------------------------------------------------ interface
+    def decide(self, view: DraftTokenView) -> Decision:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_verify(self, outcome: VerifyOutcome) -> RoundRecord | None:
+        """Record ``outcome``; return the (oldest pending) round it belongs to, if any."""
+        self.round_lengths.append(outcome.n_drafted)
+        self.accepted_lengths.append(outcome.n_accepted)
+        self.committed_lengths.append(outcome.n_committed)
+        return self._pending.popleft() if self._pending else None
+
+    def stats(self) -> dict[str, Any]:
+        """Per-policy statistics (mean draft length, histogram, acceptance)."""
+        lengths = np.asarray(self.round_lengths, dtype=float)
+        acc = np.asarray(self.accepted_lengths, dtype=float)
+        com = np.asarray(self.committed_lengths, dtype=float)
+        hist = np.bincount(lengths.astype(int)) if lengths.size else np.zeros(0, int)
+        return {
+            "rounds": int(lengths.size),
+            "mean_draft_length": float(lengths.mean()) if lengths.size else 0.0,
+            "draft_length_histogram": {str(i): int(c) for i, c in enumerate(hist) if c},
+            "acceptance_rate": float(acc.sum() / lengths.sum()) if lengths.sum() else 0.0,
+            "mean_accepted_length": float(acc.mean()) if acc.size else 0.0,
+            "mean_committed_per_round": float(com.mean()) if com.size else 0.0,
+            "discarded_tokens": int(self.discarded_tokens),
+        }
+
+
+POLICIES: dict[str, type[DraftPolicy]] = {}
+
+
+def register_policy(name: str):
+    def deco(cls: type[DraftPolicy]) -> type[DraftPolicy]:
+        cls.name = name
+        POLICIES[name] = cls
+        return cls
+
+    return deco
