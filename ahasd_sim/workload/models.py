@@ -15,7 +15,7 @@ opt-1.3b               1,315,758,080   1.3 B      HF count is identical
 opt-6.7b               6,658,473,984   6.7 B
 llama2-7b              6,738,415,616   6.74 B     HF count is identical
 llama2-13b             13,015,864,320  13.0 B     HF count is identical
-palm-like-8b           8,028,164,096   8 B         shape assumed, see below
+palm-like-8b           8,028,164,096   8 B        shape assumed, see below
 palm-like-30b          29,880,819,712  30 B       shape assumed, see below
 qwen2.5-coder-0.5b     494,032,768     0.49 B     tied (official)
 qwen2.5-coder-1.5b     1,543,714,304   1.54 B     tied (official)
