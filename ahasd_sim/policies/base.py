@@ -15,10 +15,17 @@ Contract with the modes
   (``view.index_in_round`` = 0, 1, ...). The round ends at the first
   ``STOP_AFTER`` / ``STOP_DISCARD``. Decisions already respect
   ``ctx.min_tokens`` / ``ctx.max_tokens`` (see :meth:`DraftPolicy.bounded`).
-* ``on_verify(outcome)`` exactly once per begun round, in the order the rounds
-  were begun (FIFO). A round killed by an earlier rejection (async look-ahead)
-  is reported with ``n_accepted = n_committed = 0``. Rounds may overlap: several
-  rounds can be begun before the first is verified.
+* ``on_verify(outcome)`` once per verified round, in the order the rounds were
+  begun. Rounds may overlap (several begun before the first is verified), and a
+  round may never be verified (killed by an earlier rejection, abandoned at a
+  rollback, or ended by a discarded first token): such rounds are simply never
+  reported.
+* Attribution of an outcome to its round (needed by learning policies, e.g. the
+  bandit's arm): ``begin_round`` returns a round id; a mode that passes it back
+  as ``VerifyOutcome.round_id`` gets exact attribution. Without it the base class
+  matches the pending round with ``kept == n_drafted`` that began at (or first
+  after) ``now_s - round_time_s``, falling back to the oldest pending round with
+  that length. Pending rounds older than the matched one are dropped (dead).
 """
 from __future__ import annotations
 
@@ -63,6 +70,7 @@ class VerifyOutcome:
     n_committed: int         # tokens committed for this round (accepted + correction/bonus)
     round_time_s: float      # simulated time from round start to its verification
     now_s: float
+    round_id: int | None = None  # id returned by begin_round (optional, exact attribution)
 
 
 @dataclass
@@ -119,12 +127,19 @@ class DraftPolicy:
         hi = int(getattr(self.config, "max_tokens", 16))
         return RoundContext(now_s=now_s, min_tokens=lo, max_tokens=hi)
 
-    def begin_round(self, ctx: RoundContext) -> None:
+    #: pending (begun, unverified) rounds kept at most; older ones are dropped as dead
+    MAX_PENDING: ClassVar[int] = 1024
+
+    def begin_round(self, ctx: RoundContext) -> int:
+        """Open a round; returns its id (pass it back as ``VerifyOutcome.round_id``)."""
         self._ctx = ctx
         rec = RoundRecord(index=self._rounds_begun, ctx=ctx)
         self._rounds_begun += 1
         self._pending.append(rec)
+        while len(self._pending) > self.MAX_PENDING:
+            self._pending.popleft()
         self._current = rec
+        return rec.index
 
     def current_round(self, now_s: float = 0.0) -> RoundRecord:
         """The open round; opens one with the default context if none is open."""
@@ -175,11 +190,34 @@ class DraftPolicy:
         raise NotImplementedError
 
     def on_verify(self, outcome: VerifyOutcome) -> RoundRecord | None:
-        """Record ``outcome``; return the (oldest pending) round it belongs to, if any."""
+        """Record ``outcome``; return the pending round it belongs to (None if unknown)."""
         self.round_lengths.append(outcome.n_drafted)
         self.accepted_lengths.append(outcome.n_accepted)
         self.committed_lengths.append(outcome.n_committed)
-        return self._pending.popleft() if self._pending else None
+        return self._match_round(outcome)
+
+    def _match_round(self, outcome: VerifyOutcome) -> RoundRecord | None:
+        pending = self._pending
+        match: RoundRecord | None = None
+        if outcome.round_id is not None:
+            match = next((r for r in pending if r.index == outcome.round_id), None)
+        else:
+            same = [r for r in pending if r.kept == outcome.n_drafted]
+            start = outcome.now_s - outcome.round_time_s
+            tol = 1e-9 * max(1.0, abs(outcome.now_s))
+            after = [r for r in same if r.ctx.now_s >= start - tol]
+            if after:
+                match = min(after, key=lambda r: (r.ctx.now_s, r.index))
+            elif same:
+                match = same[0]
+        if match is None:
+            return None
+        while pending and pending[0] is not match:   # older rounds were never verified: dead
+            pending.popleft()
+        pending.popleft()
+        if self._current is match and not match.closed:
+            match.closed = True
+        return match
 
     def stats(self) -> dict[str, Any]:
         """Per-policy statistics (mean draft length, histogram, acceptance)."""
