@@ -21,7 +21,8 @@ class RunConfig:
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,
                                   source="AHASD paper, section 8: 1024 generated tokens")
     trace_start_prompt: int = param(0, doc="index of the first trace prompt replayed", ge=0)
-    prompt_len_tokens: int = param(128, doc="prompt (prefill) length assumed for the initial KV cache", unit="tokens", ge=0)
+    kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "
+                                       "(cost caching; attention cost error < quantum/KV length)", unit="tokens", ge=1)
     seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0)
     max_sim_time_s: float = param(36000.0, doc="safety limit on simulated time", unit="s", gt=0)
     timeline: bool = param(True, doc="write a Chrome/Perfetto timeline.json of device busy intervals")

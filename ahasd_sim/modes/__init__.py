@@ -1,0 +1,6 @@
+"""Execution modes (one module each) and their registry ``MODES``."""
+from . import config  # noqa: F401  (registers the ahasd/operator_sync/baseline config sections)
+from .base import MODES, Mode, RunContext, TaskCost, get_mode, register_mode
+from . import autoregressive, gpu_only, operator_sync, async_, ahasd  # noqa: F401,E401  (register modes)
+
+__all__ = ["MODES", "Mode", "RunContext", "TaskCost", "get_mode", "register_mode"]

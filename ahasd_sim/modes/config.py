@@ -38,8 +38,6 @@ class TvcConfig:
     preload_kv_len: int = param(512, doc="KV length at which the tables are preloaded from the analytic cost model (offline profile)",
                                 unit="tokens", ge=1, source="ahasd-paper.md section 5: tables preloaded with offline-profiled cycles")
     preload_draft_len: int = param(4, doc="draft length used to preload PDCT/PVCT", unit="tokens", ge=1)
-    semantics: str = param("commit", doc="pre-verification semantics: (A) commit accepted tokens, or (B) early error detection only",
-                           choices=("commit", "detect_only"), source="ahasd-paper.md decision 5")
     decision_latency_ns: float = param(100.0, doc="CPU time of one TVC decision", unit="ns", ge=0,
                                        source="ahasd-paper.md section 10")
     decision_energy_nj: float = param(0.1, doc="energy of one TVC decision", unit="nJ", ge=0, source=ARTIFACT)

@@ -1,0 +1,367 @@
+"""LPDDR5-PIM: ranks with bank-level PIM units, the AAU and the GTS (section ``pim``).
+
+Reading of the AHASD paper's PIM row (Table 2: 16 PIM units, 102.4 GOPS INT8,
+4 GB/rank x 16, 256 GB/s on-chip, 51.2 GB/s off-chip); ``ahasd-paper.md`` decisions 7-8:
+
+* ``gops_scope`` / ``bw_scope`` say whether 102.4 GOPS and 256 GB/s are **per unit**
+  (default, "reproduction" reading: 16 units x 102.4 = 1.64 TOPS in total) or the
+  **total** of the device. Compute and internal bandwidth are independent parameters
+  (102.4 GOPS cannot consume 256 GB/s of INT8 weights; it needs >= 512 GOPS).
+* 16 units on 16 ranks -> ``units_per_rank = 1``; capacities and rates are spread
+  evenly over ranks, and a model striped over ``r`` ranks gets ``r`` ranks' worth.
+* Models live in distinct ranks (paper): :meth:`PimMemory.partition` gives each model
+  the ranks its bytes (+ KV reserve) need (``min_fit``, the split of ahasd-paper.md
+  section 7: OPT 1+2, LLaMA2 2+4, PaLM-like 3+8) or spreads every rank pro rata
+  (``proportional``).
+
+GEMV on PIM (:meth:`PimMemory.gemv_cost`): time = max(bytes / internal bandwidth,
+2 x MACs / PIM op rate) of the ranks used, + a fixed per-op command overhead. A
+multi-token op (pre-verification of L tokens) reads its weights once and does L x the
+MACs (the workload op's ``macs`` already counts the L tokens). Energy (device "pim"):
+bank-local access pJ/bit + row activations + PIM MAC energy.
+
+AAU (one per rank, ``pim.aau``): cycle formulas of ahasd-paper.md section 6 at the PIM
+clock. GTS (``pim.gts``): rank-level gated task switch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..config.errors import ConfigError
+from ..config.fields import param
+from ..config.registry import config_section
+from .cost import ELEMENTWISE_KINDS, MATRIX_KINDS, OpCost, op_kind
+from .npu import OPS_PER_MAC, nonlinear_class_of
+
+_AHASD = "AHASD paper Table 2"
+_AAU_SRC = "AHASD artifact AAU model (ahasd-paper.md section 6)"
+GIB = 2**30
+
+
+# ============================================================== config sections
+@dataclass
+class AauConfig:
+    """Attention Algorithm Unit: one per LPDDR5-PIM rank, runs GELU/Softmax/LayerNorm/reductions."""
+
+    enabled: bool = param(True, doc="AAUs present; if false nonlinear ops of PIM models are offloaded to the "
+                          "host (NPU vector unit / GPU) and their operands cross the external bus")
+    clock_ghz: float = param(0.8, doc="AAU clock", unit="GHz", gt=0, source=_AAU_SRC + ": 800 MHz PIM clock")
+    lanes: int = param(16, doc="SIMD lanes", ge=1, source=_AAU_SRC + ": 16 lanes, single issue")
+    pipeline_cycles: int = param(8, doc="fixed pipeline latency per op", unit="cycle", ge=0, source=_AAU_SRC)
+    gelu_cycles_per_vector: int = param(2, doc="cycles per 16-element vector, GELU (SiLU/SwiGLU)", ge=1,
+                                        source=_AAU_SRC + ": 8 + 2 ceil(N/16)")
+    softmax_cycles_per_vector: int = param(3, doc="cycles per vector, Softmax", ge=1,
+                                           source=_AAU_SRC + ": 8 + 3 ceil(N/16)")
+    layernorm_cycles_per_vector: int = param(3, doc="cycles per vector, LayerNorm/RMSNorm", ge=1,
+                                             source=_AAU_SRC + ": 8 + 3 ceil(N/16)")
+    attention_score_cycles_per_vector: int = param(4, doc="cycles per vector, attention score", ge=1,
+                                                   source=_AAU_SRC + ": 8 + 4 ceil(N/16)")
+    reduction_cycles_per_vector: int = param(0, doc="streaming cycles per vector of a reduction on top of the "
+                                             "log tree; 0 = the artifact formula 8 + floor(log2 N) + 1, "
+                                             "1 = also read the N elements through the 16 lanes", ge=0,
+                                             source=_AAU_SRC + " (0); physical streaming (1) is our option")
+    gelu_pj_per_element: float = param(0.8, doc="GELU energy per element", unit="pJ", gt=0, source=_AAU_SRC)
+    softmax_pj_per_element: float = param(1.2, doc="Softmax energy per element", unit="pJ", gt=0, source=_AAU_SRC)
+    layernorm_pj_per_element: float = param(1.0, doc="LayerNorm energy per element", unit="pJ", gt=0,
+                                            source=_AAU_SRC)
+    attention_score_pj_per_element: float = param(1.5, doc="attention-score energy per element", unit="pJ", gt=0,
+                                                  source=_AAU_SRC)
+    reduction_pj_per_element: float = param(0.3, doc="reduction energy per element", unit="pJ", gt=0,
+                                            source=_AAU_SRC)
+    static_power_mw: float = param(5.0, doc="static power of one AAU", unit="mW", ge=0,
+                                   source=_AAU_SRC + ": 18.5 mW = 5.0 static + 13.5 dynamic")
+    offload_bytes_per_element: float = param(1.0, doc="bytes per element shipped each way when an op is offloaded "
+                                             "and the op does not state its activation bytes", unit="B", gt=0,
+                                             source="INT8 activations (AHASD runs everything in INT8)")
+    offload_roundtrip_us: float = param(5.0, doc="host synchronisation per offloaded op with the AAU disabled "
+                                        "(PIM completion -> host notified -> result written back)", unit="us",
+                                        ge=0, source="assumption (grade C): interrupt/poll + DMA setup on a mobile "
+                                        "SoC is a few us (cf. 5-10 us per async copy [nvbw]); sweep it")
+
+
+@dataclass
+class GtsConfig:
+    """Gated Task Scheduling: rank-level switch between drafting and pre-verification."""
+
+    enabled: bool = param(True, doc="GTS present (sub-microsecond rank-level gating); if false a coarse, "
+                          "software-managed switch is charged")
+    switch_cycles: int = param(1, doc="switch latency with GTS", unit="PIM cycle", ge=0,
+                               source="AHASD artifact: 1 PIM cycle (1.25 ns at 800 MHz), ahasd-paper.md section 7")
+    switch_pj: float = param(50.0, doc="switch energy with GTS", unit="pJ", ge=0,
+                             source="AHASD artifact: 50 pJ (ahasd-paper.md section 7)")
+    queue_depth: int = param(8, doc="task queue depth", ge=1, source="AHASD artifact (ahasd-paper.md section 7)")
+    static_power_mw: float = param(0.5, doc="GTS static power", unit="mW", ge=0,
+                                   source="AHASD artifact: 0.5 mW")
+    coarse_switch_us: float = param(10.0, doc="switch time without GTS: the host CPU drains the PIM command "
+                                    "queue, reprograms the ranks' PIM mode and restarts (driver path)", unit="us",
+                                    ge=0, source="assumption (grade C): an OS/driver round trip on a mobile CPU "
+                                    "is ~5-20 us; the paper only says GTS makes it sub-microsecond")
+    coarse_switch_uj: float = param(5.0, doc="energy of one coarse switch (CPU core active for the switch)",
+                                    unit="uJ", ge=0, source="assumption (grade C): ~0.5 W CPU core x 10 us")
+
+
+@config_section("pim")
+@dataclass
+class PimConfig:
+    """LPDDR5-PIM ranks (bank-level PIM units) with nested ``aau`` and ``gts`` sub-sections."""
+
+    enabled: bool = param(True, doc="main memory is LPDDR5-PIM")
+    ranks: int = param(16, doc="PIM ranks", ge=1, source=_AHASD + ": 4 GB/rank x 16")
+    rank_capacity_gib: float = param(4.0, doc="capacity of one rank", unit="GiB", gt=0,
+                                     source=_AHASD + ": 4 GB/rank")
+    units_per_rank: int = param(1, doc="PIM compute units per rank (16 units / 16 ranks)", ge=1,
+                                source=_AHASD + ": 16 PIM units")
+    unit_gops_int8: float = param(102.4, doc="INT8 PIM compute (2 ops/MAC), scope set by gops_scope", unit="GOPS",
+                                  gt=0, source=_AHASD + ": 102.4 GOPS INT8")
+    gops_scope: str = param("per_unit", doc="unit_gops_int8 is per unit or the device total",
+                            choices=("per_unit", "total"), source="ahasd-paper.md decision 7: per_unit reproduces "
+                            "the many-drafts-per-verification regime")
+    internal_bw_gb_s: float = param(256.0, doc="on-chip (bank-side) bandwidth, scope set by bw_scope", unit="GB/s",
+                                    gt=0, source=_AHASD + ": 256 GB/s on-chip")
+    bw_scope: str = param("per_unit", doc="internal_bw_gb_s is per unit or the device total",
+                          choices=("per_unit", "total"), source="ahasd-paper.md decision 8")
+    clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0,
+                             source="AHASD artifact: 800 MHz, 1.25 ns cycle")
+    op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
+                                  "units, result collection)", unit="ns", ge=0, source="assumption (grade C)")
+    bank_pj_per_bit: float = param(0.8, doc="bank-local access energy", unit="pJ/bit", ge=0,
+                                   source="0.55 pJ/bit HBM2 bank-level [AttAccCfg]; 0.6-1.0 for LPDDR5 "
+                                   "(hardware-parameters.md section 2, grade A/C)")
+    pj_per_mac: float = param(0.3, doc="PIM INT8 MAC energy (DRAM-process logic)", unit="pJ/MAC", gt=0,
+                              source="hardware-parameters.md section 9 (grade C): ~2x logic-process 0.17 pJ/MAC")
+    static_mw_per_rank: float = param(5.0, doc="PIM-unit leakage per rank (AAU and GTS counted separately)",
+                                      unit="mW", ge=0, source="assumption (grade C), same order as the AAU's 5 mW")
+    partition_policy: str = param("min_fit", doc="rank split between draft and target model: min_fit = each model "
+                                  "gets ceil(bytes / rank capacity) ranks; proportional = every rank is given out "
+                                  "pro rata to the bytes (at least min_fit each)", choices=("min_fit", "proportional"),
+                                  source="ahasd-paper.md section 7 (capacity-proportional split)")
+    aau: AauConfig = dataclasses.field(default_factory=AauConfig,
+                                       metadata={"doc": "Attention Algorithm Unit (one per rank)"})
+    gts: GtsConfig = dataclasses.field(default_factory=GtsConfig,
+                                       metadata={"doc": "Gated Task Scheduling"})
+
+
+# ============================================================== rank partition
+@dataclass(frozen=True)
+class RankPartition:
+    """Ranks given to the draft (DLM) and target (TLM) model; ranks are numbered
+    0..draft_ranks-1 (draft), then target, then spare."""
+
+    draft_ranks: int
+    target_ranks: int
+    spare_ranks: int
+    draft_bytes: float         # weights + KV reserve placed in the draft ranks
+    target_bytes: float
+    rank_capacity_bytes: float
+
+    @property
+    def draft_rank_ids(self) -> tuple[int, ...]:
+        return tuple(range(self.draft_ranks))
+
+    @property
+    def target_rank_ids(self) -> tuple[int, ...]:
+        return tuple(range(self.draft_ranks, self.draft_ranks + self.target_ranks))
+
+    @property
+    def draft_fill(self) -> float:
+        return self.draft_bytes / (self.draft_ranks * self.rank_capacity_bytes)
+
+    @property
+    def target_fill(self) -> float:
+        return self.target_bytes / (self.target_ranks * self.rank_capacity_bytes)
+
+
+# ============================================================== models
+class PimMemory:
+    """Analytic LPDDR5-PIM model (bank-level GEMV engines in every rank)."""
+
+    device = "pim"
+
+    def __init__(self, cfg: PimConfig, memory=None):
+        self.cfg = cfg
+        self.memory = memory  # Lpddr5Memory: page size and activation energy
+
+    @property
+    def total_units(self) -> int:
+        return self.cfg.ranks * self.cfg.units_per_rank
+
+    @property
+    def total_ops_s(self) -> float:
+        mult = self.total_units if self.cfg.gops_scope == "per_unit" else 1
+        return self.cfg.unit_gops_int8 * 1e9 * mult
+
+    @property
+    def total_internal_bw_bytes_s(self) -> float:
+        mult = self.total_units if self.cfg.bw_scope == "per_unit" else 1
+        return self.cfg.internal_bw_gb_s * 1e9 * mult
+
+    @property
+    def rank_ops_s(self) -> float:
+        return self.total_ops_s / self.cfg.ranks
+
+    @property
+    def rank_internal_bw_bytes_s(self) -> float:
+        return self.total_internal_bw_bytes_s / self.cfg.ranks
+
+    @property
+    def rank_capacity_bytes(self) -> int:
+        return int(round(self.cfg.rank_capacity_gib * GIB))
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.cfg.ranks * self.rank_capacity_bytes
+
+    @property
+    def static_power_w(self) -> float:
+        return self.cfg.ranks * self.cfg.static_mw_per_rank * 1e-3
+
+    # ---------------------------------------------------------------- partition
+    def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
+                  target_kv_reserve_bytes: float | None = None) -> RankPartition:
+        """Place the draft and target model in distinct ranks.
+
+        ``kv_reserve_bytes`` is reserved next to each model for its KV cache (pass
+        ``target_kv_reserve_bytes`` to give the target a different reserve). Raises
+        :class:`ConfigError` (file left empty for the caller) if they do not fit.
+        """
+        t_kv = kv_reserve_bytes if target_kv_reserve_bytes is None else target_kv_reserve_bytes
+        need_d = float(draft_bytes) + float(kv_reserve_bytes)
+        need_t = float(target_bytes) + float(t_kv)
+        if need_d <= 0 or need_t <= 0:
+            raise ValueError("partition needs positive draft and target sizes")
+        cap = float(self.rank_capacity_bytes)
+        rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
+        ranks = self.cfg.ranks
+        if rd + rt > ranks:
+            raise ConfigError(
+                "", "pim.ranks",
+                f"draft model {draft_bytes / 1e9:.2f} GB + target model {target_bytes / 1e9:.2f} GB "
+                f"(+ KV reserve {(kv_reserve_bytes + t_kv) / 1e9:.2f} GB) need {rd} + {rt} ranks of "
+                f"{self.cfg.rank_capacity_gib:g} GiB in distinct ranks, but the device has {ranks} ranks "
+                f"({self.capacity_bytes / 1e9:.1f} GB)")
+        if self.cfg.partition_policy == "proportional":
+            spare = ranks - rd - rt
+            # largest-remainder apportionment of the spare ranks pro rata to the bytes
+            share_d = ranks * need_d / (need_d + need_t)
+            extra_d = min(spare, max(0, round(share_d) - rd))
+            rd, rt = rd + extra_d, rt + (spare - extra_d)
+        return RankPartition(rd, rt, ranks - rd - rt, need_d, need_t, cap)
+
+    # ---------------------------------------------------------------- GEMV
+    def _check_ranks(self, ranks: int) -> int:
+        ranks = int(ranks)
+        if not 1 <= ranks <= self.cfg.ranks:
+            raise ValueError(f"ranks must be in 1..{self.cfg.ranks}, got {ranks}")
+        return ranks
+
+    def gemv_cost(self, op: object, ranks: int) -> OpCost:
+        """Cost of ONE occurrence of a GEMV/GEMM/attention ``op`` on ``ranks`` ranks' PIM units.
+
+        time = max((weight + KV bytes) / internal bandwidth, 2 x MACs / op rate) + overhead;
+        weights are read once whatever ``op.n_tokens`` (multi-token pre-verification).
+        """
+        kind = op_kind(op)
+        if kind not in MATRIX_KINDS:
+            raise ValueError(f"PIM GEMV engines run gemm/gemv/attention ops, not {kind!r} "
+                             f"({getattr(op, 'name', '')}); send it to the AAU or the host")
+        ranks = self._check_ranks(ranks)
+        nbytes = float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0))
+        macs = float(op.macs)
+        t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
+        t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
+        duration = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
+        energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + macs * self.cfg.pj_per_mac * 1e-12
+        if self.memory is not None:
+            energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
+        return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=macs)
+
+    def bound(self, op: object, ranks: int) -> str:
+        """"bandwidth" or "compute": which side of the PIM roofline ``op`` sits on."""
+        nbytes = float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0))
+        t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
+        t_cmp = OPS_PER_MAC * float(op.macs) / (ranks * self.rank_ops_s)
+        return "bandwidth" if t_bw >= t_cmp else "compute"
+
+
+class Aau:
+    """The AAUs (one per rank). ``op_cost`` charges device "aau"."""
+
+    device = "aau"
+
+    def __init__(self, cfg: AauConfig, n_units: int = 1):
+        self.cfg = cfg
+        self.n_units = int(n_units)
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.enabled
+
+    @property
+    def static_power_w(self) -> float:
+        return self.n_units * self.cfg.static_power_mw * 1e-3 if self.cfg.enabled else 0.0
+
+    def cycles(self, cls: str, n_elements: int) -> int:
+        """Cycle formulas of ahasd-paper.md section 6 (16 lanes, single issue)."""
+        c = self.cfg
+        n = int(n_elements)
+        if n <= 0:
+            return 0
+        vectors = math.ceil(n / c.lanes)
+        if cls == "reduction":
+            return c.pipeline_cycles + int(math.floor(math.log2(n))) + 1 + c.reduction_cycles_per_vector * vectors
+        per_vec = getattr(c, f"{cls}_cycles_per_vector")
+        return c.pipeline_cycles + per_vec * vectors
+
+    def op_cost(self, op: object, n_aau: int = 1) -> OpCost:
+        """Cost of ONE occurrence of a nonlinear/reduction ``op`` split over ``n_aau`` AAUs
+        (the AAUs of the ranks holding the model; default one)."""
+        if not self.cfg.enabled:
+            raise ValueError("AAU disabled (pim.aau.enabled: false): offload the op to the host instead")
+        kind = op_kind(op)
+        if kind not in ELEMENTWISE_KINDS:
+            raise ValueError(f"AAU runs nonlinear/reduction ops, not {kind!r} ({getattr(op, 'name', '')})")
+        cls = nonlinear_class_of(op)
+        elems = int(getattr(op, "elements", 0) or 0)
+        n_aau = max(1, int(n_aau))
+        cyc = self.cycles(cls, math.ceil(elems / n_aau))
+        energy = elems * getattr(self.cfg, f"{cls}_pj_per_element") * 1e-12
+        return OpCost(cyc / (self.cfg.clock_ghz * 1e9), {self.device: energy})
+
+    # ------------------------------------------------- offload (AAU disabled)
+    def offload_transfer_bytes(self, op: object) -> float:
+        """Bytes that cross the external bus when ``op`` is offloaded (operands in + results out)."""
+        act = float(getattr(op, "act_bytes_in", 0.0)) + float(getattr(op, "act_bytes_out", 0.0))
+        if act > 0:
+            return act
+        return 2.0 * float(getattr(op, "elements", 0) or 0) * self.cfg.offload_bytes_per_element
+
+    @property
+    def offload_roundtrip_s(self) -> float:
+        return self.cfg.offload_roundtrip_us * 1e-6
+
+
+class Gts:
+    """Gated Task Scheduling; ``switch_cost`` charges device "gts"."""
+
+    device = "gts"
+
+    def __init__(self, cfg: GtsConfig, pim_clock_ghz: float):
+        self.cfg = cfg
+        self.pim_clock_ghz = pim_clock_ghz
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.enabled
+
+    @property
+    def static_power_w(self) -> float:
+        return self.cfg.static_power_mw * 1e-3 if self.cfg.enabled else 0.0
+
+    def switch_cost(self) -> OpCost:
+        """One draft <-> pre-verification switch of the PIM ranks."""
+        c = self.cfg
+        if c.enabled:
+            return OpCost(c.switch_cycles / (self.pim_clock_ghz * 1e9), {self.device: c.switch_pj * 1e-12})
+        return OpCost(c.coarse_switch_us * 1e-6, {self.device: c.coarse_switch_uj * 1e-6})

@@ -1,0 +1,152 @@
+"""``ahasd``: task-level asynchronous execution + EDC + TVC (+ AAU and GTS in hardware).
+
+After each drafted batch, EDC predicts whether more look-ahead is worthwhile.
+If not, TVC checks whether PIM can pre-verify the earliest unverified tokens
+(outside the NPU's in-flight batch) on the target-weight ranks and still draft
+one more batch before the NPU finishes; if ``L_pv < 1`` the drafter drafts one
+more batch and asks again. With EDC alone the drafter waits for the next
+feedback. Pre-verification follows ahasd-paper.md decision 5 (A): accepted
+tokens are committed (the NPU skips them); a mismatch commits the correction
+and rolls back, earlier than the NPU would have.
+
+AAU and GTS are hardware (``pim.aau.enabled``, ``pim.gts.enabled``): the cost
+model routes nonlinear ops and prices rank switches accordingly.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .async_ import AsyncMode
+from .base import Batch, register_mode
+from .controls.edc import EntropyHistoryControl
+from .controls.tvc import TimeAwarePreverifyControl
+
+
+@dataclass
+class _Preverify:
+    start: int
+    length: int
+    gen: int
+    new_committed: int
+    early_rejection: bool
+
+
+@register_mode("ahasd")
+class AhasdMode(AsyncMode):
+    """Async drafting with entropy-history drafting control and time-aware pre-verification."""
+
+    def __init__(self, env, ctx):
+        super().__init__(env, ctx)
+        a = self.acfg
+        self.edc = EntropyHistoryControl(a.edc_config) if a.edc else None
+        self.tvc = None
+        if a.tvc:
+            t = a.tvc_config
+            kv, ld = t.preload_kv_len, t.preload_draft_len
+            self.tvc = TimeAwarePreverifyControl(
+                t,
+                preload_npu_ns=self.costs.verify(ld + 1, kv).duration_s * 1e9, preload_kv_len=kv,
+                preload_draft_ns=self.costs.draft_token(kv).duration_s * ld * 1e9, preload_draft_len=ld,
+                preload_pv_ns=self.costs.preverify(ld, kv).duration_s * 1e9, preload_pv_len=ld)
+        self.pv_running = None          # SimPy event while a pre-verification runs
+        self.pv_pending: _Preverify | None = None
+
+    # ------------------------------------------------------------ EDC/TVC
+    def _control_cost(self, latency_ns: float, energy_nj: float, label: str):
+        self.col.energy("ctrl", energy_nj * 1e-9, label)
+        if latency_ns > 0:
+            yield self.env.timeout(latency_ns * 1e-9)
+
+    def after_batch(self, batch: Batch):
+        if self.edc is None:
+            return
+        live = sum(1 for b in self.batches if b.gen == self.gen)
+        cont, idx, bucket = self.edc.predict(batch.mean_entropy_nats, live)
+        batch.edc_index, batch.edc_bucket, batch.edc_continue = idx, bucket, cont
+        c = self.acfg.edc_config
+        yield from self._control_cost(c.decision_latency_ns, c.decision_energy_nj, "edc")
+        if cont:
+            return
+        if self.tvc is not None and self.verify_in_flight is not None:
+            t = self.acfg.tvc_config
+            yield from self._control_cost(t.decision_latency_ns, t.decision_energy_nj, "tvc")
+            if self.verify_in_flight is None:
+                return  # the NPU finished meanwhile; keep drafting
+            v_start, v_n, v_t0 = self.verify_in_flight
+            l_pv = self.tvc.decide(self.env.now - v_t0, self.replay.kv_len_at(v_start))
+            pv_start = v_start + v_n
+            l_pv = min(l_pv, self.frontier - pv_start)
+            if l_pv >= 1:
+                yield from self._preverify(pv_start, l_pv)
+            return  # L_pv < 1: draft exactly one more batch, then ask again
+        yield from self._wait_feedback()
+
+    def _preverify(self, start: int, length: int):
+        st = self.tvc.stats
+        st.inserted += 1
+        st.tokens_preverified += length
+        gen = self.gen
+        self.pv_running = self.env.event()
+        kv = self.replay.kv_len_at(start)
+        yield from self.run_task(self.costs.gts_switch(), "gts_switch")
+        t0 = yield from self.run_task(self.costs.preverify(length, kv), "preverify")
+        self.tvc.record_preverify(self.env.now - t0, length)
+        yield from self.run_task(self.costs.gts_switch(), "gts_switch")
+        a = self.replay.accepted_run(start, length)
+        result = _Preverify(start, length, gen, start + a + (1 if a < length else 0), a < length)
+        self.col.event(t0, "preverify", position=start, n_tokens=length, accepted=a,
+                       duration_s=self.env.now - t0)
+        ev, self.pv_running = self.pv_running, None
+        ev.succeed()
+        if self.committed >= start:
+            yield from self._apply_preverify(result)
+        else:
+            self.pv_pending = result   # the NPU is still verifying the tokens before it
+
+    def _apply_preverify(self, r: _Preverify):
+        st = self.tvc.stats
+        if r.gen != self.gen or self.committed < r.start or r.new_committed <= self.committed:
+            st.wasted += 1
+            return
+        before = self.committed
+        restart = self.resolve(r.new_committed)
+        st.successful += 1
+        st.tokens_committed += max(0, min(self.committed, r.start + r.length) - max(before, r.start))
+        if r.early_rejection:
+            st.early_rejections += 1
+        yield from self._signal_feedback(restart)
+
+    def before_verify(self):
+        if self.pv_running is not None and self.tvc is not None:
+            t0 = self.env.now
+            yield self.pv_running
+            self.tvc.stats.npu_wait_for_preverify_s += self.env.now - t0
+
+    def after_commit(self):
+        if self.pv_pending is not None:
+            r, self.pv_pending = self.pv_pending, None
+            yield from self._apply_preverify(r)
+
+    # ------------------------------------------------------------ learning hooks
+    def on_batch_resolved(self, batch: Batch, n_accepted: int, fully_accepted: bool, killed: bool) -> None:
+        if self.edc is not None and batch.edc_index >= 0:
+            self.edc.resolve(batch.edc_index, batch.edc_bucket, batch.edc_continue, fully_accepted, killed)
+            self.edc.set_live_batches(sum(1 for b in self.batches if b.gen == self.gen and b is not batch))
+
+    def on_batch_drafted(self, batch: Batch, draft_time_s: float) -> None:
+        if self.tvc is not None:
+            self.tvc.record_draft(draft_time_s, batch.length)
+
+    def on_verified(self, npu_time_s: float, kv_len: int) -> None:
+        if self.tvc is not None:
+            self.tvc.record_npu(npu_time_s, kv_len)
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        if self.edc is not None:
+            s = self.edc.stats
+            out["edc"] = {**asdict(s), "prediction_accuracy": s.accuracy}
+        if self.tvc is not None:
+            out["tvc"] = asdict(self.tvc.stats)
+        return out

@@ -1,0 +1,242 @@
+"""``async``: naive task-level asynchronous drafting (AMUSD-like, the paper's "NPU+PIM").
+
+The drafter runs continuously on PIM, pushing each round (batch) into the
+bounded unverified-draft queue and immediately drafting the next batch on top
+of its own unverified tokens (look-ahead). The verifier (NPU) takes every
+pending batch (up to ``ahasd.max_verify_tokens``) in one pass. The first
+rejection commits the correction token, kills every later draft and restarts
+the drafter; feedback returns through the bounded feedback queue.
+
+``ahasd`` extends this class through :meth:`after_batch` (EDC/TVC) only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ..policies.base import Decision
+from .base import Batch, Mode, register_mode
+
+
+@dataclass(frozen=True)
+class Feedback:
+    gen: int
+    committed: int
+    restart: bool
+
+
+class BoundedQueue:
+    """A SimPy store with occupancy statistics; producers block when it is full."""
+
+    def __init__(self, env: simpy.Environment, capacity: int, name: str):
+        self.env = env
+        self.store = simpy.Store(env, capacity=capacity)
+        self.name = name
+        self.capacity = capacity
+        self.pushes = 0
+        self.max_occupancy = 0
+        self.full_block_s = 0.0
+
+    def put(self, item):
+        t0 = self.env.now
+        full = len(self.store.items) >= self.capacity
+        yield self.store.put(item)
+        if full:
+            self.full_block_s += self.env.now - t0
+        self.pushes += 1
+        self.max_occupancy = max(self.max_occupancy, len(self.store.items))
+
+    def get(self):
+        return self.store.get()
+
+    @property
+    def items(self) -> list:
+        return self.store.items
+
+    def stats(self) -> dict[str, Any]:
+        return {"capacity": self.capacity, "pushes": self.pushes, "max_occupancy": self.max_occupancy,
+                "producer_blocked_s": self.full_block_s}
+
+
+@register_mode("async")
+class AsyncMode(Mode):
+    """Task-level asynchronous execution: PIM drafts, NPU verifies, no controls."""
+
+    required_devices = ("npu", "pim")
+
+    def __init__(self, env, ctx):
+        super().__init__(env, ctx)
+        acfg = ctx.cfg.ahasd
+        self.acfg = acfg
+        self.unverified = BoundedQueue(env, acfg.unverified_queue_batches, "unverified_draft")
+        self.feedback = BoundedQueue(env, acfg.feedback_queue_entries, "feedback")
+        self.npu = simpy.Resource(env, 1)
+        self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
+        self.drafter_stall_s = 0.0
+
+    # ------------------------------------------------------------ processes
+    def start(self):
+        self.env.process(self._drafter())
+        self.env.process(self._verifier())
+        return self.done
+
+    def _signal_feedback(self, restart: bool):
+        fb = Feedback(self.gen, self.committed, restart)
+        yield from self.feedback.put(fb)
+        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+
+    def _drain_feedback(self):
+        while self.feedback.items:
+            yield self.feedback.get()
+            self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+
+    def _drafter(self):
+        ctr = self.col.counters
+        my_gen = self.gen
+        chain_start = self.committed
+        pos = self.committed
+        round_tokens: list[float] = []   # entropies of the kept tokens of the current round
+        round_start = self.env.now
+        self.policy.begin_round(self.round_context())
+        while not self.done.triggered:
+            yield from self._drain_feedback()
+            if my_gen != self.gen:        # rollback seen: restart the chain at the committed point
+                my_gen = self.gen
+                chain_start = pos = self.committed
+                round_tokens = []
+                round_start = self.env.now
+                self.policy.begin_round(self.round_context())
+            view = self.replay.view(pos, chain_start, len(round_tokens), self.env.now)
+            if view is None:
+                if pos < self.replay.n_positions:
+                    ctr.offpath_unrecorded_stalls += 1
+                if round_tokens:
+                    yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen)
+                    round_tokens = []
+                yield from self._wait_feedback()
+                continue
+            cost = self.costs.draft_token(self.replay.kv_len_at(pos))
+            t0 = yield from self.run_task(cost, "draft")
+            if my_gen != self.gen:        # the chain was rolled back while this forward ran
+                ctr.drafted_tokens += 1
+                ctr.killed_tokens += 1
+                continue
+            decision = self.policy.decide(view)
+            if decision is Decision.STOP_DISCARD:
+                ctr.discarded_draft_forwards += 1
+            else:
+                ctr.drafted_tokens += 1
+                if self.replay.is_off_path(pos, chain_start):
+                    ctr.offpath_drafted_tokens += 1
+                round_tokens.append(view.entropy_nats)
+                pos += 1
+                self.frontier = pos
+            end_round = (decision is not Decision.CONTINUE) or len(round_tokens) >= self.max_round_tokens
+            if not end_round:
+                continue
+            if not round_tokens:          # a policy discarded the first token: draft again
+                self.policy.begin_round(self.round_context())
+                continue
+            batch = yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen)
+            round_tokens = []
+            if batch is not None:
+                yield from self.after_batch(batch)
+            round_start = self.env.now
+            self.policy.begin_round(self.round_context())
+
+    def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int):
+        batch = Batch(pos - len(entropies), len(entropies), gen, round_start, float(np.mean(entropies)))
+        self.on_batch_drafted(batch, self.env.now - round_start)
+        yield from self.unverified.put(batch)
+        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+        if gen == self.gen:
+            self.batches.append(batch)
+        self.col.event(self.env.now, "batch_pushed", position=batch.start, n_tokens=batch.length,
+                       mean_entropy_nats=batch.mean_entropy_nats)
+        return batch if gen == self.gen else None
+
+    def _wait_feedback(self):
+        """Block the drafter until the verifier reports something."""
+        t0 = self.env.now
+        yield self.feedback.get()
+        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+        self.drafter_stall_s += self.env.now - t0
+
+    def _collect_batches(self):
+        """Take pending live batches (up to the verification cap); return the end position.
+
+        Blocks while no live draft is pending; that wait is NPU idle time caused
+        by draft exhaustion.
+        """
+        ctr = self.col.counters
+        taken_end = self.committed
+        cap = self.acfg.max_verify_tokens
+        while True:
+            if not self.unverified.items:
+                if taken_end > self.committed:
+                    return taken_end
+                t0 = self.env.now
+                item = yield self.unverified.get()
+                ctr.npu_idle_draft_exhausted_s += self.env.now - t0
+            else:
+                nxt = self.unverified.items[0]
+                live = nxt.gen == self.gen and nxt.end > self.committed
+                if live and taken_end > self.committed and nxt.end - self.committed > cap:
+                    return taken_end
+                item = yield self.unverified.get()
+            self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+            if item.gen != self.gen or item.end <= self.committed:
+                continue  # killed by a rollback (already counted) or committed by pre-verification
+            taken_end = max(taken_end, item.end)
+            if taken_end - self.committed >= cap:
+                return taken_end
+
+    def _verifier(self):
+        ctr = self.col.counters
+        while not self.done.triggered:
+            yield from self.before_verify()
+            end = yield from self._collect_batches()
+            yield from self.before_verify()       # a pre-verification may have started meanwhile
+            start = self.committed
+            n = end - start
+            if n <= 0:
+                continue
+            kv = self.replay.kv_len_at(start)
+            self.verify_in_flight = (start, n, self.env.now)
+            t0 = yield from self.run_task(self.costs.verify(n + 1, kv), "verify", {"npu": self.npu})
+            self.verify_in_flight = None
+            ctr.verifications += 1
+            self.on_verified(self.env.now - t0, kv)
+            new_c = self.verify_span(start, n)
+            self.col.event(t0, "verify", position=start, n_tokens=n, accepted=new_c - start - 1,
+                           duration_s=self.env.now - t0)
+            restart = self.resolve(new_c)
+            yield from self.after_commit()
+            yield from self._signal_feedback(restart)
+
+    # ------------------------------------------------------------ hooks for ahasd
+    def after_batch(self, batch: Batch):
+        """Called by the drafter after each batch is queued. Async: keep drafting."""
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    def before_verify(self):
+        return
+        yield  # pragma: no cover
+
+    def after_commit(self):
+        return
+        yield  # pragma: no cover
+
+    def on_batch_drafted(self, batch: Batch, draft_time_s: float) -> None:
+        pass
+
+    def on_verified(self, npu_time_s: float, kv_len: int) -> None:
+        pass
+
+    def stats(self) -> dict[str, Any]:
+        return {"queues": {"unverified_draft": self.unverified.stats(), "feedback": self.feedback.stats()},
+                "drafter_stall_s": self.drafter_stall_s}

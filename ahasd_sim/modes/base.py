@@ -1,0 +1,212 @@
+"""Execution-mode registry and the machinery every mode shares.
+
+A mode is a class registered with ``@register_mode("name")``; it receives a
+:class:`RunContext` and starts SimPy processes in :meth:`Mode.start`. Modes
+differ in *which device runs what and when*; the token bookkeeping (what is
+accepted, committed, rejected or killed) is shared here so that every mode
+counts the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import simpy
+
+from ..config.errors import did_you_mean
+from ..metrics.collector import Collector
+from ..policies.base import DraftPolicy, RoundContext, VerifyOutcome
+from .replay import TraceReplay
+
+MODES: dict[str, type["Mode"]] = {}
+
+
+def register_mode(name: str) -> Callable[[type["Mode"]], type["Mode"]]:
+    def deco(cls: type[Mode]) -> type[Mode]:
+        cls.name = name
+        MODES[name] = cls
+        return cls
+
+    return deco
+
+
+def get_mode(name: str) -> type["Mode"]:
+    try:
+        return MODES[name]
+    except KeyError:
+        raise ValueError(f"unknown mode '{name}'{did_you_mean(name, MODES)}; valid modes: "
+                         f"{', '.join(sorted(MODES))}") from None
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    """Time and energy of one task (a drafter forward, a verification pass, ...).
+
+    ``busy_s`` gives, per device, how long it actually worked inside the task
+    (a multi-device task occupies each device for its own share only).
+    """
+
+    duration_s: float
+    energy_j: dict[str, float]
+    busy_s: dict[str, float]
+
+    def __post_init__(self):
+        if self.duration_s < 0:
+            raise ValueError("negative task duration")
+        for dev, b in self.busy_s.items():
+            if b > self.duration_s * (1 + 1e-9) + 1e-15:
+                raise ValueError(f"{dev} busy {b} s longer than its task ({self.duration_s} s)")
+
+
+@dataclass
+class Batch:
+    """One drafting round pushed to the unverified-draft queue."""
+
+    start: int
+    length: int
+    gen: int
+    t_start_s: float
+    mean_entropy_nats: float
+    edc_index: int = -1
+    edc_bucket: int = 0
+    edc_continue: bool = True
+    resolved: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.start + self.length
+
+
+@dataclass
+class RunContext:
+    """Everything a mode needs, built once per run by :mod:`ahasd_sim.simulation`."""
+
+    cfg: Any
+    platform: Any
+    costs: Any
+    replay: TraceReplay
+    policy: DraftPolicy
+    collector: Collector
+    rng: np.random.Generator
+    n_tokens: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Mode:
+    """Base class of execution modes; owns the shared commit logic."""
+
+    name: ClassVar[str] = "base"
+    #: devices that must be present on the platform (names from Platform.devices())
+    required_devices: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, env: simpy.Environment, ctx: RunContext):
+        self.env = env
+        self.ctx = ctx
+        self.replay = ctx.replay
+        self.policy = ctx.policy
+        self.col = ctx.collector
+        self.costs = ctx.costs
+        self.n_tokens = ctx.n_tokens
+        self.committed = 0          # positions [0, committed) are committed
+        self.frontier = 0           # positions [committed, frontier) are drafted and pending
+        self.gen = 0                # incremented on every drafter restart (rollback)
+        self.batches: list[Batch] = []  # pending batches of the current generation, in order
+        self.done = env.event()
+        pc = ctx.cfg.policy
+        self.min_round_tokens = max(1, pc.min_tokens)
+        self.max_round_tokens = max(self.min_round_tokens, pc.max_tokens)
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> simpy.Event:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """Mode-specific statistics merged into summary.json under ``mode_stats``."""
+        return {}
+
+    # ------------------------------------------------------------ devices
+    def run_task(self, cost: TaskCost, label: str, resources: dict[str, simpy.Resource] | None = None):
+        """Occupy devices for ``cost``; log busy intervals and energy. A SimPy generator."""
+        reqs = []
+        if resources:
+            for res in resources.values():
+                req = res.request()
+                reqs.append((res, req))
+                yield req
+        start = self.env.now
+        if cost.duration_s > 0:
+            yield self.env.timeout(cost.duration_s)
+        for dev, busy in cost.busy_s.items():
+            if busy > 0:
+                self.col.busy(dev, start, start + busy, label)
+        self.col.energy_map(cost.energy_j, label)
+        for res, req in reqs:
+            res.release(req)
+        return start
+
+    # ------------------------------------------------------------ commit logic
+    def round_context(self) -> RoundContext:
+        return RoundContext(self.env.now, self.min_round_tokens, self.max_round_tokens)
+
+    def resolve(self, new_committed: int) -> bool:
+        """Advance the committed point to ``new_committed`` (capped at the run length).
+
+        Classifies the drafts in [committed, new_committed) as accepted/rejected
+        from the trace, restarts the drafter if its chain is broken, resolves
+        batches (EDC + policy feedback) and returns True if a restart happened.
+        """
+        c_old = self.committed
+        c_new = min(new_committed, self.n_tokens)
+        if c_new <= c_old:
+            return False
+        q = self.replay.first_wrong(c_old)
+        decided_end = min(c_new, self.frontier)
+        ctr = self.col.counters
+        ctr.accepted_tokens += max(0, min(decided_end, q) - c_old)
+        rejected = c_old <= q < decided_end
+        if rejected:
+            ctr.rejected_tokens += 1
+        self.col.commit(range(c_old, c_new))
+        self.committed = c_new
+        restart = rejected or self.frontier < c_new
+        if restart and c_new < self.n_tokens:
+            killed = max(0, self.frontier - c_new)
+            ctr.killed_tokens += killed
+            if rejected or killed:
+                ctr.rollbacks += 1
+            self.gen += 1
+            self.frontier = c_new
+        elif self.frontier < c_new:
+            self.frontier = c_new
+        self._resolve_batches(q, c_new, restart)
+        if self.committed >= self.n_tokens and not self.done.triggered:
+            ctr.unverified_at_end = max(0, self.frontier - self.committed)
+            self.done.succeed()
+        return restart
+
+    def _resolve_batches(self, q: int, c_new: int, restart: bool) -> None:
+        keep: list[Batch] = []
+        now = self.env.now
+        for b in self.batches:
+            if b.end <= c_new and q >= b.end:            # fully accepted
+                self.on_batch_resolved(b, b.length, fully_accepted=True, killed=False)
+                self.policy.on_verify(VerifyOutcome(b.length, b.length, b.length + (1 if b.end == c_new else 0),
+                                                    now - b.t_start_s, now))
+            elif b.start <= q < b.end and q < c_new:      # contains the rejected token
+                acc = q - b.start
+                self.on_batch_resolved(b, acc, fully_accepted=False, killed=False)
+                self.policy.on_verify(VerifyOutcome(b.length, acc, acc + 1, now - b.t_start_s, now))
+            elif restart and b.start > q:                # built on a rejected token
+                self.on_batch_resolved(b, 0, fully_accepted=False, killed=True)
+            else:
+                keep.append(b)
+        self.batches = keep
+
+    def on_batch_resolved(self, batch: Batch, n_accepted: int, fully_accepted: bool, killed: bool) -> None:
+        """Hook for controls that learn from batch outcomes (EDC)."""
+
+    def verify_span(self, start: int, n: int) -> int:
+        """Committed point after a target pass verified drafts [start, start+n)."""
+        a = self.replay.accepted_run(start, n)
+        return start + a + 1  # correction token if a < n, bonus token if a == n

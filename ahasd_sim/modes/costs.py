@@ -1,0 +1,232 @@
+"""Task costs: which hardware unit runs which operator of a forward pass.
+
+This is where execution modes meet the hardware models. Each method returns a
+:class:`~ahasd_sim.modes.base.TaskCost` (duration, dynamic energy per device,
+busy time per device) for one task, computed from the operator graph
+(:mod:`ahasd_sim.workload.ops`) and the unit models (:mod:`ahasd_sim.hw`).
+Results are cached per (task, tokens, KV length rounded up to
+``run.kv_len_quantum_tokens``), so long runs do not recompute identical costs.
+
+Mapping rules (issue 4): drafting runs on the drafter's PIM ranks (GEMV),
+nonlinear ops on the AAU when present, otherwise on the NPU vector unit with
+their operands crossing the external bus; verification runs on the NPU,
+streaming target weights and KV over the bus; pre-verification runs the target
+on its own PIM ranks.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+from typing import Any
+
+from ..config.errors import ConfigError
+from ..hw.cost import OpCost
+from ..workload.ops import OpKind, forward_ops
+from .base import TaskCost
+
+_ELEMENTWISE = (OpKind.NONLINEAR, OpKind.REDUCTION)
+
+
+def _task(cost: OpCost, busy: dict[str, float]) -> TaskCost:
+    return TaskCost(cost.duration_s, dict(cost.energy_j_by_device), busy)
+
+
+class StepCosts:
+    """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""
+
+    def __init__(self, platform, draft_spec, target_spec, cfg):
+        self.p = platform
+        self.draft = draft_spec
+        self.target = target_spec
+        self.cfg = cfg
+        self.quantum = cfg.run.kv_len_quantum_tokens
+        self.partition = None
+        if platform.pim is not None:
+            kv_reserve = (draft_spec.kv_bytes_per_token() + target_spec.kv_bytes_per_token()) * \
+                cfg.pim.kv_reserve_tokens if hasattr(cfg.pim, "kv_reserve_tokens") else 0
+            self.partition = platform.pim.partition(draft_spec.weight_bytes(), target_spec.weight_bytes(),
+                                                    kv_reserve)
+        self._cache: dict[tuple, TaskCost] = {}
+
+    # ------------------------------------------------------------ helpers
+    def _kv(self, kv_len: int) -> int:
+        q = self.quantum
+        return max(q, int(math.ceil(kv_len / q)) * q)
+
+    def _cached(self, key: tuple, fn) -> TaskCost:
+        c = self._cache.get(key)
+        if c is None:
+            c = self._cache[key] = fn()
+        return c
+
+    @property
+    def bus_bw(self) -> float:
+        return self.p.memory.effective_bandwidth_bytes_s
+
+    def _pim_side(self, op, ranks: int) -> tuple[OpCost, str]:
+        """Cost of one occurrence of ``op`` on the PIM side; returns (cost, busy device)."""
+        if op.kind in _ELEMENTWISE:
+            if self.p.aau is not None:
+                return self.p.aau.op_cost(op), "pim"
+            # No AAU: the NPU vector unit runs it and the operands cross the external bus.
+            nbytes = self.p.pim.offload_transfer_bytes(op)
+            npu = self.p.npu.op_cost(op, self.bus_bw)
+            bus_t = self.p.memory.stream_time_s(nbytes) + self.p.pim.offload_roundtrip_s
+            mem_e = self.p.memory.read_energy_j(nbytes / 2) + self.p.memory.write_energy_j(nbytes / 2)
+            energy = dict(npu.energy_j_by_device)
+            energy[self.p.memory.device] = energy.get(self.p.memory.device, 0.0) + mem_e
+            return OpCost(npu.duration_s + bus_t, energy, bus_bytes=nbytes), "npu.vector"
+        return self.p.pim.gemv_cost(op, ranks), "pim"
+
+    def _pim_forward(self, ops, ranks: int) -> TaskCost:
+        dur = 0.0
+        energy: dict[str, float] = {}
+        busy: dict[str, float] = {}
+        for op in ops:
+            cost, dev = self._pim_side(op, ranks)
+            r = op.layer_repeat
+            dur += cost.duration_s * r
+            busy[dev] = busy.get(dev, 0.0) + cost.duration_s * r
+            for d, e in cost.energy_j_by_device.items():
+                energy[d] = energy.get(d, 0.0) + e * r
+        return TaskCost(dur, energy, busy)
+
+    # ------------------------------------------------------------ NPU + PIM tasks
+    def draft_token(self, kv_len: int) -> TaskCost:
+        """One drafter forward (one token) on the drafter's PIM ranks."""
+        kv = self._kv(kv_len)
+        return self._cached(("draft", kv), lambda: self._pim_forward(
+            forward_ops(self.draft, 1, kv), self.partition.draft_ranks))
+
+    def preverify(self, n_tokens: int, kv_len: int) -> TaskCost:
+        """Target forward over ``n_tokens`` on the target's PIM ranks (TVC pre-verification)."""
+        kv = self._kv(kv_len)
+        return self._cached(("preverify", n_tokens, kv), lambda: self._pim_forward(
+            forward_ops(self.target, n_tokens, kv), self.partition.target_ranks))
+
+    def verify(self, n_tokens: int, kv_len: int) -> TaskCost:
+        """Target forward over ``n_tokens`` on the NPU (weights and KV streamed over the bus)."""
+        kv = self._kv(kv_len)
+
+        def make():
+            cost = self.p.npu.forward_cost(forward_ops(self.target, n_tokens, kv), self.bus_bw)
+            return _task(cost, {"npu": cost.duration_s})
+        return self._cached(("verify", n_tokens, kv), make)
+
+    def gts_switch(self) -> TaskCost:
+        return self._cached(("gts",), lambda: _task(self.p.pim.gts.switch_cost(),
+                                                     {"pim": self.p.pim.gts.switch_cost().duration_s}))
+
+    # ------------------------------------------------------------ single-device baselines
+    def _baseline_device(self) -> str:
+        dev = self.cfg.baseline.device
+        if dev == "auto":
+            return "gpu" if self.p.gpu is not None else "npu"
+        return dev
+
+    def target_forward(self, n_tokens: int, kv_len: int) -> TaskCost:
+        """Autoregressive decoding step of the target on the baseline device."""
+        dev = self._baseline_device()
+        if dev == "gpu":
+            return self._gpu_forward(self.target, n_tokens, kv_len, resident_other=0)
+        if self.p.npu is None:
+            raise ConfigError("", "baseline.device", "autoregressive decoding needs a GPU or an NPU")
+        return self.verify(n_tokens, kv_len)
+
+    def _gpu_forward(self, model, n_tokens: int, kv_len: int, resident_other: float) -> TaskCost:
+        kv = self._kv(kv_len)
+
+        def make():
+            gpu = self.p.gpu
+            cost = gpu.forward_cost(forward_ops(model, n_tokens, kv))
+            # Weights that do not fit in GPU memory are streamed over H2D every forward.
+            overflow = gpu.overflow_bytes(model.weight_bytes() + resident_other)
+            share = min(overflow, model.weight_bytes())
+            energy = dict(cost.energy_j_by_device)
+            dur = cost.duration_s
+            busy = {"gpu": cost.duration_s}
+            if share > 0:
+                if self.p.h2d is None:
+                    raise ConfigError("", "gpu.memory_gb",
+                                      f"{model.name} needs {share / 1e9:.1f} GB more than the GPU holds "
+                                      f"and no h2d link is enabled to stream it")
+                link = self.p.h2d.isolated_transfer_cost(share)
+                dur += link.duration_s
+                busy["h2d"] = link.duration_s
+                for d, e in link.energy_j_by_device.items():
+                    energy[d] = energy.get(d, 0.0) + e
+            return TaskCost(dur, energy, busy)
+        return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)
+
+    def gpu_draft_token(self, kv_len: int) -> TaskCost:
+        # The drafter is loaded first and stays resident; the target takes what is left.
+        return self._gpu_forward(self.draft, 1, kv_len, resident_other=0)
+
+    def gpu_verify(self, n_tokens: int, kv_len: int) -> TaskCost:
+        return self._gpu_forward(self.target, n_tokens, kv_len, resident_other=self.draft.weight_bytes())
+
+    # ------------------------------------------------------------ operator-level synchronous
+    def _op_on(self, op, dev: str, role: str) -> tuple[float, dict[str, float]]:
+        if dev == "npu":
+            c = self.p.npu.op_cost(op, self.bus_bw)
+        else:
+            ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
+            c, _ = self._pim_side(op, ranks)
+        return c.duration_s, dict(c.energy_j_by_device)
+
+    def _tiers(self, model, n_tokens: int, kv: int):
+        """Per-layer and head ops grouped by dependency tier: {(per_layer, tier): [ops]}."""
+        groups: dict[tuple[int, int], list] = {}
+        for op in forward_ops(model, n_tokens, kv):
+            groups.setdefault((op.layer_repeat, op.tier), []).append(op)
+        return groups
+
+    def _opsync_eval(self, model, role: str, n_tokens: int, kv: int, mapping: dict[str, str]):
+        barrier = self.cfg.operator_sync.barrier_ns * 1e-9
+        dur = 0.0
+        busy = {"npu": 0.0, "pim": 0.0}
+        energy: dict[str, float] = {}
+        for (rep, _tier), ops in sorted(self._tiers(model, n_tokens, kv).items(), key=lambda kv_: kv_[0][1]):
+            t = {"npu": 0.0, "pim": 0.0}
+            for op in ops:
+                dev = mapping.get(op.name, "npu")
+                d, e = self._op_on(op, dev, role)
+                t[dev] += d
+                for k, v in e.items():
+                    energy[k] = energy.get(k, 0.0) + v * rep
+            dur += (max(t.values()) + barrier) * rep
+            busy["npu"] += t["npu"] * rep
+            busy["pim"] += t["pim"] * rep
+        return dur, busy, energy
+
+    def opsync_mapping(self, draft_len: int) -> dict[str, dict[str, str]]:
+        """Search, per model, the NPU/PIM assignment of each operator minimising one round
+        (``draft_len`` drafter forwards + a verification of ``draft_len + 1`` tokens)."""
+        kv = self._kv(self.cfg.ahasd.tvc_config.preload_kv_len)
+        out = {}
+        for role, model, n, reps in (("draft", self.draft, 1, draft_len), ("target", self.target, draft_len + 1, 1)):
+            names = sorted({op.name for op in forward_ops(model, n, kv)})
+            movable = [nm for nm in names if not (self.p.aau is None and self._is_elementwise(model, nm))]
+            best = None
+            for combo in itertools.product(("npu", "pim"), repeat=len(movable)):
+                mapping = {nm: "npu" for nm in names}
+                mapping.update(zip(movable, combo))
+                dur, _, _ = self._opsync_eval(model, role, n, kv, mapping)
+                if best is None or dur * reps < best[0]:
+                    best = (dur * reps, mapping)
+            out[role] = best[1]
+        return out
+
+    @lru_cache(maxsize=None)
+    def _is_elementwise(self, model, name: str) -> bool:
+        return any(op.name == name and op.kind in _ELEMENTWISE for op in forward_ops(model, 1, self.quantum))
+
+    def opsync_forward(self, role: str, n_tokens: int, kv_len: int, mapping) -> TaskCost:
+        kv = self._kv(kv_len)
+        model = self.draft if role == "draft" else self.target
+
+        def make():
+            dur, busy, energy = self._opsync_eval(model, role, n_tokens, kv, mapping[role])
+            return TaskCost(dur, energy, busy)
+        return self._cached(("opsync", role, n_tokens, kv), make)

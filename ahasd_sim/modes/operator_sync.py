@@ -1,0 +1,36 @@
+"""``operator_sync``: SpecPIM-like operator-level synchronous execution on NPU + PIM.
+
+Every operator runs wholly on the NPU or on PIM; the mapping is searched once,
+offline, for a fixed draft length (``operator_sync.mapping_draft_len``) and kept
+when the adaptive policy drafts other lengths. Inside a layer, operators of the
+same dependency tier may run concurrently on the two devices; each tier ends
+with a barrier, so a tier takes max(NPU ops, PIM ops) and the faster device
+waits (see :mod:`ahasd_sim.modes.costs`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .base import register_mode
+from .sync import SyncSpeculativeMode
+
+
+@register_mode("operator_sync")
+class OperatorSyncMode(SyncSpeculativeMode):
+    """Draft then verify, each forward split operator-by-operator across NPU and PIM."""
+
+    required_devices = ("npu", "pim")
+
+    def __init__(self, env, ctx):
+        super().__init__(env, ctx)
+        self.mapping = self.costs.opsync_mapping(ctx.cfg.operator_sync.mapping_draft_len)
+
+    def draft_cost(self, kv_len):
+        return self.costs.opsync_forward("draft", 1, kv_len, self.mapping)
+
+    def verify_cost(self, n_tokens, kv_len):
+        return self.costs.opsync_forward("target", n_tokens, kv_len, self.mapping)
+
+    def stats(self) -> dict[str, Any]:
+        return {"mapping_draft_len": self.ctx.cfg.operator_sync.mapping_draft_len,
+                "mapping": {role: dict(m) for role, m in self.mapping.items()}}

@@ -1,0 +1,110 @@
+"""Atomic, reproducible run outputs.
+
+A run directory holds ``config.resolved.yaml``, ``summary.json`` (a pure
+function of config + trace + seed: byte-identical across reruns), tidy CSVs
+(``events.csv``, ``energy_breakdown.csv``), ``timeline.json`` (Perfetto) and
+``meta.json`` (version, git revision, wall-clock time: everything that is not
+reproducible). Each file is written to a temporary name and renamed, so an
+interrupted run never leaves a half-written file; ``summary.json`` is renamed
+last and marks a complete run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform as _platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from .config.loader import SimConfig, dump_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def atomic_write(path: Path, writer: Callable[[Any], None], mode: str = "w") -> None:
+    """Write ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda fh: fh.write(text))
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def _json_default(o: Any):
+    try:
+        import numpy as np
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if hasattr(o, "items"):
+        return dict(o.items())
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def config_hash(cfg: SimConfig) -> str:
+    return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:12]
+
+
+def default_out_dir(cfg: SimConfig, base: str | Path = "results") -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(base) / f"{stamp}_{cfg.run.mode}_{cfg.run.policy}_{config_hash(cfg)}"
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "config.resolved.yaml", dump_config(cfg))
+    atomic_write(out_dir / "events.csv", lambda fh: result.events.to_csv(fh, index=False))
+    atomic_write(out_dir / "energy_breakdown.csv", lambda fh: result.energy.to_csv(fh, index=False))
+    if result.timeline is not None:
+        atomic_write(out_dir / "timeline.json", lambda fh: json.dump(result.timeline, fh))
+    meta = {
+        "ahasd_sim_version": __version__,
+        "git_revision": git_revision(),
+        "config_file": cfg.source_file,
+        "config_sha256_12": config_hash(cfg),
+        "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_time_s": wall_time_s,
+        "python": _platform.python_version(),
+        "host": _platform.node(),
+    }
+    atomic_write_text(out_dir / "meta.json", to_json(meta))
+    atomic_write_text(out_dir / "summary.json", to_json(result.summary))
+    return out_dir

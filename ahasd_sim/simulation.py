@@ -1,0 +1,199 @@
+"""One run = a pure function of (resolved config, trace, seed).
+
+``run_simulation`` builds the platform, the workload costs, the trace replay,
+the drafting policy and the execution mode, runs the SimPy environment until
+the requested tokens are committed, then charges static energy over the
+makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s job.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from . import __version__
+from .config.errors import ConfigError
+from .config.loader import SimConfig
+from .hw.platform import Platform
+from .metrics.collector import Collector
+from .metrics.timeline import chrome_trace
+from .modes import RunContext, get_mode
+from .modes.costs import StepCosts
+from .modes.replay import TraceReplay
+from .policies import make_policy, policy_needs_fit_data
+from .workload.models import get_model, with_precision
+from .workload.traces import Trace, TraceError, load_trace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SimulationError(RuntimeError):
+    """The simulation itself failed (a deadlock or time limit): a bug or an impossible setup."""
+
+
+@dataclass
+class RunResult:
+    summary: dict[str, Any]
+    events: pd.DataFrame
+    energy: pd.DataFrame
+    timeline: dict[str, Any] | None
+    policy_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_data_path(path: str, config_file: str | None = None) -> Path:
+    """Find a data file: as given (cwd), then next to the config, then in the repository."""
+    p = Path(path)
+    candidates = [p]
+    if not p.is_absolute():
+        if config_file:
+            candidates.append(Path(config_file).resolve().parent / p)
+        candidates.append(REPO_ROOT / p)
+    for c in candidates:
+        if c.is_file():
+            return c
+    return p
+
+
+def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
+    return ConfigError(cfg.source_file, key, message)
+
+
+def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
+    """(full trace, the replayed slice, the held-out part used only for fitting policies)."""
+    run = cfg.run
+    path = resolve_data_path(run.trace, cfg.source_file)
+    if not path.is_file():
+        raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
+    trace = load_trace(path)
+    sim = trace.take(run.generated_tokens, run.trace_start_prompt)
+    bounds = trace.prompt_bounds()
+    start = int(bounds[run.trace_start_prompt, 0])
+    end = start + run.generated_tokens
+    # Held-out part for fitted predictors: whole prompts after the replayed slice, else before it.
+    after = [b for b in bounds if b[0] >= end]
+    before = [b for b in bounds if b[1] <= start]
+    heldout = None
+    if after:
+        heldout = trace.slice_positions(int(after[0][0]), len(trace))
+    elif before:
+        heldout = trace.slice_positions(0, int(before[-1][1]))
+    return trace, sim, heldout
+
+
+def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None] | None = None) -> RunResult:
+    run = cfg.run
+    try:
+        mode_cls = get_mode(run.mode)
+    except ValueError as exc:
+        raise _config_error(cfg, "run.mode", str(exc)) from None
+    try:
+        draft = get_model(run.draft_model)
+    except ValueError as exc:
+        raise _config_error(cfg, "run.draft_model", str(exc).strip('"')) from None
+    try:
+        target = get_model(run.target_model)
+    except ValueError as exc:
+        raise _config_error(cfg, "run.target_model", str(exc).strip('"')) from None
+
+    try:
+        platform = Platform.build(cfg)
+    except ConfigError as exc:
+        raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
+    missing = [d for d in mode_cls.required_devices if not platform.has(d)]
+    if missing:
+        raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
+                            f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    try:
+        _full, sim_trace, heldout = trace_parts or load_run_trace(cfg)
+    except TraceError:
+        raise
+    rng = np.random.default_rng(run.seed)
+    try:
+        costs = StepCosts(platform, draft, target, cfg)
+    except ConfigError as exc:
+        raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
+    fit = heldout if policy_needs_fit_data(run.policy) else None
+    try:
+        policy = make_policy(run.policy, cfg.policy, rng, fit)
+    except ValueError as exc:
+        raise _config_error(cfg, "run.policy", str(exc)) from None
+
+    collector = Collector(devices=platform.device_names(), keep_intervals=run.timeline)
+    replay = TraceReplay(sim_trace, run.generated_tokens)
+    env = simpy.Environment()
+    ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
+                     collector=collector, rng=rng, n_tokens=run.generated_tokens)
+    mode = mode_cls(env, ctx)
+    done = mode.start()
+    env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+    if not done.triggered:
+        raise SimulationError(f"mode '{run.mode}' committed {mode.committed}/{run.generated_tokens} tokens "
+                              f"within run.max_sim_time_s={run.max_sim_time_s} s of simulated time")
+    makespan = env.now
+    return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+
+
+def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
+    run = cfg.run
+    ctr = col.counters
+    # Energy: dynamic (logged per action) + static (power x makespan) per device.
+    rows = []
+    static_w = platform.static_power_w()
+    devices = sorted(set(static_w) | set(col.dynamic_energy_j))
+    breakdown: dict[str, dict[str, float]] = {}
+    for dev in devices:
+        dyn = float(col.dynamic_energy_j.get(dev, 0.0))
+        sta = float(static_w.get(dev, 0.0) * makespan)
+        breakdown[dev] = {"dynamic": dyn, "static": sta}
+        rows.append({"device": dev, "kind": "dynamic", "energy_j": dyn})
+        rows.append({"device": dev, "kind": "static", "energy_j": sta})
+    energy_j = float(sum(v["dynamic"] + v["static"] for v in breakdown.values()))
+    busy_devices = sorted({*platform.busy_device_names(), *col._busy_s})
+    busy = {d: col.busy_s(d) for d in busy_devices}
+    n = ctr.committed_tokens
+    drafted_verified = ctr.accepted_tokens + ctr.rejected_tokens + ctr.killed_tokens
+    summary: dict[str, Any] = {
+        "ahasd_sim_version": __version__,
+        "mode": run.mode,
+        "policy": run.policy,
+        "draft_model": run.draft_model,
+        "target_model": run.target_model,
+        "trace": run.trace,
+        "trace_sha256": trace.header.get("sha256") or trace.header.get("file_sha256"),
+        "seed": run.seed,
+        "generated_tokens": n,
+        "makespan_s": makespan,
+        "throughput_tok_s": n / makespan if makespan > 0 else 0.0,
+        "energy_j": energy_j,
+        "energy_per_token_j": energy_j / n if n else 0.0,
+        "tokens_per_j": n / energy_j if energy_j > 0 else 0.0,
+        "acceptance_rate": ctr.accepted_tokens / drafted_verified if drafted_verified else 0.0,
+        "mean_accepted_per_verify": ctr.accepted_tokens / ctr.verifications if ctr.verifications else 0.0,
+        "drafted_tokens": ctr.drafted_tokens,
+        "accepted_tokens": ctr.accepted_tokens,
+        "rejected_tokens": ctr.rejected_tokens,
+        "killed_tokens": ctr.killed_tokens,
+        "wasted_draft_tokens": ctr.rejected_tokens + ctr.killed_tokens,
+        "unverified_at_end": ctr.unverified_at_end,
+        "discarded_draft_forwards": ctr.discarded_draft_forwards,
+        "verifications": ctr.verifications,
+        "rollbacks": ctr.rollbacks,
+        "offpath_drafted_tokens": ctr.offpath_drafted_tokens,
+        "offpath_unrecorded_stalls": ctr.offpath_unrecorded_stalls,
+        "npu_idle_draft_exhausted_s": ctr.npu_idle_draft_exhausted_s,
+        "device_busy_s": busy,
+        "device_idle_s": {d: max(0.0, makespan - b) for d, b in busy.items()},
+        "device_utilization": {d: (b / makespan if makespan > 0 else 0.0) for d, b in busy.items()},
+        "energy_breakdown_j": breakdown,
+        "policy_stats": policy.stats(),
+        "mode_stats": mode.stats(),
+        "platform": platform.describe(),
+    }
+    events = pd.DataFrame(col.events)
+    energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
+    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if run.timeline else None
+    return RunResult(summary, events, energy, timeline, policy.stats())
