@@ -243,7 +243,7 @@ class PimMemory:
                 f"({self.capacity_bytes / 1e9:.1f} GB)")
         if self.cfg.partition_policy == "proportional":
             spare = ranks - rd - rt
-            # largest-remainder apportionment of the spare ranks pro rata to the bytes
+            # spare ranks go pro rata to the bytes (rounded share of all ranks, never below min_fit)
             share_d = ranks * need_d / (need_d + need_t)
             extra_d = min(spare, max(0, round(share_d) - rd))
             rd, rt = rd + extra_d, rt + (spare - extra_d)

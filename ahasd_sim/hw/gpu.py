@@ -1,0 +1,132 @@
+"""GPU (section ``gpu``): roofline model with two efficiency factors and power states.
+
+``op_cost(op)`` = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x
+bandwidth_efficiency)); kernel-launch overhead is charged per forward
+(``layers x kernels_per_layer x launch_overhead_us``, :meth:`Gpu.forward_cost`).
+Energy: power-state model, the dynamic part ``(active_power_w - idle_power_w) x busy
+time`` on device "gpu" (idle power is the static part, charged by the caller over the
+whole run). A mobile GPU (``memory_source: lpddr5``) shares the LPDDR5: its bandwidth
+is min(own figure, the memory's effective bandwidth), its DRAM energy goes to
+"lpddr5", and the memory's own efficiency replaces ``bandwidth_efficiency``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.fields import param
+from ..config.registry import config_section
+from .cost import ELEMENTWISE_KINDS, OpCost, op_kind, seq
+
+GIB = 2**30
+
+
+@config_section("gpu")
+@dataclass
+class GpuConfig:
+    """A GPU (laptop/server discrete, or mobile sharing LPDDR5). Disabled on the AHASD platform."""
+
+    enabled: bool = param(False, doc="the platform has a GPU")
+    name: str = param("RTX4090-Laptop", doc="label")
+    memory_gib: float = param(16.0, doc="device memory (own) or the share usable by the GPU (lpddr5)",
+                              unit="GiB", gt=0, source="RTX 4090 Laptop 16 GB GDDR6 [4090L]")
+    reserved_gib: float = param(1.0, doc="memory not available to weights/KV (context, workspace)", unit="GiB",
+                                ge=0, source="assumption (grade C): CUDA context + allocator workspace")
+    mem_bw_gb_s: float = param(576.0, doc="peak memory bandwidth", unit="GB/s", gt=0,
+                               source="RTX 4090 Laptop 256-bit GDDR6, 576 GB/s [4090L]")
+    bf16_tflops: float = param(151.8, doc="dense FP16/BF16 tensor throughput", unit="TFLOPS", gt=0,
+                               source="RTX 4090 Laptop 151.8 TFLOPS FP16 tensor [4090L]")
+    int8_tops: float = param(303.6, doc="dense INT8 tensor throughput (2 ops/MAC)", unit="TOPS", gt=0,
+                             source="2 x FP16 tensor rate (Ada), derived (grade C)")
+    compute_dtype: str = param("int8", doc="which peak the workload uses (AHASD runs INT8)",
+                               choices=("int8", "bf16"), source="AHASD paper section 8: all INT8")
+    compute_efficiency: float = param(0.6, doc="achieved fraction of tensor peak (efficiency factor 1 of 2)",
+                                      gt=0, le=1, source="assumption (grade C)")
+    bandwidth_efficiency: float = param(0.75, doc="achieved fraction of peak memory bandwidth in decode "
+                                        "(efficiency factor 2 of 2; ignored for memory_source lpddr5)",
+                                        gt=0, le=1, source="assumption (grade C); measured decode 0.6-0.8 "
+                                        "(hardware-parameters.md section 8)")
+    launch_overhead_us: float = param(4.0, doc="per-kernel launch overhead", unit="us", ge=0,
+                                      source="assumption (grade B/C): ~3-5 us per CUDA kernel launch")
+    kernels_per_layer: int = param(8, doc="kernels per transformer layer (fused)", ge=0,
+                                   source="assumption: norm, qkv, attention, o_proj, norm, gate/up, act, down")
+    idle_power_w: float = param(10.0, doc="idle (static) power", unit="W", ge=0,
+                                source="assumption (grade C) for a laptop dGPU")
+    active_power_w: float = param(120.0, doc="power while busy", unit="W", gt=0,
+                                  source="RTX 4090 Laptop TGP 80-150 W [4090L]")
+    memory_source: str = param("own", doc="own device memory, or the mobile SoC's LPDDR5",
+                               choices=("own", "lpddr5"))
+
+    def validate(self) -> None:
+        if self.reserved_gib >= self.memory_gib:
+            raise ValueError(f"reserved_gib ({self.reserved_gib}) must be < memory_gib ({self.memory_gib})")
+        if self.active_power_w < self.idle_power_w:
+            raise ValueError(f"active_power_w ({self.active_power_w}) < idle_power_w ({self.idle_power_w})")
+
+
+class Gpu:
+    device = "gpu"
+
+    def __init__(self, cfg: GpuConfig, memory=None):
+        if cfg.memory_source == "lpddr5" and memory is None:
+            raise ValueError("a GPU with memory_source lpddr5 needs the LPDDR5 memory model")
+        self.cfg = cfg
+        self.memory = memory if cfg.memory_source == "lpddr5" else None
+
+    @property
+    def peak_ops_s(self) -> float:
+        c = self.cfg
+        return (c.int8_tops if c.compute_dtype == "int8" else c.bf16_tflops) * 1e12
+
+    @property
+    def effective_ops_s(self) -> float:
+        return self.peak_ops_s * self.cfg.compute_efficiency
+
+    @property
+    def effective_bandwidth_bytes_s(self) -> float:
+        own = self.cfg.mem_bw_gb_s * 1e9
+        if self.memory is not None:
+            return min(own, self.memory.effective_bandwidth_bytes_s)
+        return own * self.cfg.bandwidth_efficiency
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        return (self.cfg.memory_gib - self.cfg.reserved_gib) * GIB
+
+    @property
+    def static_power_w(self) -> float:
+        return self.cfg.idle_power_w
+
+    def overflow_bytes(self, resident_bytes: float) -> float:
+        """Bytes that do not fit in GPU memory (streamed over h2d every forward)."""
+        return max(0.0, float(resident_bytes) - self.usable_memory_bytes)
+
+    def op_bytes(self, op: object) -> float:
+        return (float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0))
+                + float(op.act_bytes_in) + float(op.act_bytes_out))
+
+    def op_cost(self, op: object) -> OpCost:
+        """Roofline cost of ONE occurrence of ``op`` (no launch overhead)."""
+        if op_kind(op) in ELEMENTWISE_KINDS:
+            flops = float(getattr(op, "elements", 0) or 0) * 4.0  # a few ops per element; never the bound
+        else:
+            flops = float(op.flops)
+        nbytes = self.op_bytes(op)
+        t = max(flops / self.effective_ops_s, nbytes / self.effective_bandwidth_bytes_s)
+        energy = {self.device: (self.cfg.active_power_w - self.cfg.idle_power_w) * t}
+        if self.memory is not None and nbytes > 0:
+            energy[self.memory.device] = self.memory.read_energy_j(nbytes)
+        return OpCost(t, energy, bus_bytes=nbytes, macs=float(getattr(op, "macs", 0.0)))
+
+    def launch_overhead_s(self, n_layers: int) -> float:
+        return n_layers * self.cfg.kernels_per_layer * self.cfg.launch_overhead_us * 1e-6
+
+    def forward_cost(self, ops) -> OpCost:
+        """One forward pass: every op x ``layer_repeat`` + launch overhead for the layers."""
+        ops = tuple(ops)
+        n_layers = max((int(op.layer_repeat) for op in ops), default=0)
+        launch = self.launch_overhead_s(n_layers)
+        body = seq(*(self.op_cost(op).repeat(int(op.layer_repeat)) for op in ops))
+        return seq(body, OpCost(launch, {self.device: (self.cfg.active_power_w - self.cfg.idle_power_w) * launch}))
+
+    def forward_time_s(self, ops) -> float:
+        return self.forward_cost(ops).duration_s

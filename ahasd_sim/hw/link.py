@@ -1,0 +1,199 @@
+"""Host links: PCIe host-to-device (section ``h2d``) and the mobile-cloud network (``network``).
+
+:class:`Link` is a SimPy component. Concurrent transfers share the link bandwidth
+equally (processor-sharing fluid model): whenever a transfer starts or ends the bytes
+left of every active transfer are brought up to date and the next completion is
+rescheduled. Each transfer first pays a fixed per-transfer latency (DMA setup /
+completion), which does not occupy bandwidth. An isolated transfer therefore takes
+``latency + bytes / bandwidth`` (:meth:`Link.isolated_transfer_time_s`).
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from ..config.fields import param
+from ..config.registry import config_section
+from .cost import OpCost
+
+# Theoretical x16 unidirectional bandwidth per PCIe generation (GB/s) [PCIe]
+PCIE_X16_GB_S = {3: 15.75, 4: 31.5, 5: 63.0}
+
+
+@config_section("h2d")
+@dataclass
+class H2dConfig:
+    """Host-to-device PCIe link (GPU platforms streaming weights that do not fit)."""
+
+    enabled: bool = param(False, doc="the platform has a host-to-device PCIe link")
+    generation: int = param(4, doc="PCIe generation", choices=(3, 4, 5),
+                            source="[PCIe] https://hpc-notes.pages.dev/reference/pcie")
+    lanes: int = param(16, doc="PCIe lanes", choices=(1, 2, 4, 8, 16))
+    effective_gb_s: float = param(25.0, doc="achieved H2D bandwidth (pinned memory)", unit="GB/s", gt=0,
+                                  source="PCIe 4.0 x16 measured 25.1 GB/s pinned (A100), RTX 4090 22.5-23.9 "
+                                  "[nvbw] NVIDIA/nvbandwidth#42, #24")
+    latency_us: float = param(8.0, doc="fixed latency per transfer (async copy setup + completion)", unit="us",
+                              ge=0, source="5-10 us per async copy (pinned) [nvbw]")
+    dma_pj_per_byte: float = param(40.0, doc="link energy per byte (both PHYs + DMA)", unit="pJ/B", ge=0,
+                                   source="assumption (grade C): ~5 pJ/bit PCIe Gen4/5 SerDes")
+    static_power_w: float = param(0.0, doc="link idle power charged while the platform runs", unit="W", ge=0,
+                                  source="assumption: idle link in low-power state, folded into host power")
+
+    def validate(self) -> None:
+        peak = PCIE_X16_GB_S[self.generation] * self.lanes / 16
+        if self.effective_gb_s > peak:
+            raise ValueError(f"effective_gb_s {self.effective_gb_s} exceeds PCIe Gen{self.generation} "
+                             f"x{self.lanes} theoretical {peak:g} GB/s")
+
+
+@config_section("network")
+@dataclass
+class NetworkConfig:
+    """Mobile <-> cloud network link (for mobile-cloud collaborative decoding)."""
+
+    enabled: bool = param(False, doc="the platform talks to a cloud server")
+    uplink_mbps: float = param(15.0, doc="uplink bandwidth", unit="Mbit/s", gt=0,
+                               source="5G US 1H 2024 median UL 14.6 Mbps [Ookla]")
+    downlink_mbps: float = param(200.0, doc="downlink bandwidth", unit="Mbit/s", gt=0,
+                                 source="5G US 1H 2024 median DL 207.8-265.8 Mbps [Ookla]")
+    rtt_ms: float = param(50.0, doc="round-trip time", unit="ms", ge=0, source="5G latency ~47 ms [Ookla]")
+    radio_power_w: float = param(2.0, doc="modem/radio active power while sending or receiving", unit="W", ge=0,
+                                 source="assumption (grade C): 5G modem active power 1-3 W")
+    radio_idle_power_w: float = param(0.0, doc="radio idle (connected, DRX) power charged while the platform runs",
+                                      unit="W", ge=0, source="assumption: folded into the phone's base power")
+
+
+class _FluidPool:
+    """Processor-sharing state of one link in one SimPy environment."""
+
+    def __init__(self, env, bandwidth_bytes_s: float):
+        self.env = env
+        self.bw = bandwidth_bytes_s
+        self.active: dict[int, list] = {}   # id -> [remaining bytes, event, total bytes]
+        self.last = env.now
+        self.version = 0
+        self.next_id = 0
+
+    def _advance(self) -> None:
+        now = self.env.now
+        if self.active:
+            done = (now - self.last) * self.bw / len(self.active)
+            for rec in self.active.values():
+                rec[0] -= done
+        self.last = now
+
+    def join(self, nbytes: float):
+        self._advance()
+        ev = self.env.event()
+        self.active[self.next_id] = [float(nbytes), ev, float(nbytes)]
+        self.next_id += 1
+        self._reschedule()
+        return ev
+
+    def _reschedule(self) -> None:
+        self.version += 1
+        if not self.active:
+            return
+        share = self.bw / len(self.active)
+        delay = max(0.0, min(r[0] for r in self.active.values()) / share)
+        self.env.process(self._timer(delay, self.version))
+
+    def _timer(self, delay: float, version: int):
+        yield self.env.timeout(delay)
+        if version != self.version:
+            return  # superseded by a later start/finish
+        self._advance()
+        first = min(self.active, key=lambda k: self.active[k][0])
+        done = [k for k, r in self.active.items() if k == first or r[0] <= 1e-9 * r[2] + 1e-6]
+        for k in done:
+            self.active.pop(k)[1].succeed()
+        self._reschedule()
+
+
+class Link:
+    """A bandwidth-shared link (PCIe H2D). Stateless across environments: the sharing
+    state lives per SimPy environment."""
+
+    def __init__(self, cfg: H2dConfig, name: str = "h2d"):
+        self.cfg = cfg
+        self.device = name
+        self._pools: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return self.cfg.effective_gb_s * 1e9
+
+    @property
+    def latency_s(self) -> float:
+        return self.cfg.latency_us * 1e-6
+
+    @property
+    def static_power_w(self) -> float:
+        return self.cfg.static_power_w
+
+    def isolated_transfer_time_s(self, nbytes: float) -> float:
+        """latency + bytes / bandwidth (no other transfer in flight)."""
+        return self.latency_s + float(nbytes) / self.bandwidth_bytes_s
+
+    def transfer_energy_j(self, nbytes: float) -> float:
+        return float(nbytes) * self.cfg.dma_pj_per_byte * 1e-12
+
+    def isolated_transfer_cost(self, nbytes: float) -> OpCost:
+        return OpCost(self.isolated_transfer_time_s(nbytes), {self.device: self.transfer_energy_j(nbytes)})
+
+    def active_transfers(self, env) -> int:
+        pool = self._pools.get(env)
+        return len(pool.active) if pool else 0
+
+    def transfer(self, env, nbytes: float):
+        """SimPy process body: pay the latency, then move ``nbytes`` sharing the bandwidth
+        with every other transfer in flight. Returns the :class:`OpCost` (use
+        ``cost = yield env.process(link.transfer(env, n))``)."""
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        start = env.now
+        if self.latency_s > 0:
+            yield env.timeout(self.latency_s)
+        if nbytes > 0:
+            pool = self._pools.get(env)
+            if pool is None:
+                pool = self._pools[env] = _FluidPool(env, self.bandwidth_bytes_s)
+            yield pool.join(nbytes)
+        return OpCost(env.now - start, {self.device: self.transfer_energy_j(nbytes)})
+
+
+class NetworkLink:
+    """Analytic mobile-cloud link: one-way time = RTT/2 + bytes / bandwidth of that direction."""
+
+    device = "network"
+
+    def __init__(self, cfg: NetworkConfig):
+        self.cfg = cfg
+
+    def bandwidth_bytes_s(self, direction: str) -> float:
+        if direction == "up":
+            return self.cfg.uplink_mbps * 1e6 / 8.0
+        if direction == "down":
+            return self.cfg.downlink_mbps * 1e6 / 8.0
+        raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+
+    @property
+    def rtt_s(self) -> float:
+        return self.cfg.rtt_ms * 1e-3
+
+    def transfer_time_s(self, nbytes: float, direction: str) -> float:
+        return self.rtt_s / 2.0 + float(nbytes) / self.bandwidth_bytes_s(direction)
+
+    def round_trip_time_s(self, up_bytes: float, down_bytes: float) -> float:
+        """Request up + reply down: RTT + both serialisation times."""
+        return (self.rtt_s + float(up_bytes) / self.bandwidth_bytes_s("up")
+                + float(down_bytes) / self.bandwidth_bytes_s("down"))
+
+    def transfer_cost(self, nbytes: float, direction: str) -> OpCost:
+        """Energy: radio active power over the serialisation time (not the propagation wait)."""
+        ser = float(nbytes) / self.bandwidth_bytes_s(direction)
+        return OpCost(self.transfer_time_s(nbytes, direction), {self.device: self.cfg.radio_power_w * ser})
+
+    @property
+    def static_power_w(self) -> float:
+        return self.cfg.radio_idle_power_w
