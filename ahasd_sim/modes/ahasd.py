@@ -68,11 +68,11 @@ class AhasdMode(AsyncMode):
         yield from self._control_cost(c.decision_latency_ns, c.decision_energy_nj, "edc")
         if cont:
             return
-        if self.tvc is not None and self.verify_in_flight is not None:
+        if self.tvc is not None and self.verify_in_flight is not None and self.pv_pending is None:
             t = self.acfg.tvc_config
             yield from self._control_cost(t.decision_latency_ns, t.decision_energy_nj, "tvc")
-            if self.verify_in_flight is None:
-                return  # the NPU finished meanwhile; keep drafting
+            if self.verify_in_flight is None or self.pv_pending is not None:
+                return  # the NPU finished meanwhile: keep drafting
             v_start, v_n, v_t0 = self.verify_in_flight
             l_pv = self.tvc.decide(self.env.now - v_t0, self.replay.kv_len_at(v_start))
             pv_start = v_start + v_n

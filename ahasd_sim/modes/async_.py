@@ -120,6 +120,8 @@ class AsyncMode(Mode):
                 continue
             cost = self.costs.draft_token(self.replay.kv_len_at(pos))
             t0 = yield from self.run_task(cost, "draft")
+            if self.done.triggered:
+                return
             if my_gen != self.gen:        # the chain was rolled back while this forward ran
                 ctr.drafted_tokens += 1
                 ctr.killed_tokens += 1

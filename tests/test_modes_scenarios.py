@@ -1,0 +1,75 @@
+"""Hand-computed tiny scenarios: exact timelines per mode with fixed task latencies."""
+from __future__ import annotations
+
+from modes_helpers import run_mode
+
+T, F = True, False
+
+
+def test_sync_fixed_k_timeline(tmp_path):
+    # k=3, draft 1 s, verify 5 s. Round 1 drafts 0,1,2; pos 2 wrong -> commit 0..2 (3 tokens).
+    # Round 2 drafts 3,4,5 all right -> commit 3..6 (bonus). Round 3: pos 7 wrong -> commit 7.
+    accept = [T, T, F, T, T, T, T, F, T, T]
+    m, col, t = run_mode(tmp_path, "gpu_only", accept, 8,
+                         ["run.policy=fixed", "policy.fixed.k=3"])
+    assert t == 3 * (3 * 1.0 + 5.0)
+    c = col.counters
+    assert c.drafted_tokens == 9 and c.accepted_tokens == 2 + 3 + 0 and c.rejected_tokens == 2
+    assert col.committed_positions == list(range(8))
+    assert c.verifications == 3
+    assert col.busy_s("gpu") == t
+
+
+def test_autoregressive_one_token_per_forward(tmp_path):
+    m, col, t = run_mode(tmp_path, "autoregressive", [T] * 6, 6, ["baseline.device=gpu"])
+    assert t == 6 * 5.0 and col.counters.drafted_tokens == 0 and col.committed_positions == list(range(6))
+
+
+def test_async_lookahead_timeline_all_accepted(tmp_path):
+    # k=2, draft 1 s/token, verify 5 s. Batches pushed at t=2 [0,2), t=4 [2,4), t=6 [4,6), t=8 [6,8).
+    # Verify [0,2) 2..7 -> commit 0..2 (pos 2 implicit: drafted and right). Verify [3,6) 7..12 -> commit
+    # 3..6. Verify [7,8) 12..17 -> commit 7 (run length 8 reached) at t=17.
+    m, col, t = run_mode(tmp_path, "async", [T] * 12, 8, ["run.policy=fixed", "policy.fixed.k=2"])
+    assert t == 17.0
+    assert col.counters.npu_idle_draft_exhausted_s == 2.0
+    assert col.committed_positions == list(range(8))
+    assert [(s, e) for s, e, _ in col.busy_intervals["npu"]] == [(2.0, 7.0), (7.0, 12.0), (12.0, 17.0)]
+
+
+def test_async_rejection_kills_lookahead(tmp_path):
+    # k=2. Pos 1 is wrong. Batch [0,2) verified 2..7: accepts pos 0, rejects pos 1 -> commit 0,1.
+    # Meanwhile the drafter drafted 2..6 (5 tokens, in batches [2,4), [4,6) and one in progress
+    # finishing at t=7 -> pos 6 kept at t=7, same instant). Everything after pos 1 is killed.
+    accept = [T, F] + [T] * 20
+    m, col, t = run_mode(tmp_path, "async", accept, 4, ["run.policy=fixed", "policy.fixed.k=2"])
+    c = col.counters
+    assert c.rejected_tokens == 1 and c.accepted_tokens >= 1
+    assert c.killed_tokens >= 4
+    assert c.drafted_tokens == c.accepted_tokens + c.rejected_tokens + c.killed_tokens + c.unverified_at_end
+    assert col.committed_positions == list(range(4))
+
+
+def test_edc_only_stalls_drafter_until_feedback(tmp_path):
+    # EDC with PHT counters initialised to 1 (predict "stop") and no TVC: after every batch the
+    # drafter waits for feedback, so there is never look-ahead and nothing is killed.
+    accept = [T, F] * 10
+    m, col, t = run_mode(tmp_path, "ahasd", accept, 6,
+                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false",
+                          "ahasd.edc_config.pht_counter_init=1"])
+    c = col.counters
+    assert c.killed_tokens == 0
+    assert m.edc.stats.suppressed_batches >= 1
+    assert col.committed_positions == list(range(6))
+
+
+def test_tvc_preverifies_and_commits(tmp_path):
+    # EDC always says stop (counters 0 and only decremented), TVC on: while the NPU verifies a long
+    # pass (verify 20 s), PIM (1 s/token) pre-verifies the next tokens and commits them.
+    m, col, t = run_mode(tmp_path, "ahasd", [T] * 40, 16,
+                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
+                          "ahasd.tvc_config.preload_kv_len=100"],
+                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=20.0,
+                                                                      preverify_per_token_s=1.0))
+    st = m.tvc.stats
+    assert st.inserted >= 1 and st.tokens_committed >= 1
+    assert col.committed_positions == list(range(16))
