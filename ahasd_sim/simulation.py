@@ -103,7 +103,7 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
         platform = Platform.build(cfg)
     except ConfigError as exc:
         raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
-    missing = [d for d in mode_cls.required_devices if not platform.has(d)]
+    missing = [d for d in mode_cls.required_devices if getattr(platform, d, None) is None]
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
@@ -122,7 +122,7 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=platform.device_names(), keep_intervals=run.timeline)
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline)
     replay = TraceReplay(sim_trace, run.generated_tokens)
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
@@ -137,12 +137,29 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
 
 
+def describe_platform(platform, mode) -> dict[str, Any]:
+    """Derived hardware figures worth printing next to results (all computed)."""
+    out: dict[str, Any] = {
+        "memory_peak_bandwidth_gb_s": platform.memory.peak_bandwidth_bytes_s / 1e9,
+        "memory_effective_bandwidth_gb_s": platform.memory.effective_bandwidth_bytes_s / 1e9,
+    }
+    if platform.npu is not None:
+        out["npu_peak_tops"] = platform.npu.peak_tops
+    if platform.gpu is not None:
+        out["gpu_effective_bandwidth_gb_s"] = platform.gpu.effective_bandwidth_bytes_s / 1e9
+    part = getattr(mode.costs, "partition", None)
+    if part is not None:
+        out["pim_draft_ranks"] = part.draft_ranks
+        out["pim_target_ranks"] = part.target_ranks
+    return out
+
+
 def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
     run = cfg.run
     ctr = col.counters
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
-    static_w = platform.static_power_w()
+    static_w = platform.devices()
     devices = sorted(set(static_w) | set(col.dynamic_energy_j))
     breakdown: dict[str, dict[str, float]] = {}
     for dev in devices:
@@ -152,7 +169,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         rows.append({"device": dev, "kind": "dynamic", "energy_j": dyn})
         rows.append({"device": dev, "kind": "static", "energy_j": sta})
     energy_j = float(sum(v["dynamic"] + v["static"] for v in breakdown.values()))
-    busy_devices = sorted({*platform.busy_device_names(), *col._busy_s})
+    busy_devices = sorted({*(d for d in ("npu", "pim", "gpu") if getattr(platform, d, None) is not None),
+                           *col._busy_s})
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
     drafted_verified = ctr.accepted_tokens + ctr.rejected_tokens + ctr.killed_tokens
@@ -191,7 +209,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "energy_breakdown_j": breakdown,
         "policy_stats": policy.stats(),
         "mode_stats": mode.stats(),
-        "platform": platform.describe(),
+        "platform": describe_platform(platform, mode),
     }
     events = pd.DataFrame(col.events)
     energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])

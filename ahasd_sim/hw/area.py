@@ -49,10 +49,6 @@ class AreaConfig:
     tvc_extra_register_bits: int = param(200, doc="TVC registers beyond the 3 tables and NCR (pointers, L_KV, "
                                          "results) so the total matches the artifact's 1416 bits", unit="bit", ge=0,
                                          source="AHASD artifact: 1416 bits (ahasd-paper.md section 5)")
-    draft_queue_entries: int = param(64, doc="unverified-draft queue depth", ge=1,
-                                     source="AHASD artifact (ahasd-paper.md section 3)")
-    feedback_queue_entries: int = param(32, doc="feedback queue depth", ge=1, source="AHASD artifact")
-    preverify_queue_entries: int = param(16, doc="pre-verification queue depth", ge=1, source="AHASD artifact")
     draft_entry_bits: int = param(48, doc="draft-queue entry: batch id 8, start position 16, length 4, entropy "
                                   "bucket 3, flags 1, token-buffer offset 16 (tokens and entropies stay in memory)",
                                   unit="bit", ge=1, source=_C)
@@ -103,12 +99,16 @@ def tvc_bits(a: AreaConfig) -> int:
     return 3 * 4 * (64 + 32) + 64 + a.tvc_extra_register_bits
 
 
-def queue_bits(a: AreaConfig) -> int:
-    return (a.draft_queue_entries * a.draft_entry_bits + a.feedback_queue_entries * a.feedback_entry_bits
-            + a.preverify_queue_entries * a.preverify_entry_bits)
+DEFAULT_QUEUE_DEPTHS = (64, 32, 16)  # unverified-draft, feedback, pre-verification [artifact]
 
 
-def area_rows(a: AreaConfig, ranks: int, aau_lanes: int, gts_depth: int) -> list[dict]:
+def queue_bits(a: AreaConfig, depths: tuple[int, int, int] = DEFAULT_QUEUE_DEPTHS) -> int:
+    d, f, p = depths
+    return d * a.draft_entry_bits + f * a.feedback_entry_bits + p * a.preverify_entry_bits
+
+
+def area_rows(a: AreaConfig, ranks: int, aau_lanes: int, gts_depth: int,
+              queue_depths: tuple[int, int, int] = DEFAULT_QUEUE_DEPTHS) -> list[dict]:
     nand = a.nand2_um2
     rows = []
 
@@ -122,10 +122,11 @@ def area_rows(a: AreaConfig, ranks: int, aau_lanes: int, gts_depth: int) -> list
     row("TVC", storage_um2(a, b) + a.tvc_control_nand2 * nand,
         f"{b} bits {a.storage} (3 tables x 4 x (64+32) + NCR 64 + {a.tvc_extra_register_bits}) "
         f"+ {a.tvc_control_nand2} NAND2 logic; host CPU")
-    b = queue_bits(a)
+    b = queue_bits(a, queue_depths)
+    qd, qf, qp = queue_depths
     row("async_queues", storage_um2(a, b) + 3 * a.queue_control_nand2 * nand,
-        f"{b} bits {a.storage} ({a.draft_queue_entries}x{a.draft_entry_bits} + {a.feedback_queue_entries}x"
-        f"{a.feedback_entry_bits} + {a.preverify_queue_entries}x{a.preverify_entry_bits}) "
+        f"{b} bits {a.storage} ({qd}x{a.draft_entry_bits} + {qf}x"
+        f"{a.feedback_entry_bits} + {qp}x{a.preverify_entry_bits}) "
         f"+ 3 x {a.queue_control_nand2} NAND2; host CPU")
     b = gts_depth * a.gts_entry_bits
     row("GTS", (storage_um2(a, b) + a.gts_control_nand2 * nand) * a.dram_process_penalty,
@@ -148,11 +149,17 @@ def area_rows(a: AreaConfig, ranks: int, aau_lanes: int, gts_depth: int) -> list
 def area_table(cfg):
     """``pandas.DataFrame`` with columns unit, area_mm2, pct_of_die, basis, paper_mm2.
 
-    ``cfg`` is a resolved SimConfig (uses ``cfg.area`` and ``cfg.pim``: ranks, AAU
-    lanes, GTS queue depth)."""
+    ``cfg`` is a resolved SimConfig: ``cfg.area``, ``cfg.pim`` (ranks, AAU lanes, GTS
+    queue depth) and, when present, the async queue depths of ``cfg.ahasd``."""
     import pandas as pd
 
     a = cfg.area
     p = cfg.pim
-    rows = area_rows(a, p.ranks, p.aau.lanes, p.gts.queue_depth)
+    depths = DEFAULT_QUEUE_DEPTHS
+    try:
+        ah = cfg.ahasd
+        depths = (int(ah.unverified_queue_batches), int(ah.feedback_queue_entries), int(ah.preverify_queue_entries))
+    except AttributeError:
+        pass
+    rows = area_rows(a, p.ranks, p.aau.lanes, p.gts.queue_depth, depths)
     return pd.DataFrame(rows, columns=["unit", "area_mm2", "pct_of_die", "basis", "paper_mm2"])

@@ -137,6 +137,9 @@ class PimConfig:
                                   "gets ceil(bytes / rank capacity) ranks; proportional = every rank is given out "
                                   "pro rata to the bytes (at least min_fit each)", choices=("min_fit", "proportional"),
                                   source="ahasd-paper.md section 7 (capacity-proportional split)")
+    kv_reserve_tokens: int = param(2048, doc="KV-cache tokens reserved next to each model in its ranks when "
+                                   "partitioning (prompt + generated tokens, with margin)", unit="tokens", ge=0,
+                                   source="AHASD paper section 8: 1024 generated tokens + prompt; 2x margin")
     aau: AauConfig = dataclasses.field(default_factory=AauConfig,
                                        metadata={"doc": "Attention Algorithm Unit (one per rank)"})
     gts: GtsConfig = dataclasses.field(default_factory=GtsConfig,
@@ -182,6 +185,20 @@ class PimMemory:
     def __init__(self, cfg: PimConfig, memory=None):
         self.cfg = cfg
         self.memory = memory  # Lpddr5Memory: page size and activation energy
+        #: the AAUs (None when ``pim.aau.enabled`` is false) and the GTS of this device
+        self.aau: Aau | None = Aau(cfg.aau, n_units=cfg.ranks) if cfg.aau.enabled else None
+        self.gts = Gts(cfg.gts, cfg.clock_ghz)
+        self._offload = Aau(cfg.aau, n_units=0)  # offload arithmetic only
+
+    # ------------------------------------------------- offload (AAU disabled)
+    def offload_transfer_bytes(self, op: object) -> float:
+        """Bytes crossing the external bus when a nonlinear op of a PIM model runs on the host."""
+        return self._offload.offload_transfer_bytes(op)
+
+    @property
+    def offload_roundtrip_s(self) -> float:
+        """Host synchronisation per offloaded op (``pim.aau.offload_roundtrip_us``)."""
+        return self._offload.offload_roundtrip_s
 
     @property
     def total_units(self) -> int:

@@ -23,7 +23,7 @@ from .gpu import Gpu
 from .link import Link, NetworkLink
 from .lpddr5 import Lpddr5Memory
 from .npu import Npu
-from .pim import Aau, Gts, PimMemory
+from .pim import Aau, Gts, PimMemory  # noqa: F401 (re-exported types)
 
 
 class Platform:
@@ -59,8 +59,8 @@ class Platform:
                                   f"{cfg.pim.ranks} ranks x {cfg.pim.rank_capacity_gib:g} GiB = "
                                   f"{pim.capacity_bytes / 2**30:g} GiB of PIM exceed memory.capacity_gib "
                                   f"{cfg.memory.capacity_gib:g} GiB (the PIM ranks are the main memory)")
-            aau = Aau(cfg.pim.aau, n_units=cfg.pim.ranks)
-            gts = Gts(cfg.pim.gts, cfg.pim.clock_ghz)
+            aau = pim.aau            # None when pim.aau.enabled is false
+            gts = pim.gts
         h2d = Link(cfg.h2d, "h2d") if cfg.h2d.enabled else None
         network = NetworkLink(cfg.network) if cfg.network.enabled else None
         return cls(memory=memory, npu=npu, pim=pim, aau=aau, gts=gts, h2d=h2d, network=network, gpu=gpu,
@@ -73,6 +73,57 @@ class Platform:
         for unit in (self.npu, self.pim, self.aau, self.gts, self.gpu, self.h2d, self.network):
             if unit is not None:
                 out[unit.device] = unit.static_power_w
+        return out
+
+    def device_names(self) -> list[str]:
+        return list(self.devices())
+
+    def static_power_w(self) -> dict[str, float]:
+        """Alias of :meth:`devices`: device name -> static power (W)."""
+        return self.devices()
+
+    def has(self, device: str) -> bool:
+        """Whether the platform has ``device`` ("npu", "pim", "aau", "gts", "gpu", "h2d", "network", "lpddr5")."""
+        return device in self.devices()
+
+    def busy_device_names(self) -> list[str]:
+        """Devices that execute tasks (their busy time is reported)."""
+        return [u.device for u in (self.npu, self.pim, self.gpu, self.h2d, self.network) if u is not None]
+
+    def describe(self) -> dict:
+        """Derived headline figures (JSON-serialisable) of the units present."""
+        m = self.memory
+        bw = m.bandwidth_breakdown
+        out: dict = {"memory": {
+            "standard": m.cfg.standard, "peak_bandwidth_gb_s": m.peak_bandwidth_bytes_s / 1e9,
+            "effective_bandwidth_gb_s": m.effective_bandwidth_bytes_s / 1e9,
+            "efficiency": {"column": bw.column_efficiency, "row": bw.row_efficiency,
+                           "refresh": bw.refresh_efficiency, "controller": bw.controller_efficiency},
+            "capacity_gib": m.cfg.capacity_gib, "background_power_w": m.background_power_w}}
+        if self.npu is not None:
+            out["npu"] = {"peak_tops": self.npu.peak_tops, "vector_tops": self.npu.vector_peak_ops_s / 1e12,
+                          "static_power_w": self.npu.static_power_w}
+        if self.pim is not None:
+            p = self.pim
+            out["pim"] = {"ranks": p.cfg.ranks, "capacity_gib": p.capacity_bytes / 2**30,
+                          "total_tops": p.total_ops_s / 1e12, "rank_gops": p.rank_ops_s / 1e9,
+                          "total_internal_bw_gb_s": p.total_internal_bw_bytes_s / 1e9,
+                          "rank_internal_bw_gb_s": p.rank_internal_bw_bytes_s / 1e9,
+                          "gops_scope": p.cfg.gops_scope, "bw_scope": p.cfg.bw_scope,
+                          "partition_policy": p.cfg.partition_policy,
+                          "aau": self.aau is not None, "gts": p.gts.enabled,
+                          "gts_switch_s": p.gts.switch_cost().duration_s}
+        if self.gpu is not None:
+            g = self.gpu
+            out["gpu"] = {"name": g.cfg.name, "effective_tops": g.effective_ops_s / 1e12,
+                          "effective_bandwidth_gb_s": g.effective_bandwidth_bytes_s / 1e9,
+                          "usable_memory_gib": g.usable_memory_bytes / 2**30, "memory_source": g.cfg.memory_source}
+        if self.h2d is not None:
+            out["h2d"] = {"generation": self.h2d.cfg.generation, "effective_gb_s": self.h2d.cfg.effective_gb_s,
+                          "latency_us": self.h2d.cfg.latency_us}
+        if self.network is not None:
+            n = self.network.cfg
+            out["network"] = {"uplink_mbps": n.uplink_mbps, "downlink_mbps": n.downlink_mbps, "rtt_ms": n.rtt_ms}
         return out
 
     @property
@@ -97,12 +148,12 @@ class Platform:
         operands read out of PIM memory and results written back over the external bus
         (time at the LPDDR5 effective bandwidth, DRAM read+write energy), a host
         synchronisation round trip, and the host's own compute cost."""
-        if self.aau is None:
+        if self.pim is None:
             raise ValueError("platform has no PIM")
-        nbytes = self.aau.offload_transfer_bytes(op)
+        nbytes = self.pim.offload_transfer_bytes(op)
         half = nbytes / 2.0
         mem = self.memory
-        move = OpCost(self.aau.offload_roundtrip_s + mem.stream_time_s(nbytes),
+        move = OpCost(self.pim.offload_roundtrip_s + mem.stream_time_s(nbytes),
                       {mem.device: mem.read_energy_j(half) + mem.write_energy_j(half)},
                       bus_bytes=nbytes)
         if self.npu is not None:
@@ -114,7 +165,7 @@ class Platform:
         if self.pim is None:
             raise ValueError("platform has no PIM")
         if op_kind(op) in ELEMENTWISE_KINDS:
-            if self.aau.enabled:
+            if self.aau is not None:
                 return self.aau.op_cost(op, n_aau=ranks)
             return self.offload_cost(op)
         return self.pim.gemv_cost(op, ranks)

@@ -43,10 +43,7 @@ class StepCosts:
         self.quantum = cfg.run.kv_len_quantum_tokens
         self.partition = None
         if platform.pim is not None:
-            kv_reserve = (draft_spec.kv_bytes_per_token() + target_spec.kv_bytes_per_token()) * \
-                cfg.pim.kv_reserve_tokens if hasattr(cfg.pim, "kv_reserve_tokens") else 0
-            self.partition = platform.pim.partition(draft_spec.weight_bytes(), target_spec.weight_bytes(),
-                                                    kv_reserve)
+            self.partition = platform.pim.partition(draft_spec.weight_bytes(), target_spec.weight_bytes())
         self._cache: dict[tuple, TaskCost] = {}
 
     # ------------------------------------------------------------ helpers
@@ -65,19 +62,15 @@ class StepCosts:
         return self.p.memory.effective_bandwidth_bytes_s
 
     def _pim_side(self, op, ranks: int) -> tuple[OpCost, str]:
-        """Cost of one occurrence of ``op`` on the PIM side; returns (cost, busy device)."""
-        if op.kind in _ELEMENTWISE:
-            if self.p.aau is not None:
-                return self.p.aau.op_cost(op), "pim"
-            # No AAU: the NPU vector unit runs it and the operands cross the external bus.
-            nbytes = self.p.pim.offload_transfer_bytes(op)
-            npu = self.p.npu.op_cost(op, self.bus_bw)
-            bus_t = self.p.memory.stream_time_s(nbytes) + self.p.pim.offload_roundtrip_s
-            mem_e = self.p.memory.read_energy_j(nbytes / 2) + self.p.memory.write_energy_j(nbytes / 2)
-            energy = dict(npu.energy_j_by_device)
-            energy[self.p.memory.device] = energy.get(self.p.memory.device, 0.0) + mem_e
-            return OpCost(npu.duration_s + bus_t, energy, bus_bytes=nbytes), "npu.vector"
-        return self.p.pim.gemv_cost(op, ranks), "pim"
+        """Cost of one occurrence of ``op`` of a PIM-resident model; returns (cost, busy device).
+
+        Nonlinear ops run on the AAUs of the model's ranks, or, without AAU, on the host
+        (NPU vector unit) with operands crossing the external bus (Platform.offload_cost).
+        """
+        cost = self.p.pim_op_cost(op, ranks)
+        if op.kind in _ELEMENTWISE and not self.p.aau.enabled:
+            return cost, "npu.vector"
+        return cost, "pim"
 
     def _pim_forward(self, ops, ranks: int) -> TaskCost:
         dur = 0.0
@@ -115,8 +108,10 @@ class StepCosts:
         return self._cached(("verify", n_tokens, kv), make)
 
     def gts_switch(self) -> TaskCost:
-        return self._cached(("gts",), lambda: _task(self.p.pim.gts.switch_cost(),
-                                                     {"pim": self.p.pim.gts.switch_cost().duration_s}))
+        def make():
+            c = self.p.gts.switch_cost()
+            return _task(c, {"pim": c.duration_s})
+        return self._cached(("gts",), make)
 
     # ------------------------------------------------------------ single-device baselines
     def _baseline_device(self) -> str:
