@@ -185,20 +185,19 @@ class PimMemory:
     def __init__(self, cfg: PimConfig, memory=None):
         self.cfg = cfg
         self.memory = memory  # Lpddr5Memory: page size and activation energy
-        #: the AAUs (None when ``pim.aau.enabled`` is false) and the GTS of this device
-        self.aau: Aau | None = Aau(cfg.aau, n_units=cfg.ranks) if cfg.aau.enabled else None
+        #: the AAUs (check ``aau.enabled``) and the GTS of this device
+        self.aau = Aau(cfg.aau, n_units=cfg.ranks)
         self.gts = Gts(cfg.gts, cfg.clock_ghz)
-        self._offload = Aau(cfg.aau, n_units=0)  # offload arithmetic only
 
     # ------------------------------------------------- offload (AAU disabled)
     def offload_transfer_bytes(self, op: object) -> float:
         """Bytes crossing the external bus when a nonlinear op of a PIM model runs on the host."""
-        return self._offload.offload_transfer_bytes(op)
+        return self.aau.offload_transfer_bytes(op)
 
     @property
     def offload_roundtrip_s(self) -> float:
         """Host synchronisation per offloaded op (``pim.aau.offload_roundtrip_us``)."""
-        return self._offload.offload_roundtrip_s
+        return self.aau.offload_roundtrip_s
 
     @property
     def total_units(self) -> int:

@@ -27,7 +27,9 @@ from .pim import Aau, Gts, PimMemory  # noqa: F401 (re-exported types)
 
 
 class Platform:
-    """The units of one platform (``None`` where the platform lacks the device)."""
+    """The units of one platform (``None`` where the platform lacks the device).
+
+    ``aau`` and ``gts`` exist whenever ``pim`` does; check ``aau.enabled`` / ``gts.enabled``."""
 
     def __init__(self, *, memory: Lpddr5Memory, npu: Npu | None = None, pim: PimMemory | None = None,
                  aau: Aau | None = None, gts: Gts | None = None, h2d: Link | None = None,
@@ -59,7 +61,7 @@ class Platform:
                                   f"{cfg.pim.ranks} ranks x {cfg.pim.rank_capacity_gib:g} GiB = "
                                   f"{pim.capacity_bytes / 2**30:g} GiB of PIM exceed memory.capacity_gib "
                                   f"{cfg.memory.capacity_gib:g} GiB (the PIM ranks are the main memory)")
-            aau = pim.aau            # None when pim.aau.enabled is false
+            aau = pim.aau            # present even when disabled: check aau.enabled
             gts = pim.gts
         h2d = Link(cfg.h2d, "h2d") if cfg.h2d.enabled else None
         network = NetworkLink(cfg.network) if cfg.network.enabled else None
@@ -70,7 +72,8 @@ class Platform:
     def devices(self) -> dict[str, float]:
         """Device name -> static power (W) of every unit present (for static-energy charging)."""
         out = {self.memory.device: self.memory.static_power_w}
-        for unit in (self.npu, self.pim, self.aau, self.gts, self.gpu, self.h2d, self.network):
+        aau = self.aau if (self.aau is not None and self.aau.enabled) else None
+        for unit in (self.npu, self.pim, aau, self.gts, self.gpu, self.h2d, self.network):
             if unit is not None:
                 out[unit.device] = unit.static_power_w
         return out
@@ -111,7 +114,7 @@ class Platform:
                           "rank_internal_bw_gb_s": p.rank_internal_bw_bytes_s / 1e9,
                           "gops_scope": p.cfg.gops_scope, "bw_scope": p.cfg.bw_scope,
                           "partition_policy": p.cfg.partition_policy,
-                          "aau": self.aau is not None, "gts": p.gts.enabled,
+                          "aau": p.aau.enabled, "gts": p.gts.enabled,
                           "gts_switch_s": p.gts.switch_cost().duration_s}
         if self.gpu is not None:
             g = self.gpu
@@ -165,7 +168,7 @@ class Platform:
         if self.pim is None:
             raise ValueError("platform has no PIM")
         if op_kind(op) in ELEMENTWISE_KINDS:
-            if self.aau is not None:
+            if self.aau.enabled:
                 return self.aau.op_cost(op, n_aau=ranks)
             return self.offload_cost(op)
         return self.pim.gemv_cost(op, ranks)
