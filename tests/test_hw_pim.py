@@ -1,0 +1,170 @@
+"""PIM GEMV roofline, rank partition, AAU cycle formulas, GTS switch."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ahasd_sim.config import ConfigError
+from ahasd_sim.hw import Aau, Gts, Lpddr5Memory, Platform, PimMemory
+from test_hw_helpers import Op, elementwise, linear, make_cfg
+
+GIB = 2**30
+
+
+def pim_of(tree=None) -> PimMemory:
+    cfg = make_cfg(tree)
+    return PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+
+
+def test_pim_rates_per_unit_and_total_scope():
+    p = pim_of()
+    assert p.total_ops_s == pytest.approx(16 * 102.4e9)          # per-unit reading: 1.64 TOPS
+    assert p.rank_ops_s == pytest.approx(102.4e9)
+    assert p.rank_internal_bw_bytes_s == pytest.approx(256e9)
+    t = pim_of({"pim": {"gops_scope": "total", "bw_scope": "total"}})
+    assert t.total_ops_s == pytest.approx(102.4e9)
+    assert t.rank_ops_s == pytest.approx(102.4e9 / 16)
+    assert t.rank_internal_bw_bytes_s == pytest.approx(256e9 / 16)
+
+
+def test_pim_gemv_compute_bound_regime():
+    p = pim_of()
+    op = linear(1, 4096, 4096)
+    c = p.gemv_cost(op, 2)
+    t_cmp = 2 * op.macs / (2 * 102.4e9)
+    t_bw = op.weight_bytes / (2 * 256e9)
+    assert t_cmp > t_bw
+    assert p.bound(op, 2) == "compute"
+    assert c.duration_s == pytest.approx(t_cmp + 100e-9, rel=1e-12)
+    assert c.bus_bytes == 0  # bank-local
+
+
+def test_pim_gemv_bandwidth_bound_regime():
+    p = pim_of({"pim": {"unit_gops_int8": 4096.0}})
+    op = linear(1, 4096, 4096)
+    c = p.gemv_cost(op, 2)
+    t_bw = op.weight_bytes / (2 * 256e9)
+    assert 2 * op.macs / (2 * 4096e9) < t_bw
+    assert p.bound(op, 2) == "bandwidth"
+    assert c.duration_s == pytest.approx(t_bw + 100e-9, rel=1e-12)
+
+
+def test_pim_gemv_is_min_of_bandwidth_and_compute_rates():
+    """time = bytes / min(internal bw, compute rate x bytes per op) for every rank count."""
+    p = pim_of({"pim": {"op_overhead_ns": 0.0}})
+    op = linear(1, 2048, 8192)
+    for r in (1, 3, 7):
+        rate = min(r * 256e9, r * 102.4e9 * op.weight_bytes / (2 * op.macs))  # bytes/s
+        assert p.gemv_cost(op, r).duration_s == pytest.approx(op.weight_bytes / rate, rel=1e-12)
+
+
+def test_pim_multi_token_reuses_weight_read():
+    p = pim_of({"pim": {"unit_gops_int8": 2048.0, "op_overhead_ns": 0.0}})
+    one, eight = linear(1, 4096, 4096), linear(8, 4096, 4096)
+    bw = 2 * 256e9
+    t1, t8 = p.gemv_cost(one, 2).duration_s, p.gemv_cost(eight, 2).duration_s
+    assert t1 == pytest.approx(4096 * 4096 / bw)                                   # bandwidth bound
+    assert t8 == pytest.approx(max(4096 * 4096 / bw, 8 * 2 * 4096 * 4096 / (2 * 2048e9)))
+    assert t8 < 8 * t1
+
+
+def test_pim_attention_reads_kv_in_ranks_and_energy():
+    cfg = make_cfg()
+    mem = Lpddr5Memory(cfg.memory)
+    p = PimMemory(cfg.pim, mem)
+    op = Op(kind="attention", n_tokens=1, macs=32 * 128 * 1024, flops=2 * 32 * 128 * 1024,
+            kv_bytes=4096 * 1024, act_bytes_in=4096, act_bytes_out=32 * 1024)
+    c = p.gemv_cost(op, 2)
+    e = (4096 * 1024 * 8 * 0.8e-12 + op.macs * 0.3e-12 + 4096 * 1024 / 2048 * 1.8e-9)
+    assert c.energy_of("pim") == pytest.approx(e, rel=1e-12)
+    with pytest.raises(ValueError, match="AAU"):
+        p.gemv_cost(elementwise("gelu", 100), 2)
+
+
+def test_partition_min_fit_matches_reference_split():
+    p = pim_of()
+    # LLaMA2-7B + 13B INT8 -> 2 + 4 ranks of 4 GiB
+    part = p.partition(6.738e9, 13.016e9)
+    assert (part.draft_ranks, part.target_ranks, part.spare_ranks) == (2, 4, 10)
+    assert part.draft_rank_ids == (0, 1) and part.target_rank_ids == (2, 3, 4, 5)
+    # OPT-1.3B + 6.7B -> 1 + 2
+    part = p.partition(1.316e9, 6.658e9)
+    assert (part.draft_ranks, part.target_ranks) == (1, 2)
+    # PaLM-like 8B + 30B with 2 GB of KV each -> 3 + 8 (ahasd-paper.md section 7)
+    part = p.partition(8.03e9, 29.88e9, 2e9)
+    assert (part.draft_ranks, part.target_ranks) == (3, 8)
+
+
+def test_partition_proportional_spreads_spare_ranks():
+    p = pim_of({"pim": {"partition_policy": "proportional"}})
+    part = p.partition(6.738e9, 13.016e9)
+    assert part.draft_ranks == round(16 * 6.738 / (6.738 + 13.016)) == 5
+    assert part.target_ranks == 11 and part.spare_ranks == 0
+
+
+def test_partition_too_big_raises_config_error():
+    p = pim_of({"pim": {"ranks": 4}, "memory": {"capacity_gib": 16}})
+    with pytest.raises(ConfigError) as exc:
+        p.partition(6.738e9, 13.016e9)
+    assert exc.value.key_path == "pim.ranks"
+    assert "13.02 GB" in exc.value.message and "4 ranks" in exc.value.message
+
+
+def test_aau_cycles_match_formulas():
+    a = Aau(make_cfg().pim.aau)
+    assert a.cycles("gelu", 4096) == 8 + 2 * 256
+    assert a.cycles("softmax", 100) == 8 + 3 * math.ceil(100 / 16)
+    assert a.cycles("layernorm", 17) == 8 + 3 * 2
+    assert a.cycles("attention_score", 33) == 8 + 4 * 3
+    assert a.cycles("reduction", 1000) == 8 + 9 + 1
+    assert a.cycles("reduction", 1) == 8 + 0 + 1
+    streaming = Aau(make_cfg({"pim": {"aau": {"reduction_cycles_per_vector": 1}}}).pim.aau)
+    assert streaming.cycles("reduction", 1000) == 8 + 9 + 1 + 63
+
+
+def test_aau_op_cost_time_energy_and_class_aliases():
+    a = Aau(make_cfg().pim.aau)
+    c = a.op_cost(elementwise("softmax", 4096))
+    assert c.duration_s == pytest.approx((8 + 3 * 256) / 0.8e9)
+    assert c.energy_of("aau") == pytest.approx(4096 * 1.2e-12)
+    silu = Op(kind="nonlinear", elements=160, nonlinear_class="silu")
+    assert a.op_cost(silu).duration_s == pytest.approx((8 + 2 * 10) / 0.8e9)
+    rms = Op(kind="nonlinear", elements=160, nonlinear_class="rmsnorm")
+    assert a.op_cost(rms).energy_of("aau") == pytest.approx(160 * 1.0e-12)
+    # split over 2 AAUs: half the elements each, same total energy
+    c2 = a.op_cost(elementwise("softmax", 4096), n_aau=2)
+    assert c2.duration_s == pytest.approx((8 + 3 * 128) / 0.8e9)
+    assert c2.energy_j == pytest.approx(c.energy_j)
+    with pytest.raises(ValueError):
+        a.op_cost(Op(kind="nonlinear", elements=10, nonlinear_class="tanh-ish"))
+
+
+def test_aau_disabled_offloads_to_host_over_the_bus():
+    cfg = make_cfg({"pim": {"aau": {"enabled": False}}})
+    p = Platform.build(cfg)
+    assert not p.aau.enabled and not p.has("aau")
+    op = elementwise("softmax", 32 * 1024)
+    nbytes = p.pim.offload_transfer_bytes(op)
+    assert nbytes == 2 * 32 * 1024
+    c = p.pim_op_cost(op, 2)
+    npu = p.npu_op_cost(op)
+    mem = p.memory
+    assert c.duration_s == pytest.approx(5e-6 + nbytes / mem.effective_bandwidth_bytes_s + npu.duration_s)
+    assert c.bus_bytes == nbytes
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(nbytes / 2) + mem.write_energy_j(nbytes / 2))
+    with pytest.raises(ValueError, match="disabled"):
+        p.aau.op_cost(op)
+    # with the AAU it stays in memory
+    on = Platform.build(make_cfg()).pim_op_cost(op, 2)
+    assert on.bus_bytes == 0 and on.duration_s < c.duration_s
+
+
+def test_gts_switch_cost_enabled_and_coarse():
+    g = Gts(make_cfg().pim.gts, 0.8)
+    c = g.switch_cost()
+    assert c.duration_s == pytest.approx(1.25e-9)
+    assert c.energy_of("gts") == pytest.approx(50e-12)
+    coarse = Gts(make_cfg({"pim": {"gts": {"enabled": False}}}).pim.gts, 0.8).switch_cost()
+    assert coarse.duration_s == pytest.approx(10e-6)
+    assert coarse.energy_of("gts") == pytest.approx(5e-6)
