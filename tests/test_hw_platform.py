@@ -9,7 +9,7 @@ import simpy
 from ahasd_sim.config import ConfigError, load_config
 from ahasd_sim.hw import EnergyLedger, OpCost, Platform, area_table, par, seq
 from ahasd_sim.hw.area import edc_bits, queue_bits, tvc_bits
-from test_hw_helpers import Op, dense_decoder_ops, elementwise, linear, make_cfg
+from test_hw_helpers import dense_decoder_ops, elementwise, linear, make_cfg
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "hw_configs").glob("*.yaml"))

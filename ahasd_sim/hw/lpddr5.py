@@ -28,7 +28,6 @@ The product is always <= 1, so effective <= peak (tested).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..config.fields import param
