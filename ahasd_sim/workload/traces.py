@@ -303,7 +303,7 @@ def load_trace(path, validate: bool = True) -> Trace:
     try:
         z = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise TraceError(path, f"not a readable .npz archive ({type(exc).__name__}: {exc})")
+        raise TraceError(path, f"not a readable .npz archive, file corrupt or truncated ({type(exc).__name__}: {exc})")
     try:
         if not hasattr(z, "files"):
             raise TraceError(path, "not an .npz archive (single .npy array)")
