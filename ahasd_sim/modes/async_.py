@@ -150,7 +150,7 @@ class AsyncMode(Mode):
             self.policy.begin_round(self.round_context())
 
     def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int):
-        batch = Batch(pos - len(entropies), len(entropies), gen, round_start, float(np.mean(entropies)))
+        batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies))
         self.on_batch_drafted(batch, self.env.now - round_start)
         yield from self.unverified.put(batch)
         self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")

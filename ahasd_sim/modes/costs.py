@@ -15,6 +15,7 @@ on its own PIM ranks.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from functools import lru_cache
@@ -32,6 +33,59 @@ def _task(cost: OpCost, busy: dict[str, float]) -> TaskCost:
     return TaskCost(cost.duration_s, dict(cost.energy_j_by_device), busy)
 
 
+# Process-wide cache of per-operator costs: (hardware fingerprint, unit, ranks, Operator) -> OpCost.
+# Operators are frozen dataclasses, so a projection whose shape does not depend on the KV length
+# is the same key at every KV length; sweeps and repeated runs reuse each other's work.
+_OP_COST_CACHE: dict[tuple, OpCost] = {}
+_OP_COST_CACHE_MAX = 500_000
+
+_NUMERIC = ("flops", "macs", "weight_bytes", "act_bytes_in", "act_bytes_out", "kv_bytes", "elements")
+
+
+class _AffineOps:
+    """forward_ops(model, n, kv) for many kv without rebuilding the graph each time.
+
+    For a fixed token count every operator field is affine in the KV length (attention reads
+    and computes over kv + causal tokens); the coefficients are taken from two KV lengths and
+    checked exactly against a third, otherwise the graph builder is called directly.
+    """
+
+    def __init__(self, model, n_tokens: int, kv_probe: int):
+        self.model, self.n = model, n_tokens
+        k0, k1, k2 = kv_probe, 2 * kv_probe, 3 * kv_probe + 7
+        a, b, c = (forward_ops(model, n_tokens, k) for k in (k0, k1, k2))
+        self.base = a
+        self.varying: list[tuple[int, dict[str, tuple[float, float, type]]]] = []
+        self.exact = len(a) == len(b) == len(c)
+        if self.exact:
+            for i, (x, y, z) in enumerate(zip(a, b, c)):
+                if x == y == z:
+                    continue
+                coeffs = {}
+                for f in _NUMERIC:
+                    vx, vy, vz = getattr(x, f), getattr(y, f), getattr(z, f)
+                    slope = (vy - vx) / (k1 - k0)
+                    icpt = vx - slope * k0
+                    if abs(icpt + slope * k2 - vz) > 1e-9 * max(1.0, abs(vz)):
+                        self.exact = False
+                    coeffs[f] = (icpt, slope, type(vx))
+                self.varying.append((i, coeffs))
+
+    def at(self, kv: int):
+        if not self.exact:
+            return forward_ops(self.model, self.n, kv)
+        ops = list(self.base)
+        for i, coeffs in self.varying:
+            ops[i] = dataclasses.replace(ops[i], **{
+                f: (t(round(a + b * kv)) if t is int else t(a + b * kv)) for f, (a, b, t) in coeffs.items()})
+        return tuple(ops)
+
+
+@lru_cache(maxsize=4096)
+def _affine_ops(model, n_tokens: int, kv_probe: int) -> _AffineOps:
+    return _AffineOps(model, n_tokens, kv_probe)
+
+
 class StepCosts:
     """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""
 
@@ -45,6 +99,21 @@ class StepCosts:
         if platform.pim is not None:
             self.partition = platform.pim.partition(draft_spec.weight_bytes(), target_spec.weight_bytes())
         self._cache: dict[tuple, TaskCost] = {}
+        # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
+        # reprs are complete and deterministic).
+        self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
+
+    def ops(self, model, n_tokens: int, kv: int):
+        return _affine_ops(model, n_tokens, self.quantum).at(kv)
+
+    def _op_cost(self, unit: str, ranks: int, op, fn) -> OpCost:
+        key = (self._hw_key, unit, ranks, op)
+        c = _OP_COST_CACHE.get(key)
+        if c is None:
+            if len(_OP_COST_CACHE) > _OP_COST_CACHE_MAX:
+                _OP_COST_CACHE.clear()
+            c = _OP_COST_CACHE[key] = fn(op)
+        return c
 
     # ------------------------------------------------------------ helpers
     def _kv(self, kv_len: int) -> int:
@@ -67,7 +136,7 @@ class StepCosts:
         Nonlinear ops run on the AAUs of the model's ranks, or, without AAU, on the host
         (NPU vector unit) with operands crossing the external bus (Platform.offload_cost).
         """
-        cost = self.p.pim_op_cost(op, ranks)
+        cost = self._op_cost("pim", ranks, op, lambda o: self.p.pim_op_cost(o, ranks))
         if op.kind in _ELEMENTWISE and not self.p.aau.enabled:
             return cost, "npu.vector"
         return cost, "pim"
@@ -90,21 +159,28 @@ class StepCosts:
         """One drafter forward (one token) on the drafter's PIM ranks."""
         kv = self._kv(kv_len)
         return self._cached(("draft", kv), lambda: self._pim_forward(
-            forward_ops(self.draft, 1, kv), self.partition.draft_ranks))
+            self.ops(self.draft, 1, kv), self.partition.draft_ranks))
 
     def preverify(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Target forward over ``n_tokens`` on the target's PIM ranks (TVC pre-verification)."""
         kv = self._kv(kv_len)
         return self._cached(("preverify", n_tokens, kv), lambda: self._pim_forward(
-            forward_ops(self.target, n_tokens, kv), self.partition.target_ranks))
+            self.ops(self.target, n_tokens, kv), self.partition.target_ranks))
 
     def verify(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Target forward over ``n_tokens`` on the NPU (weights and KV streamed over the bus)."""
         kv = self._kv(kv_len)
 
         def make():
-            cost = self.p.npu.forward_cost(forward_ops(self.target, n_tokens, kv), self.bus_bw)
-            return _task(cost, {"npu": cost.duration_s})
+            dur = 0.0
+            energy: dict[str, float] = {}
+            for op in self.ops(self.target, n_tokens, kv):
+                c = self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
+                r = op.layer_repeat
+                dur += c.duration_s * r
+                for d, e in c.energy_j_by_device.items():
+                    energy[d] = energy.get(d, 0.0) + e * r
+            return TaskCost(dur, energy, {"npu": dur})
         return self._cached(("verify", n_tokens, kv), make)
 
     def gts_switch(self) -> TaskCost:
@@ -134,7 +210,7 @@ class StepCosts:
 
         def make():
             gpu = self.p.gpu
-            cost = gpu.forward_cost(forward_ops(model, n_tokens, kv))
+            cost = gpu.forward_cost(self.ops(model, n_tokens, kv))
             # Weights that do not fit in GPU memory are streamed over H2D every forward.
             overflow = gpu.overflow_bytes(model.weight_bytes() + resident_other)
             share = min(overflow, model.weight_bytes())
@@ -143,7 +219,7 @@ class StepCosts:
             busy = {"gpu": cost.duration_s}
             if share > 0:
                 if self.p.h2d is None:
-                    raise ConfigError("", "gpu.memory_gb",
+                    raise ConfigError("", "gpu.memory_gib",
                                       f"{model.name} needs {share / 1e9:.1f} GB more than the GPU holds "
                                       f"and no h2d link is enabled to stream it")
                 link = self.p.h2d.isolated_transfer_cost(share)
@@ -164,7 +240,7 @@ class StepCosts:
     # ------------------------------------------------------------ operator-level synchronous
     def _op_on(self, op, dev: str, role: str) -> tuple[float, dict[str, float]]:
         if dev == "npu":
-            c = self.p.npu.op_cost(op, self.bus_bw)
+            c = self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
         else:
             ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
             c, _ = self._pim_side(op, ranks)
@@ -173,7 +249,7 @@ class StepCosts:
     def _tiers(self, model, n_tokens: int, kv: int):
         """Per-layer and head ops grouped by dependency tier: {(per_layer, tier): [ops]}."""
         groups: dict[tuple[int, int], list] = {}
-        for op in forward_ops(model, n_tokens, kv):
+        for op in self.ops(model, n_tokens, kv):
             groups.setdefault((op.layer_repeat, op.tier), []).append(op)
         return groups
 
@@ -196,26 +272,27 @@ class StepCosts:
         return dur, busy, energy
 
     def opsync_mapping(self, draft_len: int) -> dict[str, dict[str, str]]:
-        """Search, per model, the NPU/PIM assignment of each operator minimising one round
-        (``draft_len`` drafter forwards + a verification of ``draft_len + 1`` tokens)."""
+        """Offline search of the NPU/PIM assignment of every operator for draft length ``draft_len``.
+
+        A round is ``draft_len`` drafter forwards plus one verification of ``draft_len + 1``
+        tokens; its time is a sum over dependency tiers of max(NPU ops, PIM ops), so the
+        exhaustive search decomposes exactly into one small search per tier and model.
+        """
         kv = self._kv(self.cfg.ahasd.tvc_config.preload_kv_len)
         out = {}
-        for role, model, n, reps in (("draft", self.draft, 1, draft_len), ("target", self.target, draft_len + 1, 1)):
-            names = sorted({op.name for op in forward_ops(model, n, kv)})
-            movable = [nm for nm in names if not (self.p.aau is None and self._is_elementwise(model, nm))]
-            best = None
-            for combo in itertools.product(("npu", "pim"), repeat=len(movable)):
-                mapping = {nm: "npu" for nm in names}
-                mapping.update(zip(movable, combo))
-                dur, _, _ = self._opsync_eval(model, role, n, kv, mapping)
-                if best is None or dur * reps < best[0]:
-                    best = (dur * reps, mapping)
-            out[role] = best[1]
+        for role, model, n in (("draft", self.draft, 1), ("target", self.target, draft_len + 1)):
+            mapping: dict[str, str] = {}
+            for _key, ops in sorted(self._tiers(model, n, kv).items(), key=lambda kv_: kv_[0][1]):
+                best = None
+                for combo in itertools.product(("npu", "pim"), repeat=len(ops)):
+                    t = {"npu": 0.0, "pim": 0.0}
+                    for op, dev in zip(ops, combo):
+                        t[dev] += self._op_on(op, dev, role)[0]
+                    if best is None or max(t.values()) < best[0]:
+                        best = (max(t.values()), combo)
+                mapping.update((op.name, dev) for op, dev in zip(ops, best[1]))
+            out[role] = mapping
         return out
-
-    @lru_cache(maxsize=None)
-    def _is_elementwise(self, model, name: str) -> bool:
-        return any(op.name == name and op.kind in _ELEMENTWISE for op in forward_ops(model, 1, self.quantum))
 
     def opsync_forward(self, role: str, n_tokens: int, kv_len: int, mapping) -> TaskCost:
         kv = self._kv(kv_len)
