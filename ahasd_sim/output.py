@@ -88,23 +88,41 @@ def git_revision() -> str | None:
 
 
 def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path:
+    """Write a run directory. Every file is first written into a staging folder inside
+    ``out_dir``; only when all of them exist are they moved into place (``summary.json``
+    last), so a crash never leaves a half-written file or a mix of two runs' files behind
+    a new summary."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "config.resolved.yaml", dump_config(cfg))
-    atomic_write(out_dir / "events.csv", lambda fh: result.events.to_csv(fh, index=False))
-    atomic_write(out_dir / "energy_breakdown.csv", lambda fh: result.energy.to_csv(fh, index=False))
-    if result.timeline is not None:
-        atomic_write(out_dir / "timeline.json", lambda fh: json.dump(result.timeline, fh))
-    meta = {
-        "ahasd_sim_version": __version__,
-        "git_revision": git_revision(),
-        "config_file": cfg.source_file,
-        "config_sha256_12": config_hash(cfg),
-        "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "wall_time_s": wall_time_s,
-        "python": _platform.python_version(),
-        "host": _platform.node(),
-    }
-    atomic_write_text(out_dir / "meta.json", to_json(meta))
-    atomic_write_text(out_dir / "summary.json", to_json(result.summary))
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
+    try:
+        (stage / "config.resolved.yaml").write_text(dump_config(cfg))
+        result.events.to_csv(stage / "events.csv", index=False)
+        result.energy.to_csv(stage / "energy_breakdown.csv", index=False)
+        names = ["config.resolved.yaml", "events.csv", "energy_breakdown.csv"]
+        if result.timeline is not None:
+            (stage / "timeline.json").write_text(json.dumps(result.timeline))
+            names.append("timeline.json")
+        meta = {
+            "ahasd_sim_version": __version__,
+            "git_revision": git_revision(),
+            "config_file": cfg.source_file,
+            "config_sha256_12": config_hash(cfg),
+            "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "wall_time_s": wall_time_s,
+            "python": _platform.python_version(),
+            "host": _platform.node(),
+        }
+        (stage / "meta.json").write_text(to_json(meta))
+        (stage / "summary.json").write_text(to_json(result.summary))
+        names += ["meta.json", "summary.json"]
+        for name in names:
+            with open(stage / name, "rb") as fh:
+                os.fsync(fh.fileno())
+        for name in names:   # summary.json last: its presence marks a complete run
+            os.replace(stage / name, out_dir / name)
+    finally:
+        for leftover in stage.glob("*"):
+            leftover.unlink()
+        stage.rmdir()
     return out_dir

@@ -1,0 +1,94 @@
+"""CLI contract: outputs, exit codes, one-line errors, determinism, atomic writes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ahasd_sim.__main__ import main
+
+REQUIRED = ["throughput_tok_s", "generated_tokens", "makespan_s", "energy_j", "energy_per_token_j",
+            "tokens_per_j", "acceptance_rate", "mean_accepted_per_verify", "drafted_tokens",
+            "wasted_draft_tokens", "device_busy_s", "device_utilization", "energy_breakdown_j", "mode",
+            "policy", "draft_model", "target_model", "trace", "seed", "ahasd_sim_version"]
+
+
+def test_run_writes_outputs(smoke_cfg_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--config", str(smoke_cfg_file), "--out", str(out), "--seed", "3"]) == 0
+    for name in ("config.resolved.yaml", "summary.json", "events.csv", "energy_breakdown.csv",
+                 "timeline.json", "meta.json"):
+        assert (out / name).is_file(), name
+    s = json.loads((out / "summary.json").read_text())
+    for k in REQUIRED:
+        assert k in s, k
+    assert s["seed"] == 3 and s["generated_tokens"] == 48
+    assert "throughput" in capsys.readouterr().out
+    # the resolved config reproduces the run
+    out2 = tmp_path / "out2"
+    assert main(["--config", str(out / "config.resolved.yaml"), "--out", str(out2)]) == 0
+    assert (out2 / "summary.json").read_bytes() == (out / "summary.json").read_bytes()
+
+
+def test_same_config_and_seed_byte_identical(smoke_cfg_file, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        assert main(["--config", str(smoke_cfg_file), "--out", str(d), "--quiet"]) == 0
+    assert (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
+    assert "wall_time_s" in json.loads((a / "meta.json").read_text())
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--set", "run.modee=async"], "run.modee: unknown key (did you mean 'mode'?)"),
+    (["--set", "npu.freq_ghz=fast"], "npu.freq_ghz: expected a number"),
+    (["--set", "run.trace=traces/nope.npz"], "run.trace: trace file 'traces/nope.npz' not found"),
+    (["--set", "run.mode=warp"], "run.mode: unknown mode 'warp'"),
+    (["--set", "run.policy=adaedll"], "did you mean 'adaedl'"),
+    (["--set", "pim.ranks=2"], "pim"),
+])
+def test_bad_input_exit_2_one_line(smoke_cfg_file, tmp_path, capsys, args, fragment):
+    out = tmp_path / "out"
+    rc = main(["--config", str(smoke_cfg_file), "--out", str(out), *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    assert fragment in err
+    assert not (out / "summary.json").exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml: file not found" in capsys.readouterr().err
+
+
+def test_crash_mid_write_leaves_no_half_summary(smoke_cfg_file, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert main(["--config", str(smoke_cfg_file), "--out", str(out), "--quiet"]) == 0
+    before = (out / "summary.json").read_bytes()
+    import ahasd_sim.output as output
+
+    def boom(obj):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(output, "to_json", boom)
+    with pytest.raises(RuntimeError):
+        main(["--config", str(smoke_cfg_file), "--out", str(out), "--quiet", "--set", "run.seed=9"])
+    assert (out / "summary.json").read_bytes() == before
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    # the other files still belong to the same (first) run
+    import yaml
+    assert yaml.safe_load((out / "config.resolved.yaml").read_text())["run"]["seed"] == 0
+
+
+def test_list_and_reference(capsys):
+    assert main(["list"]) == 0
+    text = capsys.readouterr().out
+    assert "ahasd" in text and "adaedl" in text and "llama2-7b" in text
+    assert main(["config-reference"]) == 0
+    ref = capsys.readouterr().out
+    assert "npu.freq_ghz" in ref and "run.generated_tokens" in ref
+
+
+def test_area_command(smoke_cfg_file, capsys):
+    assert main(["area", "--config", str(smoke_cfg_file)]) == 0
+    out = capsys.readouterr().out
+    assert "AAU" in out and "EDC" in out
