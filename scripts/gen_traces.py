@@ -197,38 +197,54 @@ class GGUFModel:
 
 
 class HFModel:  # pragma: no cover - needs torch + weights; not runnable on the 2-core box
+    """transformers backend (torch/transformers imported lazily)."""
+
     def __init__(self, name: str, device: str = "cuda", dtype: str = "bfloat16"):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
         self.torch = torch
-        self.tok = AutoTokenizer.from_pretrained(name)
-        self.model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=getattr(torch, dtype)).to(device).eval()
+        self.name = name
+        self._tok = None
+        tdtype = getattr(torch, dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=tdtype)
+        except TypeError:  # transformers < 4.56 spells it torch_dtype
+            model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=tdtype)
+        self.model = model.to(device).eval()
         self.device = device
         self.n_vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self.cache = None
+        self.n_past = 0
 
     def tokenize(self, text: str):
-        return list(self.tok(text, add_special_tokens=False)["input_ids"])
+        if self._tok is None:
+            from transformers import AutoTokenizer
+            self._tok = AutoTokenizer.from_pretrained(self.name)
+        return list(self._tok(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, tokens, pos0: int, n_logits: int = 1) -> np.ndarray:
         torch = self.torch
+        from transformers import DynamicCache
         if pos0 == 0 or self.cache is None:
-            self.cache = None
             if pos0 != 0:
-                raise RuntimeError("HF backend: empty cache but pos0 > 0")
-        else:
-            self.cache.crop(pos0)
+                raise RuntimeError("HF backend: empty KV cache but pos0 > 0")
+            self.cache = DynamicCache()
+        elif pos0 < self.n_past:
+            self.cache.crop(pos0)  # roll back (same role as llama_memory_seq_rm)
+        elif pos0 > self.n_past:
+            raise RuntimeError(f"HF backend: pos0 {pos0} beyond cached length {self.n_past}")
         ids = torch.tensor([list(tokens)], device=self.device)
         with torch.no_grad():
             out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
         self.cache = out.past_key_values
+        self.n_past = pos0 + len(tokens)
         return out.logits[0, -n_logits:].float().cpu().numpy()
 
 
 # ------------------------------------------------------------------------------------------
 # per-prompt recording
 # ------------------------------------------------------------------------------------------
-EOS_IDS = {151645, 151643}
+EOS_IDS = {151645, 151643}  # Qwen2 <|im_end|>, <|endoftext|>; override with --eos-ids
 
 
 def softmax(logits: np.ndarray, temp: float = 1.0) -> np.ndarray:
@@ -459,6 +475,10 @@ def cmd_run(args, cfg, prompts):
     if not todo:
         return
     tgt, drf = load_models(cfg)
+    if not cfg.get("n_vocab"):
+        cfg["n_vocab"] = int(max(tgt.n_vocab, drf.n_vocab))
+        with open(os.path.join(args.work_dir, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
     try:
         from tqdm import tqdm
         bar = tqdm(total=len(todo), desc=cfg["mode"], file=sys.stdout, mininterval=5)
@@ -593,6 +613,8 @@ def main(argv=None):
     ap.add_argument("--k", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--crosscheck-out", default=None)
     ap.add_argument("--verify", nargs="+", choices=["sequential", "batched"], default=["sequential", "batched"])
+    ap.add_argument("--eos-ids", type=int, nargs="+", default=[151645, 151643],
+                    help="token ids that end a response (default: Qwen2 <|im_end|> <|endoftext|>)")
     ap.add_argument("--list-prompts", action="store_true")
     args = ap.parse_args(argv)
 
@@ -629,13 +651,15 @@ def main(argv=None):
                "seed": args.seed, "max_new": args.max_new, "L_max": args.L_max, "top_k": args.top_k,
                "rollout_mode": args.rollout_mode, "categories": args.categories, "threads": args.threads,
                "n_ctx": args.n_ctx, "device": args.device, "dtype": args.dtype, "backend_version": bver,
-               "n_vocab": 151936 if args.backend == "gguf" else None,
+               "n_vocab": None, "eos_ids": list(args.eos_ids),
                "hardware": f"{os.cpu_count()} CPU cores, n_threads={args.threads}" if args.backend == "gguf" else args.device}
         prompts = select_prompts(args.categories, args.n_per_category, args.prompt_seed)
         with open(prm_path, "w") as f:
             json.dump(prompts, f, indent=1)
         with open(cfg_path, "w") as f:
             json.dump(cfg, f, indent=1)
+    EOS_IDS.clear()
+    EOS_IDS.update(int(e) for e in cfg.get("eos_ids", [151645, 151643]))
     if args.list_prompts:
         for p in prompts:
             print(p["index"], p["category"], p["id"], repr(p["text"][:70]))
