@@ -100,7 +100,7 @@ class AsyncMode(Mode):
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
         round_start = self.env.now
-        self.policy.begin_round(self.round_context())
+        round_id = self.policy.begin_round(self.round_context())
         while not self.done.triggered:
             yield from self._drain_feedback()
             if my_gen != self.gen:        # rollback seen: restart the chain at the committed point
@@ -108,13 +108,13 @@ class AsyncMode(Mode):
                 chain_start = pos = self.committed
                 round_tokens = []
                 round_start = self.env.now
-                self.policy.begin_round(self.round_context())
+                round_id = self.policy.begin_round(self.round_context())
             view = self.replay.view(pos, chain_start, len(round_tokens), self.env.now)
             if view is None:
                 if pos < self.replay.n_positions:
                     ctr.offpath_unrecorded_stalls += 1
                 if round_tokens:
-                    yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen)
+                    yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
                 yield from self._wait_feedback()
                 continue
@@ -140,17 +140,19 @@ class AsyncMode(Mode):
             if not end_round:
                 continue
             if not round_tokens:          # a policy discarded the first token: draft again
-                self.policy.begin_round(self.round_context())
+                round_id = self.policy.begin_round(self.round_context())
                 continue
-            batch = yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen)
+            batch = yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
             round_tokens = []
             if batch is not None:
                 yield from self.after_batch(batch)
             round_start = self.env.now
-            self.policy.begin_round(self.round_context())
+            round_id = self.policy.begin_round(self.round_context())
 
-    def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int):
-        batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies))
+    def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int,
+                    round_id: int | None = None):
+        batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies),
+                      round_id=round_id)
         self.on_batch_drafted(batch, self.env.now - round_start)
         yield from self.unverified.put(batch)
         self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")

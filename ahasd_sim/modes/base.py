@@ -71,7 +71,7 @@ class Batch:
     edc_index: int = -1
     edc_bucket: int = 0
     edc_continue: bool = True
-    resolved: bool = False
+    round_id: int | None = None
 
     @property
     def end(self) -> int:
@@ -192,11 +192,12 @@ class Mode:
             if b.end <= c_new and q >= b.end:            # fully accepted
                 self.on_batch_resolved(b, b.length, fully_accepted=True, killed=False)
                 self.policy.on_verify(VerifyOutcome(b.length, b.length, b.length + (1 if b.end == c_new else 0),
-                                                    now - b.t_start_s, now))
+                                                    now - b.t_start_s, now, round_id=b.round_id))
             elif b.start <= q < b.end and q < c_new:      # contains the rejected token
                 acc = q - b.start
                 self.on_batch_resolved(b, acc, fully_accepted=False, killed=False)
-                self.policy.on_verify(VerifyOutcome(b.length, acc, acc + 1, now - b.t_start_s, now))
+                self.policy.on_verify(VerifyOutcome(b.length, acc, acc + 1, now - b.t_start_s, now,
+                                                    round_id=b.round_id))
             elif restart and b.start > q:                # built on a rejected token
                 self.on_batch_resolved(b, 0, fully_accepted=False, killed=True)
             else:

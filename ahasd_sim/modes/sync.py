@@ -29,7 +29,7 @@ class SyncSpeculativeMode(Mode):
         while not self.done.triggered:
             start_pos = self.committed
             round_start = self.env.now
-            self.policy.begin_round(self.round_context())
+            round_id = self.policy.begin_round(self.round_context())
             drafted = 0
             pos = start_pos
             while True:
@@ -61,4 +61,4 @@ class SyncSpeculativeMode(Mode):
             self.resolve(new_c)
             acc = ctr.accepted_tokens - accepted_before
             self.policy.on_verify(VerifyOutcome(drafted, acc, min(new_c, self.n_tokens) - start_pos,
-                                                self.env.now - round_start, self.env.now))
+                                                self.env.now - round_start, self.env.now, round_id=round_id))

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Benchmark: simulated generated tokens per wall-clock second, per mode, on the default config.
+
+Usage: python scripts/bench.py [--config hw_configs/ahasd_mobile.yaml] [--tokens N] [--repeats R]
+       [--modes ahasd,async,operator_sync,autoregressive,gpu_only] [--out results/bench.json]
+
+"cold" is the first run in a fresh process (empty operator-cost cache), "warm" the median of
+the following repeats (what a sweep worker sees). Targets (issue 6): >= 20,000 tok/s for the
+task-level modes, >= 5,000 tok/s for operator_sync, on one core. This is a benchmark, not a
+test: it never fails on speed, it reports.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ahasd_sim.config import load_config  # noqa: E402
+from ahasd_sim.output import atomic_write_text, to_json  # noqa: E402
+from ahasd_sim.simulation import load_run_trace, run_simulation  # noqa: E402
+
+PLATFORM_FOR = {"gpu_only": "hw_configs/platform_laptop_rtx4090.yaml"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(ROOT / "hw_configs" / "ahasd_mobile.yaml"))
+    ap.add_argument("--tokens", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--modes", default="ahasd,async,operator_sync,autoregressive,gpu_only")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args()
+    rows = []
+    for mode in args.modes.split(","):
+        cfg_path = ROOT / PLATFORM_FOR[mode] if mode in PLATFORM_FOR else Path(args.config)
+        base = load_config(args.config)
+        cfg = load_config(cfg_path, [f"run.mode={mode}", f"run.generated_tokens={args.tokens}",
+                                     f"run.trace={base.run.trace}", "run.timeline=false"])
+        parts = load_run_trace(cfg)
+        t0 = time.perf_counter()
+        run_simulation(cfg, parts)
+        cold = time.perf_counter() - t0
+        warm = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            res = run_simulation(cfg, parts)
+            warm.append(time.perf_counter() - t0)
+        w = statistics.median(warm)
+        rows.append({"mode": mode, "tokens": args.tokens, "cold_s": cold, "warm_s": w,
+                     "cold_tok_per_wall_s": args.tokens / cold, "warm_tok_per_wall_s": args.tokens / w,
+                     "simulated_throughput_tok_s": res.summary["throughput_tok_s"]})
+        print(f"{mode:15s} cold {cold * 1e3:8.1f} ms ({args.tokens / cold:8.0f} tok/s)   "
+              f"warm {w * 1e3:8.1f} ms ({args.tokens / w:8.0f} tok/s)")
+    info = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "config": args.config, "results": rows}
+    if args.out:
+        atomic_write_text(Path(args.out), to_json(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
