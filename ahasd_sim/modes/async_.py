@@ -116,6 +116,8 @@ class AsyncMode(Mode):
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
+                    round_start = self.env.now
+                    round_id = self.policy.begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
             cost = self.costs.draft_token(self.replay.kv_len_at(pos))

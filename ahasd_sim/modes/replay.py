@@ -35,7 +35,13 @@ class TraceReplay:
         self._H = np.asarray(trace.drf_H, dtype=float)
         self._p_tok = np.asarray(trace.drf_p_tok, dtype=float)
         self._p_top1 = np.asarray(trace.drf_p_top1, dtype=float)
-        self._topk = np.asarray(trace.topk_p, dtype=float)
+        topk = np.asarray(trace.topk_p, dtype=float)
+        # Python scalars/tuples once, so building a view per drafted token stays cheap.
+        self._topk = [tuple(row) for row in topk.tolist()] if topk.ndim == 2 else [()] * n
+        self._H_list = np.asarray(trace.drf_H, dtype=float).tolist()
+        self._p_tok_list = np.asarray(trace.drf_p_tok, dtype=float).tolist()
+        self._p_top1_list = np.asarray(trace.drf_p_top1, dtype=float).tolist()
+        self._next_wrong_list: list[int] = []
         self._ro_off = np.asarray(trace.rollout_offset, dtype=np.int64)
         self._ro_len = np.asarray(trace.rollout_len, dtype=np.int64)
         self._ro_H = np.asarray(trace.rollout_H, dtype=float)
@@ -43,15 +49,17 @@ class TraceReplay:
         # next_wrong[p] = smallest q >= p with accept[q] False (n if none)
         idx = np.where(~self.accept, np.arange(n), n)
         self.next_wrong = np.minimum.accumulate(idx[::-1])[::-1] if n else idx
+        self._next_wrong_list = self.next_wrong.tolist()
+        self._kv_list = self.kv_len.tolist()
         self.n_positions = n
 
     def kv_len_at(self, pos: int) -> int:
-        return int(self.kv_len[min(pos, self.n_positions - 1)])
+        return self._kv_list[min(pos, self.n_positions - 1)]
 
     def first_wrong(self, chain_start: int) -> int:
         if chain_start >= self.n_positions:
             return self.n_positions
-        return int(self.next_wrong[chain_start])
+        return self._next_wrong_list[chain_start]
 
     def accepted_run(self, start: int, n: int) -> int:
         """Number of consecutive accepted drafts from ``start``, capped at ``n``."""
@@ -64,9 +72,8 @@ class TraceReplay:
             return None
         q = self.first_wrong(chain_start)
         if pos <= q:
-            topk = tuple(float(x) for x in self._topk[pos]) if self._topk.ndim == 2 else ()
-            return DraftTokenView(index_in_round, float(self._H[pos]), float(self._p_tok[pos]),
-                                  float(self._p_top1[pos]), topk, now_s)
+            return DraftTokenView(index_in_round, self._H_list[pos], self._p_tok_list[pos],
+                                  self._p_top1_list[pos], self._topk[pos], now_s)
         j = pos - q - 1
         if j >= self._ro_len[q]:
             return None
