@@ -97,7 +97,11 @@ class StepCosts:
         self.quantum = cfg.run.kv_len_quantum_tokens
         self.partition = None
         if platform.pim is not None:
-            self.partition = platform.pim.partition(draft_spec.weight_bytes(), target_spec.weight_bytes())
+            tokens = cfg.pim.kv_reserve_tokens
+            self.partition = platform.pim.partition(
+                draft_spec.weight_bytes(), target_spec.weight_bytes(),
+                draft_spec.kv_bytes_per_token() * tokens,
+                target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
         self._cache: dict[tuple, TaskCost] = {}
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
