@@ -45,7 +45,7 @@ _spec = _ilu.spec_from_file_location("_ahasd_traces", os.path.join(REPO, "ahasd_
 T = _ilu.module_from_spec(_spec)
 _spec.loader.exec_module(T)
 
-GENERATOR_VERSION = "gen_traces/1.0"
+GENERATOR_VERSION = "gen_traces/1.1"
 SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 DEFAULT_CATEGORIES = ["code", "writing", "reasoning", "math", "stem", "chat"]
 MTBENCH_CATS = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]
@@ -153,12 +153,22 @@ def select_prompts(categories, n_per_category: int, seed: int = 0):
 # backends: .decode(tokens, pos0, n_logits) -> (n_logits, V) float32 logits; KV >= pos0 dropped
 # ------------------------------------------------------------------------------------------
 class GGUFModel:
-    def __init__(self, path: str, n_ctx: int, n_threads: int, n_batch: int = 512):
+    def __init__(self, path: str, n_ctx: int, n_threads: int, n_batch: int = 512, n_seq: int = 1):
         import llama_cpp
         self.L = llama_cpp
         self.llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads,
                                    n_threads_batch=n_threads, logits_all=False, verbose=False)
         self.ctx = self.llm._ctx.ctx
+        self.n_seq = n_seq
+        if n_seq > 1:
+            # own context with several sequences sharing one KV buffer: seq 0 = the path,
+            # seqs 1..n_seq-1 = off-path rollouts forked from it with llama_memory_seq_cp
+            # same settings as the Llama object's own context, plus the extra sequences
+            p = llama_cpp.llama_context_params.from_buffer_copy(self.llm.context_params)
+            p.n_seq_max, p.kv_unified = n_seq, True
+            self.ctx = llama_cpp.llama_init_from_model(self.llm._model.model, p)
+            if not self.ctx:
+                raise RuntimeError("llama_init_from_model failed for the multi-sequence context")
         self.n_vocab = int(self.llm.n_vocab())
         self.n_batch = n_batch
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -194,6 +204,49 @@ class GGUFModel:
                 ptr = L.llama_get_logits_ith(self.ctx, j)
                 rows.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
         return np.stack(rows)
+
+    def rollouts(self, P: int, starts, first_toks, Lmax: int, choose, temp: float = 1.0):
+        """Batched off-path rollouts.  Seq 0 must hold the KV of prompt + path.  For each
+        b, seq b+1 forks the prefix [0, P+starts[b]), is fed first_toks[b] and then its own
+        choices; ``choose(q, b, j) -> token``.  Returns per b a list of (tok, q(tok), H)."""
+        L = self.L
+        B = len(starts)
+        assert 0 < B < self.n_seq
+        for b, t in enumerate(starts):
+            L.llama_memory_seq_rm(self.mem, b + 1, -1, -1)
+            L.llama_memory_seq_cp(self.mem, 0, b + 1, 0, P + t)
+        cur = [int(x) for x in first_toks]
+        pos = [P + t for t in starts]
+        alive = list(range(B))
+        out = [[] for _ in range(B)]
+        for j in range(Lmax):
+            bt = self.batch
+            bt.n_tokens = len(alive)
+            for i, b in enumerate(alive):
+                bt.token[i] = cur[b]
+                bt.pos[i] = pos[b]
+                bt.n_seq_id[i] = 1
+                bt.seq_id[i][0] = b + 1
+                bt.logits[i] = 1
+            rc = L.llama_decode(self.ctx, bt)
+            if rc != 0:
+                raise RuntimeError(f"llama_decode (rollouts) failed with code {rc}")
+            nxt = []
+            for i, b in enumerate(alive):
+                ptr = L.llama_get_logits_ith(self.ctx, i)
+                q = softmax(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), temp)
+                r = int(choose(q, b, j))
+                out[b].append((r, float(q[r]), entropy(q)))
+                if r not in EOS_IDS:
+                    cur[b] = r
+                    pos[b] += 1
+                    nxt.append(b)
+            alive = nxt
+            if not alive:
+                break
+        for b in range(B):
+            L.llama_memory_seq_rm(self.mem, b + 1, -1, -1)
+        return out
 
 
 class HFModel:  # pragma: no cover - needs torch + weights; not runnable on the 2-core box
@@ -277,7 +330,17 @@ def record_prompt(tgt, drf, prompt_tokens, cfg, prompt_index: int):
     K, Lmax, max_new = cfg["top_k"], cfg["L_max"], cfg["max_new"]
     roll_sample = (cfg["rollout_mode"] == "sample") or (cfg["rollout_mode"] == "auto" and not greedy)
     rng = np.random.default_rng([cfg["seed"], prompt_index, 0])      # 3 draws per position
-    rng_roll = np.random.default_rng([cfg["seed"], prompt_index, 1])  # rollouts only
+    batched = getattr(drf, "n_seq", 1) > 1  # rollouts deferred and batched (GGUF multi-seq)
+    rollouts = {}  # t -> [(tok, q(tok), H), ...]
+
+    roll_rngs = {}
+
+    def roll_choose(q, t, j):
+        if not roll_sample:
+            return int(np.argmax(q))
+        if t not in roll_rngs:  # per-position generator: same draws batched or not
+            roll_rngs[t] = np.random.default_rng([cfg["seed"], prompt_index, 1, t])
+        return sample_from(q, roll_rngs[t].random())
     P = len(prompt_tokens)
     t0 = time.time()
     lt = tgt.decode(prompt_tokens, 0)[-1]
@@ -327,20 +390,20 @@ def record_prompt(tgt, drf, prompt_tokens, cfg, prompt_index: int):
         rec["topk_ids"].append(top)
         rec["topk_p"].append(q[top])
         # off-path rollout: drafter continues on its own rejected proposal x
-        nroll = 0
         if not accept and Lmax > 0:
-            l = drf.decode([x], P + t)[-1]
-            for j in range(Lmax):
-                qq = softmax(l, temp)
-                r = sample_from(qq, rng_roll.random()) if roll_sample else int(np.argmax(qq))
-                r_tok.append(r)
-                r_p.append(qq[r])
-                r_H.append(entropy(qq))
-                nroll += 1
-                if r in EOS_IDS or j == Lmax - 1:
-                    break
-                l = drf.decode([r], P + t + 1 + j)[-1]
-        rec["rollout_len"].append(nroll)
+            if batched:
+                rollouts[t] = x  # done after the path, several at once
+            else:
+                seq = []
+                l = drf.decode([x], P + t)[-1]
+                for j in range(Lmax):
+                    qq = softmax(l, temp)
+                    r = roll_choose(qq, t, j)
+                    seq.append((r, float(qq[r]), entropy(qq)))
+                    if r in EOS_IDS or j == Lmax - 1:
+                        break
+                    l = drf.decode([r], P + t + 1 + j)[-1]
+                rollouts[t] = seq
         if tok in EOS_IDS:
             stop = "eos"
             break
@@ -349,6 +412,23 @@ def record_prompt(tgt, drf, prompt_tokens, cfg, prompt_index: int):
         lt = tgt.decode([tok], P + t)[-1]
         ld = drf.decode([tok], P + t)[-1]  # also drops the rollout's KV entries
     n = len(rec["tgt_tok"])
+    t_path = time.time() - t0
+    if batched and rollouts:
+        ts = sorted(rollouts)
+        B = drf.n_seq - 1
+        for c in range(0, len(ts), B):
+            chunk = ts[c:c + B]
+            res = drf.rollouts(P, chunk, [rollouts[t] for t in chunk], Lmax,
+                               lambda q, b, j, chunk=chunk: roll_choose(q, chunk[b], j), temp)
+            for t, seq in zip(chunk, res):
+                rollouts[t] = seq
+    for t in range(n):
+        seq = rollouts.get(t, [])
+        rec["rollout_len"].append(len(seq))
+        for r, pr, h in seq:
+            r_tok.append(r)
+            r_p.append(pr)
+            r_H.append(h)
     cols = {k: np.asarray(v) for k, v in rec.items() if k not in ("topk_ids", "topk_p")}
     cols["topk_ids"] = np.asarray(rec["topk_ids"], dtype=np.int32).reshape(n, K)
     cols["topk_p"] = np.asarray(rec["topk_p"], dtype=np.float32).reshape(n, K)
@@ -362,7 +442,9 @@ def record_prompt(tgt, drf, prompt_tokens, cfg, prompt_index: int):
     for k in ("tgt_p", "drf_p_top1", "drf_p_tgt", "drf_p_tok", "tgt_p_drf", "alpha", "topk_p", "rollout_p"):
         cols[k] = np.clip(cols[k].astype(np.float32), 0.0, 1.0)
     info = {"prompt_len": P, "n_generated": n, "stop": stop, "t_prefill_s": round(t_prefill, 2),
-            "t_total_s": round(time.time() - t0, 2), "n_rollouts": int((ln > 0).sum()),
+            "t_total_s": round(time.time() - t0, 2), "t_path_s": round(t_path, 2),
+            "rollouts_batched": bool(batched), "generator_version": GENERATOR_VERSION,
+            "n_rollouts": int((ln > 0).sum()),
             "rollout_tokens": int(ln.sum())}
     return cols, info
 
@@ -454,7 +536,7 @@ def sha256_file(path: str) -> str:
 def load_models(cfg):
     if cfg["backend"] == "gguf":
         tgt = GGUFModel(cfg["target"], cfg["n_ctx"], cfg["threads"])
-        drf = GGUFModel(cfg["drafter"], cfg["n_ctx"], cfg["threads"])
+        drf = GGUFModel(cfg["drafter"], cfg["n_ctx"], cfg["threads"], n_seq=1 + int(cfg.get("rollout_batch", 0)))
     else:
         tgt = HFModel(cfg["target"], cfg["device"], cfg["dtype"])
         drf = HFModel(cfg["drafter"], cfg["device"], cfg["dtype"])
@@ -532,7 +614,7 @@ def cmd_assemble(args, cfg, prompts, out_path: str):
         "categories": cfg["categories"], "prompts": infos, "n_vocab": cfg.get("n_vocab"),
         "models": cfg["models"], "tokenizer": cfg["tokenizer"], "chat_template": "ChatML",
         "system_prompt": SYSTEM_PROMPT, "eos_ids": sorted(EOS_IDS),
-        "backend": cfg["backend"], "backend_version": cfg.get("backend_version"),
+        "rollout_batch": cfg.get("rollout_batch", 0), "backend": cfg["backend"], "backend_version": cfg.get("backend_version"),
         "generator": "scripts/gen_traces.py", "generator_version": GENERATOR_VERSION,
         "date": _dt.date.today().isoformat(), "created_from_work_dir": os.path.basename(args.work_dir.rstrip("/")),
         "prompt_sources": sorted({i["source"] for i in infos}),
@@ -600,6 +682,9 @@ def main(argv=None):
     ap.add_argument("--top-k", type=int, default=8)
     ap.add_argument("--rollout-mode", choices=["auto", "greedy", "sample"], default="auto",
                     help="auto: greedy rollouts for greedy traces, sampled rollouts for sampled traces")
+    ap.add_argument("--rollout-batch", type=int, default=16,
+                    help="gguf: run up to this many off-path rollouts at once as parallel KV sequences "
+                         "(after the path); 0 = one at a time, inline")
     ap.add_argument("--categories", nargs="+", default=DEFAULT_CATEGORIES)
     ap.add_argument("--n-per-category", type=int, default=10)
     ap.add_argument("--prompt-seed", type=int, default=0)
@@ -649,7 +734,8 @@ def main(argv=None):
                "drafter": os.path.abspath(args.drafter) if args.backend == "gguf" else args.drafter,
                "models": models, "tokenizer": args.tokenizer, "mode": args.mode, "temperature": args.temperature,
                "seed": args.seed, "max_new": args.max_new, "L_max": args.L_max, "top_k": args.top_k,
-               "rollout_mode": args.rollout_mode, "categories": args.categories, "threads": args.threads,
+               "rollout_mode": args.rollout_mode, "rollout_batch": args.rollout_batch if args.backend == "gguf" else 0,
+               "categories": args.categories, "threads": args.threads,
                "n_ctx": args.n_ctx, "device": args.device, "dtype": args.dtype, "backend_version": bver,
                "n_vocab": None, "eos_ids": list(args.eos_ids),
                "hardware": f"{os.cpu_count()} CPU cores, n_threads={args.threads}" if args.backend == "gguf" else args.device}
