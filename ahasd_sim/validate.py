@@ -160,7 +160,8 @@ def simulate_points(df: pd.DataFrame, platform, path: Path = Path("-")) -> tuple
                          "k_tokens": np.nan, "kv_len": np.nan, "bytes": nbytes, "measured_s": meas,
                          "simulated_s": h2d.isolated_transfer_time_s(nbytes)})
         else:
-            skip(f"{kind} (ceiling / copy / microbenchmark row)")
+            skip("not step/H2D-pinned rows (ceilings, pageable copies, microbenchmarks): "
+                 "context only")
     pts = pd.DataFrame(rows, columns=["group", "model", "dtype", "kind", "cuda_graph", "k_tokens", "kv_len",
                                       "bytes", "measured_s", "simulated_s"])
     pts["error_pct"] = (pts["simulated_s"] / pts["measured_s"] - 1.0) * 100.0
@@ -213,7 +214,7 @@ def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
 
 def measured_ceilings(df: pd.DataFrame) -> dict:
     out = {}
-    for kind, key, scale in (("ceiling_membw", "membw_tb_s", 1e12), ("ceiling_gemm", "gemm_tflops", 1e12)):
+    for kind, key, scale in (("ceiling_membw", "D2D copy TB/s", 1e12), ("ceiling_gemm", "bf16 GEMM TFLOP/s", 1e12)):
         s = df[df["kind"] == kind]
         if len(s):
             r = s.iloc[0]
@@ -273,39 +274,50 @@ def format_summary(summary: dict, fitted_us: float, cfg_us: float, skipped: dict
 
 
 def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
+    """Simulated vs measured, log-log, y = x and the +-BAND band. Left: every simulated point;
+    right: the graphed bf16 steps only (the headline), zoomed."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.0, 6.2))
-    lo = float(min(points["measured_s"].min(), points["simulated_s"].min())) * 1e3 / 1.5
-    hi = float(max(points["measured_s"].max(), points["simulated_s"].max())) * 1e3 * 1.5
-    x = np.geomspace(lo, hi, 50)
-    ax.fill_between(x, x * (1 - BAND), x * (1 + BAND), color="0.85", label=f"±{BAND * 100:.0f}%")
-    ax.plot(x, x, color="0.3", lw=1, label="y = x")
+    from matplotlib.ticker import FuncFormatter
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0))
     steps = points[points["group"] == GROUP_GRAPH]
+    eager = points[points["group"] == GROUP_EAGER]
+    h2d = points[points["group"] == GROUP_H2D]
     markers = {"decode": "o", "verify": "^"}
     colors = plt.get_cmap("tab10")
-    for i, (model, s) in enumerate(steps.groupby("model", sort=False)):
-        for kind, sk in s.groupby("kind", sort=False):
-            ax.scatter(sk["measured_s"] * 1e3, sk["simulated_s"] * 1e3, s=16, marker=markers.get(kind, "o"),
-                       color=colors(i % 10), alpha=0.8, label=f"{model} {kind}" if kind == "decode" else None)
-    eager = points[points["group"] == GROUP_EAGER]
-    if len(eager):
-        ax.scatter(eager["measured_s"] * 1e3, eager["simulated_s"] * 1e3, s=14, marker="x", color="0.5",
-                   label="eager (not modelled)")
-    h = points[points["group"] == GROUP_H2D]
-    if len(h):
-        ax.scatter(h["measured_s"] * 1e3, h["simulated_s"] * 1e3, s=22, marker="s", facecolors="none",
-                   edgecolors="k", label="H2D pinned copy")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured latency (ms)")
-    ax.set_ylabel("simulated latency (ms)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", ncol=1, title="o decode, ^ verify", title_fontsize=7)
-    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    for ax, sel, sub in ((axes[0], points, "all simulated points"),
+                         (axes[1], steps, "bf16 decode/verify with CUDA graphs")):
+        ms = np.concatenate([sel["measured_s"].to_numpy(), sel["simulated_s"].to_numpy()]) * 1e3
+        lo, hi = float(ms.min()) / 1.3, float(ms.max()) * 1.3
+        x = np.geomspace(lo, hi, 50)
+        ax.fill_between(x, x * (1 - BAND), x * (1 + BAND), color="0.87", label=f"\u00b1{BAND * 100:.0f}%")
+        ax.plot(x, x, color="0.3", lw=1, label="y = x")
+        for i, (model, s) in enumerate(steps.groupby("model", sort=False)):
+            for j, (kind, sk) in enumerate(s.groupby("kind", sort=False)):
+                ax.scatter(sk["measured_s"] * 1e3, sk["simulated_s"] * 1e3, s=16, marker=markers.get(kind, "o"),
+                           color=colors(i % 10), alpha=0.8, label=model if j == 0 else None)
+        if sel is points:
+            if len(eager):
+                ax.scatter(eager["measured_s"] * 1e3, eager["simulated_s"] * 1e3, s=14, marker="x", color="0.5",
+                           label="bf16 eager (not modelled)")
+            if len(h2d):
+                ax.scatter(h2d["measured_s"] * 1e3, h2d["simulated_s"] * 1e3, s=22, marker="s",
+                           facecolors="none", edgecolors="k", label="H2D pinned copy")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            if sel is steps:
+                axis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_xlabel("measured latency (ms)")
+        ax.set_ylabel("simulated latency (ms)")
+        ax.set_title(sub, fontsize=9)
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    axes[0].legend(fontsize=7, loc="upper left", title="o decode, \u25b3 verify", title_fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     paths = [out_dir / f"{PLOT_STEM}.pdf", out_dir / f"{PLOT_STEM}.png"]
     for p in paths:
@@ -343,14 +355,13 @@ def run_validate(args) -> int:
     print(f"config   {cfg_path}")
     print(f"measured {csv_path}")
     print(f"GPU model {c.name}: {c.mem_bw_gb_s:g} GB/s x bandwidth_efficiency {c.bandwidth_efficiency:g} = "
-          f"{g.effective_bandwidth_bytes_s / 1e12:.3f} TB/s; {g.peak_ops_s / 1e12:g} T{c.compute_dtype} ops/s x "
+          f"{g.effective_bandwidth_bytes_s / 1e12:.3f} TB/s; {g.peak_ops_s / 1e12:g} T{c.compute_dtype} op/s x "
           f"compute_efficiency {c.compute_efficiency:g}; {c.kernels_per_layer} kernels/layer x "
           f"{c.launch_overhead_us:g} us")
     if platform.h2d is not None:
         print(f"h2d link: {platform.h2d.cfg.effective_gb_s:g} GB/s + {platform.h2d.cfg.latency_us:g} us per copy")
     if ceil:
-        print("measured ceilings: " + ", ".join(
-            f"{k.replace('_', ' ')} {v:.2f}" for k, v in ceil.items()))
+        print("measured ceilings: " + ", ".join(f"{k} {v:.3g}" for k, v in ceil.items()))
     print()
     print(_fmt_table(points))
     print()
