@@ -73,3 +73,28 @@ def test_tvc_preverifies_and_commits(tmp_path):
     st = m.tvc.stats
     assert st.inserted >= 1 and st.tokens_committed >= 1
     assert col.committed_positions == list(range(16))
+
+
+def test_full_unverified_queue_blocks_the_drafter(tmp_path):
+    # Capacity 1 batch, k=1, draft 1 s, verify 5 s: the drafter can run at most one batch ahead of
+    # the batch being verified, then blocks until the verifier pops the queue.
+    m, col, t = run_mode(tmp_path, "async", [T] * 40, 12,
+                         ["run.policy=fixed", "policy.fixed.k=1", "ahasd.unverified_queue_batches=1"])
+    q = m.unverified.stats()
+    assert q["max_occupancy"] == 1 and q["producer_blocked_s"] > 0
+    assert col.committed_positions == list(range(12))
+    unbounded = run_mode(tmp_path, "async", [T] * 40, 12, ["run.policy=fixed", "policy.fixed.k=1"])
+    assert unbounded[0].unverified.stats()["producer_blocked_s"] == 0
+    # blocking caps look-ahead, so fewer tokens are drafted beyond the committed point
+    assert col.counters.drafted_tokens <= unbounded[1].counters.drafted_tokens
+
+
+def test_offpath_beyond_recorded_rollout_stalls_and_is_reported(tmp_path):
+    # Rollouts of length 1: look-ahead past a wrong token quickly runs out of recorded drafts.
+    accept = ([T] * 3 + [F]) * 10
+    m, col, t = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=2"],
+                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.0),
+                         rollout_len=1)
+    assert col.counters.offpath_unrecorded_stalls > 0
+    assert col.counters.offpath_drafted_tokens > 0
+    assert col.committed_positions == list(range(20))
