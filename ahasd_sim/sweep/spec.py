@@ -1,0 +1,489 @@
+"""Sweep specification: a strict YAML schema and its expansion into points.
+
+A sweep file looks like::
+
+    name: pim_compute                 # sweep folder name (default output: sweeps/<name>/)
+    description: PIM compute vs verify cap   # optional, free text
+    base:                             # or just `base: ../ahasd_mobile.yaml`
+      config: ../ahasd_mobile.yaml    # relative to this sweep file
+      set:                            # overrides applied to every point
+        run.timeline: false
+        run.generated_tokens: 256
+    axes:                             # dotted config key -> list of values
+      pim.unit_gops_int8: [51.2, 102.4, 204.8]
+      ahasd.max_verify_tokens: [8, 16, 32]
+    combine: product                  # product (default) or zip over `axes`
+    seeds: [0, 1]                     # run.seed values (default: the base config's seed)
+    modes: [async, ahasd]             # shortcut: axis on run.mode
+    policies: [adaedl, svip]          # shortcut: axis on run.policy
+    model_pairs:                      # shortcut: axis on (run.draft_model, run.target_model)
+      - [opt-1.3b, opt-6.7b]
+      - llama2-7b/llama2-13b
+    variants:                         # named bundles of overrides (an ablation ladder)
+      gpu_only: {config: ../platform_laptop_rtx4090.yaml, set: {run.mode: gpu_only}}
+      ahasd:    {set: {run.mode: ahasd}}
+
+``axes`` are combined with ``combine``; ``variants``, ``model_pairs``, ``modes``,
+``policies`` and ``seeds`` are always crossed (full product) with them, in that
+nesting order (variants outermost, seeds innermost). An axis key may name several
+config keys separated by commas (``run.draft_model,run.target_model``); its values
+are then lists of that length, which keeps those keys together inside a product.
+
+A point's identity is the hash of its fully resolved config
+(:func:`ahasd_sim.output.config_hash`), so two combinations that resolve to the same
+config share one run folder. Unknown spec keys, unknown config keys in ``axes`` or
+``set`` and malformed values raise :class:`~ahasd_sim.config.errors.ConfigError`
+naming the sweep file and the key. A value that is well-formed but cannot be run
+(an unknown mode, a model that does not fit) is not a spec error: that point fails
+on its own and the sweep goes on.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config.errors import ConfigError, InputError, did_you_mean
+from ..config.loader import SimConfig, load_config
+
+SPEC_KEYS = ("name", "description", "base", "axes", "combine", "seeds", "modes", "policies",
+             "model_pairs", "variants")
+BASE_KEYS = ("config", "set")
+VARIANT_KEYS = ("config", "set")
+COMBINE = ("product", "zip")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+#: column names of the shortcut axes in the results table
+VARIANT_COL = "variant"
+MODEL_PAIR_COL = "model_pair"
+SEED_COL = "seed"
+
+
+@dataclass
+class Axis:
+    """One dimension of the sweep: ``keys`` (dotted config keys) and the value tuples."""
+
+    name: str                      # column name in results.csv
+    keys: tuple[str, ...]          # config keys set by this axis (empty for variants)
+    values: list[tuple]            # one tuple per level, len == len(keys)
+    labels: list[Any]              # what results.csv shows for each level
+
+
+@dataclass
+class Variant:
+    name: str
+    config: Path | None
+    overrides: list[str]
+
+
+@dataclass
+class Point:
+    """One simulation of the sweep."""
+
+    index: int
+    labels: dict[str, Any]                 # results.csv column -> value
+    config_path: Path
+    overrides: list[str]                   # base.set + variant.set + axes, in that order
+    seed: int | None
+    config: SimConfig | None = None        # resolved config (None if it did not resolve)
+    hash: str | None = None                # config_hash(config), or "invalid-<sha>" if unresolved
+    error: BaseException | None = None     # config resolution error (the point fails)
+
+    @property
+    def valid(self) -> bool:
+        return self.config is not None
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    source: Path
+    base_config: Path
+    base_set: list[str]
+    axes: list[Axis] = field(default_factory=list)
+    shortcut_axes: list[Axis] = field(default_factory=list)   # model_pairs, modes, policies
+    combine: str = "product"
+    seeds: list[int] | None = None
+    variants: list[Variant] = field(default_factory=list)
+    description: str = ""
+    raw: dict = field(default_factory=dict)
+
+    def axis_columns(self) -> list[str]:
+        cols: list[str] = []
+        if self.variants:
+            cols.append(VARIANT_COL)
+        for ax in [*self.shortcut_axes, *self.axes]:
+            for c in ([ax.name] if ax.name not in ax.keys else []) + list(ax.keys):
+                if c not in cols:
+                    cols.append(c)
+        return cols
+
+
+# ------------------------------------------------------------------ helpers
+def format_value(value: Any) -> str:
+    """YAML text of ``value`` that the config loader's ``--set`` parser reads back unchanged."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    if text.endswith("\n..."):
+        text = text[: -len("\n...")].strip()
+    elif text.endswith("..."):
+        text = text[:-3].strip()
+    return text
+
+
+def _override(key: str, value: Any) -> str:
+    return f"{key}={format_value(value)}"
+
+
+def _err(src: Path, key: str, msg: str) -> ConfigError:
+    return ConfigError(str(src), key, msg)
+
+
+def _check_keys(src: Path, where: str, data: dict, allowed: tuple[str, ...]) -> None:
+    for k in data:
+        if k not in allowed:
+            path = f"{where}.{k}" if where else str(k)
+            raise _err(src, path, f"unknown key{did_you_mean(str(k), allowed)}; valid keys: {', '.join(allowed)}")
+
+
+def _dotted_keys(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in tree.items():
+        path = f"{prefix}{k}"
+        out.append(path)
+        if isinstance(v, dict):
+            out.extend(_dotted_keys(v, path + "."))
+    return out
+
+
+def _check_config_key(src: Path, where: str, key: str, known: set[str]) -> None:
+    if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
+        raise _err(src, where, f"expected a dotted config key such as pim.ranks, got {key!r}")
+    if key not in known:
+        leaves = sorted(known)
+        # Suggest among keys of the same section first, then among all.
+        section = key.split(".")[0]
+        same = [k for k in leaves if k.startswith(section + ".")]
+        hint = did_you_mean(key, same) or did_you_mean(key, leaves)
+        raise _err(src, where, f"unknown config key '{key}'{hint}")
+
+
+def _parse_set(src: Path, where: str, data: Any, known: set[str]) -> list[str]:
+    """``set:`` as a mapping {dotted.key: value} or a list of "key=value" strings."""
+    if data is None:
+        return []
+    out: list[str] = []
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _check_config_key(src, f"{where}.{k}", k, known)
+            out.append(_override(k, v))
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            if not isinstance(item, str) or "=" not in item:
+                raise _err(src, f"{where}[{i}]", f"expected 'key=value', got {item!r}")
+            k = item.partition("=")[0].strip()
+            _check_config_key(src, f"{where}[{i}]", k, known)
+            out.append(item)
+    else:
+        raise _err(src, where, f"expected a mapping of dotted keys to values, got {type(data).__name__}")
+    return out
+
+
+def _set_keys(overrides: list[str]) -> set[str]:
+    return {o.partition("=")[0].strip() for o in overrides}
+
+
+def _str_list(src: Path, key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise _err(src, key, "expected a non-empty list")
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not v:
+            raise _err(src, f"{key}[{i}]", f"expected a name, got {v!r}")
+    return list(value)
+
+
+def _parse_model_pairs(src: Path, value: Any) -> Axis:
+    if not isinstance(value, list) or not value:
+        raise _err(src, "model_pairs", "expected a non-empty list of [draft, target] pairs")
+    vals: list[tuple] = []
+    for i, item in enumerate(value):
+        where = f"model_pairs[{i}]"
+        if isinstance(item, str) and item.count("/") == 1:
+            d, t = (s.strip() for s in item.split("/"))
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            d, t = item
+        elif isinstance(item, dict):
+            _check_keys(src, where, item, ("draft", "target"))
+            if "draft" not in item or "target" not in item:
+                raise _err(src, where, "expected both 'draft' and 'target'")
+            d, t = item["draft"], item["target"]
+        else:
+            raise _err(src, where, f"expected [draft, target], 'draft/target' or {{draft:, target:}}, got {item!r}")
+        if not (isinstance(d, str) and d and isinstance(t, str) and t):
+            raise _err(src, where, f"model names must be strings, got {item!r}")
+        vals.append((d, t))
+    return Axis(MODEL_PAIR_COL, ("run.draft_model", "run.target_model"), vals, [f"{d}/{t}" for d, t in vals])
+
+
+def _parse_axes(src: Path, value: Any, known: set[str]) -> list[Axis]:
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise _err(src, "axes", f"expected a mapping of dotted keys to lists of values, got {type(value).__name__}")
+    axes = []
+    for name, levels in value.items():
+        where = f"axes.{name}"
+        if not isinstance(name, str):
+            raise _err(src, where, "axis names must be dotted config keys")
+        keys = tuple(k.strip() for k in name.split(","))
+        for k in keys:
+            _check_config_key(src, where, k, known)
+        if len(set(keys)) != len(keys):
+            raise _err(src, where, "a key appears twice in one axis")
+        if not isinstance(levels, list) or not levels:
+            raise _err(src, where, "expected a non-empty list of values")
+        vals: list[tuple] = []
+        for i, lv in enumerate(levels):
+            if len(keys) == 1:
+                vals.append((lv,))
+            else:
+                if not isinstance(lv, (list, tuple)) or len(lv) != len(keys):
+                    raise _err(src, f"{where}[{i}]", f"expected a list of {len(keys)} values (one per key), got {lv!r}")
+                vals.append(tuple(lv))
+        labels = [v[0] if len(keys) == 1 else "/".join(format_value(x) for x in v) for v in vals]
+        axes.append(Axis(name if len(keys) > 1 else keys[0], keys, vals, labels))
+    return axes
+
+
+def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
+    if value is None:
+        return []
+    items: list[tuple[str, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = []
+        for i, v in enumerate(value):
+            if not isinstance(v, dict) or "name" not in v:
+                raise _err(src, f"variants[{i}]", "expected a mapping with 'name' (and 'config' and/or 'set')")
+            v = dict(v)
+            items.append((v.pop("name"), v))
+    else:
+        raise _err(src, "variants", "expected a mapping name -> {config:, set:} or a list of {name:, config:, set:}")
+    if not items:
+        raise _err(src, "variants", "expected at least one variant")
+    out = []
+    seen = set()
+    for name, body in items:
+        where = f"variants.{name}"
+        if not isinstance(name, str) or not name:
+            raise _err(src, "variants", f"variant names must be non-empty strings, got {name!r}")
+        if name in seen:
+            raise _err(src, where, "duplicate variant name")
+        seen.add(name)
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise _err(src, where, f"expected a mapping with 'config' and/or 'set', got {body!r}")
+        _check_keys(src, where, body, VARIANT_KEYS)
+        cfg = None
+        if body.get("config") is not None:
+            if not isinstance(body["config"], str):
+                raise _err(src, f"{where}.config", "expected a file name")
+            cfg = (src.parent / body["config"])
+            if not cfg.is_file():
+                raise _err(src, f"{where}.config", f"config file '{body['config']}' not found (looked in {src.parent})")
+        out.append(Variant(name, cfg, _parse_set(src, f"{where}.set", body.get("set"), known)))
+    return out
+
+
+# ------------------------------------------------------------------ loading
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and strictly validate a sweep YAML file."""
+    src = Path(path)
+    if not src.is_file():
+        raise _err(src, "", "sweep file not found")
+    try:
+        raw = yaml.safe_load(src.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise _err(src, "", f"YAML parse error{where}: {getattr(exc, 'problem', None) or 'invalid YAML'}") from None
+    if not isinstance(raw, dict):
+        raise _err(src, "", "expected a mapping at the top level")
+    _check_keys(src, "", raw, SPEC_KEYS)
+
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise _err(src, "name", f"expected a folder-safe name (letters, digits, _ . -), got {name!r}")
+    desc = raw.get("description") or ""
+    if not isinstance(desc, str):
+        raise _err(src, "description", "expected a string")
+
+    base = raw.get("base")
+    if base is None:
+        raise _err(src, "base", "required: the base config file (relative to the sweep file)")
+    if isinstance(base, str):
+        base = {"config": base}
+    if not isinstance(base, dict):
+        raise _err(src, "base", "expected a file name or a mapping with 'config' and optional 'set'")
+    _check_keys(src, "base", base, BASE_KEYS)
+    if not isinstance(base.get("config"), str):
+        raise _err(src, "base.config", "required: a config file name")
+    base_cfg = src.parent / base["config"]
+    if not base_cfg.is_file():
+        raise _err(src, "base.config", f"config file '{base['config']}' not found (looked in {src.parent})")
+    try:
+        plain = load_config(base_cfg).to_dict()
+    except InputError as exc:
+        raise _err(src, "base.config", f"cannot load: {exc}") from None
+    known = set(_dotted_keys(plain))
+    base_set = _parse_set(src, "base.set", base.get("set"), known)
+
+    combine = raw.get("combine", "product")
+    if combine not in COMBINE:
+        raise _err(src, "combine", f"expected one of {', '.join(COMBINE)}, got {combine!r}"
+                   + (did_you_mean(str(combine), COMBINE) if isinstance(combine, str) else ""))
+    axes = _parse_axes(src, raw.get("axes"), known)
+    if combine == "zip" and axes:
+        lens = {len(a.values) for a in axes}
+        if len(lens) > 1:
+            detail = ", ".join(f"{a.name}: {len(a.values)}" for a in axes)
+            raise _err(src, "combine", f"zip needs axes of equal length ({detail})")
+
+    shortcut_axes: list[Axis] = []
+    if "model_pairs" in raw:
+        shortcut_axes.append(_parse_model_pairs(src, raw["model_pairs"]))
+    if "modes" in raw:
+        vals = _str_list(src, "modes", raw["modes"])
+        shortcut_axes.append(Axis("run.mode", ("run.mode",), [(v,) for v in vals], vals))
+    if "policies" in raw:
+        vals = _str_list(src, "policies", raw["policies"])
+        shortcut_axes.append(Axis("run.policy", ("run.policy",), [(v,) for v in vals], vals))
+
+    seeds = raw.get("seeds")
+    if seeds is not None:
+        if (not isinstance(seeds, list) or not seeds
+                or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+            raise _err(src, "seeds", f"expected a non-empty list of integers >= 0, got {seeds!r}")
+        if len(set(seeds)) != len(seeds):
+            raise _err(src, "seeds", "duplicate seed")
+
+    variants = _parse_variants(src, raw.get("variants"), known)
+
+    # Each config key may be driven by one axis only; variants may not set an axis key.
+    owner: dict[str, str] = {}
+    all_axes = shortcut_axes + axes
+    for ax in all_axes:
+        for k in ax.keys:
+            if k in owner:
+                raise _err(src, f"axes.{ax.name}" if ax in axes else ax.name, f"config key '{k}' is swept twice "
+                           f"(also by '{owner[k]}')")
+            owner[k] = ax.name
+    if seeds is not None and "run.seed" in owner:
+        raise _err(src, "seeds", "run.seed is also an axis; use one of them")
+    for v in variants:
+        clash = sorted(_set_keys(v.overrides) & set(owner))
+        if clash:
+            raise _err(src, f"variants.{v.name}.set", f"'{clash[0]}' is also swept by '{owner[clash[0]]}'; "
+                       "a key is either in a variant or on an axis")
+
+    spec = SweepSpec(name=name, source=src, base_config=base_cfg, base_set=base_set, axes=axes,
+                     shortcut_axes=shortcut_axes, combine=combine, seeds=seeds, variants=variants,
+                     description=desc, raw=raw)
+    return spec
+
+
+# ------------------------------------------------------------------ expansion
+def _axis_levels(spec: SweepSpec) -> list[list[tuple[dict, list[str]]]]:
+    """Per dimension, the levels as (labels, overrides)."""
+    dims: list[list[tuple[dict, list[str]]]] = []
+
+    def levels_of(ax: Axis) -> list[tuple[dict, list[str]]]:
+        out = []
+        for vals, label in zip(ax.values, ax.labels):
+            labels = {}
+            if ax.name not in ax.keys:
+                labels[ax.name] = label
+            for k, v in zip(ax.keys, vals):
+                labels[k] = v
+            out.append((labels, [_override(k, v) for k, v in zip(ax.keys, vals)]))
+        return out
+
+    for ax in spec.shortcut_axes:
+        dims.append(levels_of(ax))
+    if spec.axes:
+        per_axis = [levels_of(ax) for ax in spec.axes]
+        if spec.combine == "zip":
+            combos = zip(*per_axis)
+        else:
+            combos = itertools.product(*per_axis)
+        merged = []
+        for combo in combos:
+            labels: dict = {}
+            ovr: list[str] = []
+            for lab, o in combo:
+                labels.update(lab)
+                ovr.extend(o)
+            merged.append((labels, ovr))
+        dims.append(merged)
+    return dims
+
+
+def expand(spec: SweepSpec) -> list[Point]:
+    """All points of the sweep, in order, with resolved configs and hashes.
+
+    A point whose config does not resolve (a value out of range, a wrong type) gets
+    ``error`` set and a ``hash`` of the form ``invalid-<sha>`` (from its overrides)."""
+    variants = spec.variants or [Variant("", None, [])]
+    dims = _axis_levels(spec)
+    seeds: list[int | None] = list(spec.seeds) if spec.seeds is not None else [None]
+    base_cache: dict[Path, SimConfig | BaseException] = {}
+    points: list[Point] = []
+    for var in variants:
+        cfg_path = var.config or spec.base_config
+        for combo in itertools.product(*dims) if dims else [()]:
+            labels: dict[str, Any] = {}
+            if spec.variants:
+                labels[VARIANT_COL] = var.name
+            ovr = list(spec.base_set) + list(var.overrides)
+            for lab, o in combo:
+                labels.update(lab)
+                ovr.extend(o)
+            for seed in seeds:
+                pt = Point(index=len(points), labels=dict(labels), config_path=cfg_path, overrides=ovr, seed=seed)
+                _resolve(pt, base_cache)
+                shown = seed
+                if pt.config is not None:
+                    shown = pt.config.run.seed
+                elif seed is None and isinstance(base_cache.get(cfg_path), SimConfig):
+                    shown = base_cache[cfg_path].run.seed
+                pt.labels[SEED_COL] = shown
+                points.append(pt)
+    return points
+
+
+def _resolve(pt: Point, cache: dict) -> None:
+    from ..output import config_hash
+    try:
+        if pt.config_path not in cache:
+            try:
+                cache[pt.config_path] = load_config(pt.config_path)
+            except InputError as exc:
+                cache[pt.config_path] = exc
+        base = cache[pt.config_path]
+        if isinstance(base, BaseException):
+            raise base
+        extra = [f"run.seed={int(pt.seed)}"] if pt.seed is not None else []
+        cfg = base.replace([*pt.overrides, *extra])
+        cfg.source_file = str(pt.config_path)
+        pt.config = cfg
+        pt.hash = config_hash(cfg)
+    except InputError as exc:
+        pt.error = exc
+        key = "\n".join([str(pt.config_path), *pt.overrides, f"seed={pt.seed}"])
+        pt.hash = "invalid-" + hashlib.sha256(key.encode()).hexdigest()[:12]
