@@ -74,7 +74,12 @@ class AhasdMode(AsyncMode):
             latency += self._control(self.acfg.tvc_config, "tvc")
             v_start, v_n, v_t0 = self.verify_in_flight
             l_pv = self.tvc.decide(self.env.now + latency - v_t0, self.replay.kv_len_at(v_start))
-            pv_start = v_start + v_n
+            # The NPU's pass over [v_start, v_start + v_n) also yields the target's token at
+            # v_start + v_n (the bonus), which checks the draft there. A PIM pass fed with the
+            # drafts from that position on checks the drafts *after* it, so pre-verification
+            # covers [v_start + v_n + 1, ... + L_pv) and is conditional on the NPU accepting
+            # everything up to and including the bonus position.
+            pv_start = v_start + v_n + 1
             l_pv = min(l_pv, self.frontier - pv_start)
         if latency > 0:
             yield self.env.timeout(latency)
