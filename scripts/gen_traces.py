@@ -629,15 +629,16 @@ def cmd_assemble(args, cfg, prompts, out_path: str):
 
 def cmd_crosscheck(args, cfg, prompts):
     done = [p for p in prompts if os.path.exists(shard_path(args.work_dir, p["index"]))]
-    done = done[: args.crosscheck]
+    done = done[args.crosscheck_skip: args.crosscheck_skip + args.crosscheck]
     if cfg["mode"] != "greedy":
         raise SystemExit("--crosscheck needs a greedy work dir")
     tgt, drf = load_models(cfg)
     res = []
     for p in done:
         with np.load(shard_path(args.work_dir, p["index"]), allow_pickle=False) as z:
-            trace_tok = z["tgt_tok"].tolist()
-            trace_acc = z["accept"].astype(bool)
+            n_cc = len(z["tgt_tok"]) if not args.crosscheck_max_tokens else min(len(z["tgt_tok"]), args.crosscheck_max_tokens)
+            trace_tok = z["tgt_tok"][:n_cc].tolist()
+            trace_acc = z["accept"][:n_cc].astype(bool)
         toks = tgt.tokenize(chatml(p["text"]))
         for k, verify in [(k, v) for v in args.verify for k in args.k]:
             t0 = time.time()
@@ -647,7 +648,7 @@ def cmd_crosscheck(args, cfg, prompts):
             first_diff = next((i for i, (a, b) in enumerate(zip(out, trace_tok)) if a != b), None)
             res.append({"index": p["index"], "id": p["id"], "category": p["category"], "k": k,
                         "verify": verify, "first_token_divergence": first_diff,
-                        "prompt_len": P, "n_tokens": len(out), "accept_lengths": rounds,
+                        "prompt_len": P, "n_tokens": len(out), "n_requested": n_cc, "accept_lengths": rounds,
                         "tokens_equal_trace": same_tok, "replay_equal": rounds == replay,
                         "wall_s": round(time.time() - t0, 1)})
             log(f"crosscheck {p['id']} k={k} verify={verify}: {len(rounds)} rounds, mean {np.mean(rounds):.2f}, "
@@ -697,6 +698,9 @@ def main(argv=None):
     ap.add_argument("--crosscheck", type=int, metavar="N", help="online greedy SD on the first N finished prompts")
     ap.add_argument("--k", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--crosscheck-out", default=None)
+    ap.add_argument("--crosscheck-max-tokens", type=int, default=None,
+                    help="cross-check only the first N tokens of each response (default: all)")
+    ap.add_argument("--crosscheck-skip", type=int, default=0, help="skip the first N finished prompts")
     ap.add_argument("--verify", nargs="+", choices=["sequential", "batched"], default=["sequential", "batched"])
     ap.add_argument("--eos-ids", type=int, nargs="+", default=[151645, 151643],
                     help="token ids that end a response (default: Qwen2 <|im_end|> <|endoftext|>)")
