@@ -1,0 +1,112 @@
+"""Normalised bar charts (throughput, energy efficiency) from a sweep's results.csv."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..sweep.analysis import geomean, normalise
+from .style import HATCHES, apply_style, color, save_figure
+
+#: metric column -> axis label (ratios are unitless: "x baseline")
+DEFAULT_METRICS = {"throughput_tok_s": "Throughput", "tokens_per_j": "Energy efficiency"}
+MEAN_GROUP = "geo-mean"
+
+
+def wrap_label(text: str, width: int = 14) -> str:
+    """Break long group labels (``draft/target`` model pairs) onto two lines."""
+    text = str(text)
+    if len(text) <= width or "/" not in text:
+        return text
+    a, _, b = text.partition("/")
+    return f"{a}/\n{b}"
+
+
+def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: Sequence[str],
+                metrics: Sequence[str], bars: Sequence[str] | None = None) -> pd.DataFrame:
+    """Long table (group, bar, metric, ratio): geometric mean over the rows of each (group, bar)
+    of metric / baseline-metric, matched on ``match`` columns; plus a ``geo-mean`` group over all rows."""
+    match = [c for c in match if c in df.columns]
+    norm = normalise(df, by=by, baseline=baseline, group=match, metrics=metrics)
+    bars = list(bars) if bars is not None else list(dict.fromkeys(norm[by]))
+    groups = list(dict.fromkeys(norm[group])) if group in norm.columns else []
+    rows = []
+    for m in metrics:
+        col = f"{m}_ratio"
+        for b in bars:
+            sel = norm[norm[by] == b]
+            for g in groups:
+                v = sel.loc[sel[group] == g, col]
+                rows.append({"group": g, "bar": b, "metric": m, "ratio": geomean(v), "n": int(v.notna().sum())})
+            rows.append({"group": MEAN_GROUP, "bar": b, "metric": m, "ratio": geomean(sel[col]),
+                         "n": int(sel[col].notna().sum())})
+    return pd.DataFrame(rows)
+
+
+def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: Sequence[str],
+                      bar_labels: Mapping[str, str] | None = None, reference: Mapping[str, float] | None = None,
+                      reference_group: str = MEAN_GROUP, ylabel: str = "", baseline_line: float | None = 1.0,
+                      annotate: bool = True) -> None:
+    """Grouped bars from a long (group, bar, ratio) table on ``ax``; optional reference markers
+    (e.g. the paper's reported values) over ``reference_group``."""
+    bar_labels = dict(bar_labels or {})
+    n = len(bars)
+    width = 0.8 / max(n, 1)
+    x = np.arange(len(groups))
+    for i, b in enumerate(bars):
+        vals = []
+        for g in groups:
+            v = table.loc[(table["group"] == g) & (table["bar"] == b), "ratio"]
+            vals.append(float(v.iloc[0]) if len(v) else np.nan)
+        pos = x - 0.4 + width * (i + 0.5)
+        ax.bar(pos, vals, width * 0.95, label=bar_labels.get(b, b), color=color(i), hatch=HATCHES[i % len(HATCHES)],
+               edgecolor="white" if not HATCHES[i % len(HATCHES)] else "#333333", linewidth=0.4)
+        if annotate and n <= 8:
+            for p, v in zip(pos, vals):
+                if np.isfinite(v):
+                    ax.text(p, v, f"{v:.2g}" if v < 10 else f"{v:.0f}", ha="center", va="bottom", fontsize=6,
+                            rotation=90 if n > 4 else 0)
+        if reference and b in reference and reference_group in groups:
+            gi = list(groups).index(reference_group)
+            ax.plot([pos[gi]], [reference[b]], marker="D", color="black", markersize=4, linestyle="none",
+                    label="paper (reported)" if i == next(j for j, bb in enumerate(bars) if bb in reference) else None,
+                    zorder=5)
+    if baseline_line is not None:
+        ax.axhline(baseline_line, color="#555555", linewidth=0.8, linestyle="--", zorder=0)
+    ax.set_xticks(x)
+    ax.set_xticklabels([wrap_label(g) for g in groups])
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+
+
+def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", baseline: str = "gpu_only",
+                    bars: Sequence[str] | None = None, bar_labels: Mapping[str, str] | None = None,
+                    group: str = "model_pair", match: Sequence[str] = ("model_pair", "run.policy", "seed"),
+                    metrics: Mapping[str, str] | None = None, paper: Mapping[str, Mapping[str, float]] | None = None,
+                    title: str | None = None, baseline_label: str | None = None) -> list[Path]:
+    """One panel per metric: geometric-mean ratio vs ``baseline`` per ``group`` (model pair) and
+    overall, bars = values of ``by``. ``paper``: metric -> {bar: reported ratio} markers.
+    Writes ``out``.pdf and ``out``.png; returns their paths."""
+    import matplotlib.pyplot as plt
+    apply_style()
+    metrics = dict(metrics or DEFAULT_METRICS)
+    tab = ratio_table(df, by=by, baseline=baseline, group=group, match=match, metrics=list(metrics), bars=bars)
+    bars = list(bars) if bars is not None else list(dict.fromkeys(tab["bar"]))
+    groups = [g for g in dict.fromkeys(tab["group"]) if g != MEAN_GROUP] + [MEAN_GROUP]
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(6.5, 1.1 * len(groups) * max(1, len(bars)) / 3), 2.6 * len(metrics)),
+                             squeeze=False)
+    base_name = baseline_label or (bar_labels or {}).get(baseline, baseline)
+    for ax, (m, label) in zip(axes[:, 0], metrics.items()):
+        plot_grouped_bars(ax, tab[tab["metric"] == m], bars=bars, groups=groups, bar_labels=bar_labels,
+                          reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    order = [i for i, lab in enumerate(labels) if lab != "paper (reported)"] + \
+            [i for i, lab in enumerate(labels) if lab == "paper (reported)"]
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), bbox_to_anchor=(0.5, 1.0 + 0.06 * ((len(labels) - 1) // 4)))
+    if title:
+        fig.suptitle(title, y=1.08 + 0.06 * ((len(labels) - 1) // 4))
+    fig.tight_layout()
+    return save_figure(fig, out)

@@ -1,0 +1,145 @@
+"""Heat maps and line plots over sweep axes, from a sweep's ``results.csv``."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..sweep.analysis import ok_rows
+from .style import apply_style, color, save_figure
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+#: readable axis labels with units for common metric columns
+METRIC_LABELS = {
+    "throughput_tok_s": "Throughput (tokens/s)",
+    "tokens_per_j": "Energy efficiency (tokens/J)",
+    "energy_per_token_j": "Energy per token (J/token)",
+    "energy_j": "Energy (J)",
+    "makespan_s": "Makespan (s)",
+    "acceptance_rate": "Acceptance rate (accepted / drafted)",
+    "mean_accepted_per_verify": "Accepted tokens per verification",
+    "device_utilization.npu": "NPU utilisation (fraction)",
+    "device_utilization.pim": "PIM utilisation (fraction)",
+    "device_utilization.gpu": "GPU utilisation (fraction)",
+    "wasted_draft_tokens": "Wasted draft tokens",
+}
+
+
+def metric_label(col: str) -> str:
+    if col in METRIC_LABELS:
+        return METRIC_LABELS[col]
+    if col.endswith("_ratio"):
+        base = col[: -len("_ratio")]
+        label = METRIC_LABELS.get(base, base).split(" (")[0]
+        return f"{label} (x baseline)"
+    for suffix, unit in (("_tok_s", "tokens/s"), ("_j", "J"), ("_s", "s"), ("_w", "W"), ("_gb_s", "GB/s"),
+                         ("_ns", "ns"), ("_tokens", "tokens")):
+        if col.endswith(suffix):
+            return f"{col} ({unit})"
+    return col
+
+
+def _filter(df: pd.DataFrame, where: Mapping[str, object] | None) -> pd.DataFrame:
+    d = ok_rows(df)
+    for k, v in (where or {}).items():
+        if k not in d.columns:
+            raise KeyError(f"no column '{k}' in the results table")
+        d = d[d[k].astype(str) == str(v)]
+    return d
+
+
+def _sorted_levels(s: pd.Series) -> list:
+    vals = list(dict.fromkeys(s.dropna()))
+    try:
+        return sorted(vals, key=float)
+    except (TypeError, ValueError):
+        return vals
+
+
+def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, where: Mapping[str, object] | None = None,
+            agg: str = "mean", title: str | None = None, fmt: str = "{:.3g}", cmap: str = "cividis",
+            xlabel: str | None = None, ylabel: str | None = None, clabel: str | None = None) -> list[Path]:
+    """``metric`` aggregated (mean over seeds and other axes unless fixed by ``where``) on an
+    ``x`` by ``y`` grid. ``cividis`` is perceptually uniform and colour-blind safe."""
+    import matplotlib.pyplot as plt
+    apply_style()
+    d = _filter(df, where)
+    if d.empty:
+        raise ValueError("no finished points match")
+    piv = d.pivot_table(index=y, columns=x, values=metric, aggfunc=agg)
+    piv = piv.reindex(index=_sorted_levels(d[y]), columns=_sorted_levels(d[x]))
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * piv.shape[1] + 1.2, 0.9 + 0.45 * piv.shape[0]))
+    arr = piv.to_numpy(dtype=float)
+    im = ax.imshow(arr, cmap=cmap, aspect="auto", origin="lower")
+    ax.set_xticks(range(piv.shape[1]))
+    ax.set_xticklabels([str(c) for c in piv.columns])
+    ax.set_yticks(range(piv.shape[0]))
+    ax.set_yticklabels([str(r) for r in piv.index])
+    ax.set_xlabel(xlabel or metric_label(x))
+    ax.set_ylabel(ylabel or metric_label(y))
+    ax.grid(False)
+    finite = arr[np.isfinite(arr)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    for i in range(arr.shape[0]):
+        for j in range(arr.shape[1]):
+            if np.isfinite(arr[i, j]):
+                ax.text(j, i, fmt.format(arr[i, j]), ha="center", va="center", fontsize=7,
+                        color="black" if arr[i, j] > mid else "white")
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label(clabel or metric_label(metric))
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return save_figure(fig, out)
+
+
+def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | None = None,
+          where: Mapping[str, object] | None = None, title: str | None = None, logx: bool = False,
+          xlabel: str | None = None, ylabel: str | None = None, legend_title: str | None = None) -> list[Path]:
+    """``metric`` against ``x``, one line per ``hue`` level; mean over seeds with a min-max band."""
+    import matplotlib.pyplot as plt
+    apply_style()
+    d = _filter(df, where)
+    if d.empty:
+        raise ValueError("no finished points match")
+    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+    levels = _sorted_levels(d[hue]) if hue else [None]
+    xlevels = _sorted_levels(d[x])
+    numeric_x = _numeric(xlevels)
+    pos = {v: (float(v) if numeric_x else float(i)) for i, v in enumerate(xlevels)}
+    for i, lv in enumerate(levels):
+        sel = d if lv is None else d[d[hue] == lv]
+        g = sel.groupby(x)[metric].agg(["mean", "min", "max"])
+        g = g.reindex([v for v in xlevels if v in g.index])
+        xs = np.array([pos[v] for v in g.index], dtype=float)
+        ax.plot(xs, g["mean"], marker=MARKERS[i % len(MARKERS)], markersize=4, color=color(i),
+                label=None if lv is None else str(lv))
+        if (g["max"] > g["min"]).any():
+            ax.fill_between(xs, g["min"], g["max"], color=color(i), alpha=0.15, linewidth=0)
+    if not numeric_x:
+        ax.set_xticks([pos[v] for v in xlevels])
+        ax.set_xticklabels([str(v) for v in xlevels])
+    elif np.allclose(list(pos.values()), np.round(list(pos.values()))):
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel or metric_label(x))
+    ax.set_ylabel(ylabel or metric_label(metric))
+    if hue:
+        ax.legend(title=legend_title or hue)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return save_figure(fig, out)
+
+
+def _numeric(idx) -> bool:
+    try:
+        np.asarray(idx, dtype=float)
+        return True
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Reproduce the AHASD paper's experiments on ahasd_sim (ablation ladder, baselines).
+
+Runs the sweep hw_configs/paper/reproduce.yaml (7 configurations x 3 model pairs x 4 drafting
+algorithms, 1024 tokens each) with the sweep runner, a short timeline sweep (one pair, one
+algorithm, timeline.json on) for the Gantt figure, then writes under --out (default
+results/paper/):
+
+  report.md        our normalised ratios next to the paper's reported numbers
+  results.csv      one row per point (copy of sweep/results.csv)
+  normalised.csv   finished points with <metric>_ratio columns (x GPU-only, same pair/algorithm)
+  figures/         ablation and baseline bars, Gantt timelines, draft/acceptance distributions,
+                   heat map, ladder lines (PDF + PNG)
+  sweep/, timeline_sweep/   the sweep folders (finished points are reused on a re-run)
+
+Usage:
+  python scripts/reproduce_paper.py [--out results/paper] [--workers N] [--tokens 1024]
+                                    [--trace traces/FILE.npz] [--executor local|dask]
+
+Exit code 0 if every point finished, 1 if some failed (the report lists them), 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ahasd_sim.config.errors import InputError  # noqa: E402
+from ahasd_sim.output import atomic_write, atomic_write_text, git_revision  # noqa: E402
+from ahasd_sim.simulation import resolve_data_path  # noqa: E402
+from ahasd_sim.sweep import load_sweep_spec, run_sweep, summarize  # noqa: E402
+from ahasd_sim.sweep import paper  # noqa: E402
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    p.add_argument("--spec", default=str(paper.DEFAULT_SPEC), help="reproduction sweep file")
+    p.add_argument("--out", default="results/paper", help="output folder (default results/paper)")
+    p.add_argument("--workers", type=int, default=None, help="parallel workers (default: all cores)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local")
+    p.add_argument("--scheduler", default=None, help="Dask scheduler address (with --executor dask)")
+    p.add_argument("--tokens", type=int, default=1024,
+                   help="generated tokens per point (paper: 1024); reduced automatically, and said so in the "
+                        "report, if the trace cannot also hold out SpecDec++'s fitting prompts")
+    p.add_argument("--trace", default=None, help="trace file (default: the spec's run.trace)")
+    p.add_argument("--timeline-tokens", type=int, default=96, help="tokens of the timeline runs (Gantt figure)")
+    p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    return p
+
+
+def _spec_trace(spec) -> str:
+    for o in reversed(spec.base_set):
+        k, _, v = o.partition("=")
+        if k.strip() == "run.trace":
+            return v.strip().strip("'\"")
+    from ahasd_sim.config import load_config
+    return load_config(spec.base_config).run.trace
+
+
+def make_figures(df, norm, out: Path, main_points: Path, tl_result) -> dict[str, list[Path]]:
+    from ahasd_sim import plots
+    from ahasd_sim.plots.distributions import plot_distributions
+    fig_dir = out / "figures"
+    figs: dict[str, list[Path]] = {}
+    figs["Ablation ladder (x GPU-only)"] = plots.normalised_bars(
+        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        paper={"throughput_tok_s": paper.PAPER["ladder_throughput"], "tokens_per_j": paper.PAPER["ladder_energy_eff"]})
+    figs["Comparison with baselines (x GPU-only)"] = plots.normalised_bars(
+        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        paper={"throughput_tok_s": {"ahasd": paper.PAPER["ladder_throughput"]["ahasd"]},
+               "tokens_per_j": {"ahasd": paper.PAPER["ladder_energy_eff"]["ahasd"]}})
+    # Gantt: the timeline sweep's points, one per variant.
+    if tl_result is not None:
+        t = tl_result.table
+        runs = {}
+        for v in paper.LADDER + ["specpim", "npu_lpddr5"]:
+            row = t[(t["variant"] == v) & (t["status"] == "ok")]
+            if len(row):
+                p = tl_result.out_dir / "points" / row["point"].iloc[0] / "timeline.json"
+                if p.is_file():
+                    runs[paper.SHORT[v]] = p
+        if runs:
+            pair = t["model_pair"].iloc[0] if "model_pair" in t.columns else ""
+            pol = t["run.policy"].iloc[0] if "run.policy" in t.columns else ""
+            figs["Device timelines"] = plots.plot_gantt(runs, fig_dir / "timeline",
+                                                        title=f"Device activity, {pair}, {pol} (window 10-30% of the run)")
+    # Distributions: LLaMA2 pair + AdaEDL, one line per variant that drafts.
+    d = df[(df["status"] == "ok") & (df["model_pair"] == "llama2-7b/llama2-13b") & (df["run.policy"] == "adaedl")]
+    runs = {}
+    for v in ["gpu_only", "specpim", "npu_pim", "plus_aau", "plus_edc", "ahasd"]:
+        row = d[d["variant"] == v]
+        if len(row):
+            p = main_points / row["point"].iloc[0] / "events.csv"
+            if p.is_file():
+                runs[paper.SHORT[v]] = p
+    if runs:
+        figs["Draft length and acceptance (LLaMA2-7B/13B, AdaEDL)"] = plot_distributions(
+            runs, fig_dir / "distributions", title="LLaMA2-7B/13B, AdaEDL", max_len=32)
+    a = norm[norm["variant"] == "ahasd"]
+    if len(a):
+        figs["AHASD throughput x GPU-only per pair and algorithm"] = plots.heatmap(
+            a, x="run.policy", y="model_pair", metric="throughput_tok_s_ratio", fmt="{:.2f}",
+            out=fig_dir / "heatmap_ahasd_vs_gpu", xlabel="Drafting algorithm", ylabel="Model pair (draft/target)",
+            title="AHASD throughput (x GPU-only)", clabel="Throughput (x GPU-only)")
+    lad = norm[norm["variant"].isin(paper.LADDER)].copy()
+    if len(lad):
+        lad["ladder_step"] = lad["variant"].map({v: i for i, v in enumerate(paper.LADDER)})
+        lad = lad.sort_values("ladder_step")
+        lad["configuration"] = lad["variant"].map(paper.SHORT)
+        paths = plots.lines(lad, x="configuration", metric="throughput_tok_s_ratio", hue="model_pair",
+                            out=fig_dir / "ladder_lines", xlabel="Ablation step",
+                            ylabel="Throughput (x GPU-only)", legend_title="model pair (draft/target)",
+                            title="Ablation ladder: mean over algorithms, band = min-max")
+        figs["Ablation ladder per model pair"] = paths
+    return figs
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    t_start = time.perf_counter()
+    out = Path(args.out)
+    try:
+        spec = load_sweep_spec(args.spec)
+        trace = args.trace or _spec_trace(spec)
+        trace_path = resolve_data_path(trace, str(spec.base_config))
+        if not trace_path.is_file():
+            raise InputError(f"trace '{trace}' not found")
+        tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
+        overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false"]
+        main_spec = paper.with_overrides(spec, overrides)
+        workers = args.workers or os.cpu_count() or 1
+        t0 = time.perf_counter()
+        res = run_sweep(main_spec, out / "sweep", workers=workers, executor=args.executor,
+                        scheduler=args.scheduler, progress=not args.no_progress)
+        t_main = time.perf_counter() - t0
+        print(summarize(res))
+
+        tl_res = None
+        if not args.no_figures:
+            tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
+                                                                  f"run.generated_tokens={args.timeline_tokens}",
+                                                                  "run.timeline=true"], name="ahasd_paper_timeline"),
+                                     model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
+            t0 = time.perf_counter()
+            tl_res = run_sweep(tl_spec, out / "timeline_sweep", workers=workers, executor=args.executor,
+                               scheduler=args.scheduler, progress=False)
+            t_tl = time.perf_counter() - t0
+        df = res.table
+        atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
+        norm = paper.normalised_table(df)
+        atomic_write(out / "normalised.csv", lambda fh: norm.to_csv(fh, index=False))
+
+        figures = {}
+        t_fig = 0.0
+        if not args.no_figures:
+            t0 = time.perf_counter()
+            fig_dir = out / "figures"
+            if fig_dir.exists():
+                shutil.rmtree(fig_dir)
+            figures = make_figures(df, norm, out, out / "sweep" / "points", tl_res)
+            t_fig = time.perf_counter() - t0
+
+        rate = res.points_per_s
+        meta = {
+            "command": "python scripts/reproduce_paper.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "sweep": f"`{args.spec}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
+                     + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
+            "trace": f"`{trace}`",
+            "generated tokens per point": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
+                                                          " (as in the paper)"),
+            "git revision": git_revision() or "unknown",
+            "workers": f"{workers} ({args.executor})",
+            "main sweep wall time": f"{t_main:.1f} s; computed {res.n_computed} points, reused {res.n_cached}"
+                                    + (f"; {rate:.2f} points/s" if rate else ""),
+        }
+        if tl_res is not None:
+            meta["timeline sweep"] = (f"{tl_res.n_points} points x {args.timeline_tokens} tokens, LLaMA2-7B/13B + "
+                                      f"AdaEDL, {t_tl:.1f} s")
+        if figures:
+            meta["figures"] = f"{len(figures)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
+        meta["total wall time (before writing this report)"] = f"{time.perf_counter() - t_start:.1f} s"
+        report = paper.build_report(df, meta=meta, figures=figures, out_dir=out)
+        atomic_write_text(out / "report.md", report)
+        print(f"report: {out / 'report.md'}  (total {time.perf_counter() - t_start:.1f} s)")
+        if reduced:
+            print(f"note: {reduced}", file=sys.stderr)
+        return 0 if res.n_failed == 0 and res.n_pending == 0 else 1
+    except InputError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; finished points are kept under {out}; run again to finish", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
