@@ -134,7 +134,11 @@ def main(argv=None) -> int:
         trace_path = resolve_data_path(trace, str(spec.base_config))
         if not trace_path.is_file():
             raise InputError(f"trace '{trace}' not found")
-        tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
+        policies = next((ax.labels for ax in spec.shortcut_axes if ax.name == "run.policy"), [])
+        if "specdecpp" in policies:
+            tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
+        else:
+            tokens, reduced = args.tokens, None
         overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false"]
         main_spec = paper.with_overrides(spec, overrides)
         workers = args.workers or os.cpu_count() or 1
