@@ -1,0 +1,120 @@
+"""The paper reproduction: shipped sweep spec, ratio arithmetic, end-to-end script on the smoke trace."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ahasd_sim.config.errors import InputError
+from ahasd_sim.sweep import expand, load_sweep_spec, paper
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
+
+
+def test_shipped_reproduction_spec_resolves():
+    spec = load_sweep_spec(paper.DEFAULT_SPEC)
+    pts = expand(spec)
+    assert len(pts) == 7 * 3 * 4
+    assert all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
+    by = {}
+    for p in pts:
+        by.setdefault(p.labels["variant"], p.config)
+    assert set(by) == set(paper.LABELS)
+    assert by["gpu_only"].run.mode == "gpu_only" and by["gpu_only"].gpu.enabled
+    assert by["npu_pim"].run.mode == "async" and not by["npu_pim"].pim.aau.enabled
+    assert by["plus_aau"].run.mode == "async" and by["plus_aau"].pim.aau.enabled
+    assert by["plus_edc"].run.mode == "ahasd" and by["plus_edc"].ahasd.edc and not by["plus_edc"].ahasd.tvc
+    a = by["ahasd"]
+    assert a.run.mode == "ahasd" and a.ahasd.edc and a.ahasd.tvc and a.pim.aau.enabled and a.pim.gts.enabled
+    assert by["specpim"].run.mode == "operator_sync" and not by["specpim"].pim.aau.enabled
+    assert by["npu_lpddr5"].run.mode == "autoregressive" and not by["npu_lpddr5"].pim.enabled
+    assert all(p.config.run.generated_tokens == 1024 and not p.config.run.timeline for p in pts)
+    assert {p.labels["model_pair"] for p in pts} == {"opt-1.3b/opt-6.7b", "llama2-7b/llama2-13b",
+                                                     "palm-like-8b/palm-like-30b"}
+    assert {p.labels["run.policy"] for p in pts} == {"specdecpp", "svip", "adaedl", "banditspec"}
+
+
+def test_restrict_and_overrides():
+    spec = load_sweep_spec(paper.DEFAULT_SPEC)
+    small = paper.restrict(paper.with_overrides(spec, ["run.generated_tokens=24"]),
+                           model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"], variants=["gpu_only", "ahasd"])
+    pts = expand(small)
+    assert len(pts) == 2 and all(p.config.run.generated_tokens == 24 for p in pts)
+    assert len(expand(spec)) == 84       # the original is untouched
+    with pytest.raises(InputError):
+        paper.restrict(spec, policies=["nope"])
+
+
+def test_token_budget_keeps_a_held_out_part():
+    # smoke trace: 3 prompts x 24 positions; nothing can leave 200 held-out positions
+    with pytest.raises(InputError):
+        paper.trace_token_budget(SMOKE_TRACE, 48)
+    tokens, why = paper.trace_token_budget(SMOKE_TRACE, 10, min_fit_positions=24)
+    assert tokens == 10 and why is None
+    tokens, why = paper.trace_token_budget(SMOKE_TRACE, 60, min_fit_positions=24)
+    assert tokens == 48 and "48" in why
+
+
+def _synthetic():
+    rows = []
+    for pair in ("opt-1.3b/opt-6.7b", "llama2-7b/llama2-13b"):
+        for pol in ("svip", "adaedl"):
+            for v, thr, tpj, acc in (("gpu_only", 10.0, 1.0, 0.8), ("npu_pim", 22.0, 1.9, 0.6),
+                                     ("plus_aau", 27.0, 2.6, 0.6), ("plus_edc", 34.0, 4.5, 0.75),
+                                     ("ahasd", 38.0, 5.2, 0.7), ("specpim", 25.0, 4.0, 0.8),
+                                     ("npu_lpddr5", 12.0, 2.0, 0.0)):
+                rows.append({"point": f"{pair}{pol}{v}", "status": "ok", "variant": v, "model_pair": pair,
+                             "run.policy": pol, "seed": 0, "throughput_tok_s": thr, "tokens_per_j": tpj,
+                             "energy_per_token_j": 1 / tpj, "acceptance_rate": acc, "makespan_s": 100 / thr,
+                             "energy_breakdown_j.lpddr5.dynamic": 10.0, "energy_breakdown_j.npu.dynamic": 5.0})
+    rows.append({"point": "x", "status": "failed", "variant": "ahasd", "model_pair": "opt-1.3b/opt-6.7b",
+                 "run.policy": "banditspec", "seed": 0, "error_type": "ConfigError", "error": "boom"})
+    return pd.DataFrame(rows)
+
+
+def test_ratio_arithmetic_on_synthetic_results():
+    df = _synthetic()
+    rows = {r["claim"]: r for r in paper.comparison_rows(df)}
+    assert rows["AHASD throughput vs GPU-only"]["ours"] == pytest.approx(3.8)
+    assert rows["AHASD energy efficiency vs GPU-only"]["ours"] == pytest.approx(5.2)
+    assert rows["NPU+PIM throughput vs GPU-only"]["ours"] == pytest.approx(2.2)
+    assert rows["NPU+PIM mean acceptance vs GPU-only"]["ours"] == pytest.approx(0.75)
+    assert rows["+EDC acceptance vs +AAU"]["ours"] == pytest.approx(1.25)
+    assert rows["AHASD vs SpecPIM-style, best throughput ('up to')"]["ours"] == pytest.approx(38 / 25)
+    assert rows["AHASD vs NPU+LPDDR5, throughput"]["ours"] == pytest.approx(38 / 12)
+    assert rows["AHASD vs NPU+LPDDR5, energy per token"]["ours"] == pytest.approx(2.0 / 5.2)
+    norm = paper.normalised_table(df)
+    assert len(norm) == 28 and norm.loc[norm["variant"] == "ahasd", "throughput_tok_s_ratio"].tolist() == \
+        pytest.approx([3.8] * 4)
+    text = paper.build_report(df, meta={"trace": "synthetic"}, figures={}, out_dir=Path("."))
+    assert "| AHASD throughput vs GPU-only | 3.80x | 3.80x |" in text
+    assert "boom" in text      # the failed point is listed
+
+
+def test_reproduce_script_end_to_end_small(tmp_path):
+    """The script on a one-pair, one-algorithm copy of the shipped spec and the smoke trace."""
+    text = paper.DEFAULT_SPEC.read_text().replace("../", str(ROOT / "hw_configs") + "/")
+    text = text.replace("policies: [specdecpp, svip, adaedl, banditspec]", "policies: [adaedl]")
+    text = text.replace("  - [opt-1.3b, opt-6.7b]\n", "").replace("  - [palm-like-8b, palm-like-30b]\n", "")
+    spec = tmp_path / "repro.yaml"
+    spec.write_text(text)
+    mod_spec = importlib.util.spec_from_file_location("reproduce_paper", ROOT / "scripts" / "reproduce_paper.py")
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    out = tmp_path / "paper"
+    rc = mod.main(["--spec", str(spec), "--out", str(out), "--trace", str(SMOKE_TRACE), "--tokens", "40",
+                   "--timeline-tokens", "24", "--workers", "2", "--no-progress"])
+    assert rc == 0
+    report = (out / "report.md").read_text()
+    assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 7 and (df["status"] == "ok").all() and (df["generated_tokens"] == 40).all()
+    norm = pd.read_csv(out / "normalised.csv")
+    assert norm.loc[norm["variant"] == "gpu_only", "throughput_tok_s_ratio"].tolist() == pytest.approx([1.0])
+    figs = sorted(p.name for p in (out / "figures").iterdir())
+    for stem in ("ablation", "sota", "timeline", "distributions", "heatmap_ahasd_vs_gpu", "ladder_lines"):
+        assert f"{stem}.pdf" in figs and f"{stem}.png" in figs
+        assert (out / "figures" / f"{stem}.pdf").stat().st_size > 1000
