@@ -302,3 +302,16 @@ def test_default_workers_is_cpu_count(tmp_path, monkeypatch):
     spec = write(tmp_path, "name: w\n" + BASE + "modes: [async, ahasd, operator_sync]\n")
     run_sweep(spec, tmp_path / "out", progress=False)
     assert seen["workers"] == min(os.cpu_count() or 1, 3)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "hw_configs" / "sweeps").glob("*.yaml")) +
+                         sorted((ROOT / "hw_configs" / "paper").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_sweep_files_resolve(path):
+    spec = load_sweep_spec(path)
+    pts = expand(spec)
+    assert pts and all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
+
+
+def test_shipped_smoke_sweep_runs(tmp_path):
+    res = run_sweep(ROOT / "hw_configs" / "sweeps" / "smoke.yaml", tmp_path / "out", workers=2, progress=False)
+    assert (res.n_points, res.n_ok) == (16, 16)

@@ -28,6 +28,15 @@ METRIC_LABELS = {
 }
 
 
+#: column-name suffix -> unit (the config and summary name their units, see config-reference)
+UNIT_SUFFIXES = {
+    "_tok_s": "tokens/s", "_gb_s": "GB/s", "_gops_int8": "GOPS", "_tops": "TOPS", "_ghz": "GHz", "_mts": "MT/s",
+    "_gib": "GiB", "_gb": "GB", "_mm2": "mm^2", "_j": "J", "_w": "W", "_mw": "mW", "_pj": "pJ", "_nj": "nJ",
+    "_uj": "uJ", "_s": "s", "_ms": "ms", "_us": "us", "_ns": "ns", "_tokens": "tokens", "_bytes": "B",
+    "_mbps": "Mbit/s", "_pj_per_bit": "pJ/bit", "_pj_per_mac": "pJ/MAC",
+}
+
+
 def metric_label(col: str) -> str:
     if col in METRIC_LABELS:
         return METRIC_LABELS[col]
@@ -35,9 +44,8 @@ def metric_label(col: str) -> str:
         base = col[: -len("_ratio")]
         label = METRIC_LABELS.get(base, base).split(" (")[0]
         return f"{label} (x baseline)"
-    for suffix, unit in (("_tok_s", "tokens/s"), ("_j", "J"), ("_s", "s"), ("_w", "W"), ("_gb_s", "GB/s"),
-                         ("_ns", "ns"), ("_tokens", "tokens")):
-        if col.endswith(suffix):
+    for suffix, unit in sorted(UNIT_SUFFIXES.items(), key=lambda kv: -len(kv[0])):
+        if col.endswith(suffix) or col.endswith("." + suffix[1:]):
             return f"{col} ({unit})"
     return col
 

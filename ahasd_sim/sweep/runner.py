@@ -141,7 +141,9 @@ def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None])
                            "error": rec["message"]}
                 on_done(res)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Ctrl-C: drop queued points, let the running ones end (they get the SIGINT too),
+            # so results.csv is a consistent snapshot. A second Ctrl-C stops the wait.
+            pool.shutdown(wait=True, cancel_futures=True)
             raise
         else:
             pool.shutdown(wait=True)
