@@ -315,3 +315,21 @@ def test_shipped_sweep_files_resolve(path):
 def test_shipped_smoke_sweep_runs(tmp_path):
     res = run_sweep(ROOT / "hw_configs" / "sweeps" / "smoke.yaml", tmp_path / "out", workers=2, progress=False)
     assert (res.n_points, res.n_ok) == (16, 16)
+
+
+def _die_on_marker(task):
+    """Worker function for the broken-pool test: a hard process exit for the marked point."""
+    if task["config"].pim.ranks == 15:
+        os._exit(3)
+    from ahasd_sim.sweep.worker import run_point
+    return run_point(task)
+
+
+@pytest.mark.skipif(__import__("multiprocessing").get_start_method() != "fork", reason="needs fork to patch workers")
+def test_worker_process_death_is_a_failed_point(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner_mod, "run_point", _die_on_marker)
+    spec = write(tmp_path, "name: k\n" + BASE + "axes: {pim.ranks: [16, 15, 14]}\n")
+    res = run_sweep(spec, tmp_path / "out", workers=2, progress=False)
+    t = res.table.set_index("pim.ranks")
+    assert t.loc[15, "status"] == "failed" and "worker process died" in t.loc[15, "error"]
+    assert t.loc[16, "status"] == "ok" and t.loc[14, "status"] == "ok"

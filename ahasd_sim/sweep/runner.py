@@ -35,7 +35,6 @@ from .spec import SEED_COL, Point, SweepSpec, expand, load_sweep_spec
 from .worker import error_record, is_done, materialise, run_point, run_point_files, write_error
 
 EXECUTORS = ("local", "dask")
-MAX_BROKEN_ATTEMPTS = 2
 
 
 @dataclass
@@ -101,6 +100,9 @@ def _unique_tasks(points: list[Point], points_dir: Path) -> tuple[list[dict], in
             continue
         seen.add(pt.hash)
         d = points_dir / pt.hash
+        stale = d / RUNNING
+        if stale.exists():
+            stale.unlink()
         if not pt.valid:
             invalid.append(pt)
             continue
@@ -117,47 +119,83 @@ def _run_serial(tasks: list[dict], on_done: Callable[[dict], None]) -> None:
         on_done(run_point(t))
 
 
-def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None]) -> None:
-    """Process pool; a worker that dies (killed, out of memory) breaks the pool: the points
-    that were in flight are retried in a fresh pool, up to MAX_BROKEN_ATTEMPTS times."""
-    attempts: dict[str, int] = {}
-    todo = list(tasks)
-    while todo:
-        broken: list[dict] = []
-        pool = cf.ProcessPoolExecutor(max_workers=workers)
+RUNNING = ".running"   # marker a pool worker keeps in a point folder while it runs the point
+
+
+def _pool_entry(task: dict) -> dict:
+    """What a pool worker runs: mark the point as started (so that a worker death can be
+    pinned on it), then run it."""
+    d = Path(task["dir"])
+    d.mkdir(parents=True, exist_ok=True)
+    marker = d / RUNNING
+    marker.touch()
+    try:
+        return run_point(task)
+    finally:
         try:
-            futs = {pool.submit(run_point, t): t for t in todo}
-            for fut in cf.as_completed(futs):
-                t = futs[fut]
-                try:
-                    res = fut.result()
-                except cf.process.BrokenProcessPool:
-                    broken.append(t)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - e.g. the task could not be pickled
-                    rec = error_record(exc)
-                    write_error(Path(t["dir"]), rec)
-                    res = {"hash": t["hash"], "status": "failed", "error_type": rec["type"],
-                           "error": rec["message"]}
-                on_done(res)
-        except BaseException:
-            # Ctrl-C: drop queued points, let the running ones end (they get the SIGINT too),
-            # so results.csv is a consistent snapshot. A second Ctrl-C stops the wait.
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        else:
-            pool.shutdown(wait=True)
-        todo = []
-        for t in broken:
-            attempts[t["hash"]] = attempts.get(t["hash"], 0) + 1
-            if attempts[t["hash"]] >= MAX_BROKEN_ATTEMPTS:
-                exc = RuntimeError(f"worker process died {attempts[t['hash']]} times while running this point "
-                                   "(killed, or out of memory?)")
-                rec = error_record(exc, tb="")
+            marker.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _died(t: dict, on_done: Callable[[dict], None]) -> None:
+    exc = RuntimeError("worker process died while running this point (killed, or out of memory?)")
+    rec = error_record(exc, tb="")
+    write_error(Path(t["dir"]), rec)
+    on_done({"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]})
+
+
+def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None]) -> None:
+    """Process pool. A worker that dies (killed, out of memory, a crash in native code) breaks
+    the pool: points that had not started are resubmitted to a fresh pool; points that were
+    running are re-run one at a time in a pool of their own, so a second death is pinned on
+    the point that caused it, which is then reported as failed."""
+    todo = list(tasks)
+    suspects: list[dict] = []
+    while todo or suspects:
+        if todo:
+            broken = _pool_round(todo, workers, on_done)
+            todo = []
+            for t in broken:
+                marker = Path(t["dir"]) / RUNNING
+                if marker.exists():
+                    marker.unlink()
+                    suspects.append(t)
+                else:
+                    todo.append(t)
+            if todo:
+                continue
+        while suspects:
+            t = suspects.pop(0)
+            if _pool_round([t], 1, on_done):
+                _died(t, on_done)
+
+
+def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
+    """Run ``todo`` in one pool; return the tasks lost to a broken pool."""
+    broken: list[dict] = []
+    pool = cf.ProcessPoolExecutor(max_workers=workers)
+    try:
+        futs = {pool.submit(_pool_entry, t): t for t in todo}
+        for fut in cf.as_completed(futs):
+            t = futs[fut]
+            try:
+                res = fut.result()
+            except cf.process.BrokenProcessPool:
+                broken.append(t)
+                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. the task could not be pickled
+                rec = error_record(exc)
                 write_error(Path(t["dir"]), rec)
-                on_done({"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]})
-            else:
-                todo.append(t)
+                res = {"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]}
+            on_done(res)
+    except BaseException:
+        # Ctrl-C: drop queued points, let the running ones end (they get the SIGINT too),
+        # so results.csv is a consistent snapshot. A second Ctrl-C stops the wait.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return broken
 
 
 def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
