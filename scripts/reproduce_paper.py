@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         rate = res.points_per_s
         meta = {
             "command": "python scripts/reproduce_paper.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "sweep": f"`{args.spec}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
+            "sweep": f"`{os.path.relpath(args.spec)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
                      + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
             "trace": f"`{trace}`",
             "generated tokens per point": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
