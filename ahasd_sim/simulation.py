@@ -134,6 +134,7 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
         raise SimulationError(f"mode '{run.mode}' committed {mode.committed}/{run.generated_tokens} tokens "
                               f"within run.max_sim_time_s={run.max_sim_time_s} s of simulated time")
     makespan = env.now
+    mode.finalize()
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
 
 

@@ -61,7 +61,7 @@ class AhasdMode(AsyncMode):
     def after_batch(self, batch: Batch):
         if self.edc is None:
             return
-        live = sum(1 for b in self.batches if b.gen == self.gen)
+        live = len(self.batches)  # pending batches of the current generation (see Mode.resolve)
         cont, idx, bucket = self.edc.predict(batch.mean_entropy_nats, live)
         batch.edc_index, batch.edc_bucket, batch.edc_continue = idx, bucket, cont
         # The control CPU's decision latency delays the drafter; both decisions are charged
@@ -143,7 +143,10 @@ class AhasdMode(AsyncMode):
     def on_batch_resolved(self, batch: Batch, n_accepted: int, fully_accepted: bool, killed: bool) -> None:
         if self.edc is not None and batch.edc_index >= 0:
             self.edc.resolve(batch.edc_index, batch.edc_bucket, batch.edc_continue, fully_accepted, killed)
-            self.edc.set_live_batches(sum(1 for b in self.batches if b.gen == self.gen and b is not batch))
+
+    def on_batches_changed(self) -> None:
+        if self.edc is not None:   # decision 3: LLR = min(7, live unverified batches) on every event
+            self.edc.set_live_batches(len(self.batches))
 
     def on_batch_drafted(self, batch: Batch, draft_time_s: float) -> None:
         if self.tvc is not None:

@@ -76,6 +76,7 @@ class AsyncMode(Mode):
         self.npu = simpy.Resource(env, 1)
         self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
         self.drafter_stall_s = 0.0
+        self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
 
     # ------------------------------------------------------------ processes
     def start(self):
@@ -86,12 +87,12 @@ class AsyncMode(Mode):
     def _signal_feedback(self, restart: bool):
         fb = Feedback(self.gen, self.committed, restart)
         yield from self.feedback.put(fb)
-        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+        self.queue_ops += 1
 
     def _drain_feedback(self):
         while self.feedback.items:
             yield self.feedback.get()
-            self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+            self.queue_ops += 1
 
     def _drafter(self):
         ctr = self.col.counters
@@ -157,7 +158,7 @@ class AsyncMode(Mode):
                       round_id=round_id)
         self.on_batch_drafted(batch, self.env.now - round_start)
         yield from self.unverified.put(batch)
-        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+        self.queue_ops += 1
         if gen == self.gen:
             self.batches.append(batch)
         self.col.event(self.env.now, "batch_pushed", position=batch.start, n_tokens=batch.length,
@@ -168,7 +169,7 @@ class AsyncMode(Mode):
         """Block the drafter until the verifier reports something."""
         t0 = self.env.now
         yield self.feedback.get()
-        self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+        self.queue_ops += 1
         self.drafter_stall_s += self.env.now - t0
 
     def _collect_batches(self):
@@ -193,7 +194,7 @@ class AsyncMode(Mode):
                 if live and taken_end > self.committed and nxt.end - self.committed > cap:
                     return taken_end
                 item = yield self.unverified.get()
-            self.col.energy("ctrl", self.acfg.queue_op_energy_pj * 1e-12, "queue")
+            self.queue_ops += 1
             if item.gen != self.gen or item.end <= self.committed:
                 continue  # killed by a rollback (already counted) or committed by pre-verification
             taken_end = max(taken_end, item.end)
@@ -243,6 +244,9 @@ class AsyncMode(Mode):
     def on_verified(self, npu_time_s: float, kv_len: int) -> None:
         pass
 
+    def finalize(self) -> None:
+        self.col.energy("ctrl", self.queue_ops * self.acfg.queue_op_energy_pj * 1e-12, "queue")
+
     def stats(self) -> dict[str, Any]:
-        return {"queues": {"unverified_draft": self.unverified.stats(), "feedback": self.feedback.stats()},
+        return {"queue_ops": self.queue_ops, "queues": {"unverified_draft": self.unverified.stats(), "feedback": self.feedback.stats()},
                 "drafter_stall_s": self.drafter_stall_s}

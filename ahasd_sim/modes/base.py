@@ -121,6 +121,9 @@ class Mode:
     def start(self) -> simpy.Event:
         raise NotImplementedError
 
+    def finalize(self) -> None:
+        """Called once after the run, before metrics are assembled (charge batched energies)."""
+
     def stats(self) -> dict[str, Any]:
         """Mode-specific statistics merged into summary.json under ``mode_stats``."""
         return {}
@@ -203,6 +206,10 @@ class Mode:
             else:
                 keep.append(b)
         self.batches = keep
+        self.on_batches_changed()
+
+    def on_batches_changed(self) -> None:
+        """Hook: the set of pending batches changed (after a verification result)."""
 
     def on_batch_resolved(self, batch: Batch, n_accepted: int, fully_accepted: bool, killed: bool) -> None:
         """Hook for controls that learn from batch outcomes (EDC)."""
