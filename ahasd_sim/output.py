@@ -73,6 +73,47 @@ def config_hash(cfg: SimConfig) -> str:
     return hashlib.sha256(dump_config(cfg).encode()).hexdigest()[:12]
 
 
+_CODE_FP: str | None = None
+_FILE_FP: dict[tuple[str, float, int], str] = {}
+
+
+def code_fingerprint() -> str:
+    """sha256 (12 hex) of the simulator's own source files: results depend on the code too."""
+    global _CODE_FP
+    if _CODE_FP is None:
+        h = hashlib.sha256(__version__.encode())
+        pkg = Path(__file__).resolve().parent
+        for f in sorted(pkg.rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode())
+            h.update(f.read_bytes())
+        _CODE_FP = h.hexdigest()[:12]
+    return _CODE_FP
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """sha256 (12 hex) of a data file's bytes (cached by path, mtime and size)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return "missing"
+    key = (str(p.resolve()), st.st_mtime, st.st_size)
+    if key not in _FILE_FP:
+        _FILE_FP[key] = hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+    return _FILE_FP[key]
+
+
+def run_identity_hash(cfg: SimConfig) -> str:
+    """Identity of a run's results: resolved config + simulator code + trace file contents.
+
+    Sweeps name point folders by it, so a finished point is reused only when none of the
+    three changed."""
+    from .simulation import resolve_data_path
+    trace = file_fingerprint(resolve_data_path(cfg.run.trace, cfg.source_file))
+    text = dump_config(cfg) + code_fingerprint() + trace
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def default_out_dir(cfg: SimConfig, base: str | Path = "results") -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(base) / f"{stamp}_{cfg.run.mode}_{cfg.run.policy}_{config_hash(cfg)}"
@@ -108,6 +149,7 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
             "git_revision": git_revision(),
             "config_file": cfg.source_file,
             "config_sha256_12": config_hash(cfg),
+        "code_sha256_12": code_fingerprint(),
             "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
             "python": _platform.python_version(),

@@ -92,3 +92,21 @@ def test_area_command(smoke_cfg_file, capsys):
     assert main(["area", "--config", str(smoke_cfg_file)]) == 0
     out = capsys.readouterr().out
     assert "AAU" in out and "EDC" in out
+
+
+def test_run_identity_changes_with_config_and_trace(smoke_cfg_file, tmp_path):
+    import shutil
+    from ahasd_sim.config import load_config
+    from ahasd_sim.output import run_identity_hash
+    a = run_identity_hash(load_config(smoke_cfg_file))
+    assert a == run_identity_hash(load_config(smoke_cfg_file))
+    assert a != run_identity_hash(load_config(smoke_cfg_file, ["run.seed=1"]))
+    from conftest import SMOKE_TRACE
+    copy = tmp_path / "copy.npz"
+    shutil.copy(SMOKE_TRACE, copy)
+    b = run_identity_hash(load_config(smoke_cfg_file, [f"run.trace={copy}"]))
+    with open(copy, "ab") as fh:   # same name, different bytes
+        fh.write(b"\0")
+    import os
+    os.utime(copy, (1, 1))
+    assert b != run_identity_hash(load_config(smoke_cfg_file, [f"run.trace={copy}"]))

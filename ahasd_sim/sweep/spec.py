@@ -30,7 +30,7 @@ config keys separated by commas (``run.draft_model,run.target_model``); its valu
 are then lists of that length, which keeps those keys together inside a product.
 
 A point's identity is the hash of its fully resolved config
-(:func:`ahasd_sim.output.config_hash`), so two combinations that resolve to the same
+(:func:`ahasd_sim.output.run_identity_hash`: config + simulator code + trace file), so two combinations that resolve to the same
 config share one run folder. Unknown spec keys, unknown config keys in ``axes`` or
 ``set`` and malformed values raise :class:`~ahasd_sim.config.errors.ConfigError`
 naming the sweep file and the key. A value that is well-formed but cannot be run
@@ -91,7 +91,7 @@ class Point:
     overrides: list[str]                   # base.set + variant.set + axes, in that order
     seed: int | None
     config: SimConfig | None = None        # resolved config (None if it did not resolve)
-    hash: str | None = None                # config_hash(config), or "invalid-<sha>" if unresolved
+    hash: str | None = None                # run_identity_hash(config), or "invalid-<sha>" if unresolved
     error: BaseException | None = None     # config resolution error (the point fails)
 
     @property
@@ -468,7 +468,7 @@ def expand(spec: SweepSpec) -> list[Point]:
 
 
 def _resolve(pt: Point, cache: dict) -> None:
-    from ..output import config_hash
+    from ..output import run_identity_hash
     try:
         if pt.config_path not in cache:
             try:
@@ -482,7 +482,7 @@ def _resolve(pt: Point, cache: dict) -> None:
         cfg = base.replace([*pt.overrides, *extra])
         cfg.source_file = str(pt.config_path)
         pt.config = cfg
-        pt.hash = config_hash(cfg)
+        pt.hash = run_identity_hash(cfg)
     except InputError as exc:
         pt.error = exc
         key = "\n".join([str(pt.config_path), *pt.overrides, f"seed={pt.seed}"])
