@@ -110,3 +110,18 @@ def test_run_identity_changes_with_config_and_trace(smoke_cfg_file, tmp_path):
     import os
     os.utime(copy, (1, 1))
     assert b != run_identity_hash(load_config(smoke_cfg_file, [f"run.trace={copy}"]))
+
+
+def test_compare_normalises_to_baseline(smoke_cfg_file, tmp_path, capsys):
+    import pandas as pd
+    out = tmp_path / "cmp"
+    assert main(["compare", "--config", str(smoke_cfg_file), "--modes", "operator_sync,async,ahasd",
+                 "--out", str(out)]) == 0
+    table = pd.read_csv(out / "compare.csv")
+    assert list(table["mode"]) == ["operator_sync", "async", "ahasd"]
+    assert table.loc[0, "throughput_vs_operator_sync"] == 1.0
+    for mode in ("operator_sync", "async", "ahasd"):
+        s = json.loads((out / mode / "summary.json").read_text())
+        row = table[table["mode"] == mode].iloc[0]
+        assert row["throughput_tok_s"] == s["throughput_tok_s"]
+    assert "throughput_vs_operator_sync" in capsys.readouterr().out
