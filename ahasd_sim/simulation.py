@@ -138,6 +138,13 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
 
 
+def _by_task(by_label: dict[tuple[str, str], float]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for (dev, label), e in sorted(by_label.items()):
+        out.setdefault(label, {})[dev] = e
+    return out
+
+
 def describe_platform(platform, mode) -> dict[str, Any]:
     """Derived hardware figures worth printing next to results (all computed)."""
     out: dict[str, Any] = {
@@ -208,6 +215,9 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "device_idle_s": {d: max(0.0, makespan - b) for d, b in busy.items()},
         "device_utilization": {d: (b / makespan if makespan > 0 else 0.0) for d, b in busy.items()},
         "energy_breakdown_j": breakdown,
+        "dynamic_energy_by_task_j": _by_task(col.dynamic_energy_by_label_j),
+        "offchip_bytes": float(sum(col.offchip_bytes_by_task.values())),
+        "offchip_bytes_by_task": dict(sorted(col.offchip_bytes_by_task.items())),
         "policy_stats": policy.stats(),
         "mode_stats": mode.stats(),
         "platform": describe_platform(platform, mode),

@@ -49,6 +49,8 @@ def test_invariants(platform, mode, policy):
         assert 0.0 <= busy <= s["makespan_s"] * (1 + 1e-9), dev
     parts = sum(v["dynamic"] + v["static"] for v in s["energy_breakdown_j"].values())
     assert s["energy_j"] == pytest.approx(parts, rel=1e-12)
+    by_task = sum(e for devs in s["dynamic_energy_by_task_j"].values() for e in devs.values())
+    assert by_task == pytest.approx(sum(v["dynamic"] for v in s["energy_breakdown_j"].values()), rel=1e-12)
     assert res.energy["energy_j"].sum() == pytest.approx(s["energy_j"], rel=1e-12)
     # every device that worked spent dynamic energy
     for dev, busy in s["device_busy_s"].items():
@@ -115,3 +117,17 @@ def test_every_shipped_config_runs(path):
     cfg = load_config(path, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24"])
     res = run_simulation(cfg)
     assert res.summary["generated_tokens"] == 24 and res.summary["energy_j"] > 0
+
+
+def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
+    with_aau = _run("platform_mobile_npu_lpddr5_pim.yaml", "async", "fixed", ["pim.aau.enabled=true"]).summary
+    no_aau = _run("platform_mobile_npu_lpddr5_pim.yaml", "async", "fixed", ["pim.aau.enabled=false"]).summary
+    # drafting moves no bytes over the external bus with the AAU; without it operands cross it
+    assert with_aau["offchip_bytes_by_task"].get("draft", 0.0) == 0.0
+    assert no_aau["offchip_bytes_by_task"]["draft"] > 0
+    assert no_aau["device_busy_s"]["npu.vector"] > 0
+    # ... and their DRAM I/O energy is charged to drafting (none with the AAU)
+    assert no_aau["dynamic_energy_by_task_j"]["draft"]["lpddr5"] > 0
+    assert with_aau["dynamic_energy_by_task_j"]["draft"].get("lpddr5", 0.0) == 0.0
+    assert with_aau["dynamic_energy_by_task_j"]["draft"]["aau"] > 0
+    assert "aau" not in no_aau["energy_breakdown_j"]

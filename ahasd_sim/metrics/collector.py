@@ -45,6 +45,7 @@ class Collector:
     dynamic_energy_by_label_j: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     counters: TokenCounters = field(default_factory=TokenCounters)
     committed_positions: list[int] = field(default_factory=list)
+    offchip_bytes_by_task: dict[str, float] = field(default_factory=dict)
     keep_intervals: bool = True
 
     def __post_init__(self):
@@ -72,6 +73,9 @@ class Collector:
     def energy_map(self, energy_by_device: dict[str, float], label: str) -> None:
         for dev, e in energy_by_device.items():
             self.energy(dev, e, label)
+
+    def offchip(self, label: str, nbytes: float) -> None:
+        self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + nbytes
 
     def event(self, time_s: float, event: str, **fields: Any) -> None:
         self.events.append({"time_s": time_s, "event": event, **fields})

@@ -50,6 +50,7 @@ class TaskCost:
     duration_s: float
     energy_j: dict[str, float]
     busy_s: dict[str, float]
+    offchip_bytes: float = 0.0   # bytes over the external memory interface (weights, KV, offloads)
 
     def __post_init__(self):
         if self.duration_s < 0:
@@ -144,6 +145,8 @@ class Mode:
             if busy > 0:
                 self.col.busy(dev, start, start + busy, label)
         self.col.energy_map(cost.energy_j, label)
+        if cost.offchip_bytes:
+            self.col.offchip(label, cost.offchip_bytes)
         for res, req in reqs:
             res.release(req)
         return start

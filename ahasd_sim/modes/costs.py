@@ -30,7 +30,7 @@ _ELEMENTWISE = (OpKind.NONLINEAR, OpKind.REDUCTION)
 
 
 def _task(cost: OpCost, busy: dict[str, float]) -> TaskCost:
-    return TaskCost(cost.duration_s, dict(cost.energy_j_by_device), busy)
+    return TaskCost(cost.duration_s, dict(cost.energy_j_by_device), busy, cost.bus_bytes)
 
 
 # Process-wide cache of per-operator costs: (hardware fingerprint, unit, ranks, Operator) -> OpCost.
@@ -149,14 +149,16 @@ class StepCosts:
         dur = 0.0
         energy: dict[str, float] = {}
         busy: dict[str, float] = {}
+        nbytes = 0.0
         for op in ops:
             cost, dev = self._pim_side(op, ranks)
             r = op.layer_repeat
             dur += cost.duration_s * r
+            nbytes += cost.bus_bytes * r   # non-zero only for ops offloaded without AAU
             busy[dev] = busy.get(dev, 0.0) + cost.duration_s * r
             for d, e in cost.energy_j_by_device.items():
                 energy[d] = energy.get(d, 0.0) + e * r
-        return TaskCost(dur, energy, busy)
+        return TaskCost(dur, energy, busy, nbytes)
 
     # ------------------------------------------------------------ NPU + PIM tasks
     def draft_token(self, kv_len: int) -> TaskCost:
@@ -177,14 +179,16 @@ class StepCosts:
 
         def make():
             dur = 0.0
+            nbytes = 0.0
             energy: dict[str, float] = {}
             for op in self.ops(self.target, n_tokens, kv):
                 c = self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
                 r = op.layer_repeat
                 dur += c.duration_s * r
+                nbytes += c.bus_bytes * r
                 for d, e in c.energy_j_by_device.items():
                     energy[d] = energy.get(d, 0.0) + e * r
-            return TaskCost(dur, energy, {"npu": dur})
+            return TaskCost(dur, energy, {"npu": dur}, nbytes)
         return self._cached(("verify", n_tokens, kv), make)
 
     def gts_switch(self) -> TaskCost:
@@ -231,7 +235,7 @@ class StepCosts:
                 busy["h2d"] = link.duration_s
                 for d, e in link.energy_j_by_device.items():
                     energy[d] = energy.get(d, 0.0) + e
-            return TaskCost(dur, energy, busy)
+            return TaskCost(dur, energy, busy, cost.bus_bytes)
         return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)
 
     def gpu_draft_token(self, kv_len: int) -> TaskCost:
@@ -242,13 +246,11 @@ class StepCosts:
         return self._gpu_forward(self.target, n_tokens, kv_len, resident_other=self.draft.weight_bytes())
 
     # ------------------------------------------------------------ operator-level synchronous
-    def _op_on(self, op, dev: str, role: str) -> tuple[float, dict[str, float]]:
+    def _op_on(self, op, dev: str, role: str) -> OpCost:
         if dev == "npu":
-            c = self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
-        else:
-            ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
-            c, _ = self._pim_side(op, ranks)
-        return c.duration_s, dict(c.energy_j_by_device)
+            return self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
+        ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
+        return self._pim_side(op, ranks)[0]
 
     def _tiers(self, model, n_tokens: int, kv: int):
         """Per-layer and head ops grouped by dependency tier: {(per_layer, tier): [ops]}."""
@@ -262,18 +264,20 @@ class StepCosts:
         dur = 0.0
         busy = {"npu": 0.0, "pim": 0.0}
         energy: dict[str, float] = {}
+        nbytes = 0.0
         for (rep, _tier), ops in sorted(self._tiers(model, n_tokens, kv).items(), key=lambda kv_: kv_[0][1]):
             t = {"npu": 0.0, "pim": 0.0}
             for op in ops:
                 dev = mapping.get(op.name, "npu")
-                d, e = self._op_on(op, dev, role)
-                t[dev] += d
-                for k, v in e.items():
+                c = self._op_on(op, dev, role)
+                t[dev] += c.duration_s
+                nbytes += c.bus_bytes * rep
+                for k, v in c.energy_j_by_device.items():
                     energy[k] = energy.get(k, 0.0) + v * rep
             dur += (max(t.values()) + barrier) * rep
             busy["npu"] += t["npu"] * rep
             busy["pim"] += t["pim"] * rep
-        return dur, busy, energy
+        return dur, busy, energy, nbytes
 
     def opsync_mapping(self, draft_len: int) -> dict[str, dict[str, str]]:
         """Offline search of the NPU/PIM assignment of every operator for draft length ``draft_len``.
@@ -291,7 +295,7 @@ class StepCosts:
                 for combo in itertools.product(("npu", "pim"), repeat=len(ops)):
                     t = {"npu": 0.0, "pim": 0.0}
                     for op, dev in zip(ops, combo):
-                        t[dev] += self._op_on(op, dev, role)[0]
+                        t[dev] += self._op_on(op, dev, role).duration_s
                     if best is None or max(t.values()) < best[0]:
                         best = (max(t.values()), combo)
                 mapping.update((op.name, dev) for op, dev in zip(ops, best[1]))
@@ -303,6 +307,6 @@ class StepCosts:
         model = self.draft if role == "draft" else self.target
 
         def make():
-            dur, busy, energy = self._opsync_eval(model, role, n_tokens, kv, mapping[role])
-            return TaskCost(dur, energy, busy)
+            dur, busy, energy, nbytes = self._opsync_eval(model, role, n_tokens, kv, mapping[role])
+            return TaskCost(dur, energy, busy, nbytes)
         return self._cached(("opsync", role, n_tokens, kv), make)
