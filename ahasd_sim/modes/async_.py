@@ -103,7 +103,8 @@ class AsyncMode(Mode):
         round_start = self.env.now
         round_id = self.policy.begin_round(self.round_context())
         while not self.done.triggered:
-            yield from self._drain_feedback()
+            if self.feedback.items:
+                yield from self._drain_feedback()
             if my_gen != self.gen:        # rollback seen: restart the chain at the committed point
                 my_gen = self.gen
                 chain_start = pos = self.committed

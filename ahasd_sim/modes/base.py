@@ -141,12 +141,13 @@ class Mode:
         start = self.env.now
         if cost.duration_s > 0:
             yield self.env.timeout(cost.duration_s)
+        col = self.col
         for dev, busy in cost.busy_s.items():
             if busy > 0:
-                self.col.busy(dev, start, start + busy, label)
-        self.col.energy_map(cost.energy_j, label)
+                col.busy(dev, start, start + busy, label)
+        col.energy_map(cost.energy_j, label)
         if cost.offchip_bytes:
-            self.col.offchip(label, cost.offchip_bytes)
+            col.offchip(label, cost.offchip_bytes)
         for res, req in reqs:
             res.release(req)
         return start
