@@ -206,3 +206,23 @@ def test_replay_fixed_k():
     assert replay_fixed_k(acc, 8).tolist() == [3, 5, 1, 1]
     assert replay_fixed_k(acc, 1).tolist() == [2, 1, 2, 2, 1, 1, 1]
     assert sum(replay_fixed_k(acc, 3)) == acc.size
+
+
+def test_stats_tables_and_run_stats(good, tmp_path, capsys):
+    from ahasd_sim.workload.trace_stats import compute_stats, run_stats
+    path, _, cols = good
+    st = compute_stats(path)
+    assert {"per_category", "accept_len", "entropy_vs_accept", "offpath"} <= set(st)
+    assert list(st["accept_len"].index) == list(range(1, 9))
+    # every round commits between 1 and k+1 tokens and rounds cover all positions of each prompt
+    for k, row in st["accept_len"].iterrows():
+        probs = [row[f"P(len={j})"] for j in range(1, k + 2)]
+        assert abs(sum(probs) - 1) < 1e-9
+    assert abs(st["per_category"].loc["ALL", "accept_rate"] - cols["accept"].mean()) < 1e-12
+    out = tmp_path / "stats"
+    assert run_stats(path, str(out)) == 0
+    assert (out / "good_stats.png").exists() and (out / "good_per_category.csv").exists()
+    assert "per_category" in capsys.readouterr().out
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"nope")
+    assert run_stats(bad) == 2
