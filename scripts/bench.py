@@ -4,8 +4,9 @@
 Usage: python scripts/bench.py [--config hw_configs/ahasd_mobile.yaml] [--tokens N] [--repeats R]
        [--modes ahasd,async,operator_sync,autoregressive,gpu_only] [--out results/bench.json]
 
-"cold" is the first run in a fresh process (empty operator-cost cache), "warm" the median of
-the following repeats (what a sweep worker sees). Targets (issue 6): >= 20,000 tok/s for the
+"cold" is the first run in a fresh process (empty operator-cost cache); "warm" is the median
+and "best" the fastest of the following repeats (what a sweep worker sees; the best is the least
+disturbed by other load on a shared machine, as in timeit). Targets (issue 6): >= 20,000 tok/s for the
 task-level modes, >= 5,000 tok/s for operator_sync, on one core. This is a benchmark, not a
 test: it never fails on speed, it reports.
 """
@@ -54,11 +55,13 @@ def main() -> int:
             res = run_simulation(cfg, parts)
             warm.append(time.perf_counter() - t0)
         w = statistics.median(warm)
-        rows.append({"mode": mode, "tokens": args.tokens, "cold_s": cold, "warm_s": w,
-                     "cold_tok_per_wall_s": args.tokens / cold, "warm_tok_per_wall_s": args.tokens / w,
+        b = min(warm)
+        rows.append({"mode": mode, "tokens": args.tokens, "cold_s": cold, "warm_median_s": w, "warm_best_s": b,
+                     "cold_tok_per_wall_s": args.tokens / cold, "warm_median_tok_per_wall_s": args.tokens / w,
+                     "warm_best_tok_per_wall_s": args.tokens / b,
                      "simulated_throughput_tok_s": res.summary["throughput_tok_s"]})
-        print(f"{mode:15s} cold {cold * 1e3:8.1f} ms ({args.tokens / cold:8.0f} tok/s)   "
-              f"warm {w * 1e3:8.1f} ms ({args.tokens / w:8.0f} tok/s)")
+        print(f"{mode:15s} cold {args.tokens / cold:8.0f} tok/s   warm median {args.tokens / w:8.0f} tok/s   "
+              f"best {args.tokens / b:8.0f} tok/s   ({args.tokens} tokens)")
     info = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "config": args.config, "results": rows}
     if args.out:
