@@ -56,7 +56,8 @@ class Collector:
         """Record that ``device`` worked on ``label`` in [start_s, end_s)."""
         if end_s < start_s:
             raise OverlapError(f"{device}: negative interval {start_s}..{end_s} ({label})")
-        if start_s < self._last_end[device] - 1e-15:
+        # Float round-off of chained time sums may be a few ulps; real overlaps are >= 1 ns.
+        if start_s < self._last_end[device] - 1e-12 * max(1.0, abs(start_s)):
             raise OverlapError(f"{device}: '{label}' starts at {start_s} before the previous task ended "
                                f"({self._last_end[device]})")
         self._last_end[device] = end_s

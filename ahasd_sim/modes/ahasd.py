@@ -81,8 +81,7 @@ class AhasdMode(AsyncMode):
             # everything up to and including the bonus position.
             pv_start = v_start + v_n + 1
             l_pv = min(l_pv, self.frontier - pv_start)
-        if latency > 0:
-            yield self.env.timeout(latency)
+        self.drafter_delay_s += latency   # paid before the drafter's next task starts
         if cont:
             return
         if consult_tvc:
@@ -100,7 +99,7 @@ class AhasdMode(AsyncMode):
         gen = self.gen
         self.pv_running = self.env.event()
         kv = self.replay.kv_len_at(start)
-        yield from self.run_task(self.costs.gts_switch(), "gts_switch")
+        yield from self.run_task(self.costs.gts_switch(), "gts_switch", delay_s=self.take_drafter_delay())
         t0 = yield from self.run_task(self.costs.preverify(length, kv), "preverify")
         self.tvc.record_preverify(self.env.now - t0, length)
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")

@@ -42,9 +42,9 @@ class BoundedQueue:
 
     def put(self, item):
         t0 = self.env.now
-        full = len(self.store.items) >= self.capacity
-        yield self.store.put(item)
-        if full:
+        ev = self.store.put(item)
+        if not ev.triggered:          # full: the producer blocks until a consumer pops
+            yield ev
             self.full_block_s += self.env.now - t0
         self.pushes += 1
         self.max_occupancy = max(self.max_occupancy, len(self.store.items))
@@ -77,6 +77,7 @@ class AsyncMode(Mode):
         self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
         self.drafter_stall_s = 0.0
         self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
+        self.drafter_delay_s = 0.0     # control-CPU latency the drafter still has to wait
 
     # ------------------------------------------------------------ processes
     def start(self):
@@ -123,7 +124,7 @@ class AsyncMode(Mode):
                 yield from self._wait_feedback()
                 continue
             cost = self.costs.draft_token(self.replay.kv_len_at(pos))
-            t0 = yield from self.run_task(cost, "draft")
+            t0 = yield from self.run_task(cost, "draft", delay_s=self.take_drafter_delay())
             if self.done.triggered:
                 return
             if my_gen != self.gen:        # the chain was rolled back while this forward ran
@@ -166,12 +167,19 @@ class AsyncMode(Mode):
                        mean_entropy_nats=batch.mean_entropy_nats)
         return batch if gen == self.gen else None
 
+    def take_drafter_delay(self) -> float:
+        """Pending control latency, folded into the drafter's next task (one event, not two)."""
+        d, self.drafter_delay_s = self.drafter_delay_s, 0.0
+        return d
+
     def _wait_feedback(self):
         """Block the drafter until the verifier reports something."""
         t0 = self.env.now
         yield self.feedback.get()
         self.queue_ops += 1
-        self.drafter_stall_s += self.env.now - t0
+        waited = self.env.now - t0
+        self.drafter_stall_s += waited
+        self.drafter_delay_s = max(0.0, self.drafter_delay_s - waited)  # latency overlapped the wait
 
     def _collect_batches(self):
         """Take pending live batches (up to the verification cap); return the end position.

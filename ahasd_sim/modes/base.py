@@ -130,17 +130,20 @@ class Mode:
         return {}
 
     # ------------------------------------------------------------ devices
-    def run_task(self, cost: TaskCost, label: str, resources: dict[str, simpy.Resource] | None = None):
-        """Occupy devices for ``cost``; log busy intervals and energy. A SimPy generator."""
+    def run_task(self, cost: TaskCost, label: str, resources: dict[str, simpy.Resource] | None = None,
+                 delay_s: float = 0.0):
+        """Occupy devices for ``cost`` (after waiting ``delay_s``); log busy intervals and energy.
+
+        A SimPy generator returning the task's start time."""
         reqs = []
         if resources:
             for res in resources.values():
                 req = res.request()
                 reqs.append((res, req))
                 yield req
-        start = self.env.now
-        if cost.duration_s > 0:
-            yield self.env.timeout(cost.duration_s)
+        start = self.env.now + delay_s
+        if cost.duration_s > 0 or delay_s > 0:
+            yield self.env.timeout(delay_s + cost.duration_s)
         col = self.col
         for dev, busy in cost.busy_s.items():
             if busy > 0:
