@@ -67,6 +67,10 @@ class AhasdMode(AsyncMode):
         # The control CPU's decision latency delays the drafter; both decisions are charged
         # in one step (they are sequential and take ~100 ns against ~ms-long tasks).
         latency = self._control(self.acfg.edc_config, "edc")
+        if not cont and self.tvc is not None and self.verify_in_flight is None and self.unverified.items:
+            # An idle NPU takes the batch just queued at this very instant; let it do so before
+            # TVC looks at the in-flight verification (the decision itself takes ~100 ns).
+            yield self.env.timeout(0)
         l_pv = 0
         consult_tvc = (not cont and self.tvc is not None and self.verify_in_flight is not None
                        and self.pv_pending is None)
