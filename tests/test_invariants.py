@@ -26,6 +26,7 @@ CASES = [
     ("platform_laptop_rtx4090.yaml", "gpu_only", "adaedl"),
     ("platform_laptop_rtx4090.yaml", "gpu_only", "svip"),
     ("platform_mobile_gpu.yaml", "autoregressive", "fixed"),
+    ("platform_specpim_gpu_pim.yaml", "operator_sync", "adaedl"),
 ]
 
 
@@ -131,3 +132,12 @@ def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
     assert with_aau["dynamic_energy_by_task_j"]["draft"].get("lpddr5", 0.0) == 0.0
     assert with_aau["dynamic_energy_by_task_j"]["draft"]["aau"] > 0
     assert "aau" not in no_aau["energy_breakdown_j"]
+
+
+def test_operator_sync_on_gpu_host_streams_weights_that_do_not_fit():
+    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed").summary
+    small = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["gpu.memory_gib=6"]).summary
+    assert fits["device_busy_s"]["gpu"] > 0 and fits["device_busy_s"]["pim"] > 0
+    assert fits["device_busy_s"].get("h2d", 0.0) == 0.0
+    assert small["device_busy_s"]["h2d"] > 0
+    assert small["makespan_s"] > fits["makespan_s"]

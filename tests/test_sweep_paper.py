@@ -17,13 +17,15 @@ SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 def test_shipped_reproduction_spec_resolves():
     spec = load_sweep_spec(paper.DEFAULT_SPEC)
     pts = expand(spec)
-    assert len(pts) == 7 * 3 * 4
+    assert len(pts) == 8 * 3 * 4   # 8 configurations x 3 model pairs x 4 algorithms
     assert all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
     by = {}
     for p in pts:
         by.setdefault(p.labels["variant"], p.config)
     assert set(by) == set(paper.LABELS)
     assert by["gpu_only"].run.mode == "gpu_only" and by["gpu_only"].gpu.enabled
+    sg = by["specpim_gpu"]
+    assert sg.run.mode == "operator_sync" and sg.gpu.enabled and sg.pim.enabled and not sg.npu.enabled
     assert by["npu_pim"].run.mode == "async" and not by["npu_pim"].pim.aau.enabled
     assert by["plus_aau"].run.mode == "async" and by["plus_aau"].pim.aau.enabled
     assert by["plus_edc"].run.mode == "ahasd" and by["plus_edc"].ahasd.edc and not by["plus_edc"].ahasd.tvc
@@ -43,7 +45,7 @@ def test_restrict_and_overrides():
                            model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"], variants=["gpu_only", "ahasd"])
     pts = expand(small)
     assert len(pts) == 2 and all(p.config.run.generated_tokens == 24 for p in pts)
-    assert len(expand(spec)) == 84       # the original is untouched
+    assert len(expand(spec)) == 96       # the original is untouched
     with pytest.raises(InputError):
         paper.restrict(spec, policies=["nope"])
 
@@ -111,7 +113,7 @@ def test_reproduce_script_end_to_end_small(tmp_path):
     report = (out / "report.md").read_text()
     assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
     df = pd.read_csv(out / "results.csv")
-    assert len(df) == 7 and (df["status"] == "ok").all() and (df["generated_tokens"] == 40).all()
+    assert len(df) == 8 and (df["status"] == "ok").all() and (df["generated_tokens"] == 40).all()
     norm = pd.read_csv(out / "normalised.csv")
     assert norm.loc[norm["variant"] == "gpu_only", "throughput_tok_s_ratio"].tolist() == pytest.approx([1.0])
     figs = sorted(p.name for p in (out / "figures").iterdir())

@@ -246,9 +246,17 @@ class StepCosts:
         return self._gpu_forward(self.target, n_tokens, kv_len, resident_other=self.draft.weight_bytes())
 
     # ------------------------------------------------------------ operator-level synchronous
+    @property
+    def host(self) -> str:
+        """Device that runs host-side operators in operator_sync: the NPU, else the GPU."""
+        return "npu" if self.p.npu is not None else "gpu"
+
     def _op_on(self, op, dev: str, role: str) -> OpCost:
         if dev == "npu":
             return self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
+        if dev == "gpu":
+            # GPU-mapped operators read their weights from GPU memory (roofline, no launch overhead).
+            return self._op_cost("gpu", 0, op, self.p.gpu.op_cost)
         ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
         return self._pim_side(op, ranks)[0]
 
@@ -261,26 +269,27 @@ class StepCosts:
 
     def _opsync_eval(self, model, role: str, n_tokens: int, kv: int, mapping: dict[str, str]):
         barrier = self.cfg.operator_sync.barrier_ns * 1e-9
+        host = self.host
         dur = 0.0
-        busy = {"npu": 0.0, "pim": 0.0}
+        busy = {host: 0.0, "pim": 0.0}
         energy: dict[str, float] = {}
         nbytes = 0.0
         for (rep, _tier), ops in sorted(self._tiers(model, n_tokens, kv).items(), key=lambda kv_: kv_[0][1]):
-            t = {"npu": 0.0, "pim": 0.0}
+            t = {host: 0.0, "pim": 0.0}
             for op in ops:
-                dev = mapping.get(op.name, "npu")
+                dev = mapping.get(op.name, host)
                 c = self._op_on(op, dev, role)
                 t[dev] += c.duration_s
                 nbytes += c.bus_bytes * rep
                 for k, v in c.energy_j_by_device.items():
                     energy[k] = energy.get(k, 0.0) + v * rep
             dur += (max(t.values()) + barrier) * rep
-            busy["npu"] += t["npu"] * rep
+            busy[host] += t[host] * rep
             busy["pim"] += t["pim"] * rep
         return dur, busy, energy, nbytes
 
     def opsync_mapping(self, draft_len: int) -> dict[str, dict[str, str]]:
-        """Offline search of the NPU/PIM assignment of every operator for draft length ``draft_len``.
+        """Offline search of the host (NPU or GPU) / PIM assignment of every operator for draft length ``draft_len``.
 
         A round is ``draft_len`` drafter forwards plus one verification of ``draft_len + 1``
         tokens; its time is a sum over dependency tiers of max(NPU ops, PIM ops), so the
@@ -292,8 +301,8 @@ class StepCosts:
             mapping: dict[str, str] = {}
             for _key, ops in sorted(self._tiers(model, n, kv).items(), key=lambda kv_: kv_[0][1]):
                 best = None
-                for combo in itertools.product(("npu", "pim"), repeat=len(ops)):
-                    t = {"npu": 0.0, "pim": 0.0}
+                for combo in itertools.product((self.host, "pim"), repeat=len(ops)):
+                    t = {self.host: 0.0, "pim": 0.0}
                     for op, dev in zip(ops, combo):
                         t[dev] += self._op_on(op, dev, role).duration_s
                     if best is None or max(t.values()) < best[0]:
@@ -302,11 +311,38 @@ class StepCosts:
             out[role] = mapping
         return out
 
+    def _opsync_overflow_bytes(self, mapping) -> dict[str, float]:
+        """Per model, weight bytes of GPU-mapped operators that do not fit GPU memory.
+
+        With a GPU host, operators mapped to the GPU read their weights from GPU memory; what
+        exceeds it (both models' GPU-mapped weights together) is streamed over H2D in every
+        forward, split between the models in proportion to their GPU-mapped bytes."""
+        if self.host != "gpu":
+            return {"draft": 0.0, "target": 0.0}
+        kv = self._kv(self.quantum)
+        gpu_bytes = {}
+        for role, model in (("draft", self.draft), ("target", self.target)):
+            gpu_bytes[role] = sum(op.weight_bytes * op.layer_repeat for op in self.ops(model, 1, kv)
+                                  if mapping[role].get(op.name, self.host) == "gpu")
+        total = sum(gpu_bytes.values())
+        over = self.p.gpu.overflow_bytes(total)
+        if over > 0 and self.p.h2d is None:
+            raise ConfigError("", "h2d.enabled", f"operator_sync maps {total / 1e9:.1f} GB of weights to the GPU, "
+                              f"{over / 1e9:.1f} GB more than it holds, and no h2d link is enabled to stream them")
+        return {r: (over * b / total if total else 0.0) for r, b in gpu_bytes.items()}
+
     def opsync_forward(self, role: str, n_tokens: int, kv_len: int, mapping) -> TaskCost:
         kv = self._kv(kv_len)
         model = self.draft if role == "draft" else self.target
 
         def make():
             dur, busy, energy, nbytes = self._opsync_eval(model, role, n_tokens, kv, mapping[role])
+            stream = self._opsync_overflow_bytes(mapping)[role]
+            if stream > 0:
+                link = self.p.h2d.isolated_transfer_cost(stream)
+                dur += link.duration_s
+                busy["h2d"] = link.duration_s
+                for d, e in link.energy_j_by_device.items():
+                    energy[d] = energy.get(d, 0.0) + e
             return TaskCost(dur, energy, busy, nbytes)
         return self._cached(("opsync", role, n_tokens, kv), make)

@@ -1,10 +1,11 @@
 """``operator_sync``: SpecPIM-like operator-level synchronous execution on NPU + PIM.
 
-Every operator runs wholly on the NPU or on PIM; the mapping is searched once,
+Every operator runs wholly on the host (the NPU, or the GPU on a GPU + PIM platform such as
+SpecPIM's) or on PIM; the mapping is searched once,
 offline, for a fixed draft length (``operator_sync.mapping_draft_len``) and kept
 when the adaptive policy drafts other lengths. Inside a layer, operators of the
 same dependency tier may run concurrently on the two devices; each tier ends
-with a barrier, so a tier takes max(NPU ops, PIM ops) and the faster device
+with a barrier, so a tier takes max(host ops, PIM ops) and the faster device
 waits (see :mod:`ahasd_sim.modes.costs`).
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .sync import SyncSpeculativeMode
 class OperatorSyncMode(SyncSpeculativeMode):
     """Draft then verify, each forward split operator-by-operator across NPU and PIM."""
 
-    required_devices = ("npu", "pim")
+    required_devices = ("pim",)   # plus a host: the NPU, else the GPU (every platform has one)
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
