@@ -9,21 +9,14 @@ accepted: the accepted column of verify events. Writes OUT.pdf and OUT.png.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ahasd_sim.config.errors import InputError  # noqa: E402
 from ahasd_sim.plots import plot_distributions  # noqa: E402
-
-
-def _label(path: Path) -> str:
-    s = path.parent / "summary.json"
-    if s.is_file():
-        d = json.loads(s.read_text())
-        return f"{d.get('mode')} / {d.get('policy')}"
-    return path.parent.name
+from ahasd_sim.plots.runs import resolve_runs  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -34,21 +27,11 @@ def main(argv=None) -> int:
     p.add_argument("--title", default=None)
     p.add_argument("--out", required=True, help="output path without suffix")
     a = p.parse_args(argv)
-    paths = [Path(r) / "events.csv" if Path(r).is_dir() else Path(r) for r in a.runs]
-    for x in paths:
-        if not x.is_file():
-            print(f"error: {x} not found", file=sys.stderr)
-            return 2
-    labels = [s.strip() for s in a.labels.split(",")] if a.labels else [_label(x) for x in paths]
-    if len(labels) != len(paths):
-        print("error: --labels needs one label per run", file=sys.stderr)
+    try:
+        runs = resolve_runs(a.runs, "events.csv", a.labels, "")
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    runs = {}
-    for lab, x in zip(labels, paths):
-        key, i = lab, 2
-        while key in runs:
-            key, i = f"{lab} ({i})", i + 1
-        runs[key] = x
     out = plot_distributions(runs, a.out, title=a.title, max_len=a.max_len)
     print("\n".join(str(x) for x in out))
     return 0
