@@ -125,3 +125,11 @@ def test_compare_normalises_to_baseline(smoke_cfg_file, tmp_path, capsys):
         row = table[table["mode"] == mode].iloc[0]
         assert row["throughput_tok_s"] == s["throughput_tok_s"]
     assert "throughput_vs_operator_sync" in capsys.readouterr().out
+
+
+def test_committed_config_reference_is_current():
+    """docs/config-reference.md is generated; this fails when a config field changes without it."""
+    from conftest import ROOT
+    from ahasd_sim.__main__ import config_reference_markdown
+    assert (ROOT / "docs" / "config-reference.md").read_text() == config_reference_markdown(), \
+        "regenerate: python -m ahasd_sim config-reference --markdown > docs/config-reference.md"

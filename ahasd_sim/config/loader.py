@@ -33,9 +33,12 @@ OVERRIDE_SOURCE = "--set"
 
 
 def _ensure_sections() -> dict[str, type]:
+    """All registered sections in a canonical order (``run`` first, then by name), so resolved
+    configs, their hashes and the reference do not depend on module import order."""
     for mod in _SECTION_MODULES:
         importlib.import_module(mod)
-    return SECTIONS
+    names = sorted(SECTIONS, key=lambda n: (n != "run", n))
+    return {n: SECTIONS[n] for n in names}
 
 
 class SimConfig:
