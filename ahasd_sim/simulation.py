@@ -26,7 +26,7 @@ from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model, with_precision
-from .workload.traces import Trace, TraceError, load_trace
+from .workload.traces import Trace, load_trace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,6 +60,11 @@ def resolve_data_path(path: str, config_file: str | None = None) -> Path:
 
 def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
     return ConfigError(cfg.source_file, key, message)
+
+
+def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
+    """A hardware-model error (raised without a file) re-attributed to the run's config file."""
+    return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
 
 
 def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
@@ -102,20 +107,17 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     try:
         platform = Platform.build(cfg)
     except ConfigError as exc:
-        raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
+        raise _in_config_file(cfg, exc) from None
     missing = [d for d in mode_cls.required_devices if getattr(platform, d, None) is None]
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
-    try:
-        _full, sim_trace, heldout = trace_parts or load_run_trace(cfg)
-    except TraceError:
-        raise
+    _full, sim_trace, heldout = trace_parts or load_run_trace(cfg)
     rng = np.random.default_rng(run.seed)
     try:
         costs = StepCosts(platform, draft, target, cfg)
     except ConfigError as exc:
-        raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
+        raise _in_config_file(cfg, exc) from None
     fit = heldout if policy_needs_fit_data(run.policy) else None
     try:
         policy = make_policy(run.policy, cfg.policy, rng, fit)
@@ -203,7 +205,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "accepted_tokens": ctr.accepted_tokens,
         "rejected_tokens": ctr.rejected_tokens,
         "killed_tokens": ctr.killed_tokens,
-        "wasted_draft_tokens": ctr.rejected_tokens + ctr.killed_tokens,
+        "wasted_draft_tokens": ctr.wasted_draft_tokens,
         "unverified_at_end": ctr.unverified_at_end,
         "discarded_draft_forwards": ctr.discarded_draft_forwards,
         "verifications": ctr.verifications,

@@ -31,7 +31,8 @@ class TokenCounters:
 
     @property
     def wasted_draft_tokens(self) -> int:
-        return self.drafted_tokens - self.accepted_tokens - self.unverified_at_end
+        """Drafts that never became output: rejected plus killed (= drafted - accepted - unverified)."""
+        return self.rejected_tokens + self.killed_tokens
 
 
 @dataclass

@@ -145,20 +145,27 @@ class StepCosts:
             return cost, "npu.vector"
         return cost, "pim"
 
-    def _pim_forward(self, ops, ranks: int) -> TaskCost:
+    @staticmethod
+    def _sequential(ops, unit_cost) -> TaskCost:
+        """One forward pass run op after op: ``unit_cost(op) -> (OpCost, busy device)`` per
+        occurrence, times ``layer_repeat``; durations, energies, busy time and bus bytes add."""
         dur = 0.0
         energy: dict[str, float] = {}
         busy: dict[str, float] = {}
         nbytes = 0.0
         for op in ops:
-            cost, dev = self._pim_side(op, ranks)
+            cost, dev = unit_cost(op)
             r = op.layer_repeat
             dur += cost.duration_s * r
-            nbytes += cost.bus_bytes * r   # non-zero only for ops offloaded without AAU
+            nbytes += cost.bus_bytes * r
             busy[dev] = busy.get(dev, 0.0) + cost.duration_s * r
             for d, e in cost.energy_j_by_device.items():
                 energy[d] = energy.get(d, 0.0) + e * r
         return TaskCost(dur, energy, busy, nbytes)
+
+    def _pim_forward(self, ops, ranks: int) -> TaskCost:
+        # bus bytes are non-zero only for nonlinear ops offloaded without AAU
+        return self._sequential(ops, lambda op: self._pim_side(op, ranks))
 
     # ------------------------------------------------------------ NPU + PIM tasks
     def draft_token(self, kv_len: int) -> TaskCost:
@@ -178,17 +185,8 @@ class StepCosts:
         kv = self._kv(kv_len)
 
         def make():
-            dur = 0.0
-            nbytes = 0.0
-            energy: dict[str, float] = {}
-            for op in self.ops(self.target, n_tokens, kv):
-                c = self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
-                r = op.layer_repeat
-                dur += c.duration_s * r
-                nbytes += c.bus_bytes * r
-                for d, e in c.energy_j_by_device.items():
-                    energy[d] = energy.get(d, 0.0) + e * r
-            return TaskCost(dur, energy, {"npu": dur}, nbytes)
+            return self._sequential(self.ops(self.target, n_tokens, kv),
+                                    lambda op: (self._op_on(op, "npu", "target"), "npu"))
         return self._cached(("verify", n_tokens, kv), make)
 
     def gts_switch(self) -> TaskCost:

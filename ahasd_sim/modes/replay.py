@@ -32,9 +32,6 @@ class TraceReplay:
         self.accept = np.asarray(trace.accept, dtype=bool)
         self.kv_len = (np.asarray(trace.prompt_len, dtype=np.int64)
                        + np.asarray(trace.pos_in_response, dtype=np.int64))
-        self._H = np.asarray(trace.drf_H, dtype=float)
-        self._p_tok = np.asarray(trace.drf_p_tok, dtype=float)
-        self._p_top1 = np.asarray(trace.drf_p_top1, dtype=float)
         topk = np.asarray(trace.topk_p, dtype=float)
         # Python scalars/tuples once, so building a view per drafted token stays cheap.
         self._topk = [tuple(row) for row in topk.tolist()] if topk.ndim == 2 else [()] * n
