@@ -125,7 +125,7 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
     collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline)
-    replay = TraceReplay(sim_trace, run.generated_tokens)
+    replay = TraceReplay(sim_trace, run.generated_tokens, run.seed)
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
@@ -211,7 +211,10 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "verifications": ctr.verifications,
         "rollbacks": ctr.rollbacks,
         "offpath_drafted_tokens": ctr.offpath_drafted_tokens,
-        "offpath_unrecorded_stalls": ctr.offpath_unrecorded_stalls,
+        "offpath_synthetic_tokens": ctr.offpath_synthetic_tokens,
+        "drafter_forwards": ctr.drafter_forwards,
+        "reused_drafter_forwards": ctr.reused_drafter_forwards,
+        "duplicate_drafter_forwards": ctr.duplicate_drafter_forwards,
         "npu_idle_draft_exhausted_s": ctr.npu_idle_draft_exhausted_s,
         "device_busy_s": busy,
         "device_idle_s": {d: max(0.0, makespan - b) for d, b in busy.items()},

@@ -1,6 +1,8 @@
 """Hand-computed tiny scenarios: exact timelines per mode with fixed task latencies."""
 from __future__ import annotations
 
+import pytest
+
 from modes_helpers import run_mode
 
 T, F = True, False
@@ -89,12 +91,50 @@ def test_full_unverified_queue_blocks_the_drafter(tmp_path):
     assert col.counters.drafted_tokens <= unbounded[1].counters.drafted_tokens
 
 
-def test_offpath_beyond_recorded_rollout_stalls_and_is_reported(tmp_path):
-    # Rollouts of length 1: look-ahead past a wrong token quickly runs out of recorded drafts.
+def test_offpath_beyond_recorded_rollout_uses_labelled_synthetic_fallback(tmp_path):
+    # Rollouts of length 1: look-ahead past a wrong token quickly runs past the recording; the
+    # drafter keeps drafting (no stall) with synthetic drafts counted apart, drawn from the
+    # trace's own off-path values (here all 3.0 nats), and every such draft dies.
     accept = ([T] * 3 + [F]) * 10
     m, col, t = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=2"],
                          costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.0),
-                         rollout_len=1)
-    assert col.counters.offpath_unrecorded_stalls > 0
-    assert col.counters.offpath_drafted_tokens > 0
+                         rollout_len=1, rollout_entropy=3.0)
+    c = col.counters
+    assert c.offpath_synthetic_tokens > 0
+    assert c.offpath_drafted_tokens > c.offpath_synthetic_tokens
     assert col.committed_positions == list(range(20))
+    r = m.replay
+    q = r.first_wrong(0)
+    assert r.is_synthetic(q + 2, 0) and not r.is_synthetic(q + 1, 0) and not r.is_synthetic(q, 0)
+    assert r.view(q + 5, 0, 0, 0.0).entropy_nats == 3.0
+    # the recorded rollout length does not matter to the run finishing (any length works)
+    for ro in (0, 1, 4, 40):
+        _, col2, _ = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=3"],
+                              rollout_len=ro)
+        assert col2.committed_positions == list(range(20))
+
+
+@pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync"])
+def test_no_duplicate_drafter_forwards_after_a_discard(tmp_path, mode):
+    # AdaEDL discards: entropy alternates 0.1 / 3 nats (lambda 0.5 <=> stop if H > 1.25), so a
+    # round keeps its first token and discards the forward at the next high-entropy position. The
+    # next round starts at that position and must reuse that forward's logits, not run it again.
+    accept = [T] * 60
+    m, col, t = run_mode(tmp_path, mode, accept, 30, ["run.policy=adaedl", "policy.max_tokens=4"],
+                         entropy=__import__("numpy").tile([0.1, 3.0], 30))
+    c = col.counters
+    assert c.discarded_draft_forwards > 0
+    assert c.duplicate_drafter_forwards == 0
+    assert col.committed_positions == list(range(30))
+    if mode != "operator_sync":        # sync rounds verify before the next one: nothing to reuse
+        assert c.reused_drafter_forwards > 0
+    # forwards = kept drafts + discarded forwards - reused ones (each forward charged once)
+    assert c.drafter_forwards == c.drafted_tokens + c.discarded_draft_forwards - c.reused_drafter_forwards
+
+
+def test_duplicate_counter_catches_a_rerun(tmp_path):
+    # The counter itself must fire when the same (chain, position) forward is charged twice.
+    m, col, _ = run_mode(tmp_path, "async", [T] * 10, 4, ["run.policy=fixed", "policy.fixed.k=2"])
+    m.note_drafter_forward(7, m.gen)
+    m.note_drafter_forward(7, m.gen)
+    assert col.counters.duplicate_drafter_forwards == 1

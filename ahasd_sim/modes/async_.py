@@ -113,9 +113,7 @@ class AsyncMode(Mode):
                 round_start = self.env.now
                 round_id = self.policy.begin_round(self.round_context())
             view = self.replay.view(pos, chain_start, len(round_tokens), self.env.now)
-            if view is None:
-                if pos < self.replay.n_positions:
-                    ctr.offpath_unrecorded_stalls += 1
+            if view is None:              # past the end of the replayed slice: nothing left to draft
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
@@ -123,21 +121,27 @@ class AsyncMode(Mode):
                     round_id = self.policy.begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
-            cost = self.costs.draft_token(self.replay.kv_len_at(pos))
-            t0 = yield from self.run_task(cost, "draft", delay_s=self.take_drafter_delay())
-            if self.done.triggered:
-                return
-            if my_gen != self.gen:        # the chain was rolled back while this forward ran
-                ctr.drafted_tokens += 1
-                ctr.killed_tokens += 1
-                continue
+            ran = self.drafter_forward_needed(pos)
+            if ran:
+                cost = self.costs.draft_token(self.replay.kv_len_at(pos))
+                yield from self.run_task(cost, "draft", delay_s=self.take_drafter_delay())
+                if self.done.triggered:
+                    return
+                if my_gen != self.gen:    # the chain was rolled back while this forward ran
+                    self.note_drafter_forward(pos, my_gen)
+                    ctr.drafted_tokens += 1
+                    ctr.killed_tokens += 1
+                    continue
             decision = self.policy.decide(view)
+            self.note_drafter_forward(pos, my_gen, decision is Decision.STOP_DISCARD, ran)
             if decision is Decision.STOP_DISCARD:
                 ctr.discarded_draft_forwards += 1
             else:
                 ctr.drafted_tokens += 1
                 if self.replay.is_off_path(pos, chain_start):
                     ctr.offpath_drafted_tokens += 1
+                    if self.replay.is_synthetic(pos, chain_start):
+                        ctr.offpath_synthetic_tokens += 1
                 round_tokens.append(view.entropy_nats)
                 pos += 1
                 self.frontier = pos

@@ -114,6 +114,8 @@ class Mode:
         self.gen = 0                # incremented on every drafter restart (rollback)
         self.batches: list[Batch] = []  # pending batches of the current generation, in order
         self.done = env.event()
+        self._last_forward: tuple[int, int] | None = None   # (gen, position) of the last drafter forward
+        self._held_forward: tuple[int, int] | None = None   # a discarded forward whose logits are kept
         pc = ctx.cfg.policy
         self.min_round_tokens = max(1, pc.min_tokens)
         self.max_round_tokens = max(self.min_round_tokens, pc.max_tokens)
@@ -154,6 +156,34 @@ class Mode:
         for res, req in reqs:
             res.release(req)
         return start
+
+    # ------------------------------------------------------------ drafter forwards
+    def drafter_forward_needed(self, pos: int) -> bool:
+        """Whether the drafter must run a forward for ``pos`` in the current chain.
+
+        A forward whose token a policy discarded (AdaEDL stops *after* computing the
+        distribution) leaves its logits in the drafter; if the next round starts at the same
+        position of the same chain (no rollback), those logits are reused instead of running
+        the identical forward again (``reused_drafter_forwards``)."""
+        key = (self.gen, pos)
+        if self._held_forward == key:
+            self._held_forward = None
+            self.col.counters.reused_drafter_forwards += 1
+            return False
+        return True
+
+    def note_drafter_forward(self, pos: int, gen: int, discarded: bool = False, ran: bool = True) -> None:
+        """Book one drafter forward (``ran``: charged, else its logits were reused); a second
+        charged forward on the same (chain, position) is a duplicate
+        (``duplicate_drafter_forwards``, which the modes keep at 0)."""
+        key = (gen, pos)
+        if ran:
+            ctr = self.col.counters
+            ctr.drafter_forwards += 1
+            if self._last_forward == key:
+                ctr.duplicate_drafter_forwards += 1
+            self._last_forward = key
+        self._held_forward = key if discarded else None
 
     # ------------------------------------------------------------ commit logic
     def round_context(self) -> RoundContext:
