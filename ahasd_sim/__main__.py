@@ -77,14 +77,20 @@ def _load(args):
     return load_config(args.config, args.overrides, args.seed)
 
 
+def _ci(s: dict, key: str) -> str:
+    ci = s.get(f"{key}_ci95")
+    n = s.get("windows", 1)
+    return f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] over {n} windows" if ci else f"  ({n} window, no CI)"
+
+
 def _fmt_summary(s: dict) -> str:
     lines = [
         f"mode {s['mode']}  policy {s['policy']}  draft {s['draft_model']}  target {s['target_model']}",
         f"  generated tokens        {s['generated_tokens']}",
         f"  makespan                {s['makespan_s']:.4f} s",
-        f"  throughput              {s['throughput_tok_s']:.2f} tok/s",
+        f"  throughput              {s['throughput_tok_s']:.2f} tok/s{_ci(s, 'throughput_tok_s')}",
         f"  energy                  {s['energy_j']:.4f} J  ({s['energy_per_token_j'] * 1e3:.3f} mJ/token, "
-        f"{s['tokens_per_j']:.2f} tok/J)",
+        f"{s['tokens_per_j']:.2f} tok/J{_ci(s, 'tokens_per_j')})",
         f"  acceptance rate         {s['acceptance_rate']:.3f}  (mean accepted/verify "
         f"{s['mean_accepted_per_verify']:.2f})",
         f"  drafted / wasted        {s['drafted_tokens']} / {s['wasted_draft_tokens']}",

@@ -42,6 +42,7 @@ class RunResult:
     energy: pd.DataFrame
     timeline: dict[str, Any] | None
     policy_stats: dict[str, Any] = field(default_factory=dict)
+    windows: pd.DataFrame | None = None     # one row per trace window (windows.csv)
 
 
 def resolve_data_path(path: str, config_file: str | None = None) -> Path:
@@ -67,16 +68,48 @@ def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
     return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
 
 
-def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
-    """(full trace, the replayed slice, the held-out part used only for fitting policies)."""
+def _load_full_trace(cfg: SimConfig) -> Trace:
     run = cfg.run
     path = resolve_data_path(run.trace, cfg.source_file)
     if not path.is_file():
         raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
-    trace = load_trace(path)
-    sim = trace.take(run.generated_tokens, run.trace_start_prompt)
+    return load_trace(path)
+
+
+def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
+    """First prompt of each trace window (``run.windows``), spread evenly over the prompts at
+    which a window of ``run.generated_tokens`` still fits."""
+    run = cfg.run
+    if run.windows == 1:
+        return [run.trace_start_prompt]
+    n, T = len(trace), run.generated_tokens
     bounds = trace.prompt_bounds()
-    start = int(bounds[run.trace_start_prompt, 0])
+    fits = [i for i, b in enumerate(bounds) if n - int(b[0]) >= T]
+    if not fits:
+        raise _config_error(cfg, "run.generated_tokens",
+                            f"{T} tokens do not fit in the trace ({n} positions); lower it")
+    k = min(run.windows or max(1, n // T), len(fits))
+    picks = sorted({int(round(x)) for x in np.linspace(0, len(fits) - 1, k)})
+    return [fits[i] for i in picks]
+
+
+def load_run_windows(cfg: SimConfig) -> list[tuple[int, tuple[Trace, Trace, Trace | None]]]:
+    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run."""
+    trace = _load_full_trace(cfg)
+    return [(p, load_run_trace(cfg, p, trace)) for p in window_start_prompts(cfg, trace)]
+
+
+def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
+                   trace: Trace | None = None) -> tuple[Trace, Trace, Trace | None]:
+    """(full trace, the replayed slice, the held-out part used only for fitting policies) of the
+    window starting at ``start_prompt`` (default ``run.trace_start_prompt``)."""
+    run = cfg.run
+    if trace is None:
+        trace = _load_full_trace(cfg)
+    first = run.trace_start_prompt if start_prompt is None else start_prompt
+    sim = trace.take(run.generated_tokens, first)
+    bounds = trace.prompt_bounds()
+    start = int(bounds[first, 0])
     end = start + run.generated_tokens
     # Held-out part for fitted predictors: whole prompts after the replayed slice, else before it.
     after = [b for b in bounds if b[0] >= end]
@@ -89,7 +122,23 @@ def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
     return trace, sim, heldout
 
 
-def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None] | None = None) -> RunResult:
+def run_simulation(cfg: SimConfig, trace_parts=None) -> RunResult:
+    """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
+    windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
+    one window's :func:`load_run_trace` tuple (a single window)."""
+    if trace_parts is None:
+        windows = load_run_windows(cfg)
+    elif isinstance(trace_parts, tuple):
+        windows = [(cfg.run.trace_start_prompt, trace_parts)]
+    else:
+        windows = list(trace_parts)
+    results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+    return combine_windows(cfg, results, [p for p, _ in windows])
+
+
+def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """One window: a pure function of (config, trace slice, seed, window index). Window 0 uses
+    ``run.seed``; window i > 0 the seed sequence (run.seed, i), so windows draw independently."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
@@ -112,8 +161,9 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
-    _full, sim_trace, heldout = trace_parts or load_run_trace(cfg)
-    rng = np.random.default_rng(run.seed)
+    _full, sim_trace, heldout = trace_parts
+    seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
+    rng = np.random.default_rng(seed)
     try:
         costs = StepCosts(platform, draft, target, cfg)
     except ConfigError as exc:
@@ -124,8 +174,8 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline)
-    replay = TraceReplay(sim_trace, run.generated_tokens, run.seed)
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0)
+    replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
@@ -138,6 +188,73 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     makespan = env.now
     mode.finalize()
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+
+
+#: per-window columns of windows.csv (and the samples of the reported means and intervals)
+WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "throughput_tok_s", "energy_j",
+                  "tokens_per_j", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
+                  "drafted_tokens", "wasted_draft_tokens", "duplicate_drafter_forwards", "offpath_synthetic_tokens"]
+#: summary fields that are means over windows (each window one sample)
+WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j")
+#: summary fields recomputed from the pooled counters of all windows
+_POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
+
+
+def _merge(values: list[Any], key: str = "") -> Any:
+    """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
+    (rates, means, fractions) are averaged, strings and lists come from the first window."""
+    first = values[0]
+    if isinstance(first, dict):
+        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
+        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k) for k in keys}
+    if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
+            not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
+        return first
+    additive = isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
+        "dynamic", "static")
+    if additive:
+        return sum(values)
+    return float(np.mean(values))
+
+
+def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
+    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows."""
+    from .metrics.stats import mean_ci95
+    rows = []
+    for i, (r, p) in enumerate(zip(results, start_prompts)):
+        row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
+        rows.append({"window": i, "start_prompt": int(p), **row})
+    table = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    if len(results) == 1:
+        summary = dict(results[0].summary)
+    else:
+        summary = _merge([r.summary for r in results])
+        for k in ("generated_tokens", "makespan_s", "energy_j"):
+            summary[k] = sum(r.summary[k] for r in results)
+        mk = summary["makespan_s"]
+        summary["device_idle_s"] = {d: max(0.0, mk - b) for d, b in summary["device_busy_s"].items()}
+        summary["device_utilization"] = {d: (b / mk if mk > 0 else 0.0) for d, b in summary["device_busy_s"].items()}
+        summary["trace_sha256"] = results[0].summary["trace_sha256"]
+        summary["policy"], summary["mode"], summary["seed"] = (results[0].summary[k] for k in ("policy", "mode", "seed"))
+        acc = summary["accepted_tokens"]
+        dv = acc + summary["rejected_tokens"] + summary["killed_tokens"]
+        summary["acceptance_rate"] = acc / dv if dv else 0.0
+        npu_acc = acc - summary.get("preverify_accepted_tokens", 0)
+        summary["mean_accepted_per_verify"] = npu_acc / summary["verifications"] if summary["verifications"] else 0.0
+        summary["platform"] = results[0].summary["platform"]
+    summary["windows"] = len(results)
+    summary["window_tokens"] = cfg.run.generated_tokens
+    summary["window_start_prompts"] = [int(p) for p in start_prompts]
+    for k in WINDOW_MEANS:
+        m, ci = mean_ci95(table[k])
+        summary[k] = m
+        summary[f"{k}_ci95"] = ci
+        summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
+    summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / summary["makespan_s"] if summary["makespan_s"] else 0.0
+    events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
+    ev = pd.concat(events, ignore_index=True) if events else results[0].events
+    en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+    return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
 
 
 def _by_task(by_label: dict[tuple[str, str], float]) -> dict[str, dict[str, float]]:
@@ -200,7 +317,9 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "energy_per_token_j": energy_j / n if n else 0.0,
         "tokens_per_j": n / energy_j if energy_j > 0 else 0.0,
         "acceptance_rate": ctr.accepted_tokens / drafted_verified if drafted_verified else 0.0,
-        "mean_accepted_per_verify": ctr.accepted_tokens / ctr.verifications if ctr.verifications else 0.0,
+        "mean_accepted_per_verify": ((ctr.accepted_tokens - ctr.preverify_accepted_tokens) / ctr.verifications
+                                     if ctr.verifications else 0.0),
+        "preverify_accepted_tokens": ctr.preverify_accepted_tokens,
         "drafted_tokens": ctr.drafted_tokens,
         "accepted_tokens": ctr.accepted_tokens,
         "rejected_tokens": ctr.rejected_tokens,
@@ -229,5 +348,5 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     }
     events = pd.DataFrame(col.events)
     energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
-    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if run.timeline else None
+    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
     return RunResult(summary, events, energy, timeline, policy.stats())

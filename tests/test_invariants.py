@@ -46,6 +46,7 @@ def test_invariants(platform, mode, policy):
     assert s["drafted_tokens"] == (s["accepted_tokens"] + s["rejected_tokens"] + s["killed_tokens"]
                                    + s["unverified_at_end"])
     assert s["wasted_draft_tokens"] == s["rejected_tokens"] + s["killed_tokens"]
+    assert s["duplicate_drafter_forwards"] == 0          # a drafter never recomputes the same forward
     for dev, busy in s["device_busy_s"].items():
         assert 0.0 <= busy <= s["makespan_s"] * (1 + 1e-9), dev
     parts = sum(v["dynamic"] + v["static"] for v in s["energy_breakdown_j"].values())
@@ -117,7 +118,11 @@ def test_speculation_beats_autoregressive_bound_physically():
 def test_every_shipped_config_runs(path):
     cfg = load_config(path, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24"])
     res = run_simulation(cfg)
-    assert res.summary["generated_tokens"] == 24 and res.summary["energy_j"] > 0
+    # the 72-position smoke trace holds 3 windows of 24 tokens (run.windows: 0 = the whole trace)
+    assert res.summary["windows"] == 3 and res.summary["window_start_prompts"] == [0, 1, 2]
+    assert res.summary["generated_tokens"] == 72 and res.summary["energy_j"] > 0
+    assert res.windows["generated_tokens"].tolist() == [24, 24, 24]
+    assert res.summary["duplicate_drafter_forwards"] == 0
 
 
 def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
@@ -135,8 +140,9 @@ def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
 
 
 def test_operator_sync_on_gpu_host_streams_weights_that_do_not_fit():
-    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed").summary
-    small = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["gpu.memory_gib=6"]).summary
+    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["pim.partition_policy=min_fit"]).summary
+    small = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed",
+                 ["gpu.memory_gib=6", "pim.partition_policy=min_fit"]).summary
     assert fits["device_busy_s"]["gpu"] > 0 and fits["device_busy_s"]["pim"] > 0
     assert fits["device_busy_s"].get("h2d", 0.0) == 0.0
     assert small["device_busy_s"]["h2d"] > 0

@@ -19,6 +19,7 @@ class TokenCounters:
     drafted_tokens: int = 0            # draft tokens kept in a round (later accepted or wasted)
     discarded_draft_forwards: int = 0  # drafter forwards whose token a policy dropped (AdaEDL)
     accepted_tokens: int = 0           # drafts accepted by verification (incl. pre-verification)
+    preverify_accepted_tokens: int = 0  # of which accepted by PIM pre-verification (ahasd)
     rejected_tokens: int = 0           # drafts found wrong by verification
     killed_tokens: int = 0             # drafts discarded because an earlier token was rejected
     unverified_at_end: int = 0         # drafts still pending when the run ended

@@ -20,6 +20,7 @@ model routes nonlinear ops and prices rank switches accordingly.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -62,10 +63,14 @@ class KvLedger:
         finished that layer (0 for a causal schedule)."""
         bad = 0
         eps = 1e-12
+        starts = [w[2] for w in self.writes]          # NPU passes are sequential: sorted by start
         for need_hi, own_lo, reads in self.reads:
             hi = min(need_hi, own_lo)
-            for lo_w, hi_w, t0, layer_s, layers in self.writes:
-                if lo_w >= hi or t0 > reads[0] + eps:   # not needed, or a later rewrite
+            # only passes that started before the first read and may still be writing matter: the
+            # last two such passes (earlier ones ended before a later pass started)
+            k = bisect.bisect_right(starts, reads[0] + eps)
+            for lo_w, hi_w, t0, layer_s, layers in self.writes[max(0, k - 2):k]:
+                if lo_w >= hi:                          # not needed
                     continue
                 for layer, t_read in enumerate(reads[:layers]):
                     if t0 + (layer + 1) * layer_s > t_read + eps * max(1.0, t_read):
@@ -271,7 +276,9 @@ class AhasdMode(AsyncMode):
             st.wasted += 1
             return
         before = self.committed
+        self.resolving_preverify = True
         restart = self.resolve(r.new_committed)
+        self.resolving_preverify = False
         st.successful += 1
         st.tokens_committed += max(0, min(self.committed, r.start + r.length) - max(before, r.start))
         if r.early_rejection:

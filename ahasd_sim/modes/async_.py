@@ -130,7 +130,7 @@ class AsyncMode(Mode):
                     round_id = self.policy.begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
-            ran = self.drafter_forward_needed(pos)
+            ran = self.drafter_forward_needed(pos, my_gen)
             if ran:
                 cost = self.costs.draft_token(self.replay.kv_len_at(pos))
                 if self.verify_in_flight is not None and self._draft_stretch != 1.0:

@@ -114,6 +114,7 @@ class Mode:
         self.gen = 0                # incremented on every drafter restart (rollback)
         self.batches: list[Batch] = []  # pending batches of the current generation, in order
         self.done = env.event()
+        self.resolving_preverify = False     # set while a pre-verification result is applied
         self._last_forward: tuple[int, int] | None = None   # (gen, position) of the last drafter forward
         self._held_forward: tuple[int, int] | None = None   # a discarded forward whose logits are kept
         pc = ctx.cfg.policy
@@ -158,14 +159,14 @@ class Mode:
         return start
 
     # ------------------------------------------------------------ drafter forwards
-    def drafter_forward_needed(self, pos: int) -> bool:
+    def drafter_forward_needed(self, pos: int, gen: int | None = None) -> bool:
         """Whether the drafter must run a forward for ``pos`` in the current chain.
 
         A forward whose token a policy discarded (AdaEDL stops *after* computing the
         distribution) leaves its logits in the drafter; if the next round starts at the same
         position of the same chain (no rollback), those logits are reused instead of running
         the identical forward again (``reused_drafter_forwards``)."""
-        key = (self.gen, pos)
+        key = (self.gen if gen is None else gen, pos)   # gen: the chain the drafter is on
         if self._held_forward == key:
             self._held_forward = None
             self.col.counters.reused_drafter_forwards += 1
@@ -203,7 +204,10 @@ class Mode:
         q = self.replay.first_wrong(c_old)
         decided_end = min(c_new, self.frontier)
         ctr = self.col.counters
-        ctr.accepted_tokens += max(0, min(decided_end, q) - c_old)
+        n_acc = max(0, min(decided_end, q) - c_old)
+        ctr.accepted_tokens += n_acc
+        if self.resolving_preverify:
+            ctr.preverify_accepted_tokens += n_acc
         rejected = c_old <= q < decided_end
         if rejected:
             ctr.rejected_tokens += 1

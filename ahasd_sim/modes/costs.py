@@ -106,12 +106,23 @@ def contention_stretch(shared_fraction: float, share: float) -> float:
     return (1.0 - shared_fraction) + shared_fraction / share
 
 
+_SCALED: dict[tuple[int, float], tuple[TaskCost, TaskCost]] = {}
+
+
 def scaled(cost: TaskCost, factor: float) -> TaskCost:
     """``cost`` stretched in time by ``factor`` (same work and dynamic energy)."""
     if factor == 1.0:
         return cost
-    return TaskCost(cost.duration_s * factor, cost.energy_j, {d: b * factor for d, b in cost.busy_s.items()},
-                    cost.offchip_bytes)
+    key = (id(cost), factor)
+    hit = _SCALED.get(key)
+    if hit is not None and hit[0] is cost:
+        return hit[1]
+    out = TaskCost(cost.duration_s * factor, cost.energy_j, {d: b * factor for d, b in cost.busy_s.items()},
+                   cost.offchip_bytes)
+    if len(_SCALED) > 100_000:
+        _SCALED.clear()
+    _SCALED[key] = (cost, out)
+    return out
 
 
 class StepCosts:
