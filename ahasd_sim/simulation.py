@@ -191,11 +191,11 @@ def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], i
 
 
 #: per-window columns of windows.csv (and the samples of the reported means and intervals)
-WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "throughput_tok_s", "energy_j",
-                  "tokens_per_j", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
+WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "prefill_s", "throughput_tok_s",
+                  "throughput_e2e_tok_s", "energy_j", "tokens_per_j", "tokens_per_j_e2e", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
                   "drafted_tokens", "wasted_draft_tokens", "duplicate_drafter_forwards", "offpath_synthetic_tokens"]
 #: summary fields that are means over windows (each window one sample)
-WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j")
+WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throughput_e2e_tok_s", "tokens_per_j_e2e")
 #: summary fields recomputed from the pooled counters of all windows
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
@@ -250,7 +250,8 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         summary[k] = m
         summary[f"{k}_ci95"] = ci
         summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
-    summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / summary["makespan_s"] if summary["makespan_s"] else 0.0
+    dec = summary["decode_makespan_s"]
+    summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
     events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
     ev = pd.concat(events, ignore_index=True) if events else results[0].events
     en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
@@ -300,6 +301,12 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
                            *col._busy_s})
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
+    # Prefill (all devices wait for it): decode-only figures leave out its time and energy.
+    prefill_s = float(getattr(mode, "prefill_s", 0.0))
+    prefill_dyn_j = sum(e for (_d, lab), e in col.dynamic_energy_by_label_j.items() if lab.startswith("prefill"))
+    prefill_j = prefill_dyn_j + sum(static_w.values()) * prefill_s
+    decode_s = makespan - prefill_s
+    decode_j = energy_j - prefill_j
     drafted_verified = ctr.accepted_tokens + ctr.rejected_tokens + ctr.killed_tokens
     summary: dict[str, Any] = {
         "ahasd_sim_version": __version__,
@@ -312,10 +319,16 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "seed": run.seed,
         "generated_tokens": n,
         "makespan_s": makespan,
-        "throughput_tok_s": n / makespan if makespan > 0 else 0.0,
+        "decode_makespan_s": decode_s,
+        "prefill_s": prefill_s,
+        "prefills": int(getattr(mode, "prefills", 0)),
+        "throughput_tok_s": n / decode_s if decode_s > 0 else 0.0,
+        "throughput_e2e_tok_s": n / makespan if makespan > 0 else 0.0,
         "energy_j": energy_j,
-        "energy_per_token_j": energy_j / n if n else 0.0,
-        "tokens_per_j": n / energy_j if energy_j > 0 else 0.0,
+        "prefill_energy_j": prefill_j,
+        "energy_per_token_j": decode_j / n if n else 0.0,
+        "tokens_per_j": n / decode_j if decode_j > 0 else 0.0,
+        "tokens_per_j_e2e": n / energy_j if energy_j > 0 else 0.0,
         "acceptance_rate": ctr.accepted_tokens / drafted_verified if drafted_verified else 0.0,
         "mean_accepted_per_verify": ((ctr.accepted_tokens - ctr.preverify_accepted_tokens) / ctr.verifications
                                      if ctr.verifications else 0.0),

@@ -65,6 +65,15 @@ class FixedCosts:
 
     host_share = 1.0   # no shared-rank contention
 
+    def prefill(self, role, n_tokens):
+        return self._t("npu", 0.0)     # scenarios check decode timelines
+
+    def baseline_prefill(self, n_tokens):
+        return self._t("gpu", 0.0)
+
+    def gpu_prefill(self, role, n_tokens):
+        return self._t("gpu", 0.0)
+
     def verify_stretch_while_drafting(self):
         return 1.0
 

@@ -58,7 +58,10 @@ def test_invariants(platform, mode, policy):
     for dev, busy in s["device_busy_s"].items():
         if busy > 0 and dev in s["energy_breakdown_j"]:
             assert s["energy_breakdown_j"][dev]["dynamic"] > 0, dev
-    assert s["throughput_tok_s"] == pytest.approx(N / s["makespan_s"])
+    assert s["throughput_tok_s"] == pytest.approx(N / s["decode_makespan_s"])      # decode only
+    assert s["throughput_e2e_tok_s"] == pytest.approx(N / s["makespan_s"])         # with prefill
+    assert s["makespan_s"] == pytest.approx(s["decode_makespan_s"] + s["prefill_s"])
+    assert s["prefills"] == 2 and s["prefill_s"] > 0       # the 48 tokens span 2 prompts of the smoke trace
     # no device in two tasks at once (the collector also checks while recording)
     tl = res.timeline["traceEvents"]
     by_tid: dict[int, list] = {}
@@ -140,9 +143,9 @@ def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
 
 
 def test_operator_sync_on_gpu_host_streams_weights_that_do_not_fit():
-    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["pim.partition_policy=min_fit"]).summary
+    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["pim.partition_policy=min_fit", "run.prefill=false"]).summary
     small = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed",
-                 ["gpu.memory_gib=6", "pim.partition_policy=min_fit"]).summary
+                 ["gpu.memory_gib=6", "pim.partition_policy=min_fit", "run.prefill=false"]).summary
     assert fits["device_busy_s"]["gpu"] > 0 and fits["device_busy_s"]["pim"] > 0
     assert fits["device_busy_s"].get("h2d", 0.0) == 0.0
     assert small["device_busy_s"]["h2d"] > 0

@@ -138,3 +138,35 @@ def test_duplicate_counter_catches_a_rerun(tmp_path):
     m.note_drafter_forward(7, m.gen)
     m.note_drafter_forward(7, m.gen)
     assert col.counters.duplicate_drafter_forwards == 1
+
+
+@pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync", "gpu_only"])
+def test_draft_chains_stop_at_prompt_boundaries_and_each_prompt_is_prefilled(tmp_path, mode, monkeypatch):
+    # Two prompts of 10 positions, everything accepted, k = 4: without boundaries the drafter
+    # would run from position 8 into the second prompt. Prefill costs 3 s on the host per model.
+    import modes_helpers as mh
+    real = mh.synthetic_trace
+
+    def two_prompts(*a, **k):
+        t = real(*a, **k)
+        t.pos_in_response = __import__("numpy").tile(__import__("numpy").arange(10), 2)
+        return t
+    monkeypatch.setattr(mh, "synthetic_trace", two_prompts)
+
+    class Prefill(mh.FixedCosts):
+        def prefill(self, role, n):
+            return self._t("npu", 3.0)
+        gpu_prefill = prefill
+    m, col, t = run_mode(tmp_path, mode, [T] * 20, 20, ["run.policy=fixed", "policy.fixed.k=4"], costs=Prefill())
+    assert col.committed_positions == list(range(20))
+    assert m.prefills == 2 and m.prefill_s == 12.0
+    for e in col.events:
+        if e["event"] == "batch_pushed":
+            assert e["position"] // 10 == (e["position"] + e["n_tokens"] - 1) // 10
+        if e["event"] == "verify":
+            assert e["position"] // 10 == (e["position"] + max(0, e["n_tokens"] - 1)) // 10
+    # the second prompt's drafting starts only after its prefill (which starts once prompt 0 is done)
+    drafts = [e["time_s"] for e in col.events if e["event"] in ("draft_token", "batch_pushed")
+              and e["position"] >= 10]
+    verify_p0 = max(e["time_s"] + e["duration_s"] for e in col.events if e["event"] == "verify" and e["position"] < 10)
+    assert min(drafts) >= verify_p0 + 6.0 - 1e-9

@@ -29,6 +29,9 @@ class RunConfig:
                          "trace_start_prompt", ge=0, source="GUIDE statistics: one trace window is one sample")
     kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "
                                        "(cost caching; attention cost error < quantum/KV length)", unit="tokens", ge=1)
+    prefill: bool = param(True, doc="charge each prompt's prefill (target and drafter over its prompt tokens, "
+                          "on the host that runs it); throughput_tok_s excludes it (decode only), "
+                          "throughput_e2e_tok_s includes it")
     seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0)
     max_sim_time_s: float = param(36000.0, doc="safety limit on simulated time", unit="s", gt=0)
     timeline: bool = param(True, doc="write a Chrome/Perfetto timeline.json of device busy intervals")

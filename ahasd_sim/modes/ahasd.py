@@ -143,7 +143,8 @@ class AhasdMode(AsyncMode):
             # covers [v_start + v_n + 1, ... + L_pv) and is conditional on the NPU accepting
             # everything up to and including the bonus position.
             pv_start = v_start + v_n + 1
-            l_pv = min(l_pv, self.frontier - pv_start, self._preverify_queue_tokens(pv_start))
+            l_pv = min(l_pv, self.frontier - pv_start, self._preverify_queue_tokens(pv_start),
+                       self.replay.prompt_end(v_start) - pv_start)      # never into the next prompt
         self.drafter_delay_s += latency   # paid before the drafter's next task starts
         if cont:
             return

@@ -89,9 +89,13 @@ class AsyncMode(Mode):
 
     # ------------------------------------------------------------ processes
     def start(self):
+        self.env.process(self._boot())
+        return self.done
+
+    def _boot(self):
+        yield from self.prefill(0, {"npu": self.npu})
         self.env.process(self._drafter())
         self.env.process(self._verifier())
-        return self.done
 
     def _signal_feedback(self, restart: bool):
         fb = Feedback(self.gen, self.committed, restart)
@@ -260,6 +264,7 @@ class AsyncMode(Mode):
                            duration_s=self.env.now - t0)
             restart = self.resolve(new_c)
             yield from self.after_commit()
+            yield from self.prefill_if_prompt_start({"npu": self.npu})   # the drafter is idle: no drafts
             yield from self._signal_feedback(restart)
 
     def pim_active(self) -> bool:

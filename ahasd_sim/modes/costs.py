@@ -313,6 +313,29 @@ class StepCosts:
             return TaskCost(dur, energy, busy, cost.bus_bytes)
         return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)
 
+    def baseline_prefill(self, n_tokens: int) -> TaskCost:
+        """Prefill of the target alone on the autoregressive baseline device."""
+        if self._baseline_device() == "gpu":
+            return self._gpu_forward(self.target, max(1, n_tokens), 0, resident_other=0)
+        return self.prefill("target", n_tokens)
+
+    def gpu_prefill(self, role: str, n_tokens: int) -> TaskCost:
+        """Prefill of ``role``'s model over ``n_tokens`` prompt tokens on the GPU."""
+        if role == "draft":
+            return self._gpu_forward(self.draft, max(1, n_tokens), 0, resident_other=0)
+        return self._gpu_forward(self.target, max(1, n_tokens), 0, resident_other=self.draft.weight_bytes())
+
+    def prefill(self, role: str, n_tokens: int) -> TaskCost:
+        """Prefill of ``role``'s model over ``n_tokens`` prompt tokens on the host (the NPU, else
+        the GPU): one forward with an empty KV cache."""
+        model = self.draft if role == "draft" else self.target
+        n = max(1, int(n_tokens))
+        if self.p.npu is None:
+            return self._gpu_forward(model, n, 0, resident_other=0 if role == "draft" else self.draft.weight_bytes())
+        kv = self._kv(0)
+        return self._cached(("prefill", role, n, kv), lambda: self._sequential(
+            self.ops(model, n, kv), lambda op: (self._op_on(op, "npu", role), "npu")))
+
     def gpu_draft_token(self, kv_len: int) -> TaskCost:
         # The drafter is loaded first and stays resident; the target takes what is left.
         return self._gpu_forward(self.draft, 1, kv_len, resident_other=0)

@@ -52,6 +52,16 @@ class TraceReplay:
         self._next_wrong_list = self.next_wrong.tolist()
         self._kv_list = self.kv_len.tolist()
         self.n_positions = n
+        # prompt boundaries inside the slice: a response starts where pos_in_response == 0
+        pir = np.asarray(trace.pos_in_response, dtype=np.int64)
+        starts = np.nonzero(pir == 0)[0].tolist()
+        if not starts or starts[0] != 0:
+            starts = [0, *starts]
+        self.prompt_starts = starts
+        ends = starts[1:] + [n]
+        self._prompt_end_list = np.repeat(ends, np.diff([*starts, n])).tolist() if n else []
+        self._prompt_start_set = set(starts)
+        self._prompt_len = np.asarray(trace.prompt_len, dtype=np.int64).tolist()
         # Off-path values per rollout depth (for the synthetic fallback beyond the recording).
         self._depth_pool: list[np.ndarray] = []
         if self._ro_len.size and int(self._ro_len.max()) > 0:
@@ -76,6 +86,17 @@ class TraceReplay:
             self._synth[key] = v
         return v
 
+    def prompt_end(self, pos: int) -> int:
+        """End (exclusive) of the prompt's response that position ``pos`` belongs to."""
+        return self._prompt_end_list[min(pos, self.n_positions - 1)] if self.n_positions else 0
+
+    def is_prompt_start(self, pos: int) -> bool:
+        return pos in self._prompt_start_set
+
+    def prompt_len_at(self, pos: int) -> int:
+        """Prompt tokens (prefill length) of the prompt that position ``pos`` answers."""
+        return self._prompt_len[min(pos, self.n_positions - 1)]
+
     def kv_len_at(self, pos: int) -> int:
         return self._kv_list[min(pos, self.n_positions - 1)]
 
@@ -89,10 +110,15 @@ class TraceReplay:
         q = self.first_wrong(start)
         return max(0, min(n, q - start))
 
+    def commit_point(self, start: int, n: int) -> int:
+        """Committed point after a target pass over drafts [start, start + n): the accepted run
+        plus the target's own token (correction or bonus), never past the prompt's last token."""
+        return min(start + self.accepted_run(start, n) + 1, self.prompt_end(start))
+
     def view(self, pos: int, chain_start: int, index_in_round: int, now_s: float) -> DraftTokenView | None:
         """The drafter-visible view of the token drafted at ``pos`` in a chain (None past the slice)."""
-        if pos >= self.n_positions:
-            return None
+        if pos >= self.n_positions or pos >= self._prompt_end_list[chain_start]:
+            return None          # past the slice, or a draft chain would cross into the next prompt
         q = self.first_wrong(chain_start)
         if pos <= q:
             return DraftTokenView(index_in_round, self._H_list[pos], self._p_tok_list[pos],

@@ -26,7 +26,9 @@ class SyncSpeculativeMode(Mode):
 
     def _loop(self):
         ctr = self.col.counters
+        yield from self.prefill(0)
         while not self.done.triggered:
+            yield from self.prefill_if_prompt_start()
             start_pos = self.committed
             round_start = self.env.now
             round_id = self.policy.begin_round(self.round_context())
