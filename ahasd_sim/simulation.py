@@ -200,17 +200,23 @@ WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throu
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
 
-def _merge(values: list[Any], key: str = "") -> Any:
+#: summary dicts whose every number is a total (seconds, joules, bytes) to add over windows
+_ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_task_j", "offchip_bytes_by_task",
+                   "draft_length_histogram")
+
+
+def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
     """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
     (rates, means, fractions) are averaged, strings and lists come from the first window."""
     first = values[0]
     if isinstance(first, dict):
+        add = additive or key in _ADDITIVE_DICTS
         keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
-        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k) for k in keys}
+        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k, add) for k in keys}
     if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
             not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
         return first
-    additive = isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
+    additive = additive or isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
         "dynamic", "static")
     if additive:
         return sum(values)

@@ -77,3 +77,19 @@ def test_compare_reports_paired_ratio_intervals(tmp_path):
     assert [row["throughput_vs_async_ci95_low"], row["throughput_vs_async_ci95_high"]] == pytest.approx(ci)
     base = table.set_index("mode").loc["async"]
     assert base["throughput_vs_async"] == 1 and base["throughput_vs_async_ci95_low"] == 1
+
+
+def test_window_totals_add_up():
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    res = run_simulation(cfg)
+    s = res.summary
+    first = run_simulation(cfg.replace(["run.windows=1"])).summary     # window 0 alone: same run
+    assert first["device_busy_s"]["npu"] < s["device_busy_s"]["npu"] <= s["makespan_s"]
+    total_dyn = sum(v["dynamic"] + v["static"] for v in s["energy_breakdown_j"].values())
+    assert total_dyn == pytest.approx(s["energy_j"])
+    by_task = sum(e for devs in s["dynamic_energy_by_task_j"].values() for e in devs.values())
+    assert by_task == pytest.approx(sum(v["dynamic"] for v in s["energy_breakdown_j"].values()))
+    for d, u in s["device_utilization"].items():
+        assert u == pytest.approx(s["device_busy_s"][d] / s["makespan_s"])
+    assert 0.2 < s["device_utilization"]["npu"] <= 1.0
