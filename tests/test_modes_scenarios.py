@@ -170,3 +170,39 @@ def test_draft_chains_stop_at_prompt_boundaries_and_each_prompt_is_prefilled(tmp
               and e["position"] >= 10]
     verify_p0 = max(e["time_s"] + e["duration_s"] for e in col.events if e["event"] == "verify" and e["position"] < 10)
     assert min(drafts) >= verify_p0 + 6.0 - 1e-9
+
+
+def test_feedback_latency_delays_the_drafter(tmp_path):
+    # EDC-only (stalls until feedback): the drafter resumes feedback_latency after each result.
+    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"]
+    _, _, t0 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=0"])
+    _, _, t1 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=500000000.0"])
+    assert t1 > t0 + 0.5          # at least one 0.5 s poll delay on the critical path
+
+
+def test_preverify_queue_bounds_the_tokens_marked(tmp_path):
+    # k = 1 batches: with a 1-entry pre-verification queue each pre-verification covers 1 token.
+    over = ["run.policy=fixed", "policy.fixed.k=1", "ahasd.edc_config.pht_counter_init=0",
+            "ahasd.tvc_config.preload_kv_len=100", "ahasd.preverify_kv=wait"]
+    costs = __import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=0.5)
+    m1, col1, _ = run_mode(tmp_path, "ahasd", [T] * 60, 24, [*over, "ahasd.preverify_queue_entries=1"], costs=costs)
+    sizes1 = [e["n_tokens"] for e in col1.events if e["event"] == "preverify"]
+    m8, col8, _ = run_mode(tmp_path, "ahasd", [T] * 60, 24, [*over, "ahasd.preverify_queue_entries=8"], costs=costs)
+    sizes8 = [e["n_tokens"] for e in col8.events if e["event"] == "preverify"]
+    assert sizes1 and max(sizes1) == 1
+    assert sizes8 and max(sizes8) > 1
+
+
+def test_edc_idle_until_feedback_drafts_less(tmp_path):
+    # TVC declines (pre-verification far too slow): paper semantics keep drafting one more batch,
+    # the energy-saving option idles until feedback.
+    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
+            "ahasd.tvc_config.preload_kv_len=100"]
+    costs = __import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=6.0, preverify_per_token_s=100.0)
+    m_d, col_d, _ = run_mode(tmp_path, "ahasd", [T, T, T, F] * 10, 20, [*base, "ahasd.edc_stop=draft_one_more"],
+                             costs=costs)
+    m_i, col_i, _ = run_mode(tmp_path, "ahasd", [T, T, T, F] * 10, 20,
+                             [*base, "ahasd.edc_stop=idle_until_feedback"], costs=costs)
+    assert m_i.edc_idle_waits > 0 and m_d.edc_idle_waits == 0
+    assert col_i.counters.drafted_tokens < col_d.counters.drafted_tokens
+    assert col_i.committed_positions == col_d.committed_positions == list(range(20))
