@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     _common(r)
     r.add_argument("--out", default=None, help="output directory (default: a new folder under results/)")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
+    r.add_argument("--jobs", type=int, default=None,
+                   help="processes running trace windows in parallel (default: the CPU count)")
 
     c = sub.add_parser("compare", help="run several modes on the same trace; print a normalised table")
     _common(c)
@@ -105,7 +107,9 @@ def cmd_run(args) -> int:
     from .simulation import run_simulation
     cfg = _load(args)
     t0 = time.perf_counter()
-    result = run_simulation(cfg)
+    import os
+    jobs = args.jobs if getattr(args, "jobs", None) else (os.cpu_count() or 1)
+    result = run_simulation(cfg, workers=jobs)
     wall = time.perf_counter() - t0
     out = Path(args.out) if args.out else default_out_dir(cfg)
     write_run(result, cfg, out, wall)

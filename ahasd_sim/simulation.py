@@ -122,17 +122,42 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     return trace, sim, heldout
 
 
-def run_simulation(cfg: SimConfig, trace_parts=None) -> RunResult:
+_POOL_WINDOWS: list = []   # (cfg, parts) handed to forked window workers (never pickled)
+
+
+def _window_job(i: int) -> RunResult:
+    cfg, parts = _POOL_WINDOWS[i]
+    return run_window(cfg, parts, i)
+
+
+def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
-    one window's :func:`load_run_trace` tuple (a single window)."""
+    one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
+    that many forked processes (results are identical: each window is a pure function)."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
         windows = [(cfg.run.trace_start_prompt, trace_parts)]
     else:
         windows = list(trace_parts)
-    results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+    n = len(windows)
+    results = None
+    if workers > 1 and n > 1:
+        import multiprocessing as mp
+        try:
+            ctx = mp.get_context("fork")
+        except ValueError:        # no fork on this platform: run serially
+            ctx = None
+        if ctx is not None:
+            _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
+            try:
+                with ctx.Pool(min(workers, n)) as pool:
+                    results = pool.map(_window_job, range(n), chunksize=1)
+            finally:
+                _POOL_WINDOWS.clear()
+    if results is None:
+        results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
     return combine_windows(cfg, results, [p for p, _ in windows])
 
 

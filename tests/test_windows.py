@@ -93,3 +93,12 @@ def test_window_totals_add_up():
     for d, u in s["device_utilization"].items():
         assert u == pytest.approx(s["device_busy_s"][d] / s["makespan_s"])
     assert 0.2 < s["device_utilization"]["npu"] <= 1.0
+
+
+def test_parallel_windows_give_the_same_result():
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    import json
+    a = run_simulation(cfg, workers=1).summary
+    b = run_simulation(cfg, workers=2).summary
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
