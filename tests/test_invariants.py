@@ -150,3 +150,15 @@ def test_operator_sync_on_gpu_host_streams_weights_that_do_not_fit():
     assert fits["device_busy_s"].get("h2d", 0.0) == 0.0
     assert small["device_busy_s"]["h2d"] > 0
     assert small["makespan_s"] > fits["makespan_s"]
+
+
+def test_drafter_never_waits_for_feedback_already_consumed():
+    # Regression: a rollback posted at the instant the drafter drained the feedback queue, seen only
+    # after the control CPU's polling latency, left the drafter waiting at a prompt end for feedback
+    # that had already arrived (a deadlock in the first window of this OPT run).
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      ["run.mode=async", "run.policy=adaedl", "run.draft_model=opt-1.3b",
+                       "run.target_model=opt-6.7b", "run.windows=1", "run.timeline=false",
+                       "run.generated_tokens=1024"])
+    s = run_simulation(cfg).summary
+    assert s["generated_tokens"] == 1024

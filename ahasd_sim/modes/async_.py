@@ -118,7 +118,10 @@ class AsyncMode(Mode):
         while not self.done.triggered:
             if self.feedback.items:
                 yield from self._drain_feedback()
-            if my_gen != self.gen and self.env.now >= self._gen_changed_s + self.feedback_latency_s:
+            if my_gen != self.gen and self.env.now < self._gen_changed_s + self.feedback_latency_s:
+                # a rollback is posted but the control CPU has not polled it yet
+                yield self.env.timeout(self._gen_changed_s + self.feedback_latency_s - self.env.now)
+            if my_gen != self.gen:
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
