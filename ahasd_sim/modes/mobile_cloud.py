@@ -74,8 +74,10 @@ class HycoConfig:
                                "the one with the most tokens per dollar wins, else the fastest", unit="ms", gt=0,
                                source="[R] assumption: 10 tok/s, above reading speed (~250 words/min, about 5.5 tok/s)")
     cloud_session_tokens: int = param(32, doc="tokens per cloud session before the phone decides again", ge=1)
-    explore_every: int = param(4, doc="hybrid: every this many decisions, take the option tried longest ago "
+    explore_every: int = param(8, doc="hybrid: every this many decisions, take the option tried longest ago "
                                "(its estimates go stale otherwise; 0 = never)", ge=0, source="[R] assumption")
+    explore_session_tokens: int = param(8, doc="hybrid: tokens of a cloud session taken to explore", ge=1,
+                                        source="[R] assumption")
     ewma_alpha: float = param(0.3, doc="weight of the newest observation in the phone's estimates", gt=0, le=1)
     prior_acceptance: float = param(0.7, doc="acceptance the phone assumes before its first verdict", gt=0, lt=1,
                                     source="assumption")
@@ -310,6 +312,7 @@ class MobileCloudEngine(MobileCloudBase):
         self.cloud_policy = self.policy if policy_needs_fit_data(rp) else make_policy(
             rp, ctx.cfg.policy, np.random.default_rng([ctx.cfg.run.seed, 0xC1]), None)
         self.decisions = 0
+        self.exploring = False
         self.last_tried: dict[str, int] = {}
         a = self.hy.ewma_alpha
         self._a = a
@@ -402,11 +405,13 @@ class MobileCloudEngine(MobileCloudBase):
         ok = [o for o in pred if pred[o][0] <= slo]
         self.decisions += 1
         every = self.hy.explore_every
+        self.exploring = True
         if untried:                 # explore every option once before trusting the predictions
             best = untried[0]
         elif every and self.decisions % every == 0:
             best = min(self.options, key=lambda o: self.last_tried.get(o, -1))
         else:
+            self.exploring = False
             best = min(ok, key=lambda o: (pred[o][1], pred[o][0])) if ok else min(pred, key=lambda o: pred[o][0])
         self.last_tried[best] = self.decisions
         self.col.event(self.env.now, "hyco_decision", option=best, info_time_s=self.est.last_obs_s,
@@ -528,13 +533,14 @@ class MobileCloudEngine(MobileCloudBase):
     def _cloud_option(self, opt: str):
         """Run cloud sessions of option ``opt`` until the phone picks another option; return it."""
         budget = self.session_tokens or self.hy.cloud_session_tokens
+        first_budget = min(budget, self.hy.explore_session_tokens) if self.exploring else budget
         self.next_window = None
         if self.frontier > self.committed:            # phone pre-drafts are dropped: the cloud takes over
             self.col.counters.killed_tokens += self.frontier - self.committed
             self.gen += 1
             self.frontier = self.chain_start = self.committed
-        s = self._session(opt, budget, self.committed)
-        bound = self.committed + budget               # the cloud produces at least this far
+        s = self._session(opt, first_budget, self.committed)
+        bound = self.committed + first_budget         # the cloud produces at least this far
         piggy, self.pending_ids = self.pending_ids, 0
         self.round_trips += 1
         self.env.process(self._request(s, piggy))
@@ -564,6 +570,7 @@ class MobileCloudEngine(MobileCloudBase):
         ctr = self.col.counters
         while True:
             s = yield self.cloud_inbox.get()
+            got = self.env.now
             if s.start is not None:
                 self.cloud_pos = s.start
             produced = 0
@@ -603,17 +610,22 @@ class MobileCloudEngine(MobileCloudBase):
                 self.cloud_pos = min(new_c, self.n_tokens)
                 produced += self.cloud_pos - start
                 last = produced >= s.budget or self.cloud_pos >= self.n_tokens
-                self.env.process(self._deliver(s, start, n, self.cloud_pos, produced == self.cloud_pos - start, last))
+                first = produced == self.cloud_pos - start
+                # the first chunk's header carries the cloud's time since the request arrived
+                self.env.process(self._deliver(s, start, n, self.cloud_pos, first, last,
+                                               self.env.now - got if first else 0.0))
             if produced == 0:                       # nothing left to generate
                 for ev in (s.first, s.last):
                     if not ev.triggered:
                         ev.succeed()
 
-    def _deliver(self, s: _Session, start: int, n_drafts: int, new_c: int, first: bool, last: bool):
+    def _deliver(self, s: _Session, start: int, n_drafts: int, new_c: int, first: bool, last: bool,
+                 cloud_s: float = 0.0):
         down = yield from self.net.send(self._down_bytes(new_c - start), "down")
         self.col.event(down.arrive_s, "downlink", position=start, session=s.sid, sent_s=down.sent_s)
         if self.committed != start and not self.done.triggered:
             raise RuntimeError(f"cloud chunk for position {start} reached the phone at {self.committed}")
+        obs: dict[str, float] = {}            # one observation per arrived message
         if not self.done.triggered:
             if n_drafts:
                 self.frontier = start + n_drafts       # the cloud's drafts, decided by this chunk
@@ -621,11 +633,15 @@ class MobileCloudEngine(MobileCloudBase):
             self.resolve(new_c)
             self.col.event(self.env.now, "commit", position=start, session=s.sid, committed=self.committed)
             if n_drafts:
-                self._observe(acceptance=(self.col.counters.accepted_tokens - acc_before) / n_drafts,
-                              window_cloud_sd=float(n_drafts), tokens_per_cloud_sd=float(new_c - start))
+                obs.update(acceptance=(self.col.counters.accepted_tokens - acc_before) / n_drafts,
+                           window_cloud_sd=float(n_drafts), tokens_per_cloud_sd=float(new_c - start))
+        if first and s.start is not None:     # a fresh request: its round trip shows the link
+            obs["net_rt_s"] = max(0.0, self.env.now - s.sent_s - cloud_s)
         prev = getattr(s, "_prev_arrive", None)
         if s.option == "cloud_ar" and prev is not None:
-            self._observe(ar_interval_s=self.env.now - prev)
+            obs["ar_interval_s"] = self.env.now - prev
+        if obs:
+            self._observe(**obs)
         s._prev_arrive = self.env.now
         if first and not s.first.triggered:
             s.first.succeed()
