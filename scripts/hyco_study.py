@@ -156,7 +156,6 @@ def figure(agg: pd.DataFrame, path: Path) -> None:
         ax.set_ylabel(ylab)
         ax.grid(alpha=0.3)
     axes[0][0].set_yscale("log")
-    axes[0][0].legend(fontsize=7)
     if len(traces):
         conds = list(dict.fromkeys(traces.condition))
         x = np.arange(len(conds))
@@ -174,7 +173,9 @@ def figure(agg: pd.DataFrame, path: Path) -> None:
         axes[0][1].set_title("mahimahi traces, RTT 50 ms", fontsize=9)
     fig.suptitle("Mobile-cloud speculative decoding: LLaMA2-7B drafter (phone NPU+PIM) / LLaMA2-13B target "
                  "(H200), 1024 tokens; error bars 95% CI", fontsize=9)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     fig.savefig(tmp, dpi=130)

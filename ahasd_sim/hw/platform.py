@@ -132,8 +132,9 @@ class Platform:
             out["h2d"] = {"generation": self.h2d.cfg.generation, "effective_gb_s": self.h2d.cfg.effective_gb_s,
                           "latency_us": self.h2d.cfg.latency_us}
         if self.network is not None:
-            n = self.network.cfg
-            out["network"] = {"uplink_mbps": n.uplink_mbps, "downlink_mbps": n.downlink_mbps, "rtt_ms": n.rtt_ms}
+            n, link = self.network.cfg, self.network
+            out["network"] = {"uplink_mbps": link.rate_bytes_s("up") * 8e-6, "downlink_mbps": link.rate_bytes_s("down") * 8e-6,
+                              "uplink_trace": n.uplink_trace, "downlink_trace": n.downlink_trace, "rtt_ms": n.rtt_ms}
         return out
 
     @property
