@@ -279,9 +279,12 @@ def test_split_drafting_beats_colocated_only_when_rtt_is_below_the_drafting_wind
     rtt_star = k * tpot_co - t_v8                 # split period / k == tpot_co
     assert 0 < rtt_star < W                       # the paper's condition: only below the drafting window
 
-    def tpot(options, rtt_s):
+    def run(options, rtt_s):
         c = load_config(cfgf, [f"hyco.options={options}", f"network.rtt_ms={rtt_s * 1e3}"])
-        return run_simulation(c, (tr, tr, None)).summary["tpot_s"]
+        return run_simulation(c, (tr, tr, None)).summary
+
+    def tpot(options, rtt_s):
+        return run(options, rtt_s)["tpot_s"]
 
     # whole runs: co-located pays the RTT once (request up, last token down) and rounds up to
     # whole rounds; split starts with a full window and one un-pipelined round trip
@@ -297,6 +300,13 @@ def test_split_drafting_beats_colocated_only_when_rtt_is_below_the_drafting_wind
         assert co == pytest.approx(co_run(rtt), rel=0.01)
         assert split == pytest.approx(split_run(rtt), rel=0.01)
         assert (split < co) == (rtt < rtt_star), (f, split, co)
+    # ... and the server capacity split drafting frees: GPU time per token falls from
+    # (W + t_v) / (k + 1) to t_v / k, i.e. by about 1 + k t_d / t_v
+    gpu_co = run("[cloud_sd]", rtt_star)["cloud_gpu_busy_s"]
+    gpu_split = run("[split]", rtt_star)["cloud_gpu_busy_s"]
+    assert gpu_co == pytest.approx(math.ceil(n / (k + 1)) * (W + t_v9), rel=1e-6)
+    assert gpu_split == pytest.approx(t_v9 + math.ceil((n - k - 1) / k) * t_v8, rel=1e-6)
+    assert gpu_co / gpu_split == pytest.approx((W + t_v9) / (k + 1) / (t_v8 / k), rel=0.02)
 
 
 # ------------------------------------------------------------------ statistics helpers

@@ -269,6 +269,7 @@ class _Session:
     first: simpy.Event = None
     last: simpy.Event = None
     sent_s: float = 0.0
+    prev_arrive_s: float | None = None   # arrival of this session's previous chunk at the phone
 
 
 @dataclass
@@ -637,12 +638,11 @@ class MobileCloudEngine(MobileCloudBase):
                            window_cloud_sd=float(n_drafts), tokens_per_cloud_sd=float(new_c - start))
         if first and s.start is not None:     # a fresh request: its round trip shows the link
             obs["net_rt_s"] = max(0.0, self.env.now - s.sent_s - cloud_s)
-        prev = getattr(s, "_prev_arrive", None)
-        if s.option == "cloud_ar" and prev is not None:
-            obs["ar_interval_s"] = self.env.now - prev
+        if s.option == "cloud_ar" and s.prev_arrive_s is not None:
+            obs["ar_interval_s"] = self.env.now - s.prev_arrive_s
         if obs:
             self._observe(**obs)
-        s._prev_arrive = self.env.now
+        s.prev_arrive_s = self.env.now
         if first and not s.first.triggered:
             s.first.succeed()
         if last and not s.last.triggered:
