@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--measured", default=None, help="measured CSV (default validation/h200_measured.csv)")
     v.add_argument("--out", default=None, help="write the error table and plot here")
     v.add_argument("--set", dest="overrides", action="append", default=[])
+    v.add_argument("--peers", action="store_true",
+                   help="NPU vs SCALE-Sim, LPDDR5 vs Ramulator 2, GPU/H2D fitted on run 1 and checked on run 2, "
+                   "from the committed outputs in validation/peers/")
     v.add_argument("--debug", action="store_true")
 
     sub.add_parser("list", help="list modes, policies and models")
@@ -140,6 +143,9 @@ def cmd_traces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    if getattr(args, "peers", False):
+        from .validate_peers import run_validate_peers
+        return run_validate_peers(args)
     from .validate import run_validate
     return run_validate(args)
 

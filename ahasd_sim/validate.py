@@ -195,21 +195,23 @@ def summarize(points: pd.DataFrame) -> dict:
 def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
     """Least-squares per-kernel overhead (us) on the relative error of the graphed steps, all
     other GPU parameters as configured. The step time is affine in the overhead
-    (``t = body + n_layers x kernels_per_layer x overhead``), so the fit is closed-form."""
+    (``t = rest + n_layers x kernels_per_layer(architecture) x overhead``), so the fit is
+    closed-form."""
     g = points[points["group"] == GROUP_GRAPH]
     gpu = platform.gpu
-    if g.empty or gpu.cfg.kernels_per_layer == 0:
+    if g.empty or (gpu.cfg.kernels_per_layer == 0 and gpu.cfg.kernels_per_layer_plain_mlp == 0):
         return float("nan")
     num = den = 0.0
     for _, r in g.iterrows():
         ops = step_ops(r["model"], r["dtype"], r["k_tokens"], r["kv_len"])
         n_layers = max(int(op.layer_repeat) for op in ops)
-        launch = gpu.launch_overhead_s(n_layers)
-        body = gpu.forward_cost(ops).duration_s - launch
-        per_us = n_layers * gpu.cfg.kernels_per_layer * 1e-6 / r["measured_s"]
-        num += (1.0 - body / r["measured_s"]) * per_us
+        kpl = gpu.kernels_per_layer_for(ops)
+        per_kernel = n_layers * kpl * gpu.cfg.launch_overhead_us * 1e-6
+        rest = gpu.forward_cost(ops).duration_s - per_kernel
+        per_us = n_layers * kpl * 1e-6 / r["measured_s"]
+        num += (1.0 - rest / r["measured_s"]) * per_us
         den += per_us * per_us
-    return num / den
+    return num / den if den else float("nan")
 
 
 def measured_ceilings(df: pd.DataFrame) -> dict:
