@@ -3,8 +3,9 @@
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``scripts/measure_gpu.py``) is simulated with the platform's GPU model:
 ``Gpu.forward_cost(forward_ops(model in bf16, k, kv_len)).duration_s``. Every
-**h2d_pinned** row is simulated with the ``h2d`` link model (``latency + bytes / bandwidth``,
-:meth:`Link.isolated_transfer_time_s`). The command prints one line per point (measured,
+**h2d_pinned** row is simulated with the ``h2d`` link model (``max(latency, latency -
+overlapped + bytes / bandwidth)``, :meth:`Link.isolated_transfer_time_s`). ``--peers``
+(``validate_peers.py``) fits the free GPU/H2D parameters on run 1 and reports run 2 out-of-sample. The command prints one line per point (measured,
 simulated, signed error) and the median absolute percentage error (MdAPE):
 
 * the headline: bf16 steps replayed from CUDA graphs -- the regime the config is calibrated

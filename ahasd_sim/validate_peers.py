@@ -122,21 +122,33 @@ RAMULATOR_LPDDR5_6400 = {
 #     in rotation, tCCD_L spacing);
 #   MOP4CLXOR: 4 cache lines per row then the bank / bank group bits (XOR-hashed): bank-group
 #     interleaved, all banks in rotation.
+# Random reads (scripts/run_peers.py RAM_RANDOM_SPAN_BYTES) cover 4 GiB; with channel
+# interleaving each channel sees span / channels. A mapping with the bank bits ABOVE the row
+# bits (ChRaBaRoCo) reaches only ceil(that / bank size) banks (bank = rows x page = 128 MiB
+# for 16 Gb x16); the others put the bank bits below the row bits and reach all 16.
+RAMULATOR_RANDOM_SPAN_BYTES = 4 * 2**30
+RAMULATOR_BANK_BYTES = 2**16 * 2048
 RAMULATOR_MAPPINGS = {
     "RoBaRaCoCh": {"interleaved_banks": 16, "bank_group_interleaved": False},
     "ChRaBaRoCo": {"interleaved_banks": 1, "bank_group_interleaved": False},
     "MOP4CLXOR": {"interleaved_banks": 16, "bank_group_interleaved": True},
+    "PassThrough": {"interleaved_banks": 16, "bank_group_interleaved": True},  # latency probe: random banks
 }
 
 
-def _memory_like_ramulator(channels: int, mapping: str):
+def _memory_like_ramulator(channels: int, mapping: str, pattern: str = "sequential_read"):
     from .config.loader import build_config
     from .hw.lpddr5 import Lpddr5Memory
     if mapping not in RAMULATOR_MAPPINGS:
         raise InputError(f"{RAMULATOR_CSV}: address mapping {mapping!r} has no model equivalent "
                          f"(known: {', '.join(RAMULATOR_MAPPINGS)})")
-    cfg = build_config({"memory": {**RAMULATOR_LPDDR5_6400, **RAMULATOR_MAPPINGS[mapping],
-                                   "channels": int(channels)}}, {}, "validate --peers")
+    mem = {**RAMULATOR_LPDDR5_6400, **RAMULATOR_MAPPINGS[mapping], "channels": int(channels)}
+    if pattern == "random":
+        banks = mem["banks_per_channel"]
+        if mapping == "ChRaBaRoCo":
+            banks = min(banks, math.ceil(RAMULATOR_RANDOM_SPAN_BYTES / channels / RAMULATOR_BANK_BYTES))
+        mem["interleaved_banks"] = banks
+    cfg = build_config({"memory": mem}, {}, "validate --peers")
     return Lpddr5Memory(cfg.memory)
 
 
@@ -144,8 +156,8 @@ def lpddr5_vs_ramulator(csv: Path = RAMULATOR_CSV) -> pd.DataFrame:
     df = _read(csv, "Ramulator 2 outputs")
     rows = []
     for _, r in df.iterrows():
-        mem = _memory_like_ramulator(int(r["channels"]), str(r["mapping"]))
         pattern = str(r["pattern"])
+        mem = _memory_like_ramulator(int(r["channels"]), str(r["mapping"]), pattern)
         if pattern in ("sequential_read", "random"):
             ref = float(r["bandwidth_gb_s"])
             pred = mem.class_bandwidth_bytes_s(pattern) / 1e9
@@ -189,15 +201,18 @@ def _gpu_terms(platform, pts: pd.DataFrame, kv_fraction: float) -> np.ndarray:
 
 
 def fit_gpu(platform, pts: pd.DataFrame) -> dict:
-    """Least squares on the relative error of ``pts`` (graphed steps): for each KV fraction on
-    a grid the two per-kernel/per-layer overheads are linear (closed form, clipped >= 0)."""
+    """Least squares on the relative error of ``pts`` (graphed steps). For a KV fraction f the
+    two per-kernel / per-layer overheads are linear (closed form, clipped >= 0); f is scanned
+    on a 0.01 grid. Batch-1 attention is memory-bound, so the body is affine in 1/f: it is
+    evaluated at f = 1 and f = 1/2 and interpolated (exact while attention stays memory-bound)."""
     g = pts[pts["group"] == "graph"]
     m = g["measured_s"].to_numpy()
+    t1, t2 = _gpu_terms(platform, g, 1.0), _gpu_terms(platform, g, 0.5)
+    slope = t2[:, 0] - t1[:, 0]                     # body(f) = body(1) + slope x (1/f - 1)
+    a = np.column_stack([t1[:, 1] / m, t1[:, 2] / m]) * 1e-6
     best = None
     for frac in np.round(np.arange(0.05, 1.0001, 0.01), 2):
-        t = _gpu_terms(platform, g, float(frac))
-        a = np.column_stack([t[:, 1] / m, t[:, 2] / m]) * 1e-6
-        y = 1.0 - t[:, 0] / m
+        y = 1.0 - (t1[:, 0] + slope * (1.0 / frac - 1.0)) / m
         coef, *_ = np.linalg.lstsq(a, y, rcond=None)
         coef = np.clip(coef, 0.0, None)
         sse = float(np.sum((a @ coef - y) ** 2))

@@ -39,9 +39,15 @@ SCALESIM_GEMMS = (("qkv", 896, 1152), ("o_proj", 896, 896), ("gate_up", 896, 972
 SCALESIM_TOKENS = (1, 4, 16)
 SCALESIM_ARRAYS = (32, 64, 128)
 SCALESIM_DATAFLOWS = ("ws", "os", "is")
-# SCALE-Sim builds a dense demand matrix per fold; the FFN GEMMs on a 32x32 or 64x64
-# weight-stationary array take minutes each, so they run on the 128x128 array only.
+# SCALE-Sim builds a dense demand matrix per fold; the FFN GEMMs take minutes each under
+# weight-stationary (hundreds of folds), so they run on the 128x128 array under os and is only.
 SCALESIM_BIG = ("gate_up", "down")
+
+
+def _scalesim_layers(arr: int, df: str) -> list[tuple[str, int, int, int]]:
+    big_ok = arr == max(SCALESIM_ARRAYS) and df != "ws"
+    return [(f"{g}_m{m}", m, n, k) for g, k, n in SCALESIM_GEMMS for m in SCALESIM_TOKENS
+            if big_ok or g not in SCALESIM_BIG]
 
 _SCALESIM_CFG = """[general]
 run_name = {run}
@@ -96,16 +102,22 @@ def run_scalesim(out: Path) -> None:
     from scalesim.scale_sim import scalesim
     ver = version("scalesim")
     out.mkdir(parents=True, exist_ok=True)
+    path = out / "gemm_cycles.csv"
     rows_out = []
+    if path.exists():  # resume: keep the (dataflow, array) runs already written
+        with open(path) as f:
+            rows_out = [r for r in csv.DictReader(f) if r["tool_version"] == ver]
+    done = {(r["dataflow"], int(r["array_rows"])) for r in rows_out}
     cfg_dir = out / "configs"
     cfg_dir.mkdir(exist_ok=True)
     for arr in SCALESIM_ARRAYS:
         for df in SCALESIM_DATAFLOWS:
+            if (df, arr) in done:
+                continue
             run = f"{df}_{arr}x{arr}"
             cfg_text = _SCALESIM_CFG.format(run=run, rows=arr, cols=arr, df=df)
             (cfg_dir / f"{run}.cfg").write_text(cfg_text)
-            layers = [(f"{g}_m{m}", m, n, k) for g, k, n in SCALESIM_GEMMS for m in SCALESIM_TOKENS
-                      if arr == max(SCALESIM_ARRAYS) or g not in SCALESIM_BIG]
+            layers = _scalesim_layers(arr, df)
             with tempfile.TemporaryDirectory() as tmp:
                 tmp = Path(tmp)
                 (tmp / "s.cfg").write_text(cfg_text)
@@ -131,8 +143,7 @@ def run_scalesim(out: Path) -> None:
                                  "total_cycles": int(r[i_tot]), "stall_cycles": int(r[i_stall]),
                                  "mapping_efficiency_pct": float(r[i_map]), "date_utc": _now()})
             print(f"scalesim {run}: {len(layers)} GEMMs in {wall:.1f} s", flush=True)
-    path = out / "gemm_cycles.csv"
-    _write_csv(path, rows_out)
+            _write_csv(path, rows_out)  # after every run, so an interrupted study resumes
     print(f"wrote {path} ({len(rows_out)} rows)")
 
 
@@ -143,6 +154,10 @@ RAM_REQUESTS_PER_CHANNEL = 200_000
 RAM_RANDOM_SPAN_BYTES = 4 * 2**30   # random reads over 4 GiB (the 4-channel x 16 Gb capacity is 8 GiB)
 RAM_LATENCY_PROBES = 4000
 RAM_ORG, RAM_TIMING = "LPDDR5_16Gb_x16", "LPDDR5_6400"
+# controller as configured in _ram_controller (defaults of Ramulator 2's LPDDR5 controller otherwise:
+# read/write buffers 32, write watermarks 0.2/0.8, wck_sync_mode need_sync)
+RAM_CONTROLLER = {"controller": "LPDDR5", "scheduler": "FRFCFS", "refresh": "AllBank", "row_policy": "Open",
+                  "channel_mapper": "CacheLineInterleave"}
 RAM_TX_BYTES = 32  # one request = one BL16 burst on x16 (Ramulator's get_tx_bytes() for LPDDR5 x16)
 
 
@@ -221,13 +236,13 @@ def run_ramulator2(out: Path, commit: str) -> None:
                     t0 = time.time()
                     r = _ram_run_trace(ramulator, trace, ch, mapper)
                     rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
-                                 "pattern": pattern, "channels": ch, "mapping": mapper, "latency_ns": "",
+                                 **RAM_CONTROLLER, "pattern": pattern, "channels": ch, "mapping": mapper, "latency_ns": "",
                                  **r, "date_utc": _now()})
                     print(f"ramulator2 {pattern} {ch}ch {mapper}: {r['bandwidth_gb_s']:.3f} GB/s "
                           f"({time.time() - t0:.1f} s)", flush=True)
     lat = _ram_latency(ramulator, "random-probe")
     rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
-                 "pattern": "latency_random_probe", "channels": 1, "mapping": "PassThrough",
+                 **RAM_CONTROLLER, "pattern": "latency_random_probe", "channels": 1, "mapping": "PassThrough",
                  "latency_ns": lat["avg_probe_latency_cycles"] * lat["tck_ns"], "bandwidth_gb_s": "",
                  "cycles": "", **{k: v for k, v in lat.items() if k != "avg_probe_latency_cycles"},
                  "date_utc": _now()})

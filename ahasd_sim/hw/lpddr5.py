@@ -35,8 +35,9 @@ bulk transfers (weight and KV streams) use:
 * ``random`` -- independent ``burst_bytes`` reads to random rows: every access opens a row
   (a row conflict). Accesses start at most every ``max(t_burst, tRRD, tFAW/4,
   tRC / busy banks)`` with tRC = tRAS + tRP and ``busy banks`` the expected number of
-  distinct banks among ``controller_queue_depth`` queued requests
-  (``banks x (1 - (1 - 1/banks)^depth)``); efficiency ``t_burst`` over that.
+  distinct banks among ``controller_queue_depth`` queued requests spread over
+  ``interleaved_banks`` banks (``banks x (1 - (1 - 1/banks)^depth)``); efficiency
+  ``t_burst`` over that.
 
 Every class is then multiplied by the refresh efficiency -- all-bank refresh blocks the
 channel tRFCab every tREFI (``1 - tRFCab / tREFI``); per-bank refresh
@@ -83,7 +84,8 @@ class MemoryConfig:
                                    source=_LP5_DS)
     page_bytes: int = param(2048, doc="row (page) size of one x16 channel", unit="B", gt=0, source=_LP5_DS)
     burst_bytes: int = param(32, doc="bytes of one BL16 column access on x16", unit="B", gt=0, source=_LP5_DS)
-    interleaved_banks: int = param(16, doc="banks a sequential stream rotates over (address interleaving)",
+    interleaved_banks: int = param(16, doc="banks the traffic spreads over: a sequential stream's rotation, "
+                                   "random reads' footprint (address interleaving)",
                                    ge=1, source="assumption: bank/bank-group interleaved address mapping")
     capacity_gib: float = param(64.0, doc="total DRAM capacity (GiB = 2^30 B)", unit="GiB", gt=0,
                                 source="AHASD Table 2: 4 GB/rank x 16 ranks")
@@ -267,7 +269,7 @@ class Lpddr5Memory:
     def random_access_interval_ns(self) -> float:
         """Mean time between random-row accesses on one channel (see module docstring)."""
         c = self.cfg
-        banks = c.banks_per_channel
+        banks = c.interleaved_banks  # the banks the traffic spreads over
         busy = banks * (1.0 - (1.0 - 1.0 / banks) ** c.controller_queue_depth)
         return max(self.burst_time_ns, c.trrd_ns, c.tfaw_ns / 4.0, self.trc_ns / busy)
 
