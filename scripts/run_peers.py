@@ -161,9 +161,9 @@ RAM_CONTROLLER = {"controller": "LPDDR5", "scheduler": "FRFCFS", "refresh": "All
 RAM_TX_BYTES = 32  # one request = one BL16 burst on x16 (Ramulator's get_tx_bytes() for LPDDR5 x16)
 
 
-def _ram_controller(ramulator, dram, mapper: str):
+def _ram_controller(ramulator, dram, mapper: str, refresh: str = "AllBank"):
     return ramulator.controller.LPDDR5(
-        dram=dram, scheduler=ramulator.scheduler.FRFCFS(), refresh_manager=ramulator.refresh_manager.AllBank(),
+        dram=dram, scheduler=ramulator.scheduler.FRFCFS(), refresh_manager=getattr(ramulator.refresh_manager, refresh)(),
         row_policy=ramulator.row_policy.Open(), addr_mapper=getattr(ramulator.addr_mapper, mapper)())
 
 
@@ -172,19 +172,20 @@ def _ram_channels(stats) -> list[dict]:
     return c if isinstance(c, list) else [c]
 
 
-def _ram_run_trace(ramulator, trace: Path, channels: int, mapper: str) -> dict:
+def _ram_run_trace(ramulator, trace: Path, channels: int, mapper: str, refresh: str = "AllBank") -> dict:
     dram = ramulator.dram.LPDDR5(org_preset=RAM_ORG, timing_preset=RAM_TIMING)
     tck_ns = dram.resolve()[1]["tCK_ps"] / 1000.0
     fe = ramulator.frontend.LoadStoreTrace(clock_ratio=8, path=str(trace))
     mem = ramulator.memory_system.GenericDRAM(
-        clock_ratio=1, controllers=[_ram_controller(ramulator, dram, mapper) for _ in range(channels)],
+        clock_ratio=1, controllers=[_ram_controller(ramulator, dram, mapper, refresh) for _ in range(channels)],
         channel_mapper=ramulator.channel_mapper.CacheLineInterleave())
     sim = ramulator.Simulation(fe, mem)
     sim.run()
     chans = _ram_channels(sim.stats)
     cycles = max(int(c["cycles"]) for c in chans)
     reads = sum(int(c["num_read_reqs"]) for c in chans)
-    return {"bandwidth_gb_s": reads * RAM_TX_BYTES / (cycles * tck_ns), "cycles": cycles, "reads": reads,
+    writes = sum(int(c["num_write_reqs"]) for c in chans)
+    return {"bandwidth_gb_s": (reads + writes) * RAM_TX_BYTES / (cycles * tck_ns), "writes": writes, "cycles": cycles, "reads": reads,
             "tck_ns": tck_ns, "row_hits": sum(int(c["row_hits"]) for c in chans),
             "row_misses": sum(int(c["row_misses"]) for c in chans),
             "row_conflicts": sum(int(c["row_conflicts"]) for c in chans),
@@ -240,6 +241,18 @@ def run_ramulator2(out: Path, commit: str) -> None:
                                  **r, "date_utc": _now()})
                     print(f"ramulator2 {pattern} {ch}ch {mapper}: {r['bandwidth_gb_s']:.3f} GB/s "
                           f"({time.time() - t0:.1f} s)", flush=True)
+        # mixed traffic (2 reads : 1 write, sequential addresses) and per-bank refresh, 1 channel
+        mixed = tmp / "mixed1.trace"
+        mixed.write_text("".join(f"{'ST' if i % 3 == 2 else 'LD'} {i * 32}\n" for i in range(RAM_REQUESTS_PER_CHANNEL)))
+        for pattern, trace, refresh, mapper in (("mixed", mixed, "AllBank", "MOP4CLXOR"),
+                                                ("mixed", mixed, "AllBank", "RoBaRaCoCh"),
+                                                ("sequential_read", tmp / "seq1.trace", "PerBank", "MOP4CLXOR"),
+                                                ("sequential_read", tmp / "seq1.trace", "PerBank", "RoBaRaCoCh")):
+            r = _ram_run_trace(ramulator, trace, 1, mapper, refresh)
+            rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
+                         **RAM_CONTROLLER, "refresh": refresh, "pattern": pattern, "channels": 1,
+                         "mapping": mapper, "latency_ns": "", **r, "date_utc": _now()})
+            print(f"ramulator2 {pattern} 1ch {mapper} {refresh}: {r['bandwidth_gb_s']:.3f} GB/s", flush=True)
     lat = _ram_latency(ramulator, "random-probe")
     rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
                  **RAM_CONTROLLER, "pattern": "latency_random_probe", "channels": 1, "mapping": "PassThrough",

