@@ -34,3 +34,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest candidate, or ``""``."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class OutputError(InputError):
+    """An output location that cannot be used (a file, read-only, full, in use, foreign)."""
