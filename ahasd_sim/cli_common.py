@@ -105,3 +105,22 @@ def run_guarded(body: Callable[[], int], debug: bool = False) -> int:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def run_script(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int],
+               argv=None) -> int:
+    """Entry point of a ``scripts/*.py`` command line: parse (one-line usage errors), then run
+    ``body(args)`` with the shared error handling."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help / --version (0) or a usage error (2, one line)
+        return int(exc.code or 0)
+    return run_guarded(lambda: body(args), debug=getattr(args, "debug", False))
+
+
+def script_parser(description: str, **kw) -> ArgumentParser:
+    """The parser of a script: one-line errors, --version and --debug."""
+    p = ArgumentParser(description=description, **kw)
+    add_version(p)
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    return p
