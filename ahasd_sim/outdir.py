@@ -159,9 +159,19 @@ def _flock(lock_path: Path, what: str) -> Iterator[None]:
 def lock_dir(path: Path, flag: str = "--out") -> Iterator[None]:
     """Exclusive lock for a folder that accumulates results (a sweep folder)."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    with _flock(path / ".lock", _label(path, flag)):
-        yield
+    created = _make_parents(path)
+    ok = False
+    try:
+        with _flock(path / ".lock", _label(path, flag)):
+            yield
+        ok = True
+    finally:
+        if not ok:   # nothing was written: leave no empty folders behind
+            for d in reversed(created):
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
 
 
 # ---------------------------------------------------------------- atomic folder swap
@@ -214,7 +224,7 @@ class OutputFolder:
 
     def __enter__(self) -> "OutputFolder":
         self.check()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._created = _make_parents(self.path.parent)
         self._lock = _flock(_lock_file(self.path), self.label())
         self._lock.__enter__()
         try:
@@ -256,3 +266,19 @@ class OutputFolder:
             if self._lock is not None:
                 self._lock.__exit__(None, None, None)
                 self._lock = None
+            if not self.committed:   # a failed run leaves no empty parent folders behind
+                for d in reversed(getattr(self, "_created", [])):
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        break
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """mkdir -p ``folder``; return the folders it created, outermost first."""
+    created = []
+    for anc in reversed([folder, *folder.parents]):
+        if not anc.exists():
+            anc.mkdir()
+            created.append(anc)
+    return created

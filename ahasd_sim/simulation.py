@@ -125,7 +125,8 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     done = mode.start()
     env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
     if not done.triggered:
-        busy = {d: collector.busy_s(d) for d in sorted(set(platform.devices()) | set(collector._busy_s))}
+        devs = set(platform.devices()) | set(collector._busy_s)
+        busy = {d: collector.busy_until(d, env.now) for d in sorted(devs)}
         busiest = max(busy, key=lambda d: busy[d]) if busy else None
         if busiest is not None and busy[busiest] > 0 and env.now > 0:
             where = f"; bottleneck: {busiest} ({busy[busiest] / env.now:.0%} busy)"

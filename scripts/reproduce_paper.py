@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce the AHASD paper's experiments on ahasd_sim (ablation ladder, baselines).
 
-Runs the sweep hw_configs/paper/reproduce.yaml (7 configurations x 3 model pairs x 4 drafting
+Runs the sweep hw_configs/paper/reproduce.yaml (8 configurations x 3 model pairs x 4 drafting
 algorithms, 1024 tokens each) with the sweep runner, a short timeline sweep (one pair, one
 algorithm, timeline.json on) for the Gantt figure, then writes under --out (default
 results/paper/):
@@ -144,6 +144,7 @@ def _check_args(args) -> None:
 
 def body(args, argv=None) -> int:
     _check_args(args)
+    load_sweep_spec(args.spec)   # a bad spec is reported before the output folder is touched
     with lock_dir(Path(args.out)):
         return _reproduce(args, argv)
 

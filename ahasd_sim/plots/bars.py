@@ -113,7 +113,8 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     check_bars_input(df, by=by, baseline=baseline, bars=bars, group=group, metrics=list(metrics))
     tab = ratio_table(df, by=by, baseline=baseline, group=group, match=match, metrics=list(metrics), bars=bars)
     bars = list(bars) if bars is not None else list(dict.fromkeys(tab["bar"]))
-    if not tab["ratio"].notna().any():
+    others = tab[tab["bar"].astype(str) != str(baseline)] if len(bars) > 1 else tab
+    if not others["ratio"].notna().any():
         raise InputError(f"no finished row could be paired with a '{baseline}' row on {', '.join(match)}: "
                          "nothing to plot (check --match)")
     groups = [g for g in dict.fromkeys(tab["group"]) if g != MEAN_GROUP] + [MEAN_GROUP]
