@@ -79,8 +79,39 @@ def _depth(obj: Any) -> int:
     return best
 
 
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """True if ``[``/``{`` flow collections nest deeper than ``limit`` (outside quotes and
+    comments). Checked before parsing: PyYAML takes seconds on tens of thousands of brackets."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    quote = ""
+    comment = False
+    prev = "\n"
+    for ch in text:
+        if comment:
+            comment = ch != "\n"
+        elif quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and prev in " \t\n":
+            comment = True
+        prev = ch
+    return False
+
+
 def loads(text: str, source: str, key: str = "") -> Any:
     """Parse YAML ``text`` strictly; errors name ``source`` (a file or ``--set``) and ``key``."""
+    if _flow_depth_exceeds(text, MAX_DEPTH):
+        raise ConfigError(source, key, f"nested too deeply (more than {MAX_DEPTH} levels)")
     try:
         data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
     except _DuplicateKey as exc:
