@@ -176,3 +176,20 @@ def test_sweep_plot_says_what_it_averaged(tmp_path):
         sp.save_figure = real
     assert "model_pair (2 values)" in captured["text"] and "seed (2 values)" in captured["text"]
     assert "band: min-max" in captured["legend"]
+
+
+def test_sweep_folder_in_use_is_refused(tmp_path, capsys):
+    import fcntl
+    cfg_file(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: l\nbase: c.yaml\nseeds: [0]\n")
+    out = tmp_path / "sw"
+    out.mkdir()
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert main(["sweep", "--config", str(spec), "--out", str(out), "--no-progress"]) == 2
+        assert "in use by another ahasd_sim command" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]
+    finally:
+        os.close(fd)

@@ -419,6 +419,9 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
             points, tasks, cached = _prepare(spec, out, axis_cols, n_points, progress, stream, limit)
             result.points = points
             result.n_cached = cached
+            if progress:
+                print(f"{spec.name}: {n_points} points, {len(tasks)} to run, {cached} finished earlier, "
+                      f"folder {out}", file=stream if stream is not None else sys.stderr, flush=True)
             prog = Progress(len(tasks), enabled=progress, stream=stream, desc=spec.name)
 
             def on_done(res: dict) -> None:
