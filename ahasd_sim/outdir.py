@@ -203,7 +203,8 @@ class OutputFolder:
     """
 
     def __init__(self, path: str | Path, kind: str, flag: str = "--out"):
-        self.path = Path(path)
+        self.given = Path(path)
+        self.path = Path(os.path.abspath(path))   # "." and "a/.." name real folders
         self.kind = kind
         self.flag = flag
         self.stage: Path | None = None
@@ -211,12 +212,16 @@ class OutputFolder:
         self.committed = False
 
     def label(self) -> str:
-        return _label(self.path, self.flag)
+        return _label(self.given, self.flag)
 
     def check(self) -> None:
         """Raise OutputError if the folder cannot be used; creates nothing."""
-        check_writable_dir(self.path, self.flag)
+        check_writable_dir(self.given, self.flag)
         p = self.path
+        cwd = Path.cwd()
+        if p == cwd or p in cwd.parents or p == Path(p.anchor):
+            raise OutputError(f"{self.label()}: is the current folder or one above it; name a folder for the "
+                              "results instead")
         if p.is_dir() and any(p.iterdir()) and not SIGNATURES[self.kind](p):
             first = sorted(x.name for x in p.iterdir())[0]
             raise OutputError(f"{self.label()}: folder exists and does not hold an ahasd_sim {self.kind} result "

@@ -105,9 +105,15 @@ def _check_folder(spec: SweepSpec, out: Path, flag: str = "--out") -> None:
         if old == ident:
             return
         raise OutputError(f"{flag} {out}: holds another sweep (from {json.loads(meta.read_text()).get('spec_file')!s}, "
-                          f"spec {old}; this one is {ident}); use another --out, or remove the folder to start over")
+                          f"spec {old}; this one is {ident}); a changed sweep goes into a new --out (or remove "
+                          "the folder to start over)")
     if old_spec.is_file():   # a folder written before sweep.json existed
-        if old_spec.read_text(errors="replace") == spec.source.read_text(errors="replace"):
+        import yaml
+        try:
+            same = yaml.safe_load(old_spec.read_text(errors="replace")) == spec.raw
+        except yaml.YAMLError:
+            same = False
+        if same:
             return
         raise OutputError(f"{flag} {out}: holds another sweep (its spec.yaml differs from {spec.source}); "
                           "use another --out, or remove the folder to start over")

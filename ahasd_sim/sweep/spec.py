@@ -521,9 +521,10 @@ def _resolve(pt: Point, cache: dict) -> None:
 
 
 def spec_identity(spec: SweepSpec) -> str:
-    """sha256 (12 hex) of what defines the sweep's points: the spec file's text and the
-    effective base overrides, axes, variants and seeds (a script may add overrides)."""
-    parts = [spec.source.read_text(encoding="utf-8", errors="replace"), spec.name, repr(spec.base_set),
+    """sha256 (12 hex) of what defines the sweep's points: the parsed spec file (comments and
+    formatting do not count) and the effective base overrides, axes, variants and seeds (a
+    script may add overrides)."""
+    parts = [yaml.safe_dump(spec.raw, sort_keys=True), spec.name, repr(spec.base_set),
              str(spec.base_config.name), spec.combine, repr(spec.seeds),
              repr([(a.name, a.keys, a.values) for a in [*spec.shortcut_axes, *spec.axes]]),
              repr([(v.name, v.config.name if v.config else None, v.overrides) for v in spec.variants])]
