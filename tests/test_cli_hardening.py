@@ -193,3 +193,31 @@ def test_sweep_folder_in_use_is_refused(tmp_path, capsys):
         assert sorted(p.name for p in out.iterdir()) == [".lock"]
     finally:
         os.close(fd)
+
+
+def test_installed_copy_finds_shipped_data(tmp_path, monkeypatch):
+    """Outside a checkout, relative names resolve to the package's _data copy."""
+    from ahasd_sim import paths
+    data = tmp_path / "_data"
+    (data / "hw_configs").mkdir(parents=True)
+    (data / "hw_configs" / "x.yaml").write_text("run: {seed: 5}\n")
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr(paths, "INSTALLED_DATA", data)
+    monkeypatch.chdir(tmp_path)
+    assert paths.resolve_input_file("hw_configs/x.yaml") == data / "hw_configs" / "x.yaml"
+    from ahasd_sim.config import load_config
+    assert load_config("hw_configs/x.yaml").run.seed == 5
+    assert paths.shipped_files()["configs"] == ["hw_configs/x.yaml"]
+
+
+def test_build_ships_the_data_folders(tmp_path):
+    """The wheel's build step copies hw_configs/, traces/ and validation/ into ahasd_sim/_data."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    data = tmp_path / "ahasd_sim" / "_data"
+    for rel in ("hw_configs/ahasd_mobile.yaml", "hw_configs/sweeps/smoke.yaml", "traces/qwc-0.5b-1.5b_greedy.npz",
+                "validation/h200_measured.csv"):
+        assert (data / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
