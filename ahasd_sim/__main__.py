@@ -42,8 +42,8 @@ def _debug(p: argparse.ArgumentParser) -> None:
 
 def _dry(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--dry-run", action="store_true",
-                   help=f"resolve and validate the {what} (config, hardware, trace, output folder) without "
-                        "simulating; prints what would run, no results")
+                   help=f"resolve and validate the {what} (config, hardware, trace slice, cost model, policy, "
+                        "output folder) without simulating; prints what would run, no results")
 
 
 def _sub(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def _add_sweep(sub) -> None:
     s.add_argument("--out", default=None, metavar="DIR",
                    help="sweep folder (default: sweeps/<name>); a folder of another sweep is refused")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
-    _dry(s, "sweep (every point)")
+    _dry(s, "sweep: every point")
     _debug(s)
 
 

@@ -78,9 +78,9 @@ def test_sweep_dry_run_counts_points_and_writes_nothing(tmp_path, capsys):
     spec = tmp_path / "s.yaml"
     cfg_file(tmp_path)
     spec.write_text("name: d\nbase: c.yaml\naxes: {pim.ranks: [16, 2]}\nseeds: [0, 1]\n")
-    assert main(["sweep", "--config", str(spec), "--out", str(tmp_path / "sw"), "--dry-run"]) == 0
+    assert main(["sweep", "--config", str(spec), "--out", str(tmp_path / "sw"), "--dry-run"]) == 2
     text = capsys.readouterr().out
-    assert "4 points, 4 distinct runs, 0 invalid" in text
+    assert "4 points, 4 distinct runs, 2 would fail" in text and "pim.ranks=2" in text
     assert not (tmp_path / "sw").exists()
 
 

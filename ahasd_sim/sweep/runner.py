@@ -40,7 +40,7 @@ from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
 from .spec import SEED_COL, Point, SweepSpec, count_points, iter_points, load_sweep_spec, spec_identity
-from .worker import error_record, is_done, materialise, run_point, run_point_files, write_error
+from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, write_error
 
 EXECUTORS = ("local", "dask")
 
@@ -456,33 +456,42 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
 
 
 def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=None, progress: bool = True) -> int:
-    """Resolve and validate every point without simulating or writing anything; print a report.
-    Returns 0 if every point resolves, 2 if some do not."""
+    """Resolve every point and build what its run needs (hardware, trace slice, costs, policy;
+    :func:`ahasd_sim.checks.dry_run`) without simulating or writing anything; print a report.
+    Returns 0 if every point would start, 2 if some would fail."""
+    from ..checks import dry_run
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec)
     check_writable_dir(out)
     _check_folder(spec, out)
     n_points = count_points(spec)
     announce(spec, n_points, stream)
-    prog = Progress(n_points, enabled=progress and n_points >= 200, stream=stream, desc=f"{spec.name}: resolving")
-    bad: list[Point] = []
+    prog = Progress(n_points, enabled=progress and n_points >= 50, stream=stream, desc=f"{spec.name}: checking")
+    bad: list[tuple[Point, BaseException]] = []
     hashes: set[str] = set()
     done = 0
     try:
-        for pt in iter_points(spec, keep_config=False):
+        for pt in iter_points(spec, keep_config=True):
             prog.update("ok")
             if not pt.valid:
-                bad.append(pt)
-            elif pt.hash not in hashes:
-                hashes.add(pt.hash)
-                done += is_done(out / "points" / pt.hash)
+                bad.append((pt, pt.error))
+                continue
+            if pt.hash in hashes:
+                continue
+            hashes.add(pt.hash)
+            done += is_done(out / "points" / pt.hash)
+            try:
+                dry_run(pt.config)
+            except Exception as exc:  # noqa: BLE001 - reported per point, like a failing point
+                bad.append((pt, exc))
+            pt.config = None
     finally:
         prog.close()
     print(f"sweep {spec.name} ({spec.source}): {n_points} points, {len(hashes)} distinct runs, "
-          f"{len(bad)} invalid; output folder {out}: {done} of them already finished there")
+          f"{len(bad)} would fail; output folder {out}: {done} of them already finished there")
     print("axes: " + ", ".join(spec.axis_columns() + [SEED_COL]))
-    for pt in bad[:10]:
+    for pt, exc in bad[:10]:
         labels = ", ".join(f"{k}={v}" for k, v in pt.labels.items())
-        print(f"  invalid point {pt.index} ({labels}): {pt.error}")
+        print(f"  point {pt.index} ({labels}): {one_line(exc)}")
     if len(bad) > 10:
         print(f"  ... and {len(bad) - 10} more")
     print("dry run: nothing was simulated or written")
