@@ -230,14 +230,15 @@ class OutputFolder:
     def __enter__(self) -> "OutputFolder":
         self.check()
         self._created = _make_parents(self.path.parent)
-        self._lock = _flock(_lock_file(self.path), self.label())
-        self._lock.__enter__()
         try:
+            lock = _flock(_lock_file(self.path), self.label())
+            lock.__enter__()
+            self._lock = lock
             self.check()   # again, under the lock
             self.stage = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.staging-", dir=self.path.parent))
             apply_umask(self.stage, directory=True)
         except BaseException:
-            self._lock.__exit__(None, None, None)
+            self.__exit__(None, None, None)   # releases the lock, removes folders it created
             raise
         return self
 

@@ -87,7 +87,7 @@ SWEEP_JSON = "sweep.json"
 #: above this many points a sweep warns (set-up alone takes minutes) ...
 LARGE_SWEEP_POINTS = 10_000
 #: ... and above this many it refuses (split it, or zip axes instead of crossing them)
-MAX_SWEEP_POINTS = 1_000_000
+MAX_SWEEP_POINTS = 250_000
 
 
 def _check_folder(spec: SweepSpec, out: Path, flag: str = "--out") -> None:
