@@ -61,9 +61,9 @@ def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> list[int]:
 
 
 def _slow_sweep(tmp_path: Path, n: int = 8) -> Path:
-    """Points of about a second each (operator_sync, 1024 tokens, no cost caching)."""
+    """Points of about half a second each (operator_sync, 512 tokens, no cost caching)."""
     base = tmp_path / "base.yaml"
-    base.write_text(f"extends: {PAPER}\nrun: {{mode: operator_sync, trace: {TRACE}, generated_tokens: 1024, "
+    base.write_text(f"extends: {PAPER}\nrun: {{mode: operator_sync, trace: {TRACE}, generated_tokens: 512, "
                     "timeline: false, kv_len_quantum_tokens: 1}\n")
     spec = tmp_path / "slow.yaml"
     spec.write_text(f"name: slow\nbase: base.yaml\nseeds: {list(range(n))}\n")
