@@ -123,7 +123,10 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
     mode = mode_cls(env, ctx)
     done = mode.start()
-    env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+    try:
+        env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+    except ConfigError as exc:   # a setting found unusable only when a task is costed
+        raise _in_config_file(cfg, exc) from None
     if not done.triggered:
         devs = set(platform.devices()) | set(collector._busy_s)
         busy = {d: collector.busy_until(d, env.now) for d in sorted(devs)}

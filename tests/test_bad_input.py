@@ -118,7 +118,7 @@ CASES = [
     ("set-empty-part", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run..mode=x"], "expected a dotted key"),
     ("set-unknown-mode", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.mode=warp"], "run.mode: unknown mode 'warp'"),
     ("set-not-number", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "npu.freq_ghz=fast"], "--set: npu.freq_ghz: expected a number"),
-    ("set-section-value", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run=5"], "run: expected a mapping (section)"),
+    ("set-section-value", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run=5"], "run: is a section, not a value"),
     ("set-dup-in-value", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "policy.fixed={k: 1, k: 2}"], "duplicate key 'k'"),
     ("seed-conflict", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.seed=3", "--seed", "4"], "--seed 4 conflicts with --set run.seed=3"),
     ("seed-negative", "cli", lambda d: ["--config", str(good_cfg(d)), "--seed", "-1"], "run.seed: expected >= 0"),
@@ -129,6 +129,10 @@ CASES = [
     ("time-limit", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.max_sim_time_s=2e0"], "run.max_sim_time_s: mode 'ahasd' committed only"),
     ("time-limit-slow-npu", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "npu.freq_ghz=1e-3",
                                                "--set", "run.max_sim_time_s=100"], "bottleneck: npu"),
+    ("baseline-device-absent", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.mode=autoregressive",
+                                                  "--set", "baseline.device=gpu"], "good.yaml: baseline.device: is gpu, but this platform has no GPU"),
+    ("set-section-null", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "npu=null"], "npu: is a section, not a value"),
+    ("cfg-device-file", "cli", lambda d: ["--config", "/dev/zero"], "got a device or pipe"),
     ("mode-needs-device", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.mode=gpu_only"], "needs device(s) gpu"),
     ("no-config", "cli", lambda d: ["run"], "--config"),
     ("unknown-option", "cli", lambda d: ["run", "--config", str(good_cfg(d)), "--bogus"], "unrecognized arguments: --bogus"),
@@ -285,3 +289,16 @@ def test_drafter_larger_than_target_warns(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning:" in err and "run.draft_model llama2-13b" in err and "not smaller than run.target_model" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_errors_survive_reraise_from_args():
+    """SimPy re-creates an exception raised inside a process from its args; ours must survive
+    that (else a config error found while costing a task becomes a TypeError traceback)."""
+    import pickle
+
+    from ahasd_sim.config.errors import ConfigError
+    from ahasd_sim.workload.traces import TraceError
+    for exc in (ConfigError("f.yaml", "run.mode", "bad"), TraceError("t.npz", "broken\nfile")):
+        again = type(exc)(*exc.args)
+        assert str(again) == str(exc) == str(pickle.loads(pickle.dumps(exc)))
+        assert "\n" not in str(exc)

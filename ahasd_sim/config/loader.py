@@ -159,6 +159,9 @@ def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
         if not isinstance(nxt, dict):
             raise ConfigError(OVERRIDE_SOURCE, key, f"'{part}' is a value, not a section")
         node = nxt
+    if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+        raise ConfigError(OVERRIDE_SOURCE, key, f"is a section, not a value: set one of its keys, e.g. "
+                          f"{key}.{next(iter(node[parts[-1]]), 'KEY')}=...")
     node[parts[-1]] = value
     _mark(prov, key, value, OVERRIDE_SOURCE)
 

@@ -136,13 +136,15 @@ def read_text(path: Path, what: str = "file") -> str:
         raise ConfigError(src, "", f"{what} not found")
     if path.is_dir():
         raise ConfigError(src, "", f"expected a YAML {what}, got a folder")
+    if not path.is_file():
+        raise ConfigError(src, "", f"expected a YAML {what}, got a device or pipe")
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise ConfigError(src, "", f"{size} bytes is too large for a YAML {what} (limit {MAX_BYTES})")
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(src, "", f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(src, "", f"too large for a YAML {what} (more than {MAX_BYTES} bytes)")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(src, "", f"expected UTF-8 text, got UTF-16 (save the {what} as UTF-8)")
     try:
