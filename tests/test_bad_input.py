@@ -112,7 +112,7 @@ CASES = [
     ("cfg-extends-cycle", "cli", lambda d: ["--config", str(text(d, "c.yaml", "extends: c.yaml\n"))], "circular extends"),
     ("cfg-extends-binary", "cli", lambda d: [text(d, "p.yaml", BIN) and "--config", str(text(d, "c.yaml", "extends: p.yaml\n"))], "p.yaml: expected UTF-8 text"),
     ("cfg-huge", "cli", lambda d: ["--config", str(text(d, "c.yaml", "# x\n" * 1_200_000))], "too large"),
-    ("cfg-sci-wrong-int", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.generated_tokens=1e3"], "run.generated_tokens: expected an integer, got 1000.0"),
+    ("cfg-sci-not-int", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.generated_tokens=2.5e0"], "run.generated_tokens: expected an integer, got 2.5"),
     # ---- --set / --seed
     ("set-no-equals", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.mode"], "expected KEY=VALUE"),
     ("set-empty-part", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run..mode=x"], "expected a dotted key"),
@@ -281,6 +281,8 @@ def test_scientific_notation_is_a_number(tmp_path, capsys):
     cfg = load_config(good_cfg(tmp_path, "npu: {freq_ghz: 1e0}\n"), ["run.max_sim_time_s=3.6e4", "pim.unit_gops_int8=1.024E2"])
     assert cfg.npu.freq_ghz == 1.0 and cfg.run.max_sim_time_s == 36000.0 and cfg.pim.unit_gops_int8 == 102.4
     assert cfg.run.generated_tokens == 24 and isinstance(cfg.run.generated_tokens, int)
+    cfg = load_config(good_cfg(tmp_path), ["run.generated_tokens=1e3"])   # an integral number is an integer
+    assert cfg.run.generated_tokens == 1000 and isinstance(cfg.run.generated_tokens, int)
 
 
 def test_drafter_larger_than_target_warns(tmp_path, capsys):

@@ -220,6 +220,8 @@ def _coerce(value: Any, tp: Any, key: str, prov: dict[str, str]) -> Any:
             return value
         raise ConfigError(src, key, f"expected true or false, got {value!r}")
     if tp is int:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+            value = int(value)   # 1e3 written for an integer: scientific notation is a float in YAML
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(src, key, f"expected an integer, got {value!r}")
         return value

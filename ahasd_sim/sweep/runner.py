@@ -408,6 +408,29 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
     n_points = count_points(spec)
     announce(spec, n_points, stream)
     axis_cols = [*spec.axis_columns(), SEED_COL]
+    own_client = None
+    if executor == "dask" and dask_client is None and scheduler:
+        dask_client = own_client = _connect(scheduler)   # an unreachable scheduler fails before any file is written
+    try:
+        return _run_locked(spec, out, points_dir, axis_cols, n_points, t0, workers=workers, executor=executor,
+                           scheduler=scheduler, progress=progress, limit=limit, dask_client=dask_client,
+                           stream=stream)
+    finally:
+        if own_client is not None:
+            own_client.close()
+
+
+def _connect(scheduler: str):
+    from distributed import Client
+    try:
+        return Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+
+
+def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[str], n_points: int, t0: float, *,
+                workers: int, executor: str, scheduler: str | None, progress: bool, limit: int | None,
+                dask_client: Any, stream) -> SweepResult:
     with lock_dir(out):
         _check_folder(spec, out)   # again, under the lock
         _clean_stale(points_dir)
