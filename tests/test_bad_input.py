@@ -202,6 +202,10 @@ CASES = [
     ("repro-out-foreign", "reproduce_paper", lambda d: ["--out", str(foreign(d))], "is not a reproduction folder"),
     ("repro-scheduler", "reproduce_paper", lambda d: ["--scheduler", "tcp://x:1", "--out", str(d / "p")], "needs --executor dask"),
     ("repro-spec-binary", "reproduce_paper", lambda d: ["--spec", str(text(d, "s.yaml", BIN)), "--out", str(d / "p")], "s.yaml: expected UTF-8 text"),
+    ("hyco-workers", "hyco_study", lambda d: ["--workers", "0", "--out", str(d / "h")], "--workers 0: expected >= 1"),
+    ("hyco-traces", "hyco_study", lambda d: ["--traces", str(afile(d)), "--out", str(d / "h"), "--figure", str(d / "f.png")], "is not a folder"),
+    ("hyco-out-file", "hyco_study", lambda d: ["--out", str(afile(d)), "--figure", str(d / "f.png")], "exists and is a file"),
+    ("hyco-figure", "hyco_study", lambda d: ["--out", str(d / "h"), "--figure", str(afile(d) / "f.png")], "is a file"),
     ("repro-out-file", "reproduce_paper", lambda d: ["--out", str(afile(d))], "exists and is a file"),
 ]
 
@@ -240,7 +244,7 @@ def test_bad_input(case_id, entry, build, fragment, tmp_path, monkeypatch, capsy
 def test_enough_cases():
     entries = {c[1] for c in CASES}
     assert len(CASES) >= 60 and entries == {"cli", "plot_bars", "plot_sweep", "plot_timeline",
-                                            "plot_distributions", "bench", "reproduce_paper"}
+                                            "plot_distributions", "bench", "reproduce_paper", "hyco_study"}
 
 
 def test_disk_full_is_refused_before_simulating(tmp_path, monkeypatch, capsys):
