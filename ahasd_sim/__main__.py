@@ -164,14 +164,13 @@ def _fmt_summary(s: dict) -> str:
 
 
 def cmd_run(args) -> int:
-    from .outdir import OutputFolder, check_writable_dir
+    from .outdir import OutputFolder
     from .output import default_out_dir, write_run
     from .simulation import run_simulation
     cfg = _load(args)
     out = Path(args.out) if args.out else default_out_dir(cfg)
     if args.dry_run:
         from .checks import dry_run
-        check_writable_dir(out)
         OutputFolder(out, "run").check()
         print("\n".join(dry_run(cfg)))
         print(f"  output folder {out}: usable")

@@ -6,7 +6,8 @@ function of config + trace + seed: byte-identical across reruns), tidy CSVs
 ``meta.json`` (version, git revision, wall-clock time: everything that is not
 reproducible). Each file is written to a temporary name and renamed, so an
 interrupted run never leaves a half-written file; ``summary.json`` is renamed
-last and marks a complete run.
+last and marks a complete run. The command line writes a run into the staging folder of an
+:class:`ahasd_sim.outdir.OutputFolder` and swaps it in whole, so a folder never mixes runs.
 """
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model, with_precision
 from .workload.traces import Trace, load_trace
-from .paths import REPO_ROOT, resolve_data_path  # noqa: F401 - resolve_data_path is re-exported
+from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
 
 
