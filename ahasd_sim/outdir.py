@@ -235,6 +235,10 @@ class OutputFolder:
             lock.__enter__()
             self._lock = lock
             self.check()   # again, under the lock
+            for stale in self.path.parent.glob(f".{self.path.name}.staging-*"):   # left by a killed run
+                shutil.rmtree(stale, ignore_errors=True)
+            for stale in self.path.parent.glob(f".{self.path.name}.old-*"):
+                shutil.rmtree(stale, ignore_errors=True)
             self.stage = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.staging-", dir=self.path.parent))
             apply_umask(self.stage, directory=True)
         except BaseException:

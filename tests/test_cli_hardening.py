@@ -119,6 +119,9 @@ def test_reused_out_holds_only_the_new_run(tmp_path, capsys):
     assert not (out / "timeline.json").exists()
     assert json.loads((out / "summary.json").read_text())["mode"] == "async"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "o"]   # no staging or lock left
+    (tmp_path / ".o.staging-killed").mkdir()    # what a SIGKILLed run leaves behind
+    assert main(["--config", str(cfg_file(tmp_path)), "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "o"]
 
 
 def test_summary_names_the_trace_pair(tmp_path, capsys):
