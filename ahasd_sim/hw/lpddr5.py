@@ -5,7 +5,7 @@ Every constant carries its unit (in the name) and its source. Timings that JEDEC
 stored in ns; timings it specifies in clock cycles (tCCD_S/L, RL, WL, tWTR) are stored in
 nCK of CK and scale with the clock: ``tck_ns = 8000 / data_rate_mts`` (CK = data rate / 8:
 WCK:CK 4:1, data on both WCK edges; 1.25 ns at 6400 MT/s, 0.94 ns at 8533). The AHASD
-paper (Table 2) gives its timings in cycles of 0.625 ns (``ahasd-paper.md`` section 8:
+paper (Table 2) gives its timings in cycles of 0.625 ns (references.md#ahasd-platform:
 tRCD = tRP = 32 = 20 ns, tRAS 64 = 40 ns, tRRD 8 = 5 ns, tFAW 64 = 40 ns, tCCD_S 4 =
 2.5 ns = 2 nCK of CK, tCCD_L 6 = 3.75 ns = 3 nCK, tWR 24 = 15 ns, tRFC 560 = 350 ns,
 tREFI 6240 = 3.9 us).
@@ -64,7 +64,7 @@ from ..config.fields import param
 from ..config.registry import config_section
 
 _LP5_DS = "Micron LPDDR5 datasheet MT62F (Rev A 05/2021); JESD209-5"
-_AHASD_T = "AHASD paper Table 2 (cycles) read at tCK = 0.625 ns, ahasd-paper.md section 8"
+_AHASD_T = "AHASD paper Table 2 (cycles) read at tCK = 0.625 ns, references.md#ahasd-platform"
 
 
 @config_section("memory")
@@ -77,7 +77,7 @@ class MemoryConfig:
     data_rate_mts: float = param(6400.0, doc="pin data rate", unit="MT/s", gt=0, le=10667,
                                  source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]")
     channels: int = param(4, doc="independent x16 channels (a phone x64 package = 4)", ge=1,
-                          source="hardware-parameters.md section 2: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")
+                          source="references.md#lpddr5: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")
     channel_width_bits: int = param(16, doc="data width of one channel", unit="bit", choices=(8, 16, 32),
                                     source=_LP5_DS)
     banks_per_channel: int = param(16, doc="banks per channel (4 bank groups x 4 above 3200 MT/s)", ge=1,
@@ -145,12 +145,12 @@ class MemoryConfig:
                                         source="Ramulator 2 LPDDR5 controller read_buffer_size 32")
     read_pj_per_bit: float = param(4.5, doc="external read energy (array column access + I/O), per bit",
                                    unit="pJ/bit", ge=0,
-                                   source="hardware-parameters.md section 2: 4.5 (3.5-6) pJ/bit, derived from "
+                                   source="references.md#lpddr5: 4.5 (3.5-6) pJ/bit, derived from "
                                    "Accelergy LPDDR4 8 / HBM2 3.9 pJ/bit (grade C)")
     write_pj_per_bit: float = param(4.5, doc="external write energy per bit", unit="pJ/bit", ge=0,
                                     source="as read_pj_per_bit (grade C)")
     act_pre_nj_per_row: float = param(1.8, doc="activate + precharge energy of one row (page)", unit="nJ", ge=0,
-                                      source="0.11 pJ/bit [FGDRAM] x 16 Kbit row (hardware-parameters.md, grade C)")
+                                      source="0.11 pJ/bit [FGDRAM] x 16 Kbit row (references.md#lpddr5, our derivation)")
     background_mw_per_channel: float = param(20.0, doc="background (standby + refresh) power per active channel",
                                              unit="mW", ge=0,
                                              source="15-30 mW per active x16 channel, assumption (grade C; "
