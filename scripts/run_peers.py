@@ -277,9 +277,11 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("peer", choices=("scalesim", "ramulator2"))
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--ramulator-commit", default="unknown")
+    ap.add_argument("peer", choices=("scalesim", "ramulator2"), help="which peer simulator to run")
+    ap.add_argument("--out", required=True, type=Path, metavar="DIR",
+                    help="folder for the CSV (and configs); an existing scalesim CSV is resumed")
+    ap.add_argument("--ramulator-commit", default="unknown", metavar="SHA",
+                    help="the Ramulator 2 commit the bindings were built from (recorded in every row)")
     a = ap.parse_args(argv)
     print(f"python {platform.python_version()} on {platform.platform()}", flush=True)
     if a.peer == "scalesim":

@@ -9,6 +9,7 @@ PEER_PLOT_STEM = "peers_validation"
 
 
 def _panel(ax, ref, pred, labels, band: float, title: str, unit: str, log: bool) -> None:
+    import matplotlib.pyplot as plt
     import numpy as np
     allv = np.concatenate([np.asarray(ref, float), np.asarray(pred, float)])
     lo, hi = float(allv.min()) / 1.3, float(allv.max()) * 1.3
@@ -17,15 +18,15 @@ def _panel(ax, ref, pred, labels, band: float, title: str, unit: str, log: bool)
     x = np.geomspace(max(lo, 1e-12), hi, 60) if log else np.linspace(lo, hi, 60)
     ax.fill_between(x, x * (1 - band), x * (1 + band), color="0.88", label=f"\u00b1{band * 100:g}%")
     ax.plot(x, x, color="0.3", lw=1, label="y = x")
-    cmap = __import__("matplotlib").pyplot.get_cmap("tab10")
+    cmap = plt.get_cmap("tab10")
     for i, (lab, idx) in enumerate(pd.Series(labels).groupby(pd.Series(labels), sort=False).groups.items()):
         ax.scatter(np.asarray(ref)[list(idx)], np.asarray(pred)[list(idx)], s=16, color=cmap(i % 10), label=lab,
                    alpha=0.85)
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
-    ax.set_xlim(lo if not log else lo, hi)
-    ax.set_ylim(lo if not log else lo, hi)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
     ax.set_xlabel(f"reference ({unit})")
     ax.set_ylabel(f"ours ({unit})")
     ax.set_title(title, fontsize=9)
