@@ -30,7 +30,7 @@ skewed pipeline costs (fill ``rows - 1`` + drain ``cols - 1``):
 * ``scalesim`` (SCALE-Sim v2): every fold pays its own preload, fill and drain:
   ``folds x (preload + T + rows + cols - 2)``. Configured like SCALE-Sim (one chip,
   ``matrix_util`` 1, ``min_stream_cycles`` 1), this is SCALE-Sim's ``Total Cycles`` + 1
-  (SCALE-Sim reports the 0-based index of the last cycle); ``validate --peers`` checks it.
+  on every GEMM checked (``validate --peers``).
 
 ``weight_preload_hidden`` (double-buffered stationary operand) makes a fold
 ``max(preload, T)`` instead of ``preload + T``. Compute time = cycles /
