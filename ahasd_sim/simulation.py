@@ -116,6 +116,13 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
 _POOL_WINDOWS: list = []   # (cfg, parts) handed to forked window workers (never pickled)
 
 
+def _window_worker_init() -> None:
+    """Forked window workers leave signals to the parent (its handlers would fire in each child)."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _window_job(i: int) -> RunResult:
     cfg, parts = _POOL_WINDOWS[i]
     return run_window(cfg, parts, i)
@@ -143,8 +150,10 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
         if ctx is not None:
             _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
             try:
-                with ctx.Pool(min(workers, n)) as pool:
+                with ctx.Pool(min(workers, n), initializer=_window_worker_init) as pool:
                     results = pool.map(_window_job, range(n), chunksize=1)
+                    pool.close()
+                    pool.join()
             finally:
                 _POOL_WINDOWS.clear()
     if results is None:
