@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     ts = tsub.add_parser("stats", help="acceptance statistics of a trace file (chain or tree trace)")
     ts.add_argument("file")
     ts.add_argument("--out", default=None, help="write CSV tables and a plot here")
+    ts.add_argument("--chain", default=None, help="tree traces: compare with this chain trace of the same "
+                    "model pair and prompts (acceptance at equal node budgets, top-1 chain cross-check)")
     ts.add_argument("--debug", action="store_true")
     tr = tsub.add_parser("record", add_help=False,
                          help="record a trace from a real drafter/target pair (--kind chain|tree; "
@@ -151,7 +153,7 @@ def cmd_traces(args) -> int:
     from .workload.tree_traces import is_tree_trace
     if is_tree_trace(args.file):
         from .workload.tree_trace_stats import run_tree_stats
-        return int(run_tree_stats(args.file, args.out) or 0)
+        return int(run_tree_stats(args.file, args.out, args.chain) or 0)
     from .workload.trace_stats import run_stats
     return int(run_stats(args.file, args.out) or 0)
 

@@ -39,11 +39,25 @@ GENERATOR_VERSION = "record_tree/1.0"
 class SeqLlama:
     """One llama.cpp context with ``n_seq`` sequences in a unified KV cache (+ optional cb_eval)."""
 
-    def __init__(self, path: str, n_ctx: int, n_threads: int, n_seq: int, n_batch: int = 512, cb_eval=None):
+    def __init__(self, path: str, n_ctx: int, n_threads: int, n_seq: int, n_batch: int = 512, cb_eval=None,
+                 extra_bufts: bool = False):
         import llama_cpp as L
+        import llama_cpp.llama_cpp as C
         self.L = L
-        self.llm = L.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=n_threads,
-                           n_threads_batch=n_threads, logits_all=False, verbose=False)
+        default = C.llama_model_default_params
+        if not extra_bufts:
+            # no extra CPU buffer types (AMX / repacked weights): the AMX kernels of a native
+            # build crash on VMs that report AMX but do not grant it (seen on the 2-core box)
+            def _params():
+                p = default()
+                p.use_extra_bufts = False
+                return p
+            C.llama_model_default_params = _params
+        try:
+            self.llm = L.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=n_threads,
+                               n_threads_batch=n_threads, logits_all=False, verbose=False)
+        finally:
+            C.llama_model_default_params = default
         p = L.llama_context_params.from_buffer_copy(self.llm.context_params)
         p.n_seq_max, p.kv_unified = n_seq, True
         if cb_eval is not None:
@@ -323,11 +337,12 @@ def _models(cfg):
     labels = np.load(cfg["partition"]) if cfg["moe_source"] == "moefied" else None
     coll = moefy.RoutingCollector(L, cfg["moe_k"], cfg["n_experts"], labels)
     cb = moefy.make_cb_eval(coll)
-    tgt = SeqLlama(cfg["target"], cfg["n_ctx"], cfg["threads"], n_seq=cfg["node_budget"] + 2, cb_eval=cb)
+    xb = bool(cfg.get("extra_bufts", False))
+    tgt = SeqLlama(cfg["target"], cfg["n_ctx"], cfg["threads"], n_seq=cfg["node_budget"] + 2, cb_eval=cb, extra_bufts=xb)
     if tgt.n_layers != L:
         raise SystemExit(f"target has {tgt.n_layers} layers, partition/config says {L}")
     drf = SeqLlama(cfg["drafter"], cfg["n_ctx"], cfg["threads"],
-                   n_seq=2 + (cfg["beam"] + 1) * max(cfg["depth"] - 1, 1))
+                   n_seq=2 + (cfg["beam"] + 1) * max(cfg["depth"] - 1, 1), extra_bufts=xb)
     return tgt, drf, coll
 
 
@@ -431,6 +446,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--limit", type=int, help="record only prompts with index < LIMIT")
+    ap.add_argument("--extra-bufts", action="store_true",
+                    help="let llama.cpp use extra CPU buffer types (weight repacking, AMX); off by default")
     ap.add_argument("--assemble", metavar="OUT.npz")
     args = ap.parse_args(argv)
     os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
@@ -473,6 +490,7 @@ def main(argv=None):
                "moe_source": args.moe_source, "partition": os.path.abspath(part), "partition_info": pinfo,
                "n_experts": args.n_experts, "moe_k": args.moe_k, "moe_label": args.moe_label, "n_layers": n_layers,
                "categories": args.categories, "threads": args.threads, "n_ctx": args.n_ctx, "backend_version": bver,
+               "extra_bufts": bool(args.extra_bufts),
                "hardware": f"{os.cpu_count()} CPU cores, n_threads={args.threads}"}
         prompts = select_prompts(args.categories, args.n_per_category, args.prompt_seed)
         with open(prm_path, "w") as f:

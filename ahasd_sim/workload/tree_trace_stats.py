@@ -181,7 +181,7 @@ def compute_tree_stats(tt) -> Dict[str, pd.DataFrame]:
             "routing": routing_table(tt), "load_balance": load_balance_table(tt)}
 
 
-def run_tree_stats(path, out_dir: Optional[str] = None) -> int:
+def run_tree_stats(path, out_dir: Optional[str] = None, chain_path: Optional[str] = None) -> int:
     try:
         tt = load_tree_trace(path)
     except TreeTraceError as exc:
@@ -195,6 +195,11 @@ def run_tree_stats(path, out_dir: Optional[str] = None) -> int:
     if h.get("constructed_example"):
         print("NOTE: constructed example data, not measured")
     stats = compute_tree_stats(tt)
+    if chain_path:
+        from .traces import load_trace
+        chain = load_trace(chain_path)
+        stats["chain_vs_tree"] = chain_vs_tree(tt, chain)
+        stats["chain_crosscheck"] = chain_crosscheck(tt, chain)
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
         for name, df in stats.items():
             print(f"\n== {name} ==")
@@ -206,3 +211,90 @@ def run_tree_stats(path, out_dir: Optional[str] = None) -> int:
             df.to_csv(os.path.join(out_dir, f"{stem}_{name}.csv"))
         print(f"\nwrote CSVs to {out_dir}")
     return 0
+
+
+# ----------------------------------------------------------------------------------------
+# comparison with a chain trace of the same model pair and prompts
+# ----------------------------------------------------------------------------------------
+def _runs(acc: np.ndarray) -> np.ndarray:
+    run = np.zeros(acc.size + 1, dtype=np.int64)
+    for t in range(acc.size - 1, -1, -1):
+        run[t] = run[t + 1] + 1 if acc[t] else 0
+    return run
+
+
+def _matched_prompts(tt: TreeTrace, chain):
+    """(tree prompt index, chain [start, end) bounds) for prompts both traces contain (by id)."""
+    cids = [p.get("id") for p in chain.header["prompts"]]
+    bounds = chain.prompt_bounds()
+    out = []
+    for i, p in enumerate(tt.header["prompts"]):
+        if p.get("id") in cids:
+            j = cids.index(p["id"])
+            out.append((i, int(bounds[j, 0]), int(bounds[j, 1])))
+    return out
+
+
+def chain_crosscheck(tt: TreeTrace, chain) -> pd.DataFrame:
+    """Per matched prompt: where the tree run's committed tokens first differ from the chain
+    trace's target tokens, and how many rounds before that point have a top-1-chain accepted
+    length (depth d = 1..tree depth, cut from the tree) equal to the chain trace's replay
+    min(d, run of accept flags from the round's position)."""
+    D = int(tt.header["tree"]["depth"])
+    rows = []
+    pr = {p: (a, b) for p, a, b in tt.prompt_rounds()}
+    for i, s, e in _matched_prompts(tt, chain):
+        if i not in pr:
+            continue
+        a, b = pr[i]
+        ctok = np.asarray(tt.commit_tok[tt.commits(a).start:tt.commits(b - 1).stop])
+        ttok = np.asarray(chain.tgt_tok[s:e])
+        n = min(ctok.size, ttok.size)
+        diff = np.flatnonzero(ctok[:n] != ttok[:n])
+        first = int(diff[0]) if diff.size else n
+        run = _runs(np.asarray(chain.accept[s:e], bool))
+        cmp = eq = 0
+        for r in range(a, b):
+            pos = int(tt.round_pos[r])
+            if pos + D + 1 > first:   # the chain trace's flags only hold on the shared path
+                break
+            for d in range(1, D + 1):
+                cmp += 1
+                eq += int(tt.accepted_length(r, tt.subtree(r, "chain", d)) == min(d, int(run[pos])))
+        rows.append({"prompt": tt.header["prompts"][i].get("id"), "tree_tokens": int(ctok.size),
+                     "first_divergence": first, "rounds_x_depths_compared": cmp, "equal": eq,
+                     "equal_fraction": eq / cmp if cmp else np.nan})
+    return pd.DataFrame(rows).set_index("prompt") if rows else pd.DataFrame()
+
+
+def chain_vs_tree(tt: TreeTrace, chain, budgets: Optional[Sequence[int]] = None) -> pd.DataFrame:
+    """Mean accepted drafted tokens per round at equal node budgets N: chain speculative
+    decoding with k = N (replayed from the chain trace over the same prompts and response
+    span as the tree trace) vs the EAGLE-2 top-N tree cut from the recorded trees."""
+    budgets = budgets or [n for n in (1, 2, 3, 4, 5, 6, 8, 16, 32, 64) if n <= int(tt.header["tree"]["node_budget"])]
+    matched = _matched_prompts(tt, chain)
+    pr = {p: (a, b) for p, a, b in tt.prompt_rounds()}
+    keep_rounds = np.zeros(len(tt), dtype=bool)
+    spans = []
+    for i, s, e in matched:
+        if i in pr:
+            a, b = pr[i]
+            keep_rounds[a:b] = True
+            n_gen = int(tt.round_pos[b - 1] + tt.round_n_commit[b - 1])
+            spans.append((s, min(e, s + n_gen)))
+    rows = []
+    for N in budgets:
+        ch = []
+        for s, e in spans:
+            run = _runs(np.asarray(chain.accept[s:e], bool))
+            t = 0
+            while t < e - s:
+                acc = min(int(run[t]), N)
+                ch.append(acc)
+                t += acc + 1
+        tree = tt.accepted_lengths("top_n", N)[keep_rounds]
+        rows.append({"node_budget": N, "chain_mean_accepted": float(np.mean(ch)) if ch else np.nan,
+                     "chain_rounds": len(ch), "tree_mean_accepted": float(tree.mean()) if tree.size else np.nan,
+                     "tree_rounds": int(tree.size),
+                     "tree_over_chain": (float(tree.mean()) + 1) / (float(np.mean(ch)) + 1) if ch and tree.size else np.nan})
+    return pd.DataFrame(rows).set_index("node_budget")
