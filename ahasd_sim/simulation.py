@@ -224,6 +224,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "mode_stats": mode.stats(),
         "platform": describe_platform(platform, mode),
     }
+    summary.update(getattr(mode, "summary_fields", dict)())  # mode-specific top-level fields (moe_offload)
     events = pd.DataFrame(col.events)
     energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if run.timeline else None

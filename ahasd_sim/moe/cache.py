@@ -27,7 +27,7 @@ SCOPES = ("global", "per_layer")
 
 class ExpertCache:
     def __init__(self, n_layers: int, n_experts: int, capacity_experts: int, policy: str = "lru",
-                 scope: str = "global", popularity: np.ndarray | None = None):
+                 scope: str = "global", popularity: np.ndarray | None = None, fill: bool = True):
         if policy not in POLICIES:
             raise ValueError(f"cache policy must be one of {POLICIES}, got {policy!r}")
         if scope not in SCOPES:
@@ -50,7 +50,8 @@ class ExpertCache:
         self.evictions = 0
         self.streamed = 0             # misses not kept (no evictable room / static policy)
         self.resident_mask = np.zeros((self.L, self.E), dtype=bool)
-        self._fill(popularity)
+        if fill or policy == "static":
+            self._fill(popularity)
 
     # ------------------------------------------------------------------ setup
     def _fill(self, popularity: np.ndarray | None) -> None:

@@ -9,38 +9,37 @@ Predicted experts come from the predictor model (``moe.predictor_recall``).
 from __future__ import annotations
 
 from .base import register_policy
-from .tree_base import TreePolicy, item_times, node_items
+import numpy as np
+
+from .tree_base import TreePolicy, item_matrix
 
 
 @register_policy("ecospec")
 class EcoSpec(TreePolicy):
     def select(self, view) -> list[int]:
         nodes = [int(v) for v in view.available()]
-        items, root = node_items(view, nodes)
-        all_items = set(root)
-        for s in items.values():
-            all_items.update(s)
-        times = item_times(view, all_items)
+        own, root, times = item_matrix(view, nodes)
         m = view.costs
-        t_ref = m.c0_s + m.c1_s + sum(times[i] for i in root)
+        t_ref = m.c0_s + m.c1_s + float(times[root].sum())
         mu = self.params.mu
+        row = {v: i for i, v in enumerate(nodes)}
         children: dict[int, list[int]] = {}
         for v in nodes:
             children.setdefault(int(view.parent[v]), []).append(v)
-        covered: set[int] = set()
+        uncovered = np.ones(own.shape[1], dtype=bool)
         frontier = set(children.get(0, ()))
         chosen: list[int] = []
         while frontier and len(chosen) < self.params.max_nodes:
-            best, best_score = None, 0.0
-            for v in frontier:
-                dt = m.c1_s + sum(times[i] for i in items[v] if i not in covered)
-                score = float(view.path_prob[v]) - mu * dt / t_ref
-                if score > best_score or (best is not None and score == best_score and v < best):
-                    best, best_score = v, score
-            if best is None:
+            fr = sorted(frontier)
+            rows = [row[v] for v in fr]
+            dt = m.c1_s + (own[rows] & uncovered) @ times
+            score = np.array([view.path_prob[v] for v in fr]) - mu * dt / t_ref
+            j = int(np.argmax(score))          # first maximum: lowest node id on ties
+            if score[j] <= 0:
                 break
+            best = fr[j]
             chosen.append(best)
-            covered.update(items[best])
+            uncovered &= ~own[row[best]]
             frontier.discard(best)
             frontier.update(children.get(best, ()))
         return sorted(chosen)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from ..moe.closure import dinkelbach
 from .base import register_policy
-from .tree_base import TreePolicy, item_times, node_items, top_by_confidence
+import numpy as np
+
+from .tree_base import TreePolicy, item_matrix, top_by_confidence
 
 
 @register_policy("specfit")
@@ -28,15 +30,11 @@ class SpecFit(TreePolicy):
 
     def _solve(self, view, extra_tokens: float = 0.0, extra_time_s: float = 0.0):
         nodes = top_by_confidence(view, view.available(), self.params.max_nodes)
-        items, root = node_items(view, nodes)
-        all_items = set(root)
-        for s in items.values():
-            all_items.update(s)
-        times = item_times(view, all_items)
+        own, root, times = item_matrix(view, nodes)
         m = view.costs
-        base_time = view.draft_time_s + m.c0_s + m.c1_s + sum(times[i] for i in root) + extra_time_s
-        pp = {v: float(view.path_prob[v]) for v in nodes}
-        ratio, sel, it = dinkelbach(nodes, view.parent, pp, items, times, 1.0 + extra_tokens, base_time,
+        base_time = view.draft_time_s + m.c0_s + m.c1_s + float(times[root].sum()) + extra_time_s
+        pp = np.array([view.path_prob[v] for v in nodes], dtype=float)
+        ratio, sel, it = dinkelbach(nodes, view.parent, pp, own, times, 1.0 + extra_tokens, base_time,
                                     m.c1_s, tol=self.params.tolerance)
         self.dinkelbach_iterations.append(it)
         return ratio, sel

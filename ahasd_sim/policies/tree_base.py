@@ -68,23 +68,20 @@ def top_by_confidence(view, nodes, n: int) -> list[int]:
     return sorted(chosen)
 
 
-def node_items(view, nodes) -> tuple[dict[int, list[int]], set[int]]:
-    """Per node, the predicted (layer, expert) items (as layer*E + e) not already routed by the root;
-    and the root's items."""
+def item_matrix(view, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(own [n, L*E] bool: predicted (layer, expert) items of each node not already routed by the
+    root, root [L*E] bool: the root's items, item_time [L*E]: c2 + fetch if not resident)."""
     pred = view.predicted_experts
-    L = pred.shape[1]
-    E = view.resident.shape[1]
+    L, E = view.resident.shape
     offs = (np.arange(L) * E)[:, None]
-    root = set((pred[0] + offs).ravel().tolist())
-    items = {}
-    for v in nodes:
-        s = set((pred[int(v)] + offs).ravel().tolist())
-        s -= root
-        items[int(v)] = sorted(s)
-    return items, root
-
-
-def item_times(view, items) -> dict[int, float]:
+    root = np.zeros(L * E, dtype=bool)
+    root[(pred[0] + offs).ravel()] = True
+    idx = np.asarray(nodes, dtype=np.int64)
+    own = np.zeros((len(idx), L * E), dtype=bool)
+    if len(idx):
+        flat = (pred[idx] + offs[None]).reshape(len(idx), -1)
+        own[np.repeat(np.arange(len(idx)), flat.shape[1]), flat.ravel()] = True
+        own[:, root] = False
     m = view.costs
-    flat = view.resident.ravel()
-    return {i: m.c2_s + (0.0 if flat[i] else m.fetch_s) for i in items}
+    t = np.where(view.resident.ravel(), m.c2_s, m.c2_s + m.fetch_s)
+    return own, root, t
