@@ -36,8 +36,10 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="run several modes on the same trace; print a normalised table")
     _common(c)
-    c.add_argument("--modes", required=True, help="comma-separated mode names")
-    c.add_argument("--baseline", default=None, help="mode to normalise against (default: the first)")
+    c.add_argument("--modes", default=None, help="comma-separated mode names")
+    c.add_argument("--policies", default=None, help="comma-separated drafting policies (run with the "
+                   "config's mode) instead of --modes, e.g. eagle_fixed,eagle_dynamic,specfit,ecospec")
+    c.add_argument("--baseline", default=None, help="mode (or policy) to normalise against (default: the first)")
     c.add_argument("--out", default=None, help="output directory (default: a new folder under results/)")
 
     s = sub.add_parser("sweep", help="run a design-space sweep from a sweep YAML")
@@ -112,6 +114,15 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import run_compare
     cfg = _load(args)
+    if args.policies is not None:
+        from .compare import run_compare_policies
+        pols = [m.strip() for m in args.policies.split(",") if m.strip()]
+        table, out = run_compare_policies(cfg, pols, args.baseline, args.out)
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"results: {out}")
+        return 0
+    if args.modes is None:
+        raise InputError("compare: give --modes or --policies")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     table, out = run_compare(cfg, modes, args.baseline, args.out)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))

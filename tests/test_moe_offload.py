@@ -274,7 +274,7 @@ def test_smaller_cache_copies_more_and_is_slower(trace_path):
     assert small["throughput_tok_s"] < big["throughput_tok_s"]
     # same trees, same selection: accepted length is a property of the trace, not of the cache
     assert small["accepted_length_per_round"] == big["accepted_length_per_round"]
-    lo, hi = small["throughput_tok_s_ci95"]
+    lo, hi = small["throughput_tok_s_ci95_low"], small["throughput_tok_s_ci95_high"]
     assert lo <= small["throughput_tok_s_window_mean"] <= hi
     # the bytes copied are the misses x the expert size
     eb = small["mode_stats"]["memory_split"]["expert_bytes"]
@@ -308,3 +308,22 @@ def test_per_expert_loop_kernel_is_slower_than_fused(trace_path):
     p = run_simulation(_cfg(trace_path, "run.policy=eagle_dynamic", "gpu.moe_kernel=per_expert_loop")).summary
     assert p["makespan_s"] > f["makespan_s"]
     assert p["expert_h2d_bytes"] == f["expert_h2d_bytes"]
+
+
+@pytest.mark.parametrize("dev", ["npu", "pim"])
+def test_mobile_drafter_runs_on_its_device(trace_path, dev):
+    s = run_simulation(_cfg(trace_path, "npu.enabled=true", "pim.enabled=true", f"moe.drafter_device={dev}")).summary
+    assert s["device_busy_s"][dev] > 0 and s["dynamic_energy_by_task_j"]["draft"].get("gpu", 0.0) == 0.0
+    with pytest.raises(ConfigError, match="moe.drafter_device"):
+        run_simulation(_cfg(trace_path, f"moe.drafter_device={dev}"))
+
+
+def test_compare_policies_reports_h2d_and_accepted_length(trace_path, tmp_path):
+    from ahasd_sim.compare import run_compare_policies
+    table, out = run_compare_policies(_cfg(trace_path), list(TREE_POLICIES), "eagle_dynamic", str(tmp_path / "c"))
+    assert list(table["policy"]) == list(TREE_POLICIES)
+    assert table.set_index("policy").loc["eagle_dynamic", "throughput_vs_eagle_dynamic"] == 1.0
+    for _, r in table.iterrows():
+        s = __import__("json").loads((out / r["policy"] / "summary.json").read_text())
+        assert r["expert_h2d_bytes"] == s["expert_h2d_bytes"]
+        assert r["accepted_length_per_round"] == pytest.approx(s["accepted_tokens"] / s["verifications"])

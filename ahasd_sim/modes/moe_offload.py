@@ -95,6 +95,10 @@ class MoeOffloadMode(Mode):
                               f"'{target.name}' has {target.n_layers} layers, {target.n_experts} experts, "
                               f"top-{target.n_active_experts} but the tree trace recorded {tt.n_layers} layers, "
                               f"{tt.n_experts} experts, top-{tt.moe_k}; refusing to invent routing")
+        dev = mc.drafter_device
+        if dev != "gpu" and getattr(ctx.platform, dev, None) is None:
+            raise ConfigError(src, "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
+                              f"(set {dev}.enabled: true)")
         self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
         self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
         self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
@@ -309,9 +313,12 @@ class MoeOffloadMode(Mode):
                                                      if distinct else 0.0),
             "accepted_length_per_round": (self.col.counters.accepted_tokens / len(rounds)) if rounds else 0.0,
             "expert_copy_stall_s": self.copy_stall_s,
-            "throughput_tok_s_ci95": [thr["ci95_low"], thr["ci95_high"]],
             "throughput_tok_s_window_mean": thr["mean"],
-            "energy_per_token_j_ci95": [ept["ci95_low"], ept["ci95_high"]],
+            "throughput_tok_s_ci95_low": thr["ci95_low"],
+            "throughput_tok_s_ci95_high": thr["ci95_high"],
+            "energy_per_token_j_window_mean": ept["mean"],
+            "energy_per_token_j_ci95_low": ept["ci95_low"],
+            "energy_per_token_j_ci95_high": ept["ci95_high"],
             "ci_windows": thr["n"],
         }
 

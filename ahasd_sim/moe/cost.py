@@ -130,14 +130,16 @@ class MoeCostModel:
 
     # ------------------------------------------------------------------ drafter
     def draft_level_cost(self, n_tokens: int, kv: int, costs) -> tuple[float, dict, dict]:
-        """(duration, energy by device, busy by device) of one drafter forward over ``n_tokens``."""
+        """(duration, energy by device, busy by device) of one drafter forward over ``n_tokens``: on
+        the GPU at ``moe.weight_bytes_per_param``; on the NPU or the PIM drafter ranks with the run's
+        drafter spec (INT8, like the other modes)."""
         dev = self.moe_cfg.drafter_device
         ops = forward_ops(self.draft, int(n_tokens), self._kv(kv))
         if dev == "gpu":
             c: OpCost = self.gpu.forward_cost(ops)
             return c.duration_s, dict(c.energy_j_by_device), {"gpu": c.duration_s}
-        if dev == "npu":
-            c = self.platform.forward_cost(ops, "npu")
+        if dev == "npu":  # mobile drafters run the run's (INT8) drafter spec, as everywhere else
+            c = self.platform.forward_cost(costs.ops(costs.draft, int(n_tokens), self._kv(kv)), "npu")
             return c.duration_s, dict(c.energy_j_by_device), {"npu": c.duration_s}
         task = costs._pim_forward(costs.ops(costs.draft, int(n_tokens), self._kv(kv)),
                                   costs.partition.draft_ranks)
