@@ -56,10 +56,16 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("traces", help="trace utilities")
     tsub = t.add_subparsers(dest="traces_command")
-    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file")
+    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file (chain or tree trace)")
     ts.add_argument("file")
     ts.add_argument("--out", default=None, help="write CSV tables and a plot here")
+    ts.add_argument("--chain", default=None, help="tree traces: compare with this chain trace of the same "
+                    "model pair and prompts (acceptance at equal node budgets, top-1 chain cross-check)")
     ts.add_argument("--debug", action="store_true")
+    tr = tsub.add_parser("record", add_help=False,
+                         help="record a trace from a real drafter/target pair (--kind chain|tree; "
+                              "needs the gguf extra); `traces record --kind K --help` lists the options")
+    tr.add_argument("--kind", choices=("chain", "tree"), default=None)
 
     v = sub.add_parser("validate", help="compare the GPU model against measured H200 latencies")
     v.add_argument("--config", default=None, help="platform config (default hw_configs/platform_server_h200_pcie5.yaml)")
@@ -144,8 +150,21 @@ def cmd_area(args) -> int:
 
 
 def cmd_traces(args) -> int:
+    if args.traces_command == "record":
+        if args.kind is None:
+            raise InputError("traces record: expected --kind chain or --kind tree")
+        if args.kind == "chain":
+            from .workload.record_chain import main as record
+        else:
+            from .workload.record_tree import main as record
+        record(getattr(args, "record_argv", []))
+        return 0
     if args.traces_command != "stats":
-        raise InputError("traces: expected a subcommand: stats FILE")
+        raise InputError("traces: expected a subcommand: stats FILE | record --kind chain|tree ...")
+    from .workload.tree_traces import is_tree_trace
+    if is_tree_trace(args.file):
+        from .workload.tree_trace_stats import run_tree_stats
+        return int(run_tree_stats(args.file, args.out, args.chain) or 0)
     from .workload.trace_stats import run_stats
     return int(run_stats(args.file, args.out) or 0)
 
@@ -223,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
         argv = ["run", *argv]
     parser = _parser()
-    args = parser.parse_args(argv)
+    if argv[:2] == ["traces", "record"]:  # the recorder parses its own options
+        args, rest = parser.parse_known_args(argv)
+        args.record_argv = rest
+    else:
+        args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
