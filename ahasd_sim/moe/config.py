@@ -73,7 +73,7 @@ class EagleFixedParams:
 class EagleDynamicParams:
     """EAGLE-2/3: keep the N nodes of highest cumulative draft confidence (ancestor-closed)."""
 
-    total_nodes: int = param(32, doc="verified draft nodes N (EAGLE default total_token 60 with depth 5-7)",
+    total_nodes: int = param(60, doc="verified draft nodes N (EAGLE-2/3 default total_token 60, depth 5-7)",
                              ge=1, source="[C] " + EAGLE_SRC)
     max_depth: int = param(6, doc="draft levels", ge=1, source="[C] " + EAGLE_SRC)
 

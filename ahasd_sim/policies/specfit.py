@@ -27,6 +27,7 @@ class SpecFit(TreePolicy):
         self.stops_by_rule = 0
         self.dinkelbach_iterations: list[int] = []
         self._best: list[int] = []
+        self._solved = None   # the view _best was computed for
 
     def _solve(self, view, extra_tokens: float = 0.0, extra_time_s: float = 0.0):
         nodes = top_by_confidence(view, view.available(), self.params.max_nodes)
@@ -41,6 +42,7 @@ class SpecFit(TreePolicy):
 
     def continue_drafting(self, view) -> bool:
         ratio, self._best = self._solve(view)
+        self._solved = view
         if view.drafted_depth >= self.max_depth() or view.drafted_depth >= view.recorded_depth:
             return False
         if not self.params.stop_rule:
@@ -55,6 +57,9 @@ class SpecFit(TreePolicy):
         return True
 
     def select(self, view) -> list[int]:
+        if self._solved is not view:
+            _, self._best = self._solve(view)
+            self._solved = view
         return list(self._best)
 
     def stats(self):
