@@ -296,7 +296,7 @@ class MoeOffloadMode(Mode):
                 self.done.succeed()
 
     # ------------------------------------------------------------------ reporting
-    def summary_fields(self) -> dict[str, Any]:
+    def summary_fields(self, summary: dict | None = None) -> dict[str, Any]:
         rounds = self.rounds
         nb = self.cm.expert_bytes
         distinct = [x["distinct"] for x in rounds]
