@@ -81,3 +81,8 @@ def test_cli_stats_on_tree_example(capsys):
     assert main(["traces", "stats", "traces/tiny_tree_example.npz"]) == 0
     out = capsys.readouterr().out
     assert "constructed example" in out and "== routing ==" in out and "== acceptance ==" in out
+
+
+def test_cli_record_needs_a_kind(capsys):
+    assert main(["traces", "record"]) == 2
+    assert "--kind chain or --kind tree" in capsys.readouterr().err

@@ -176,3 +176,14 @@ def test_accepted_path_prefers_deepest():
     acc = np.array([True, True, True, True, False])
     dep = np.array([0, 1, 1, 2, 3])
     assert accepted_path(parent, acc, dep) == [2, 3]
+
+
+def test_quantized_gate_weights_sum_to_one_and_stay_close():
+    from ahasd_sim.workload.tree_traces import quantize_gate_weights
+    rng = np.random.default_rng(1)
+    w = -np.sort(-rng.dirichlet(np.ones(8), size=(200, 5)), axis=2)
+    q = quantize_gate_weights(w, 256)
+    assert q.dtype == np.float16
+    assert np.array_equal(q.astype(np.float64).sum(axis=2), np.ones((200, 5)))   # exact in float16
+    assert np.abs(q.astype(np.float64) - w).max() < 1 / 256
+    assert np.array_equal(np.mod(q.astype(np.float64) * 256, 1), np.zeros_like(w))

@@ -34,6 +34,7 @@ from .record_chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, e
                            sha256_file, softmax)
 
 GENERATOR_VERSION = "record_tree/1.0"
+GATE_WEIGHT_LEVELS = 256  # shipped gate weights are multiples of 1/256 (repository size)
 
 
 class SeqLlama:
@@ -385,8 +386,10 @@ def cmd_assemble(args, cfg, prompts, out_path):
     if not parts:
         raise SystemExit("no finished shards to assemble")
     cols = TT.concat_rounds(parts)
+    cols["node_moe_w"] = TT.quantize_gate_weights(cols["node_moe_w"], GATE_WEIGHT_LEVELS)
     moe = {"label": cfg["moe_label"], "n_experts": cfg["n_experts"], "k": cfg["moe_k"], "n_layers": cfg["n_layers"],
-           "source": cfg["moe_source"], "weights_normalized": True}
+           "source": cfg["moe_source"], "weights_normalized": True,
+           "gate_weight_resolution": f"1/{GATE_WEIGHT_LEVELS} (largest-remainder rounding; rows sum to 1)"}
     if cfg["moe_source"] == "moefied":
         lab = np.load(cfg["partition"])
         cols["moe_partition"] = lab

@@ -538,6 +538,23 @@ def write_tree_trace(path, header: dict, columns: Dict[str, np.ndarray], validat
     os.replace(tmp, path)
 
 
+def quantize_gate_weights(w: np.ndarray, levels: int = 256) -> np.ndarray:
+    """Gate weights rounded to multiples of 1/levels along the last axis by largest remainder, so
+    each row still sums to exactly 1 (if it did) and float16 holds the values exactly; shrinks
+    the compressed routing ~3x.  Error per weight < 1/levels."""
+    w = np.asarray(w, dtype=np.float64)
+    tot = np.rint(w.sum(axis=-1, keepdims=True) * levels)
+    x = w * levels
+    fl = np.floor(x)
+    short = (tot - fl.sum(axis=-1, keepdims=True)).astype(np.int64)   # units still to hand out
+    order = np.argsort(-(x - fl), axis=-1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(w.shape[-1]).reshape((1,) * (w.ndim - 1) + (-1,)) +
+                      np.zeros_like(order), axis=-1)
+    q = fl + (rank < short)
+    return (q / levels).astype(np.float16)
+
+
 def concat_rounds(parts: Sequence[Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
     """Concatenate per-prompt column dicts; node/commit offsets and commit_node are re-based."""
     out: Dict[str, List[np.ndarray]] = {}
