@@ -18,8 +18,7 @@ CHAIN = os.path.join(TRACES, "qwc-0.5b-1.5b_greedy.npz")
 
 @pytest.fixture(scope="module")
 def tt():
-    if not TREES:  # TEMPORARY while the first recording runs; removed when the trace is committed
-        pytest.skip("no recorded tree trace in traces/ yet")
+    assert TREES, "no recorded tree trace shipped in traces/"
     return load_tree_trace(TREES[0])
 
 
@@ -48,12 +47,21 @@ def test_replay_with_recorded_shape_reproduces_online_accept_lengths(tt):
 
 
 def test_top1_chain_cut_reproduces_chain_trace(tt):
+    """On the shared path the top-1 chain of every tree accepts what the chain trace replays,
+    except where the drafter's argmax flips between near-tied candidates (the tree recorder
+    decodes the drafter in multi-sequence batches without repacked weights, the chain recorder
+    one token at a time: different CPU kernels, last-bit differences)."""
     chain = load_trace(CHAIN)
     cc = chain_crosscheck(tt, chain)
     assert len(cc) == len(tt.header["prompts"])
-    assert cc["rounds_x_depths_compared"].sum() > 100
-    # on the shared path the top-1 chain of every tree accepts exactly what the chain trace replays
-    assert cc["equal"].sum() / cc["rounds_x_depths_compared"].sum() >= 0.99
+    n = cc["rounds_x_depths_compared"].sum()
+    assert n > 500
+    assert cc["equal"].sum() / n >= 0.95
+    assert cc["drafter_argmax_flips"].sum() <= 10
+    assert cc["max_flip_margin"].max() < 0.2      # flips only between near-tied candidates
+    # prompts without a flip agree exactly
+    clean = cc[cc["drafter_argmax_flips"] == 0]
+    assert len(clean) >= len(cc) // 2 and (clean["equal"] == clean["rounds_x_depths_compared"]).all()
 
 
 def test_routing_statistics_shape(tt):

@@ -239,7 +239,10 @@ def chain_crosscheck(tt: TreeTrace, chain) -> pd.DataFrame:
     """Per matched prompt: where the tree run's committed tokens first differ from the chain
     trace's target tokens, and how many rounds before that point have a top-1-chain accepted
     length (depth d = 1..tree depth, cut from the tree) equal to the chain trace's replay
-    min(d, run of accept flags from the round's position)."""
+    min(d, run of accept flags from the round's position).  ``drafter_argmax_flips`` counts
+    shared-path positions where the tree's top-1 child differs from the chain trace's drafter
+    argmax (different CPU kernels: batched tree decode vs one token at a time);
+    ``max_flip_margin`` is the largest top-1 minus top-2 drafter probability (chain trace) there."""
     D = int(tt.header["tree"]["depth"])
     rows = []
     pr = {p: (a, b) for p, a, b in tt.prompt_rounds()}
@@ -253,7 +256,8 @@ def chain_crosscheck(tt: TreeTrace, chain) -> pd.DataFrame:
         diff = np.flatnonzero(ctok[:n] != ttok[:n])
         first = int(diff[0]) if diff.size else n
         run = _runs(np.asarray(chain.accept[s:e], bool))
-        cmp = eq = 0
+        cmp = eq = flips = 0
+        flip_margin = 0.0
         for r in range(a, b):
             pos = int(tt.round_pos[r])
             if pos + D + 1 > first:   # the chain trace's flags only hold on the shared path
@@ -261,9 +265,19 @@ def chain_crosscheck(tt: TreeTrace, chain) -> pd.DataFrame:
             for d in range(1, D + 1):
                 cmp += 1
                 eq += int(tt.accepted_length(r, tt.subtree(r, "chain", d)) == min(d, int(run[pos])))
+            # drafter argmax flips on the shared path: tree top-1 child != chain trace's drafter top-1
+            sl = tt.nodes(r)
+            for j, nd in enumerate(tt.subtree(r, "chain", D)[1:], start=1):
+                t = s + pos + j - 1
+                if int(tt.node_tok[sl.start + nd]) != int(chain.drf_top1[t]):
+                    flips += 1
+                    flip_margin = max(flip_margin, float(chain.topk_p[t][0] - chain.topk_p[t][1]))
+                if not tt.node_accept[sl.start + nd]:
+                    break
         rows.append({"prompt": tt.header["prompts"][i].get("id"), "tree_tokens": int(ctok.size),
                      "first_divergence": first, "rounds_x_depths_compared": cmp, "equal": eq,
-                     "equal_fraction": eq / cmp if cmp else np.nan})
+                     "equal_fraction": eq / cmp if cmp else np.nan, "drafter_argmax_flips": flips,
+                     "max_flip_margin": flip_margin})
     return pd.DataFrame(rows).set_index("prompt") if rows else pd.DataFrame()
 
 
