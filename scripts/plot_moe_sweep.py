@@ -35,13 +35,24 @@ def _load(d: Path, axis: str) -> pd.DataFrame:
 
 
 def _panel(ax, df, xlabel, log=False):
-    for pol in POLICIES:
-        sub = df[df["run.policy"] == pol].sort_values("x")
-        if sub.empty:
-            continue
-        y = sub["throughput_tok_s"]
-        err = [(y - sub["throughput_tok_s_ci95_low"]).clip(lower=0), (sub["throughput_tok_s_ci95_high"] - y).clip(lower=0)]
-        ax.errorbar(sub["x"], y, yerr=err, marker="o", capsize=3, label=pol)
+    evictions = sorted(df["moe.cache_policy"].unique(), key=lambda e: ("lru", "lfu", "static").index(e)) \
+        if "moe.cache_policy" in df else [None]
+    colors = {}
+    for ev, style in zip(evictions, ("-", "--", ":")):
+        for pol in POLICIES:
+            sub = df[df["run.policy"] == pol]
+            if ev is not None:
+                sub = sub[sub["moe.cache_policy"] == ev]
+            sub = sub.sort_values("x")
+            if sub.empty:
+                continue
+            y = sub["throughput_tok_s"]
+            err = [(y - sub["throughput_tok_s_ci95_low"]).clip(lower=0),
+                   (sub["throughput_tok_s_ci95_high"] - y).clip(lower=0)]
+            lab = pol if ev is None else f"{pol} ({ev})"
+            h = ax.errorbar(sub["x"], y, yerr=err, marker="o", ms=3, capsize=2, ls=style, label=lab,
+                            color=colors.get(pol))
+            colors.setdefault(pol, h.lines[0].get_color())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("throughput (tok/s)")
     if log:
@@ -50,8 +61,14 @@ def _panel(ax, df, xlabel, log=False):
 
 
 def _table(df, axis_name) -> list[str]:
-    lines = [f"| {axis_name} | policy | tok/s [95% CI] | accepted/round | nodes/round | experts touched/verify "
-             f"| H2D GB | hit rate | vs {REF} |", "|---|---|---|---|---|---|---|---|---|"]
+    if "moe.cache_policy" in df and df["moe.cache_policy"].nunique() > 1:
+        out = []
+        for ev in sorted(df["moe.cache_policy"].unique()):
+            out += [f"### eviction {ev}", ""] + _table(df[df["moe.cache_policy"] == ev].drop(
+                columns=["moe.cache_policy"]), axis_name) + [""]
+        return out
+    lines = [f"| {axis_name} | policy | tok/s [95% CI] | accepted/round | nodes/round | levels drafted "
+             f"| experts touched/verify | H2D GB | hit rate | vs {REF} |", "|---|---|---|---|---|---|---|---|---|---|"]
     for x in sorted(df["x"].unique()):
         at = df[df["x"] == x].drop_duplicates("run.policy").set_index("run.policy")
         ref = at["throughput_tok_s"].get(REF, float("nan"))
@@ -61,7 +78,8 @@ def _table(df, axis_name) -> list[str]:
             r = at.loc[pol]
             lines.append(f"| {x:g} | {pol} | {r['throughput_tok_s']:.1f} [{r['throughput_tok_s_ci95_low']:.1f}, "
                          f"{r['throughput_tok_s_ci95_high']:.1f}] | {r['accepted_length_per_round']:.2f} | "
-                         f"{r['policy_stats.mean_nodes_verified']:.1f} | {r['experts_touched_per_verify']:.0f} | "
+                         f"{r['policy_stats.mean_nodes_verified']:.1f} | {r['policy_stats.mean_levels_drafted']:.2f} | "
+                         f"{r['experts_touched_per_verify']:.0f} | "
                          f"{r['expert_h2d_bytes'] / 1e9:.2f} | {r['expert_cache_hit_rate']:.3f} | "
                          f"{r['throughput_tok_s'] / ref - 1:+.1%} |")
     return lines
@@ -71,6 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", default="sweeps/moe_cache_capacity")
     ap.add_argument("--pcie", default="sweeps/moe_pcie_bandwidth")
+    ap.add_argument("--recall", default="sweeps/moe_predictor_recall", help="optional predictor-recall sweep")
     ap.add_argument("--out", default="docs/moe-offload")
     ap.add_argument("--note", default="", help="a line printed under the table (e.g. which trace)")
     a = ap.parse_args()
@@ -79,9 +98,9 @@ def main() -> None:
     cache = _load(Path(a.cache), "moe.cache_capacity")
     pcie = _load(Path(a.pcie), "h2d.effective_gb_s")
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    _panel(axes[0], cache, "expert-cache capacity (fraction of all experts)")
+    _panel(axes[0], cache, "expert-cache capacity (fraction of all experts; solid LRU, dashed LFU)")
     _panel(axes[1], pcie, "H2D bandwidth (GB/s), cache 25%", log=True)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=6, ncol=2)
     tr = cache["mode_stats.tree_trace"].iloc[0] if "mode_stats.tree_trace" in cache else ""
     fig.suptitle(f"MoE expert offload, tree policies (H200 + PCIe; {Path(str(tr)).name})", fontsize=9)
     fig.tight_layout()
@@ -93,6 +112,21 @@ def main() -> None:
         lines += [a.note, ""]
     lines += ["## vs expert-cache capacity", ""] + _table(cache, "capacity") + ["", "## vs H2D bandwidth (cache 25%)", ""] \
         + _table(pcie, "GB/s") + [""]
+    rec_dir = Path(a.recall)
+    if (rec_dir / "results.csv").is_file():
+        rec = _load(rec_dir, "moe.predictor_recall")
+        ref = cache[(cache["run.policy"] == REF) & (cache["x"] == 0.25)]
+        if "moe.cache_policy" in ref:
+            ref = ref[ref["moe.cache_policy"] == "lru"]
+        ref = ref["throughput_tok_s"]
+        lines += ["## vs routing-predictor recall (cache 25%)", "",
+                  f"eagle_dynamic at cache 25% (needs no predictor): {ref.iloc[0]:.1f} tok/s" if len(ref) else "", "",
+                  "| recall | policy | tok/s [95% CI] | accepted/round | H2D GB |", "|---|---|---|---|---|"]
+        for _, r in rec.sort_values(["run.policy", "x"]).iterrows():
+            lines.append(f"| {r['x']:g} | {r['run.policy']} | {r['throughput_tok_s']:.1f} "
+                         f"[{r['throughput_tok_s_ci95_low']:.1f}, {r['throughput_tok_s_ci95_high']:.1f}] | "
+                         f"{r['accepted_length_per_round']:.2f} | {r['expert_h2d_bytes'] / 1e9:.2f} |")
+        lines.append("")
     (out / "moe_policies_sweep.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
