@@ -3,8 +3,9 @@
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``scripts/measure_gpu.py``) is simulated with the platform's GPU model:
 ``Gpu.forward_cost(forward_ops(model in bf16, k, kv_len)).duration_s``. Every
-**h2d_pinned** row is simulated with the ``h2d`` link model (``latency + bytes / bandwidth``,
-:meth:`Link.isolated_transfer_time_s`). The command prints one line per point (measured,
+**h2d_pinned** row is simulated with the ``h2d`` link model (``max(latency, latency -
+overlapped + bytes / bandwidth)``, :meth:`Link.isolated_transfer_time_s`). ``--peers``
+(``validate_peers.py``) fits the free GPU/H2D parameters on run 1 and reports run 2 out-of-sample. The command prints one line per point (measured,
 simulated, signed error) and the median absolute percentage error (MdAPE):
 
 * the headline: bf16 steps replayed from CUDA graphs -- the regime the config is calibrated
@@ -52,12 +53,9 @@ GROUP_H2D = "h2d"      # pinned host-to-device copies
 
 # ----------------------------------------------------------------------------- input
 def resolve_path(path: str | None, default: str) -> Path:
-    """``path`` (or ``default``) as given relative to the cwd, else relative to the repository."""
-    p = Path(path if path is not None else default)
-    if p.is_absolute() or p.exists():
-        return p
-    alt = REPO_ROOT / p
-    return alt if alt.exists() else p
+    """``path`` (or ``default``) as given relative to the cwd, else the shipped copy."""
+    from .paths import resolve_input_file
+    return resolve_input_file(path if path is not None else default)
 
 
 def _bool(v) -> bool:
@@ -195,21 +193,23 @@ def summarize(points: pd.DataFrame) -> dict:
 def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
     """Least-squares per-kernel overhead (us) on the relative error of the graphed steps, all
     other GPU parameters as configured. The step time is affine in the overhead
-    (``t = body + n_layers x kernels_per_layer x overhead``), so the fit is closed-form."""
+    (``t = rest + n_layers x kernels_per_layer(architecture) x overhead``), so the fit is
+    closed-form."""
     g = points[points["group"] == GROUP_GRAPH]
     gpu = platform.gpu
-    if g.empty or gpu.cfg.kernels_per_layer == 0:
+    if g.empty or (gpu.cfg.kernels_per_layer == 0 and gpu.cfg.kernels_per_layer_plain_mlp == 0):
         return float("nan")
     num = den = 0.0
     for _, r in g.iterrows():
         ops = step_ops(r["model"], r["dtype"], r["k_tokens"], r["kv_len"])
         n_layers = max(int(op.layer_repeat) for op in ops)
-        launch = gpu.launch_overhead_s(n_layers)
-        body = gpu.forward_cost(ops).duration_s - launch
-        per_us = n_layers * gpu.cfg.kernels_per_layer * 1e-6 / r["measured_s"]
-        num += (1.0 - body / r["measured_s"]) * per_us
+        kpl = gpu.kernels_per_layer_for(ops)
+        per_kernel = n_layers * kpl * gpu.cfg.launch_overhead_us * 1e-6
+        rest = gpu.forward_cost(ops).duration_s - per_kernel
+        per_us = n_layers * kpl * 1e-6 / r["measured_s"]
+        num += (1.0 - rest / r["measured_s"]) * per_us
         den += per_us * per_us
-    return num / den
+    return num / den if den else float("nan")
 
 
 def measured_ceilings(df: pd.DataFrame) -> dict:
@@ -347,6 +347,10 @@ def validate(config: str | None = None, measured: str | None = None, overrides: 
 
 
 def run_validate(args) -> int:
+    from .outdir import OutputFolder
+    out = getattr(args, "out", None)
+    if out:
+        OutputFolder(out, "validate").check()   # before any work
     points, summary, skipped, fitted, platform, (cfg_path, csv_path, df) = validate(
         getattr(args, "config", None), getattr(args, "measured", None), getattr(args, "overrides", []) or [])
     g = platform.gpu
@@ -366,13 +370,13 @@ def run_validate(args) -> int:
     print(_fmt_table(points))
     print()
     print(format_summary(summary, fitted, c.launch_overhead_us, skipped))
-    out = getattr(args, "out", None)
     if out:
         out_dir = Path(out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        points.to_csv(out_dir / ERRORS_CSV, index=False, float_format="%.6g")
-        title = (f"{c.name} GPU model vs {csv_path.name}: MdAPE {summary['overall']:.1f}% "
-                 f"over {summary['n']} graphed bf16 steps")
-        paths = write_plot(points, out_dir, title)
-        print(f"wrote {out_dir / ERRORS_CSV}, " + ", ".join(str(p) for p in paths))
+        with OutputFolder(out_dir, "validate") as folder:
+            points.to_csv(folder.stage / ERRORS_CSV, index=False, float_format="%.6g")
+            title = (f"{c.name} GPU model vs {csv_path.name}: MdAPE {summary['overall']:.1f}% "
+                     f"over {summary['n']} graphed bf16 steps")
+            paths = write_plot(points, folder.stage, title)
+            folder.commit()
+        print(f"wrote {out_dir / ERRORS_CSV}, " + ", ".join(str(out_dir / p.name) for p in paths))
     return 0
