@@ -187,3 +187,9 @@ def test_quantized_gate_weights_sum_to_one_and_stay_close():
     assert np.array_equal(q.astype(np.float64).sum(axis=2), np.ones((200, 5)))   # exact in float16
     assert np.abs(q.astype(np.float64) - w).max() < 1 / 256
     assert np.array_equal(np.mod(q.astype(np.float64) * 256, 1), np.zeros_like(w))
+
+
+def test_chain_loader_names_a_tree_trace():
+    from ahasd_sim.workload.traces import TraceError, load_trace
+    with pytest.raises(TraceError, match="draft-tree trace"):
+        load_trace(EXAMPLE)
