@@ -208,8 +208,18 @@ def cmd_compare(args) -> int:
     if args.policies is not None:
         if args.modes is not None:
             raise InputError("compare: give --modes or --policies, not both")
-        from .compare import run_compare_policies
-        table, out = run_compare_policies(cfg, args.policies, args.baseline, args.out)
+        from .compare import default_compare_dir, parse_policies, run_compare_policies
+        pols, base = parse_policies(args.policies, args.baseline)
+        if args.dry_run:
+            from .checks import dry_run
+            from .outdir import OutputFolder
+            out = Path(args.out) if args.out else default_compare_dir(cfg)
+            OutputFolder(out, "compare").check()
+            for p in pols:
+                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"]))[:-1]))
+            print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
+            return 0
+        table, out = run_compare_policies(cfg, pols, base, args.out)
         print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print(f"results: {out}")
         return 0
