@@ -39,6 +39,12 @@ def _task(cost: OpCost, busy: dict[str, float]) -> TaskCost:
 _OP_COST_CACHE: dict[tuple, OpCost] = {}
 _OP_COST_CACHE_MAX = 500_000
 
+# Process-wide task-cost tables, one per (config, drafter, target): every window of a run (and
+# every repeat of a benchmark) builds a StepCosts from the same config, and a task's cost is a
+# pure function of these, so windows share one table instead of recomputing each cost.
+_TASK_COST_TABLES: dict[tuple, dict[tuple, TaskCost]] = {}
+_TASK_COST_TABLES_MAX = 32
+
 _NUMERIC = ("flops", "macs", "weight_bytes", "act_bytes_in", "act_bytes_out", "kv_bytes", "elements")
 
 
@@ -141,7 +147,12 @@ class StepCosts:
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
-        self._cache: dict[tuple, TaskCost] = {}
+        table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
+        self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
+        if self._cache is None:
+            if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
+                _TASK_COST_TABLES.clear()
+            self._cache = _TASK_COST_TABLES[table_key] = {}
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
