@@ -70,6 +70,12 @@ class TraceReplay:
                 self._depth_pool.append(self._ro_off[rows] + d)
         self._synth_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0FF9A7]))
         self._synth: dict[tuple[int, int], tuple[float, float]] = {}
+        # Python lists of the rollout columns: view() reads them per drafted off-path token, and
+        # a list lookup is several times cheaper than a numpy scalar (same values: tolist()).
+        self._ro_off_list = self._ro_off.tolist()
+        self._ro_len_list = self._ro_len.tolist()
+        self._ro_H_list = self._ro_H.tolist()
+        self._ro_p_list = self._ro_p.tolist()
 
     def _synthetic(self, q: int, j: int) -> tuple[float, float]:
         """(entropy, p) of the j-th off-path token after the wrong token at ``q`` when it was not
@@ -80,7 +86,7 @@ class TraceReplay:
             if self._depth_pool:
                 pool = self._depth_pool[min(j, len(self._depth_pool) - 1)]
                 k = int(pool[int(self._synth_rng.integers(pool.size))])
-                v = (float(self._ro_H[k]), float(self._ro_p[k]))
+                v = (self._ro_H_list[k], self._ro_p_list[k])
             else:   # the trace recorded no rollout at all: use the drafter's own mean values
                 v = (float(np.mean(self._H_list)) if self._H_list else 0.0, 0.0)
             self._synth[key] = v
@@ -124,17 +130,17 @@ class TraceReplay:
             return DraftTokenView(index_in_round, self._H_list[pos], self._p_tok_list[pos],
                                   self._p_top1_list[pos], self._topk[pos], now_s)
         j = pos - q - 1
-        if j >= self._ro_len[q]:
+        if j >= self._ro_len_list[q]:
             h, p = self._synthetic(q, j)
             return DraftTokenView(index_in_round, h, p, p, (), now_s)
-        k = self._ro_off[q] + j
-        p = float(self._ro_p[k])
-        return DraftTokenView(index_in_round, float(self._ro_H[k]), p, p, (), now_s)
+        k = self._ro_off_list[q] + j
+        p = self._ro_p_list[k]
+        return DraftTokenView(index_in_round, self._ro_H_list[k], p, p, (), now_s)
 
     def is_synthetic(self, pos: int, chain_start: int) -> bool:
         """True if the draft at ``pos`` lies beyond the recorded off-path rollout (fallback)."""
         q = self.first_wrong(chain_start)
-        return pos > q and pos - q - 1 >= self._ro_len[q] if q < self.n_positions else False
+        return pos > q and pos - q - 1 >= self._ro_len_list[q] if q < self.n_positions else False
 
     def is_off_path(self, pos: int, chain_start: int) -> bool:
         return pos > self.first_wrong(chain_start)
