@@ -147,6 +147,7 @@ class StepCosts:
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
+        self._draft_at: dict[int, TaskCost] = {}   # exact KV length -> draft_token cost
         table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
@@ -220,9 +221,12 @@ class StepCosts:
     # ------------------------------------------------------------ NPU + PIM tasks
     def draft_token(self, kv_len: int) -> TaskCost:
         """One drafter forward (one token) on the drafter's PIM ranks."""
-        kv = self._kv(kv_len)
-        return self._cached(("draft", kv), lambda: self._pim_forward(
-            self.ops(self.draft, 1, kv), self.partition.draft_ranks))
+        c = self._draft_at.get(kv_len)   # asked once per drafted token: skip the rounding + key
+        if c is None:
+            kv = self._kv(kv_len)
+            c = self._draft_at[kv_len] = self._cached(("draft", kv), lambda: self._pim_forward(
+                self.ops(self.draft, 1, kv), self.partition.draft_ranks))
+        return c
 
     def preverify(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Target forward over ``n_tokens`` on the target's PIM ranks (TVC pre-verification)."""
