@@ -108,76 +108,81 @@ class AsyncMode(Mode):
             self.queue_ops += 1
 
     def _drafter(self):
+        # Runs once per drafted token: the objects it reads every iteration are bound to locals
+        # (they are never rebound during a run; the queue's item list is the store's own list).
+        env, replay, policy, costs, done = self.env, self.replay, self.policy, self.costs, self.done
+        feedback_items = self.feedback.items
+        STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
         ctr = self.col.counters
         my_gen = self.gen
         chain_start = self.committed
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
-        round_start = self.env.now
-        round_id = self.policy.begin_round(self.round_context())
-        while not self.done.triggered:
-            if self.feedback.items:
+        round_start = env.now
+        round_id = policy.begin_round(self.round_context())
+        while not done.triggered:
+            if feedback_items:
                 yield from self._drain_feedback()
-            if my_gen != self.gen and self.env.now < self._gen_changed_s + self.feedback_latency_s:
+            if my_gen != self.gen and env.now < self._gen_changed_s + self.feedback_latency_s:
                 # a rollback is posted but the control CPU has not polled it yet
-                yield self.env.timeout(self._gen_changed_s + self.feedback_latency_s - self.env.now)
+                yield env.timeout(self._gen_changed_s + self.feedback_latency_s - env.now)
             if my_gen != self.gen:
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
                 round_tokens = []
-                round_start = self.env.now
-                round_id = self.policy.begin_round(self.round_context())
-            view = self.replay.view(pos, chain_start, len(round_tokens), self.env.now)
+                round_start = env.now
+                round_id = policy.begin_round(self.round_context())
+            view = replay.view(pos, chain_start, len(round_tokens), env.now)
             if view is None:              # past the end of the replayed slice: nothing left to draft
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
-                    round_start = self.env.now
-                    round_id = self.policy.begin_round(self.round_context())
+                    round_start = env.now
+                    round_id = policy.begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
             ran = self.drafter_forward_needed(pos, my_gen)
             if ran:
-                cost = self.costs.draft_token(self.replay.kv_len_at(pos))
+                cost = costs.draft_token(replay.kv_len_at(pos))
                 if self.verify_in_flight is not None and self._draft_stretch != 1.0:
                     cost = scaled(cost, self._draft_stretch)   # the NPU streams from shared ranks
                     self.contended_drafts += 1
                 delay = self.take_drafter_delay()
-                self._pim_busy_until_s = self.env.now + delay + cost.duration_s
+                self._pim_busy_until_s = env.now + delay + cost.duration_s
                 yield from self.run_task(cost, "draft", delay_s=delay)
-                if self.done.triggered:
+                if done.triggered:
                     return
                 if my_gen != self.gen:    # the chain was rolled back while this forward ran
                     self.note_drafter_forward(pos, my_gen)
                     ctr.drafted_tokens += 1
                     ctr.killed_tokens += 1
                     continue
-            decision = self.policy.decide(view)
-            self.note_drafter_forward(pos, my_gen, decision is Decision.STOP_DISCARD, ran)
-            if decision is Decision.STOP_DISCARD:
+            decision = policy.decide(view)
+            self.note_drafter_forward(pos, my_gen, decision is STOP_DISCARD, ran)
+            if decision is STOP_DISCARD:
                 ctr.discarded_draft_forwards += 1
             else:
                 ctr.drafted_tokens += 1
-                if self.replay.is_off_path(pos, chain_start):
+                if replay.is_off_path(pos, chain_start):
                     ctr.offpath_drafted_tokens += 1
-                    if self.replay.is_synthetic(pos, chain_start):
+                    if replay.is_synthetic(pos, chain_start):
                         ctr.offpath_synthetic_tokens += 1
                 round_tokens.append(view.entropy_nats)
                 pos += 1
                 self.frontier = pos
-            end_round = (decision is not Decision.CONTINUE) or len(round_tokens) >= self.max_round_tokens
+            end_round = (decision is not CONTINUE) or len(round_tokens) >= self.max_round_tokens
             if not end_round:
                 continue
             if not round_tokens:          # a policy discarded the first token: draft again
-                round_id = self.policy.begin_round(self.round_context())
+                round_id = policy.begin_round(self.round_context())
                 continue
             batch = yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
             round_tokens = []
             if batch is not None:
                 yield from self.after_batch(batch)
-            round_start = self.env.now
-            round_id = self.policy.begin_round(self.round_context())
+            round_start = env.now
+            round_id = policy.begin_round(self.round_context())
 
     def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int,
                     round_id: int | None = None):
