@@ -167,8 +167,8 @@ def test_autoregressive_decode_cannot_beat_weight_streaming_bound():
 
 
 def test_real_workload_decode_bound_llama2_7b():
-    ops_mod = pytest.importorskip("ahasd_sim.workload.ops")
-    models = pytest.importorskip("ahasd_sim.workload.models")
+    from ahasd_sim.workload import models
+    from ahasd_sim.workload import ops as ops_mod
     p = Platform.build(make_cfg())
     m = models.get_model("llama2-7b")
     ops = ops_mod.forward_ops(m, 1, 512)

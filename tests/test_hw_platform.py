@@ -44,14 +44,37 @@ def test_ledger_total_is_sum_of_actions_plus_static_power_times_time():
         ledger.add_cost(c, f"action{i}")
     makespan = 0.123
     ledger.charge_static_all(p.devices(), makespan)
-    dyn = sum(c.energy_j for c in actions)
-    static = sum(p.devices().values()) * makespan
-    assert ledger.total_j() == pytest.approx(dyn + static, rel=1e-12)
+    # expected per device, summed here from the actions' own per-device energies
+    dyn_by_dev: dict[str, float] = {}
+    for c in actions:
+        for dev, e in c.energy_j_by_device.items():
+            dyn_by_dev[dev] = dyn_by_dev.get(dev, 0.0) + e
     br = ledger.breakdown()
-    assert ledger.total_j() == sum(v for parts in br.values() for v in parts.values())  # exact
-    assert br["npu"]["static"] == pytest.approx(0.14 * makespan)
-    assert br["lpddr5"]["static"] == pytest.approx(0.08 * makespan)
-    assert br["aau"]["dynamic"] > 0 and br["pim"]["dynamic"] > 0
+    assert set(br) == set(p.devices()) | set(dyn_by_dev)
+    for dev in br:
+        assert br[dev]["dynamic"] == pytest.approx(dyn_by_dev.get(dev, 0.0), rel=1e-12), dev
+        assert ledger.device_j(dev, "dynamic") == pytest.approx(dyn_by_dev.get(dev, 0.0), rel=1e-12), dev
+    # static = the configured power x the time span (NPU 0.14 W, LPDDR5 0.08 W in make_cfg)
+    assert br["npu"]["static"] == pytest.approx(0.14 * makespan, rel=1e-12)
+    assert br["lpddr5"]["static"] == pytest.approx(0.08 * makespan, rel=1e-12)
+    assert ledger.device_j("npu", "static") == pytest.approx(0.14 * makespan, rel=1e-12)
+    assert ledger.device_j("npu") == pytest.approx(0.14 * makespan + dyn_by_dev["npu"], rel=1e-12)
+    total = sum(dyn_by_dev.values()) + sum(p.devices().values()) * makespan
+    assert ledger.total_j() == pytest.approx(total, rel=1e-12)
+    assert ledger.by_label()["static"] == pytest.approx(sum(p.devices().values()) * makespan, rel=1e-12)
+    assert ledger.by_label()["action0"] == pytest.approx(actions[0].energy_j, rel=1e-12)
+    assert ledger.charge_static("npu", 2.0, 0.5) == 1.0            # returns the joules charged
+    assert ledger.device_j("npu", "static") == pytest.approx(0.14 * makespan + 1.0, rel=1e-12)
+    other = EnergyLedger()
+    other.add("pim", "dynamic", 0.25, "x")
+    ledger.merge([other])
+    assert ledger.total_j() == pytest.approx(total + 1.0 + 0.25, rel=1e-12)
+    with pytest.raises(ValueError):
+        ledger.add("npu", "dynamic", float("nan"))
+    with pytest.raises(ValueError):
+        ledger.charge_static("npu", -1.0, 1.0)
+    with pytest.raises(ValueError):
+        ledger.charge_static("npu", 1.0, -1.0)
     assert set(ledger.by_label()) >= {"action0", "static"}
     with pytest.raises(ValueError):
         ledger.add("npu", "dynamic", -1.0)
