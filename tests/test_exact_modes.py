@@ -124,3 +124,61 @@ def test_sync_bonus_token_ends_the_run_exactly(tmp_path):
     m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 10, 6, [4, 1])
     assert policy.outcomes == [(4, 4, 5, 9.0, 9.0), (1, 1, 1, 6.0, 15.0)]
     assert counters(col)["accepted"] == 5 and counters(col)["unverified_at_end"] == 0 and t == 15.0
+
+
+# ------------------------------------------------------------------ asynchronous modes
+ASYNC = ["ahasd.feedback_latency_ns=0"]   # integer-second timelines (the 20 ns poll delay is tested elsewhere)
+
+
+def test_async_rejection_rollback_and_kills_exact(tmp_path):
+    # k=2, draft 1 s (PIM), verify 5 s (NPU), pos 1 wrong, run of 4 tokens.
+    # Drafter (gen 0): pos 0,1 at 0..2 -> batch [0,2) pushed at 2; pos 2,3 (off-path: after the
+    #   wrong pos 1) -> [2,4) at 4; pos 4,5 (off-path) -> [4,6) at 6; pos 6 runs 6..7.
+    # Verifier: idle 0..2, verifies [0,2) at 2..7 (it is resumed before the drafter at t=7, its
+    #   event being older): pos 0 right, pos 1 wrong -> accepted 1, rejected 1, commit 0,1;
+    #   frontier 6 -> the 4 drafts at 2..5 are killed, rollback 1, gen 1.
+    #   Outcome of round 0: (2 drafted, 1 accepted, 2 committed, 7 - 0, at 7).
+    # Drafter at 7: its pos-6 forward finished on a dead chain -> drafted and killed (1 more).
+    #   Restarts at pos 2: pos 2,3 at 7..9 -> [2,4) at 9; pos 4,5 -> [4,6) at 11; 6,7 -> [6,8)
+    #   at 13; pos 8 runs 13..14.
+    # Verifier: drops the two dead gen-0 batches, idle 7..9, verifies [2,4) at 9..14: both
+    #   right -> commit 2,3 (the bonus token at 4 is cut by the run length 4): done at 14.
+    #   Outcome: (2, 2, 2 committed, 14 - 7, at 14); drafts 4..7 stay unverified.
+    m, col, policy, t = run_scripted(tmp_path, "async", [T, F] + [T] * 20, 4, [2], ASYNC)
+    assert t == 14.0
+    assert policy.outcomes[0] == (2, 1, 2, 7.0, 7.0)
+    assert policy.outcomes[1][:2] == (2, 2) and policy.outcomes[1][3:] == (7.0, 14.0)
+    assert counters(col) == dict(drafted=13, accepted=3, rejected=1, killed=5, unverified_at_end=4, committed=4,
+                                 verifications=2, rollbacks=1, offpath=4)
+    assert col.counters.npu_idle_draft_exhausted_s == 4.0
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.0, 14.0, "verify")]
+    assert intervals(col, "pim") == [(float(i), float(i + 1), "draft") for i in range(14)]
+    assert col.committed_positions == [0, 1, 2, 3]
+
+
+def test_ahasd_edc_stop_waits_for_every_verification_exact(tmp_path):
+    # EDC only (no TVC), PHT counters 0: every prediction is "stop", so after each batch the
+    # drafter waits for the verifier's feedback; control latencies 0. k=2, pos 3 wrong, 6 tokens.
+    # Batch [0,2): drafted 0..2, verified 2..7: both right -> commit 0,1 + bonus 2 (c=3).
+    # Drafter resumes at 7 from pos 3: [3,5) drafted 7..9 (pos 4 off-path, after the wrong
+    #   pos 3), verified 9..14: pos 3 wrong -> commit 3 (correction), 1 rejected, pos 4 killed
+    #   (it is in the verified batch but after the rejection), rollback 1. Nothing beyond: the
+    #   drafter was waiting for this feedback.
+    # [4,6) drafted 14..16, verified 16..21: both right -> commit 4,5 (bonus cut at 6): done.
+    m, col, policy, t = run_scripted(
+        tmp_path, "ahasd", [T, T, T, F] + [T] * 20, 6, [2],
+        ASYNC + ["ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0",
+                 "ahasd.edc_config.decision_latency_ns=0"])
+    assert t == 21.0
+    # 6 drafted = 2 + 0 + 2 accepted + 1 rejected + 1 killed
+    assert counters(col) == dict(drafted=6, accepted=4, rejected=1, killed=1, unverified_at_end=0, committed=6,
+                                 verifications=3, rollbacks=1, offpath=1)
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.0, 14.0, "verify"), (16.0, 21.0, "verify")]
+    assert intervals(col, "pim") == [(0.0, 1.0, "draft"), (1.0, 2.0, "draft"), (7.0, 8.0, "draft"),
+                                     (8.0, 9.0, "draft"), (14.0, 15.0, "draft"), (15.0, 16.0, "draft")]
+    assert [o[:2] for o in policy.outcomes] == [(2, 2), (2, 0), (2, 2)]
+    assert [o[3:] for o in policy.outcomes] == [(7.0, 7.0), (7.0, 14.0), (7.0, 21.0)]
+    st = m.edc.stats
+    assert (st.predictions, st.suppressed_batches, st.resolved_predictions, st.rollbacks) == (3, 3, 3, 1)
+    # LEHT holds only bucket 0 (every batch has mean entropy 0.5 nats < 1.25)
+    assert set(m.edc.leht) == {0}
