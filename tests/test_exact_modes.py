@@ -146,8 +146,7 @@ def test_async_rejection_rollback_and_kills_exact(tmp_path):
     #   Outcome: (2, 2, 2 committed, 14 - 7, at 14); drafts 4..7 stay unverified.
     m, col, policy, t = run_scripted(tmp_path, "async", [T, F] + [T] * 20, 4, [2], ASYNC)
     assert t == 14.0
-    assert policy.outcomes[0] == (2, 1, 2, 7.0, 7.0)
-    assert policy.outcomes[1][:2] == (2, 2) and policy.outcomes[1][3:] == (7.0, 14.0)
+    assert policy.outcomes == [(2, 1, 2, 7.0, 7.0), (2, 2, 2, 7.0, 14.0)]
     assert counters(col) == dict(drafted=13, accepted=3, rejected=1, killed=5, unverified_at_end=4, committed=4,
                                  verifications=2, rollbacks=1, offpath=4)
     assert col.counters.npu_idle_draft_exhausted_s == 4.0
@@ -176,9 +175,22 @@ def test_ahasd_edc_stop_waits_for_every_verification_exact(tmp_path):
     assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.0, 14.0, "verify"), (16.0, 21.0, "verify")]
     assert intervals(col, "pim") == [(0.0, 1.0, "draft"), (1.0, 2.0, "draft"), (7.0, 8.0, "draft"),
                                      (8.0, 9.0, "draft"), (14.0, 15.0, "draft"), (15.0, 16.0, "draft")]
-    assert [o[:2] for o in policy.outcomes] == [(2, 2), (2, 0), (2, 2)]
-    assert [o[3:] for o in policy.outcomes] == [(7.0, 7.0), (7.0, 14.0), (7.0, 21.0)]
+    # committed per round: 0,1 + bonus 2 -> 3; correction 3 -> 1; 4,5 (bonus cut at 6) -> 2
+    assert policy.outcomes == [(2, 2, 3, 7.0, 7.0), (2, 0, 1, 7.0, 14.0), (2, 2, 2, 7.0, 21.0)]
     st = m.edc.stats
     assert (st.predictions, st.suppressed_batches, st.resolved_predictions, st.rollbacks) == (3, 3, 3, 1)
     # LEHT holds only bucket 0 (every batch has mean entropy 0.5 nats < 1.25)
     assert set(m.edc.leht) == {0}
+
+
+def test_policy_is_told_every_committed_token_once(tmp_path):
+    # Bug found while writing these scenarios: in the async modes the bonus token of a fully
+    # accepted batch was credited only when the batch ended exactly at the committed point,
+    # i.e. when the run length had cut the bonus (credited though not committed) and never
+    # when it was committed. The rounds' n_committed must add up to the committed tokens.
+    for mode, extra in (("async", ASYNC), ("ahasd", ASYNC + ["ahasd.tvc=false",
+                                                              "ahasd.edc_config.pht_counter_init=0"])):
+        for accept in ([T] * 30, [T, T, T, F] * 8, [T, F] * 15):
+            m, col, policy, t = run_scripted(tmp_path, mode, accept, 12, [2, 3, 1], extra)
+            # rounds killed by an earlier rejection are not reported, but commit nothing either
+            assert sum(o[2] for o in policy.outcomes) == 12, (mode, accept, policy.outcomes)
