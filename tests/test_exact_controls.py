@@ -156,3 +156,15 @@ def test_edc_circular_history_layout():
     assert e.leht == [0, 3, 5, 7]
     # index: recent half = slots 0,1 -> floor(3/2) = 1, older = slots 2,3 -> floor(12/2) = 6; LLR 0
     assert e.index() == (6 << 6) | (1 << 3) | 0
+
+
+def test_tvc_sub_nanosecond_rates_and_zero_rate_tables():
+    # pre-verification at 0.5 ns/token (PVCT preload 2 ns for 4 tokens), no drafting time,
+    # NPU 1 ns/token at KV 10: C_left = 10 - 9 = 1 ns -> floor(1 / 0.5) = 2 tokens
+    t = TimeAwarePreverifyControl(TvcConfig(), 10.0, 10, 0.0, 4, 2.0, 4)
+    assert t.decide(9e-9, 10) == 2
+    # C_left = 10 - 8 = 2 ns -> 4
+    assert t.decide(8e-9, 10) == 4
+    # a pre-verification table of zero times (free pre-verification) is no reason to divide by 0
+    z = TimeAwarePreverifyControl(TvcConfig(), 10.0, 10, 0.0, 4, 0.0, 4)
+    assert z.decide(0.0, 10) == 0

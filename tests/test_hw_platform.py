@@ -69,16 +69,25 @@ def test_ledger_total_is_sum_of_actions_plus_static_power_times_time():
     other.add("pim", "dynamic", 0.25, "x")
     ledger.merge([other])
     assert ledger.total_j() == pytest.approx(total + 1.0 + 0.25, rel=1e-12)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="finite and >= 0 J"):
         ledger.add("npu", "dynamic", float("nan"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"static power and time must be >= 0, got -1.0 W x 1.0 s"):
         ledger.charge_static("npu", -1.0, 1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="static power and time"):
+        ledger.charge_static("npu", -1.0, 0.0)     # -1 W x 0 s is 0 J, but the power is still wrong
+    with pytest.raises(ValueError, match="static power and time"):
         ledger.charge_static("npu", 1.0, -1.0)
+    # zero is a valid energy, power and time (a link with no idle power, an empty run)
+    n = len(ledger.entries)
+    assert ledger.charge_static("h2d", 0.0, 1.0) == 0.0 and ledger.charge_static("npu", 1.0, 0.0) == 0.0
+    ledger.add("npu", "dynamic", 0.0)
+    assert len(ledger.entries) == n + 3 and ledger.entries[-1].label == ""
+    ledger.add_cost(actions[0])
+    assert {e.label for e in ledger.entries[-len(actions[0].energy_j_by_device):]} == {""}
     assert set(ledger.by_label()) >= {"action0", "static"}
     with pytest.raises(ValueError):
         ledger.add("npu", "dynamic", -1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="energy kind must be one of"):
         ledger.add("npu", "leakage", 1.0)
 
 
