@@ -168,3 +168,18 @@ def test_tvc_sub_nanosecond_rates_and_zero_rate_tables():
     # a pre-verification table of zero times (free pre-verification) is no reason to divide by 0
     z = TimeAwarePreverifyControl(TvcConfig(), 10.0, 10, 0.0, 4, 0.0, 4)
     assert z.decide(0.0, 10) == 0
+
+
+def test_edc_counters_accumulate_and_killed_decrement_reaches_zero():
+    e = EntropyHistoryControl(EdcConfig(pht_counter_init=3))
+    for _ in range(3):                                       # counter 3: continue, three times
+        cont, idx, b = e.predict(0.1, 0)
+        assert cont
+    assert e.stats.continue_predictions == 3 and e.stats.predictions == 3
+    for _ in range(2):                                       # two rejections: two LEHT restores
+        e.resolve(idx, b, True, fully_accepted=False)
+    assert e.stats.rollbacks == 2 and e.pht[idx] == 1
+    e.resolve(idx, b, True, fully_accepted=False, killed=True)   # a killed batch: 1 -> 0
+    assert e.pht[idx] == 0
+    e.resolve(idx, b, True, fully_accepted=False, killed=True)   # saturates at 0
+    assert e.pht[idx] == 0 and e.stats.resolved_predictions == 2

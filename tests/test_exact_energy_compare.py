@@ -78,11 +78,21 @@ def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, m
     assert powers["npu"] == cfg.npu.static_power_w
 
 
-def test_compare_ratios_are_mode_over_baseline(tmp_path):
+def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
+    import time
     from ahasd_sim.compare import run_compare
     cfg = load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24",
                                        "run.policy=fixed", "run.timeline=false"])
-    table, out = run_compare(cfg, "ahasd,operator_sync", "operator_sync", tmp_path / "cmp")
+    monkeypatch.chdir(tmp_path)
+    t0 = time.perf_counter()
+    table, out = run_compare(cfg, "ahasd,operator_sync", "operator_sync", None)
+    elapsed = time.perf_counter() - t0
+    # default folder: results/<time stamp>_<mode>_<policy>_<config hash>_compare
+    assert out.parent == Path("results") and out.name.endswith("_compare")
+    assert f"_{cfg.run.mode}_fixed_" in out.name and out.is_dir()
+    for m in ("ahasd", "operator_sync"):
+        wall = json.loads((out / m / "meta.json").read_text())["wall_time_s"]
+        assert 0.0 < wall <= elapsed
     runs = {m: json.loads((out / m / "summary.json").read_text()) for m in ("ahasd", "operator_sync")}
     # the baseline is listed first whatever the order given
     assert list(table["mode"]) == ["ahasd", "operator_sync"]
@@ -96,8 +106,41 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path):
     # two different schemes: the non-baseline ratio is not 1 (an inverted ratio would be its reciprocal)
     r = t.loc["ahasd", "throughput_vs_operator_sync"]
     assert abs(r - 1.0) > 0.01
-    csv = pd.read_csv(out / "compare.csv").set_index("mode")
-    assert csv.loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-9)
+    csv = pd.read_csv(out / "compare.csv")
+    assert list(csv.columns) == list(table.columns) and list(csv["mode"]) == ["ahasd", "operator_sync"]
+    assert csv.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-9)
+    # a second compare into the same folder replaces the earlier compare result
+    table2, out2 = run_compare(cfg, "operator_sync,ahasd", None, out)
+    assert out2 == out and list(table2["mode"]) == ["operator_sync", "ahasd"]
+    assert table2.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-12)
+
+
+@pytest.mark.parametrize("text, baseline, expected", [
+    ("ahasd, async", None, (["ahasd", "async"], "ahasd")),               # first mode is the baseline
+    (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
+    ("ahasd,async", "async", (["ahasd", "async"], "async")),
+])
+def test_parse_modes(text, baseline, expected):
+    from ahasd_sim.compare import parse_modes
+    assert parse_modes(text, baseline) == expected
+
+
+@pytest.mark.parametrize("text, baseline, message", [
+    ("", None, "--modes: expected comma-separated mode names, got ''; valid modes: {valid}"),
+    ("ahasd,,async", None, "--modes: expected comma-separated mode names, got 'ahasd,,async'; valid modes: {valid}"),
+    ("ahasd,warp", None, "--modes: unknown mode 'warp'; valid modes: {valid}"),
+    ("ahsd", None, "--modes: unknown mode 'ahsd' (did you mean 'ahasd'?); valid modes: {valid}"),
+    ("ahasd", "warp", "--modes: unknown mode 'warp'; valid modes: {valid}"),
+    ("ahasd,async,ahasd", None, "--modes: mode 'ahasd' is listed more than once"),
+    ("async,ahasd,async,ahasd", None, "--modes: mode 'ahasd' is listed more than once"),
+])
+def test_parse_modes_errors(text, baseline, message):
+    from ahasd_sim.compare import parse_modes
+    from ahasd_sim.config.errors import InputError
+    from ahasd_sim.modes import MODES
+    with pytest.raises(InputError) as ei:
+        parse_modes(text, baseline)
+    assert str(ei.value) == message.format(valid=", ".join(sorted(MODES)))
 
 
 # ------------------------------------------------------------------ config strictness

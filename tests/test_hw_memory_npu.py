@@ -47,6 +47,9 @@ def test_lpddr5_stream_time_and_energy():
     m = Lpddr5Memory(make_cfg().memory)
     n = 1e9
     assert m.stream_time_s(n) == pytest.approx(n / m.effective_bandwidth_bytes_s, rel=1e-12)
+    assert m.stream_time_s(0) == 0.0 and m.stream_time_s(0.5) == pytest.approx(0.5 / m.effective_bandwidth_bytes_s)
+    with pytest.raises(ValueError, match="nbytes must be >= 0, got -1"):
+        m.stream_time_s(-1)
     # one 2 KB row: 2048 x 8 x 4.5 pJ + 1.8 nJ activation
     assert m.read_energy_j(2048) == pytest.approx(2048 * 8 * 4.5e-12 + 1.8e-9, rel=1e-12)
     assert m.write_energy_j(2048) == pytest.approx(2048 * 8 * 4.5e-12 + 1.8e-9, rel=1e-12)
