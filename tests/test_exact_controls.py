@@ -54,7 +54,7 @@ def test_tvc_tables_average_per_unit_ratios_not_totals():
     t = TimeAwarePreverifyControl(TvcConfig(table_entries=2), 7.0, 1, 7.0, 1, 7.0, 1)
     t.record_npu(1000e-9, 10)
     t.record_npu(1000e-9, 40)
-    assert t.predicted_npu_ns(100) == pytest.approx(6250.0)
+    assert t.predicted_npu_ns(100) == pytest.approx(6250.0, rel=1e-12)     # seconds -> ns exactly
     # PDCT: (30 ns, 3) and (80 ns, 2): mean ratio (10 + 40)/2 = 25 ns/token; mean length 2.5
     t.record_draft(30e-9, 3)
     t.record_draft(80e-9, 2)
@@ -183,3 +183,16 @@ def test_edc_counters_accumulate_and_killed_decrement_reaches_zero():
     assert e.pht[idx] == 0
     e.resolve(idx, b, True, fully_accepted=False, killed=True)   # saturates at 0
     assert e.pht[idx] == 0 and e.stats.resolved_predictions == 2
+
+
+def test_edc_llr_starts_at_zero_and_follows_live_batches():
+    e = EntropyHistoryControl(EdcConfig())
+    assert e.index() == 0                       # empty history, LLR 0
+    for live, llr in ((5, 5), (0, 0), (-2, 0), (9, 7)):
+        e.set_live_batches(live)
+        assert e.llr == llr and e.index() == llr
+
+
+def test_edc_bucket_with_a_smaller_entropy_range():
+    e = EntropyHistoryControl(EdcConfig(entropy_max_nats=4.0))     # 8 bins of 0.5 nats
+    assert [e.bucket(h) for h in (-1.0, 0.0, 0.49, 0.6, 1.0, 3.99, 4.0)] == [0, 0, 0, 1, 2, 7, 7]

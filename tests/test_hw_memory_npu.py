@@ -57,6 +57,18 @@ def test_lpddr5_stream_time_and_energy():
     assert m.capacity_bytes == 64 * 2**30
 
 
+def test_lpddr5_config_limits_and_messages():
+    make_cfg({"memory": {"data_rate_mts": 6400}})                       # the LPDDR5 maximum itself is fine
+    with pytest.raises(ConfigError, match=r"LPDDR5 tops out at 6400 MT/s, got data_rate_mts=6401(\.0)? \(set standard: LPDDR5X\)"):
+        make_cfg({"memory": {"data_rate_mts": 6401}})
+    with pytest.raises(ConfigError, match=r"trfc_ns \(3900.0\) must be < trefi_ns \(3900.0\)"):
+        make_cfg({"memory": {"trfc_ns": 3900.0}})                       # equal is refused too
+    with pytest.raises(ConfigError, match=r"page_bytes \(100\) must be a multiple of burst_bytes \(32\)"):
+        make_cfg({"memory": {"page_bytes": 100}})
+    with pytest.raises(ConfigError, match=r"interleaved_banks \(17\) > banks_per_channel \(16\)"):
+        make_cfg({"memory": {"interleaved_banks": 17}})
+
+
 def test_lpddr5_rejects_impossible_timing_and_rate():
     with pytest.raises(ConfigError, match="6400"):
         make_cfg({"memory": {"data_rate_mts": 8533}})
