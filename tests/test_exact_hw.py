@@ -14,7 +14,7 @@ from test_hw_memory_npu import OpDims
 
 
 def _row_eff(**mem):
-    return Lpddr5Memory(make_cfg({"memory": {"controller_efficiency": 1.0, **mem}}).memory).bandwidth_breakdown.row_efficiency
+    return Lpddr5Memory(make_cfg({"memory": mem}).memory).bandwidth_breakdown.row_efficiency
 
 
 # ------------------------------------------------------------------ LPDDR5 row-switch limit
