@@ -22,10 +22,18 @@ def test_opcost_seq_par_repeat():
     s = seq(a, b)
     assert (s.duration_s, dict(s.energy_j_by_device), s.bus_bytes, s.macs) == (4.0, {"npu": 3.0, "pim": 4.0}, 11, 6)
     p = par(a, b)
-    assert p.duration_s == 3.0 and p.energy_j == 7.0
+    assert (p.duration_s, dict(p.energy_j_by_device), p.bus_bytes, p.macs) == (3.0, {"npu": 3.0, "pim": 4.0}, 11, 6)
+    assert (par().duration_s, par().energy_j, par().macs) == (0.0, 0.0, 0.0)
     r = a.repeat(3)
-    assert r.duration_s == 3.0 and r.energy_of("npu") == 6.0 and r.bus_bytes == 30
-    assert (a + b).duration_s == 4.0
+    assert (r.duration_s, r.energy_of("npu"), r.bus_bytes, r.macs) == (3.0, 6.0, 30, 15)
+    z = a.repeat(0)
+    assert (z.duration_s, z.energy_j, z.bus_bytes, z.macs) == (0.0, 0.0, 0, 0)
+    with pytest.raises(ValueError, match="repeat count must be >= 0, got -1"):
+        a.repeat(-1)
+    assert a.energy_of("pim") == 0.0 and b.energy_of("pim") == 4.0
+    w = b.with_energy("pim", 0.5).with_energy("gts", 0.25)
+    assert (w.duration_s, dict(w.energy_j_by_device), w.bus_bytes, w.macs) == (3.0, {"npu": 1.0, "pim": 4.5, "gts": 0.25}, 1, 1)
+    assert (a + b).duration_s == 4.0 and a.then(b) == seq(a, b)
     with pytest.raises(ValueError):
         OpCost(-1.0)
     with pytest.raises(ValueError):
