@@ -109,9 +109,12 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
     csv = pd.read_csv(out / "compare.csv")
     assert list(csv.columns) == list(table.columns) and list(csv["mode"]) == ["ahasd", "operator_sync"]
     assert csv.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-9)
-    # a second compare into the same folder replaces the earlier compare result
-    table2, out2 = run_compare(cfg, "operator_sync,ahasd", None, out)
-    assert out2 == out and list(table2["mode"]) == ["operator_sync", "ahasd"]
+    # --out is used when given, and a second compare into the same folder replaces the first
+    given = tmp_path / "given"
+    _t, out1 = run_compare(cfg, "ahasd,operator_sync", "operator_sync", given)
+    assert out1 == given and (given / "compare.csv").is_file()
+    table2, out2 = run_compare(cfg, "operator_sync,ahasd", None, given)
+    assert out2 == given and list(table2["mode"]) == ["operator_sync", "ahasd"]
     assert table2.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-12)
 
 

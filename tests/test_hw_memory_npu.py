@@ -118,6 +118,14 @@ def test_lpddr5_stream_time_and_energy():
     assert m.capacity_bytes == 64 * 2**30
 
 
+def test_lpddr5_traffic_classes():
+    m = Lpddr5Memory(make_cfg().memory)
+    assert m.class_bandwidth_bytes_s("random") < m.class_bandwidth_bytes_s("mixed") < m.class_bandwidth_bytes_s("sequential_read")
+    assert m.read_latency_ns() == m.read_latency_ns("hit") < m.read_latency_ns("miss")
+    with pytest.raises(ValueError, match="unknown traffic class 'bulk'; expected one of sequential_read, mixed, random"):
+        m.class_breakdown("bulk")
+
+
 def test_lpddr5_config_limits_and_messages():
     make_cfg({"memory": {"data_rate_mts": 6400}})                       # the LPDDR5 maximum itself is fine
     with pytest.raises(ConfigError, match=r"LPDDR5 tops out at 6400 MT/s, got data_rate_mts=6401(\.0)? \(set standard: LPDDR5X\)"):

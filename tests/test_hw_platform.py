@@ -34,9 +34,13 @@ def test_opcost_seq_par_repeat():
     w = b.with_energy("pim", 0.5).with_energy("gts", 0.25)
     assert (w.duration_s, dict(w.energy_j_by_device), w.bus_bytes, w.macs) == (3.0, {"npu": 1.0, "pim": 4.5, "gts": 0.25}, 1, 1)
     assert (a + b).duration_s == 4.0 and a.then(b) == seq(a, b)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="OpCost.duration_s must be >= 0, got -1.0"):
         OpCost(-1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="OpCost.bus_bytes and OpCost.macs must be >= 0"):
+        OpCost(1.0, bus_bytes=-1)
+    with pytest.raises(ValueError, match="OpCost.bus_bytes and OpCost.macs must be >= 0"):
+        OpCost(1.0, macs=-1)
+    with pytest.raises(ValueError, match="OpCost energy of 'npu' must be >= 0, got -1.0"):
         OpCost(1.0, {"npu": -1.0})
     with pytest.raises(TypeError):
         a.energy_j_by_device["npu"] = 0.0  # frozen
