@@ -35,7 +35,7 @@ def test_one_line_and_error_record():
 
 
 def _cfg(*extra):
-    return load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=16",
+    return load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=16", "run.windows=1",
                                         "run.timeline=false", *extra])
 
 
