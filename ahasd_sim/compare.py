@@ -23,25 +23,30 @@ COLUMNS = ["mode", "windows", "throughput_tok_s", "throughput_tok_s_ci95_low", "
            "duplicate_drafter_forwards"]
 
 
-def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
-    """(modes in order, baseline) from ``--modes``/``--baseline``; unknown or repeated modes are errors."""
+def _parse_names(text: str | list[str], baseline: str | None, registry, flag: str,
+                 noun: str, plural: str) -> tuple[list[str], str]:
+    """(names in order, baseline) from a comma-separated option; unknown or repeated names are errors."""
     from .config.errors import did_you_mean
-    from .modes import MODES
-    modes = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
-    if not modes or any(not m for m in modes):
-        raise InputError(f"--modes: expected comma-separated mode names, got {text!r}; valid modes: "
-                         f"{', '.join(sorted(MODES))}")
-    for m in modes + ([baseline] if baseline else []):
-        if m not in MODES:
-            raise InputError(f"--modes: unknown mode '{m}'{did_you_mean(m, MODES)}; valid modes: "
-                             f"{', '.join(sorted(MODES))}")
-    dup = sorted({m for m in modes if modes.count(m) > 1})
+    valid = ", ".join(sorted(registry))
+    names = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
+    if not names or any(not m for m in names):
+        raise InputError(f"{flag}: expected comma-separated {noun} names, got {text!r}; valid {plural}: {valid}")
+    for m in names + ([baseline] if baseline else []):
+        if m not in registry:
+            raise InputError(f"{flag}: unknown {noun} '{m}'{did_you_mean(m, registry)}; valid {plural}: {valid}")
+    dup = sorted({m for m in names if names.count(m) > 1})
     if dup:
-        raise InputError(f"--modes: mode '{dup[0]}' is listed more than once")
-    base = baseline or modes[0]
-    if base not in modes:
-        modes = [base, *modes]
-    return modes, base
+        raise InputError(f"{flag}: {noun} '{dup[0]}' is listed more than once")
+    base = baseline or names[0]
+    if base not in names:
+        names = [base, *names]
+    return names, base
+
+
+def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
+    """(modes in order, baseline) from ``--modes``/``--baseline``."""
+    from .modes import MODES
+    return _parse_names(text, baseline, MODES, "--modes", "mode", "modes")
 
 
 def default_compare_dir(cfg) -> Path:
@@ -86,24 +91,9 @@ MOE_COLUMNS = ["accepted_length_per_round", "expert_h2d_bytes", "expert_cache_hi
 
 
 def parse_policies(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
-    """(policies in order, baseline) from ``--policies``/``--baseline``; unknown or repeated names are errors."""
-    from .config.errors import did_you_mean
+    """(policies in order, baseline) from ``--policies``/``--baseline``."""
     from .policies import POLICIES
-    pols = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
-    if not pols or any(not m for m in pols):
-        raise InputError(f"--policies: expected comma-separated policy names, got {text!r}; valid: "
-                         f"{', '.join(sorted(POLICIES))}")
-    for m in pols + ([baseline] if baseline else []):
-        if m not in POLICIES:
-            raise InputError(f"--policies: unknown policy '{m}'{did_you_mean(m, POLICIES)}; valid: "
-                             f"{', '.join(sorted(POLICIES))}")
-    dup = sorted({m for m in pols if pols.count(m) > 1})
-    if dup:
-        raise InputError(f"--policies: policy '{dup[0]}' is listed more than once")
-    base = baseline or pols[0]
-    if base not in pols:
-        pols = [base, *pols]
-    return pols, base
+    return _parse_names(text, baseline, POLICIES, "--policies", "policy", "policies")
 
 
 def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, out: str | Path | None):
