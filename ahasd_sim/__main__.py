@@ -14,7 +14,8 @@ from typing import Callable, Sequence
 
 from .config.errors import InputError
 
-SUBCOMMANDS = ("run", "compare", "sweep", "area", "traces", "validate", "list", "config-reference")
+SUBCOMMANDS = ("run", "compare", "sweep", "area", "traces", "validate", "list", "config-reference", "optimize",
+               "sensitivity")
 
 
 def _common(p: argparse.ArgumentParser, config_required: bool = True) -> None:
@@ -48,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="sweep directory (default: sweeps/<name>)")
     s.add_argument("--no-progress", action="store_true")
     s.add_argument("--debug", action="store_true")
+
+    from .dse.cli import add_parsers as _dse_parsers
+    _dse_parsers(sub)
 
     a = sub.add_parser("area", help="print the area table of AHASD's added hardware")
     _common(a)
@@ -189,6 +193,8 @@ def cmd_config_reference(args) -> int:
 COMMANDS: dict[str, Callable] = {
     "run": cmd_run, "compare": cmd_compare, "sweep": cmd_sweep, "area": cmd_area, "traces": cmd_traces,
     "validate": cmd_validate, "list": cmd_list, "config-reference": cmd_config_reference,
+    "optimize": lambda a: __import__("ahasd_sim.dse.cli", fromlist=["x"]).cmd_optimize(a),
+    "sensitivity": lambda a: __import__("ahasd_sim.dse.cli", fromlist=["x"]).cmd_sensitivity(a),
 }
 
 
