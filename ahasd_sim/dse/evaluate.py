@@ -94,15 +94,16 @@ def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | No
     for p in study.space:
         pt.overrides += p.overrides(params[p.name])
     try:
-        point_cfg = study.base.replace(pt.overrides)
-        point_cfg.source_file = study.base.source_file
         for run, ovr in study.runs.items():
             for w in windows_of(study, windows):
                 extra = [f"run.trace_start_prompt={w}"] if w is not None else []
-                cfg = point_cfg.replace([*ovr, *extra])
+                cfg = study.base.replace([*pt.overrides, *ovr, *extra])
                 cfg.source_file = study.base.source_file
                 pt.configs[(run, w)] = cfg
                 pt.hashes[(run, w)] = run_identity_hash(cfg)
+        if study.constraints:   # on the design point itself (base + set + sampled values)
+            point_cfg = study.base.replace(pt.overrides)
+            point_cfg.source_file = study.base.source_file
         for c in study.constraints:
             v = eval_expr(c.tree, quantities(point_cfg, c.names))
             pt.constraint_values[c.name] = v

@@ -89,8 +89,8 @@ def write_figures(study: Study, df: pd.DataFrame, fig_dir: Path) -> list[Path]:
         paths += pareto_2d(ok, a.name, b.name, a.direction, b.direction, fig_dir / name,
                            front=ok["pareto"].to_numpy(), color_by=study.color_by,
                            ref_x=1.0 if a.is_ratio else None, ref_y=1.0 if b.is_ratio else None,
-                           xlabel=f"{a.name} ({a.describe()}, {a.direction})",
-                           ylabel=f"{b.name} ({b.describe()}, {b.direction})")
+                           xlabel=f"{a.name}\n({a.describe()}, {a.direction})",
+                           ylabel=f"{b.name}\n({b.describe()}, {b.direction})")
     front = ok[ok["pareto"]]
     if len(front):
         axes = [p.name for p in study.space] + [o.name for o in objs]
@@ -170,6 +170,19 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
             for o in ratio:
                 lines.append(f"* `{o.name}` among them: median {w[o.name].median():.4g}, "
                              f"max {w[o.name].max():.4g}")
+            cats = [p for p in study.space if p.kind == "categorical"]
+            for p in cats:
+                vc = w[p.name].astype(str).value_counts()
+                allc = ok[p.name].astype(str).value_counts()
+                lines.append(f"* `{p.name}` among them: " + ", ".join(
+                    f"{k} {v}/{allc.get(k, 0)}" for k, v in vc.items()) + " (winners / evaluated)")
+            for p in [p for p in study.space if p.kind != "categorical"]:
+                lines.append(f"* `{p.name}` among them: {w[p.name].min():.4g} .. {w[p.name].max():.4g} "
+                             f"(evaluated {ok[p.name].min():.4g} .. {ok[p.name].max():.4g})")
+            wcols = ["trial", *[p.name for p in study.space], *onames]
+            if study.windows and len(study.windows) > 1:
+                wcols += [f"{o}_ci95" for o in onames]
+            lines += ["", md_table(w.sort_values(ratio[0].name, ascending=False), wcols, max_rows=15)]
     if figs:
         lines += ["", "## Figures", ""]
         for f in figs:

@@ -66,7 +66,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     ax.grid(True, axis="both", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(loc="best", fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
     return save_figure(fig, out)
 
 
@@ -105,7 +105,8 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
     for i, a in enumerate(axes):
         ax.axvline(i, color="0.2", linewidth=0.6)
         for pos, lab in scale(a, df[a])[1]:
-            ax.text(i + 0.04, pos, lab, fontsize=6, va="center", ha="left", color="0.25")
+            ax.text(i + 0.04, pos, lab, fontsize=6, va="center", ha="left", color="0.15", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0})
     ax.set_xticks(xs)
     ax.set_xticklabels([a.replace(",", ",\n") for a in axes], rotation=25, ha="right", fontsize=7)
     ax.set_yticks([])
