@@ -371,6 +371,11 @@ def test_shipped_study_validates_and_runs_two_trials(tmp_path):
     study = load_study(path)
     assert [o.direction for o in study.objectives] == ["maximize", "maximize"]
     assert {o.over for o in study.objectives} == {"operator_sync"}
+    # the sensitivity base point is the base config's platform (6400.0 in the config matches choice 6400)
+    from ahasd_sim.dse.sensitivity import base_value
+    assert base_value(study, study.param("memory.standard,memory.data_rate_mts")) == "LPDDR5/6400"
+    assert base_value(study, study.param("run.draft_model,run.target_model")) == "llama2-7b/llama2-13b"
+    assert base_value(study, study.param("pim.unit_gops_int8")) == 102.4
     stats = run_optimize(study, tmp_path / "w", trials=2, workers=1, progress=False, batch_size=2)
     assert stats["finished"] == 2
     tr = pd.read_csv(tmp_path / "w" / "trials.csv")

@@ -49,9 +49,11 @@ def base_value(study: Study, p: Param) -> Any:
     except KeyError:   # pragma: no cover - keys were validated
         vals = None
     if p.kind == "categorical":
-        from .study import _label
-        lab = _label(vals if len(p.keys) > 1 else vals[0]) if vals is not None else None
-        return lab if lab in p.labels else p.labels[0]
+        want = vals if len(p.keys) > 1 else (vals[0] if vals else None)
+        for c, lab in zip(p.choices, p.labels):   # compare values (6400 == 6400.0), not their labels
+            if vals is not None and (tuple(c) == tuple(want) if len(p.keys) > 1 else c == want):
+                return lab
+        return p.labels[0]
     v = vals[0] if vals else None
     if isinstance(v, (int, float)) and not isinstance(v, bool) and p.low <= v <= p.high:
         return v

@@ -139,7 +139,9 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
             ci = r.get(f"{end}_ci95", np.nan)
             if np.isfinite(ci):
                 ax.errorbar(v, i, xerr=ci, color="black", capsize=2, linewidth=0.8)
-            ax.text(v, i + 0.33, str(r[f"{end}_label"]), fontsize=6, ha="center", va="bottom")
+            left = v <= base_value if end == "low" else v < base_value
+            ax.text(v, i + 0.33, str(r[f"{end}_label"]), fontsize=6, va="bottom",
+                    ha="right" if left else "left")
     ax.axvline(base_value, color="black", linewidth=0.8)
     if ref is not None:
         ax.axvline(ref, color="0.4", linewidth=0.8, linestyle="--")
@@ -148,7 +150,7 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
     ax.set_xlabel(f"{objective} (base point {base_value:.4g})")
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(title or f"One-at-a-time sensitivity of {objective}")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / max(1, len(d))), ncol=1, fontsize=7)
     return save_figure(fig, out)
 
 
