@@ -1,6 +1,6 @@
 """Command line: ``python -m ahasd_sim --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
-Subcommands: ``compare``, ``sweep``, ``area``, ``traces stats``, ``validate``,
+Subcommands: ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``, ``validate``,
 ``list``, ``config-reference``. Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback).
 """

@@ -41,7 +41,7 @@ def import_optuna():
         import optuna
     except ImportError:
         raise InputError("optimize needs optuna: pip install 'ahasd_sim[dse]'") from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)   # failures are reported by our summary
     return optuna
 
 

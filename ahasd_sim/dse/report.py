@@ -163,8 +163,10 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
             good = ok[o.name] > 1.0 if o.direction == "maximize" else ok[o.name] < 1.0
             win &= good.to_numpy()
         names = " and ".join(f"`{o.name}`" for o in ratio)
-        lines += ["", "## Where the first run wins on every ratio objective", "",
-                  f"{int(win.sum())} of {len(ok)} evaluated design points are better than 1 on {names}."]
+        pairs = sorted({f"`{o.run}` over `{o.over}`" for o in ratio})
+        lines += ["", f"## Where {', '.join(pairs)} is better on every ratio objective", "",
+                  f"{int(win.sum())} of {len(ok)} evaluated design points are better than 1 on {names} "
+                  "(maximised ratios > 1, minimised ratios < 1)."]
         if win.any():
             w = ok[win]
             for o in ratio:
