@@ -189,31 +189,38 @@ def test_running_trials_of_an_interrupted_process_are_finished_not_repeated(tmp_
     assert again["computed_runs"] == 0 and sum(again["told"].values()) == 0
 
 
-def test_resume_after_kill_loses_and_repeats_no_trial(tmp_path):
-    study = write(tmp_path, RESUMABLE)
-    out = tmp_path / "st"
-    cmd = [sys.executable, "-m", "ahasd_sim", "optimize", "--config", str(study), "--trials", "60",
-           "--workers", "1", "--out", str(out), "--no-progress"]
+def _start_and_interrupt(cmd, db: Path, sig: int, min_complete: int) -> int:
+    """Start ``cmd``; once the storage holds ``min_complete`` more complete trials, send ``sig``."""
+    start = sum(1 for _, s in _trials(db) if s == "COMPLETE") if db.is_file() else 0
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = out / "study.db"
     deadline = time.time() + 120
-    before = []
     try:
         while time.time() < deadline and proc.poll() is None:
-            if db.is_file():
-                try:
-                    before = _trials(db)
-                except sqlite3.Error:
-                    before = []
-                if sum(1 for _, s in before if s == "COMPLETE") >= 4:
+            try:
+                if db.is_file() and sum(1 for _, s in _trials(db) if s == "COMPLETE") >= start + min_complete:
                     break
+            except sqlite3.Error:
+                pass
             time.sleep(0.05)
-        assert proc.poll() is None, "the study finished before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        assert proc.poll() is None, "the study finished before it could be interrupted"
+        os.kill(proc.pid, sig)
+        return proc.wait(60)
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_resume_after_ctrl_c_and_kill_loses_and_repeats_no_trial(tmp_path):
+    study = write(tmp_path, RESUMABLE)
+    out = tmp_path / "st"
+    db = out / "study.db"
+    cmd = [sys.executable, "-m", "ahasd_sim", "optimize", "--config", str(study), "--trials", "60",
+           "--workers", "1", "--out", str(out), "--no-progress"]
+    # Ctrl-C: exit 130, the tables are written with what is finished, the lock is released
+    assert _start_and_interrupt(cmd, db, signal.SIGINT, 3) == 130
+    assert (out / "trials.csv").is_file() and not (out / "study.lock").exists()
+    # kill -9 in the middle of the resumed study: the lock stays behind, stale
+    assert _start_and_interrupt(cmd, db, signal.SIGKILL, 3) == -signal.SIGKILL
     killed = _trials(db)
     done_before = {n for n, s in killed if s == "COMPLETE"}
     ost = optuna.load_study(study_name="res", storage=f"sqlite:///{db}")
