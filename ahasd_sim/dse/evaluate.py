@@ -87,6 +87,15 @@ def windows_of(study: Study, windows: list[int] | None = None) -> list[int | Non
     return list(w) if w else [None]
 
 
+def window_overrides(cfg, window: int | None) -> list[str]:
+    """Overrides that make a run replay exactly one trace window starting at prompt ``window``
+    (``run.windows=1`` where the simulator has built-in multi-window runs)."""
+    if window is None:
+        return []
+    one = ["run.windows=1"] if hasattr(cfg.run, "windows") else []
+    return [*one, f"run.trace_start_prompt={window}"]
+
+
 def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | None = None) -> DesignPoint:
     """Resolve the configs of a design point and check the constraints (nothing runs)."""
     from ..output import run_identity_hash
@@ -96,7 +105,7 @@ def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | No
     try:
         for run, ovr in study.runs.items():
             for w in windows_of(study, windows):
-                extra = [f"run.trace_start_prompt={w}"] if w is not None else []
+                extra = window_overrides(study.base, w)
                 cfg = study.base.replace([*pt.overrides, *ovr, *extra])
                 cfg.source_file = study.base.source_file
                 pt.configs[(run, w)] = cfg

@@ -479,8 +479,9 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
         clash = sorted({o.partition("=")[0].strip() for o in ovr} & set(owner))
         if clash:
             raise _err(src, f"runs.{rname}", f"'{clash[0]}' is also in the search space")
-    if windows and "run.trace_start_prompt" in owner:
-        raise _err(src, "windows", "run.trace_start_prompt is also in the search space; use one of them")
+    for k in ("run.trace_start_prompt", "run.windows"):
+        if windows and k in owner:
+            raise _err(src, "windows", f"{k} is also in the search space; use one of them")
 
     constraints = []
     cons_raw = raw.get("constraints") or []
@@ -585,7 +586,8 @@ def _probe_summary(cfg: SimConfig) -> dict[str, Any]:
     """Flattened summary.json of a short run of ``cfg`` (what a trial's summary.json holds)."""
     from ..simulation import run_simulation
     from ..sweep.results import flatten
-    probe = cfg.replace(["run.generated_tokens=" + str(min(16, cfg.run.generated_tokens)), "run.timeline=false"])
+    one = ["run.windows=1"] if hasattr(cfg.run, "windows") else []   # one short window, not the whole trace
+    probe = cfg.replace(["run.generated_tokens=" + str(min(16, cfg.run.generated_tokens)), "run.timeline=false", *one])
     probe.source_file = cfg.source_file
     return flatten(run_simulation(probe).summary)
 
