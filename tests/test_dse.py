@@ -385,3 +385,16 @@ def test_shipped_study_validates_and_runs_two_trials(tmp_path):
     assert stats["finished"] == 2
     tr = pd.read_csv(tmp_path / "w" / "trials.csv")
     assert (tr["status"] != "pending").all()
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_same_seed_same_trials_and_other_seed_differs(tmp_path, sampler):
+    text = RESUMABLE.replace("sampler: {name: nsga2, population_size: 6}", f"sampler: {sampler}")
+    runs = {}
+    for tag, seed in (("a", 11), ("b", 11), ("c", 12)):
+        p = write(tmp_path, text.replace("seed: 11", f"seed: {seed}"), f"{tag}.yaml")
+        run_optimize(p, tmp_path / tag, trials=3, workers=1, progress=False, write_outputs=False)
+        st = optuna.load_study(study_name="res", storage=f"sqlite:///{tmp_path / tag / 'study.db'}")
+        runs[tag] = [(t.params, t.values) for t in st.get_trials()]
+    assert runs["a"] == runs["b"]
+    assert [p for p, _ in runs["a"]] != [p for p, _ in runs["c"]]
