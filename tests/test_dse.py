@@ -259,6 +259,9 @@ BAD = [
      "objectives: [{metric: throughput_tok_s, direction: maximize}]\n", "space.pim.unit_gops_int8.low", "log range"),
     ("space:\n  pim.unit_gops_int8: {low: 1.0, high: 2.0}\nconstraints: [{expr: pim.rankz * 2, max: 3}]\n"
      "objectives: [{metric: throughput_tok_s, direction: maximize}]\n", "constraints[0].expr", "pim.rankz"),
+    ("space:\n  pim.partition_policy: {choices: [min_fit, best_fit]}\n"
+     "objectives: [{metric: throughput_tok_s, direction: maximize}]\n", "space.pim.partition_policy",
+     "value 'best_fit' does not resolve"),
     ("space:\n  pim.unit_gops_int8: {low: 1.0, high: 2.0}\nsampler: nsga3\n"
      "objectives: [{metric: throughput_tok_s, direction: maximize}]\n", "sampler.name", "nsga2"),
     ("space:\n  pim.unit_gops_int8: {low: 1.0, high: 2.0}\n"

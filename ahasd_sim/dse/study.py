@@ -475,6 +475,16 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
             if k in owner:
                 raise _err(src, f"space.{p.name}", f"config key '{k}' is searched twice (also by '{owner[k]}')")
             owner[k] = p.name
+    for p in space:   # every value must resolve on the base config (types, ranges, choices)
+        vals = p.labels if p.kind == "categorical" else [p.low, p.high]
+        for v in vals:
+            try:
+                resolved.replace(p.overrides(v))
+            except InputError as exc:
+                msg = str(exc).strip().strip('"').splitlines()[0]
+                raise _err(src, f"space.{p.name}", f"value {v!r} does not resolve: {msg} (if it is valid only "
+                           "together with another parameter, move both keys into one parameter: "
+                           "'a,b': {choices: [[..., ...]]})") from None
     for rname, ovr in runs.items():
         clash = sorted({o.partition("=")[0].strip() for o in ovr} & set(owner))
         if clash:
