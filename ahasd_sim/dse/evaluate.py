@@ -10,6 +10,8 @@ run twice, across trials, resumed studies and sensitivity analyses sharing a fol
 Objectives are computed per window (a ratio objective divides the two runs of the same
 window) and averaged over windows; with two or more windows the 95% confidence half-width
 over windows (Student t) is reported next to the mean: one trace window is one sample.
+Without study windows, a plain objective takes the interval the simulator reports for it
+(``<metric>_ci95`` of summary.json, over the run's own trace windows) where there is one.
 """
 from __future__ import annotations
 
@@ -170,6 +172,10 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     num = num / den if den != 0 else float("nan")
                 per_w.append(num)
             m, ci = mean_ci(per_w)
+            if len(windows) == 1 and not o.is_ratio:   # the simulator's own interval over its windows
+                own = summaries[(o.run, windows[0])].get(f"{o.metric}_ci95")
+                if isinstance(own, (int, float)) and not isinstance(own, bool):
+                    ci = float(own)
             values.append(m)
             cis.append(ci)
         for run in study.runs:

@@ -32,8 +32,7 @@ def trials_table(study: Study, ostudy) -> pd.DataFrame:
         cis = [float("nan") if c is None else c for c in (ua.get("ci95") or [None] * len(onames))]
         for name, v, ci in zip(onames, vals, cis):
             row[name] = v
-            if study.windows and len(study.windows) > 1:
-                row[f"{name}_ci95"] = ci
+            row[f"{name}_ci95"] = ci
         for c in study.constraints:
             row[f"constraint:{c.name}"] = (ua.get("constraints") or {}).get(c.name)
         for k, v in sorted((ua.get("metrics") or {}).items()):
@@ -148,7 +147,7 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
         lines.append(f"* `{o.name}`: {o.direction} {o.describe()}")
     onames = [o.name for o in study.objectives]
     cols = ["trial", *[p.name for p in study.space], *onames]
-    if study.windows and len(study.windows) > 1:
+    if len(df) and df[[f"{o}_ci95" for o in onames]].notna().any().any():
         cols += [f"{o}_ci95" for o in onames]
     lines += ["", f"## Pareto front ({len(front)} trials)", ""]
     if len(front):
@@ -181,9 +180,7 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
             for p in [p for p in study.space if p.kind != "categorical"]:
                 lines.append(f"* `{p.name}` among them: {w[p.name].min():.4g} .. {w[p.name].max():.4g} "
                              f"(evaluated {ok[p.name].min():.4g} .. {ok[p.name].max():.4g})")
-            wcols = ["trial", *[p.name for p in study.space], *onames]
-            if study.windows and len(study.windows) > 1:
-                wcols += [f"{o}_ci95" for o in onames]
+            wcols = [c for c in cols if c in w.columns]
             lines += ["", md_table(w.sort_values(ratio[0].name, ascending=False), wcols, max_rows=15)]
     if figs:
         lines += ["", "## Figures", ""]
