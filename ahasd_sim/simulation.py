@@ -224,6 +224,9 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "mode_stats": mode.stats(),
         "platform": describe_platform(platform, mode),
     }
+    extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
+    if extra is not None:
+        summary.update(extra(summary))
     events = pd.DataFrame(col.events)
     energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if run.timeline else None

@@ -1,4 +1,4 @@
-"""Host links: PCIe host-to-device (section ``h2d``) and the mobile-cloud network (``network``).
+"""Host link: PCIe host-to-device (section ``h2d``). The mobile-cloud network is :mod:`.network`.
 
 :class:`Link` is a SimPy component. Concurrent transfers share the link bandwidth
 equally (processor-sharing fluid model): whenever a transfer starts or ends the bytes
@@ -44,23 +44,6 @@ class H2dConfig:
         if self.effective_gb_s > peak:
             raise ValueError(f"effective_gb_s {self.effective_gb_s} exceeds PCIe Gen{self.generation} "
                              f"x{self.lanes} theoretical {peak:g} GB/s")
-
-
-@config_section("network")
-@dataclass
-class NetworkConfig:
-    """Mobile <-> cloud network link (for mobile-cloud collaborative decoding)."""
-
-    enabled: bool = param(False, doc="the platform talks to a cloud server")
-    uplink_mbps: float = param(15.0, doc="uplink bandwidth", unit="Mbit/s", gt=0,
-                               source="5G US 1H 2024 median UL 14.6 Mbps [Ookla]")
-    downlink_mbps: float = param(200.0, doc="downlink bandwidth", unit="Mbit/s", gt=0,
-                                 source="5G US 1H 2024 median DL 207.8-265.8 Mbps [Ookla]")
-    rtt_ms: float = param(50.0, doc="round-trip time", unit="ms", ge=0, source="5G latency ~47 ms [Ookla]")
-    radio_power_w: float = param(2.0, doc="modem/radio active power while sending or receiving", unit="W", ge=0,
-                                 source="assumption (grade C): 5G modem active power 1-3 W")
-    radio_idle_power_w: float = param(0.0, doc="radio idle (connected, DRX) power charged while the platform runs",
-                                      unit="W", ge=0, source="assumption: folded into the phone's base power")
 
 
 class _FluidPool:
@@ -160,40 +143,3 @@ class Link:
                 pool = self._pools[env] = _FluidPool(env, self.bandwidth_bytes_s)
             yield pool.join(nbytes)
         return OpCost(env.now - start, {self.device: self.transfer_energy_j(nbytes)})
-
-
-class NetworkLink:
-    """Analytic mobile-cloud link: one-way time = RTT/2 + bytes / bandwidth of that direction."""
-
-    device = "network"
-
-    def __init__(self, cfg: NetworkConfig):
-        self.cfg = cfg
-
-    def bandwidth_bytes_s(self, direction: str) -> float:
-        if direction == "up":
-            return self.cfg.uplink_mbps * 1e6 / 8.0
-        if direction == "down":
-            return self.cfg.downlink_mbps * 1e6 / 8.0
-        raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
-
-    @property
-    def rtt_s(self) -> float:
-        return self.cfg.rtt_ms * 1e-3
-
-    def transfer_time_s(self, nbytes: float, direction: str) -> float:
-        return self.rtt_s / 2.0 + float(nbytes) / self.bandwidth_bytes_s(direction)
-
-    def round_trip_time_s(self, up_bytes: float, down_bytes: float) -> float:
-        """Request up + reply down: RTT + both serialisation times."""
-        return (self.rtt_s + float(up_bytes) / self.bandwidth_bytes_s("up")
-                + float(down_bytes) / self.bandwidth_bytes_s("down"))
-
-    def transfer_cost(self, nbytes: float, direction: str) -> OpCost:
-        """Energy: radio active power over the serialisation time (not the propagation wait)."""
-        ser = float(nbytes) / self.bandwidth_bytes_s(direction)
-        return OpCost(self.transfer_time_s(nbytes, direction), {self.device: self.cfg.radio_power_w * ser})
-
-    @property
-    def static_power_w(self) -> float:
-        return self.cfg.radio_idle_power_w

@@ -15,12 +15,14 @@ Helpers route an operator to the unit that runs it:
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from ..config.errors import ConfigError
 from .cost import ELEMENTWISE_KINDS, OpCost, op_kind, seq
 from .gpu import Gpu
-from .link import Link, NetworkLink
+from .link import Link
+from .network import NetworkLink, TraceFormatError
 from .lpddr5 import Lpddr5Memory
 from .npu import Npu
 from .pim import Aau, Gts, PimMemory  # noqa: F401 (re-exported types)
@@ -64,7 +66,12 @@ class Platform:
             aau = pim.aau            # present even when disabled: check aau.enabled
             gts = pim.gts
         h2d = Link(cfg.h2d, "h2d") if cfg.h2d.enabled else None
-        network = NetworkLink(cfg.network) if cfg.network.enabled else None
+        network = None
+        if cfg.network.enabled:
+            try:
+                network = NetworkLink(cfg.network, Path(src).parent if src else None)
+            except TraceFormatError as exc:
+                raise ConfigError(src, exc.key, str(exc)) from None
         return cls(memory=memory, npu=npu, pim=pim, aau=aau, gts=gts, h2d=h2d, network=network, gpu=gpu,
                    source_file=src)
 
@@ -125,8 +132,9 @@ class Platform:
             out["h2d"] = {"generation": self.h2d.cfg.generation, "effective_gb_s": self.h2d.cfg.effective_gb_s,
                           "latency_us": self.h2d.cfg.latency_us}
         if self.network is not None:
-            n = self.network.cfg
-            out["network"] = {"uplink_mbps": n.uplink_mbps, "downlink_mbps": n.downlink_mbps, "rtt_ms": n.rtt_ms}
+            n, link = self.network.cfg, self.network
+            out["network"] = {"uplink_mbps": link.rate_bytes_s("up") * 8e-6, "downlink_mbps": link.rate_bytes_s("down") * 8e-6,
+                              "uplink_trace": n.uplink_trace, "downlink_trace": n.downlink_trace, "rtt_ms": n.rtt_ms}
         return out
 
     @property

@@ -1,0 +1,328 @@
+"""Mobile <-> cloud cellular link (section ``network``): a SimPy component.
+
+Each direction (uplink, downlink) is a FIFO byte queue in front of a bottleneck whose
+capacity is either a constant rate or a mahimahi packet-delivery trace, followed by a
+propagation delay of RTT/2 plus a seeded random jitter:
+
+* constant rate: a message of ``B`` bytes enqueued at ``t`` starts serialising when the
+  bytes queued before it have left, leaves ``B / rate`` later and arrives RTT/2 (+ jitter)
+  after that. An isolated message therefore takes ``RTT/2 + B / rate``.
+* mahimahi trace (the format of ``mm-link``): one line per delivery opportunity, a
+  millisecond timestamp at which up to 1500 bytes may cross the link; several lines with
+  one timestamp are several opportunities. Opportunities serve the queue's bytes in FIFO
+  order (one opportunity may finish one message and start the next); opportunities that
+  find the queue empty are lost. The file repeats with a period equal to its last
+  timestamp, as ``mm-link`` loops it. A message leaves at the opportunity that carries its
+  last byte.
+
+Jitter: each message's one-way delay is RTT/2 + X, X ~ Exponential(mean ``jitter_ms``),
+drawn from the session's own seeded generator; messages of one direction arrive in order
+(a TCP-like stream), so X can delay but never reorder them.
+
+Device radio energy (the phone's modem; LTE power model of Huang et al., MobiSys 2012):
+``radio_tx_nj_per_bit`` x bits sent + ``radio_rx_nj_per_bit`` x bits received +
+``radio_active_power_w`` x seconds during which a message is queued or on the air at the
+phone + ``radio_tail_power_w`` x the time the radio stays connected after activity (at
+most ``radio_tail_s`` per idle gap, until the run ends).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config.fields import param
+from ..config.registry import config_section
+from .cost import OpCost
+
+HUANG12 = ("Huang et al., 'A Close Examination of Performance and Power Characteristics of 4G LTE "
+           "Networks', MobiSys 2012, https://doi.org/10.1145/2307636.2307658")
+MAHIMAHI_PACKET_BYTES = 1500  # bytes per delivery opportunity in mahimahi traces (mm-link's PACKET_SIZE)
+
+
+class TraceFormatError(ValueError):
+    """A mahimahi trace file cannot be read (message is one line); ``key`` names the config key."""
+
+    key = ""
+
+
+@config_section("network")
+@dataclass
+class NetworkConfig:
+    """Mobile <-> cloud cellular link (uplink + downlink) and the phone's radio energy."""
+
+    enabled: bool = param(False, doc="the platform talks to a cloud server")
+    uplink_mbps: float = param(6.0, doc="uplink rate when no uplink_trace is given", unit="Mbit/s", gt=0,
+                               source=f"LTE median uplink 6 Mbit/s, {HUANG12}")
+    downlink_mbps: float = param(13.0, doc="downlink rate when no downlink_trace is given", unit="Mbit/s", gt=0,
+                                 source=f"LTE median downlink 13 Mbit/s, {HUANG12}")
+    uplink_trace: str = param("", doc="mahimahi packet-delivery trace of the uplink (empty: constant uplink_mbps); "
+                              "relative paths: to the current directory, then to the config file")
+    downlink_trace: str = param("", doc="mahimahi packet-delivery trace of the downlink (empty: constant downlink_mbps)")
+    rtt_ms: float = param(50.0, doc="round-trip propagation + core-network time (without queueing or serialisation)",
+                          unit="ms", ge=0, source="US 5G/LTE latency ~47 ms [Ookla]; swept 10-200 ms")
+    jitter_ms: float = param(0.0, doc="mean of the exponential extra one-way delay per message", unit="ms", ge=0,
+                             source="assumption: 0 (set to study jitter)")
+    message_overhead_bytes: int = param(83, doc="protocol bytes per message", unit="B", ge=0,
+                                        source="IPv4 20 + TCP 20 + TCP timestamps 12 + TLS 1.3 record 22 + HTTP/2 frame 9")
+    radio_tx_nj_per_bit: float = param(438.39, doc="uplink energy per bit", unit="nJ/bit", ge=0,
+                                       source=f"alpha_u = 438.39 mW/Mbit/s, {HUANG12}")
+    radio_rx_nj_per_bit: float = param(51.97, doc="downlink energy per bit", unit="nJ/bit", ge=0,
+                                       source=f"alpha_d = 51.97 mW/Mbit/s, {HUANG12}")
+    radio_active_power_w: float = param(1.288, doc="radio base power while a message is queued or on the air",
+                                        unit="W", ge=0, source=f"beta = 1288.04 mW, {HUANG12}")
+    radio_tail_power_w: float = param(1.060, doc="radio power in the connected tail after activity", unit="W", ge=0,
+                                      source=f"LTE tail 1060 mW, {HUANG12}")
+    radio_tail_s: float = param(11.576, doc="longest connected tail after activity (then the radio sleeps)",
+                                unit="s", ge=0, source=f"LTE tail timer 11.576 s, {HUANG12}")
+
+
+# ------------------------------------------------------------------ traces
+class PacketTrace:
+    """A mahimahi packet-delivery schedule (integer ms timestamps, looping)."""
+
+    def __init__(self, timestamps_ms, name: str = "trace"):
+        ts = np.asarray(timestamps_ms, dtype=np.int64)
+        if ts.size == 0:
+            raise TraceFormatError(f"{name}: no delivery opportunities")
+        if (np.diff(ts) < 0).any():
+            i = int(np.argmax(np.diff(ts) < 0)) + 1
+            raise TraceFormatError(f"{name}: timestamps must not decrease (line {i + 1}: {ts[i]} after {ts[i - 1]})")
+        if ts[0] < 0:
+            raise TraceFormatError(f"{name}: negative timestamp {ts[0]}")
+        if ts[-1] <= 0:
+            raise TraceFormatError(f"{name}: the last timestamp (the loop period) must be > 0 ms")
+        self.name = name
+        self.ts_ms = ts
+        self.period_ms = int(ts[-1])
+        self._ts_list = ts.tolist()
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PacketTrace":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise TraceFormatError(f"cannot read mahimahi trace '{path}': {exc.strerror or exc}") from None
+        values = []
+        for i, line in enumerate(text.splitlines(), 1):
+            s = line.strip()
+            if not s:
+                continue
+            try:
+                values.append(int(s))
+            except ValueError:
+                raise TraceFormatError(f"mahimahi trace '{path}' line {i}: expected an integer millisecond "
+                                       f"timestamp, got {s[:40]!r}") from None
+        return cls(values, str(path))
+
+    def __len__(self) -> int:
+        return len(self._ts_list)
+
+    @property
+    def mean_rate_mbps(self) -> float:
+        return len(self) * MAHIMAHI_PACKET_BYTES * 8 / (self.period_ms * 1e-3) / 1e6
+
+    def time_ms(self, g: int) -> int:
+        """Timestamp of the g-th opportunity of the looped schedule."""
+        n = len(self._ts_list)
+        return self._ts_list[g % n] + (g // n) * self.period_ms
+
+    def first_at_or_after(self, t_ms: float) -> int:
+        """Index of the first opportunity with timestamp >= t_ms."""
+        n = len(self._ts_list)
+        loops = max(0, int(t_ms // self.period_ms) - 1)
+        g = loops * n
+        # At most two passes: the remainder of this loop and the next one.
+        while True:
+            base = (g // n) * self.period_ms
+            i = bisect.bisect_left(self._ts_list, t_ms - base)
+            if i < n:
+                return (g // n) * n + i
+            g = (g // n + 1) * n
+
+
+# ------------------------------------------------------------------ link
+class NetworkLink:
+    """Configuration + loaded traces of one link; :meth:`open` makes the per-run session."""
+
+    device = "network"
+
+    def __init__(self, cfg: NetworkConfig, base_dir: str | Path | None = None):
+        self.cfg = cfg
+        self.traces: dict[str, PacketTrace | None] = {}
+        for direction, key in (("up", "uplink_trace"), ("down", "downlink_trace")):
+            path = getattr(cfg, key)
+            try:
+                self.traces[direction] = PacketTrace.load(_resolve(path, base_dir)) if path else None
+            except TraceFormatError as exc:
+                exc.key = f"network.{key}"
+                raise
+
+    def rate_bytes_s(self, direction: str) -> float:
+        """Constant rate of ``direction`` (the trace's mean rate when a trace is set)."""
+        tr = self._trace(direction)
+        if tr is not None:
+            return tr.mean_rate_mbps * 1e6 / 8.0
+        return (self.cfg.uplink_mbps if direction == "up" else self.cfg.downlink_mbps) * 1e6 / 8.0
+
+    def _trace(self, direction: str) -> PacketTrace | None:
+        if direction not in ("up", "down"):
+            raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+        return self.traces[direction]
+
+    @property
+    def rtt_s(self) -> float:
+        return self.cfg.rtt_ms * 1e-3
+
+    def transfer_time_s(self, nbytes: float, direction: str) -> float:
+        """Isolated one-way time at the (mean) rate, no jitter: RTT/2 + bytes / rate."""
+        return self.rtt_s / 2.0 + float(nbytes) / self.rate_bytes_s(direction)
+
+    def transfer_cost(self, nbytes: float, direction: str) -> OpCost:
+        """Isolated transfer: time as :meth:`transfer_time_s`; radio energy per bit + active power
+        over the serialisation time (the tail is charged per run by :class:`NetworkSession`)."""
+        ser = float(nbytes) / self.rate_bytes_s(direction)
+        per_bit = self.cfg.radio_tx_nj_per_bit if direction == "up" else self.cfg.radio_rx_nj_per_bit
+        e = float(nbytes) * 8 * per_bit * 1e-9 + self.cfg.radio_active_power_w * ser
+        return OpCost(self.transfer_time_s(nbytes, direction), {self.device: e})
+
+    @property
+    def static_power_w(self) -> float:
+        return 0.0  # the radio's connected-state power is the tail, charged per run
+
+    def open(self, env, rng: np.random.Generator) -> "NetworkSession":
+        return NetworkSession(self, env, rng)
+
+
+def _resolve(path: str, base_dir) -> Path:
+    p = Path(path)
+    if p.is_absolute() or p.is_file() or base_dir is None:
+        return p
+    alt = Path(base_dir) / p
+    return alt if alt.is_file() else p
+
+
+@dataclass
+class Delivery:
+    """One message: when it was sent, left the bottleneck and arrived."""
+
+    direction: str
+    nbytes: int
+    sent_s: float
+    service_start_s: float
+    depart_s: float
+    arrive_s: float
+
+
+class _Direction:
+    """FIFO bottleneck state of one direction."""
+
+    def __init__(self, rate_bytes_s: float, trace: PacketTrace | None):
+        self.rate = rate_bytes_s
+        self.trace = trace
+        self.free_at_s = 0.0        # constant rate: when the queued bytes have left
+        self.g_last = -1            # trace: last opportunity used
+        self.left_in_last = 0       # trace: bytes still free in it
+        self.last_arrive_s = 0.0
+
+    def depart(self, now_s: float, nbytes: int) -> tuple[float, float]:
+        """(service start, departure) of a message of ``nbytes`` enqueued at ``now_s``."""
+        if self.trace is None:
+            start = max(now_s, self.free_at_s)
+            self.free_at_s = start + nbytes / self.rate
+            return start, self.free_at_s
+        tr = self.trace
+        now_ms = now_s * 1e3
+        need = nbytes
+        g = self.g_last
+        if self.left_in_last > 0 and g >= 0 and tr.time_ms(g) >= now_ms:
+            start = tr.time_ms(g) * 1e-3
+            take = min(need, self.left_in_last)
+            need -= take
+            self.left_in_last -= take
+        else:
+            g = max(self.g_last + 1, tr.first_at_or_after(now_ms))
+            start = tr.time_ms(g) * 1e-3
+            take = min(need, MAHIMAHI_PACKET_BYTES)
+            need -= take
+            self.left_in_last = MAHIMAHI_PACKET_BYTES - take
+        if need > 0:
+            k = math.ceil(need / MAHIMAHI_PACKET_BYTES)   # further opportunities, used in order
+            g += k
+            self.left_in_last = k * MAHIMAHI_PACKET_BYTES - need
+        self.g_last = g
+        return start, tr.time_ms(g) * 1e-3
+
+
+class NetworkSession:
+    """The link inside one SimPy environment: queues, jitter RNG, byte counters, radio log."""
+
+    def __init__(self, link: NetworkLink, env, rng: np.random.Generator):
+        self.link = link
+        self.cfg = link.cfg
+        self.env = env
+        self.rng = rng
+        self.dirs = {d: _Direction(link.rate_bytes_s(d), link.traces[d]) for d in ("up", "down")}
+        self.bytes = {"up": 0, "down": 0}
+        self.messages = {"up": 0, "down": 0}
+        self.deliveries: list[Delivery] = []
+        self._radio_busy: list[tuple[float, float]] = []  # phone radio queued/on air
+
+    def message_bytes(self, payload_bytes: int) -> int:
+        return int(payload_bytes) + self.cfg.message_overhead_bytes
+
+    def schedule(self, payload_bytes: int, direction: str) -> Delivery:
+        """Enqueue a message now; return its delivery record (times fixed by FIFO order)."""
+        if direction not in self.dirs:
+            raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+        nbytes = self.message_bytes(payload_bytes)
+        now = self.env.now
+        d = self.dirs[direction]
+        start, depart = d.depart(now, nbytes)
+        jitter = float(self.rng.exponential(self.cfg.jitter_ms * 1e-3)) if self.cfg.jitter_ms > 0 else 0.0
+        arrive = max(depart + self.link.rtt_s / 2.0 + jitter, d.last_arrive_s)
+        d.last_arrive_s = arrive
+        self.bytes[direction] += nbytes
+        self.messages[direction] += 1
+        rec = Delivery(direction, nbytes, now, start, depart, arrive)
+        self.deliveries.append(rec)
+        if direction == "up":      # the phone holds the bytes from enqueue until they leave
+            self._radio_busy.append((now, depart))
+        else:                      # the phone receives for as long as the bottleneck served them
+            self._radio_busy.append((arrive - (depart - start), arrive))
+        return rec
+
+    def send(self, payload_bytes: int, direction: str):
+        """SimPy process body: deliver a message; returns its :class:`Delivery` on arrival."""
+        rec = self.schedule(payload_bytes, direction)
+        yield self.env.timeout(max(0.0, rec.arrive_s - self.env.now))
+        return rec
+
+    # ------------------------------------------------------------ energy
+    def radio_energy_j(self, end_s: float) -> dict[str, float]:
+        """Radio energy by component over [0, end_s]: tx, rx, active, tail."""
+        c = self.cfg
+        out = {"radio_tx": self.bytes["up"] * 8 * c.radio_tx_nj_per_bit * 1e-9,
+               "radio_rx": self.bytes["down"] * 8 * c.radio_rx_nj_per_bit * 1e-9,
+               "radio_active": 0.0, "radio_tail": 0.0}
+        merged: list[list[float]] = []
+        for a, b in sorted(self._radio_busy):
+            a, b = max(0.0, a), min(end_s, b)
+            if b < a:
+                continue
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        active = sum(b - a for a, b in merged)
+        tail = 0.0
+        for i, (_a, b) in enumerate(merged):
+            nxt = merged[i + 1][0] if i + 1 < len(merged) else end_s
+            tail += min(max(0.0, nxt - b), c.radio_tail_s)
+        out["radio_active"] = active * c.radio_active_power_w
+        out["radio_tail"] = tail * c.radio_tail_power_w
+        return out

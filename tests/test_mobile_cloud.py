@@ -1,0 +1,336 @@
+"""Mobile-cloud link, cloud verifier and the HyCo-family modes (issue 16)."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import simpy
+
+from ahasd_sim.__main__ import main
+from ahasd_sim.config import load_config
+from ahasd_sim.hw.network import NetworkConfig, NetworkLink, PacketTrace, TraceFormatError
+from ahasd_sim.modes.mobile_cloud import build_cloud_costs, mean_ci95, tpot_windows_s
+from ahasd_sim.simulation import run_simulation
+from modes_helpers import as_trace, synthetic_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+HYCO = ROOT / "hw_configs" / "hyco_mobile_cloud.yaml"
+H200 = ROOT / "hw_configs" / "platform_server_h200_pcie5.yaml"
+SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
+MODES = ("hybrid", "device_draft_cloud_verify", "cloud_autoregressive", "device_only")
+
+
+def _session(tmp_path=None, **kw):
+    cfg = NetworkConfig(enabled=True, **kw)
+    env = simpy.Environment()
+    return env, NetworkLink(cfg, tmp_path).open(env, np.random.default_rng(0))
+
+
+def _trace_file(tmp_path, name, stamps):
+    p = tmp_path / name
+    p.write_text("".join(f"{t}\n" for t in stamps))
+    return p
+
+
+# ------------------------------------------------------------------ link vs hand computation
+def test_constant_link_message_takes_half_rtt_plus_bytes_over_rate():
+    env, s = _session(uplink_mbps=8.0, downlink_mbps=20.0, rtt_ms=40.0, message_overhead_bytes=83)
+    arrivals = []
+
+    def go(payload, direction):
+        rec = yield env.process(s.send(payload, direction))
+        arrivals.append((direction, rec.arrive_s, env.now))
+
+    env.process(go(917, "up"))       # 1000 B on the wire
+    env.process(go(917, "up"))       # queued behind the first
+    env.process(go(1917, "down"))    # 2000 B, the other direction
+    env.run()
+    ser_up = 1000 * 8 / 8e6
+    got = {(d, round(a, 12)) for d, a, _ in arrivals}
+    assert got == {("up", round(0.020 + ser_up, 12)), ("up", round(0.020 + 2 * ser_up, 12)),
+                   ("down", round(0.020 + 2000 * 8 / 20e6, 12))}
+    assert all(abs(a - now) < 1e-12 for _, a, now in arrivals)   # the process wakes on arrival
+    assert s.bytes == {"up": 2000, "down": 2000} and s.messages == {"up": 2, "down": 1}
+    # radio energy: per bit + active while queued/on air (union of intervals) + tail until the end
+    end = 1.0
+    e = s.radio_energy_j(end)
+    c = s.cfg
+    assert e["radio_tx"] == pytest.approx(2000 * 8 * c.radio_tx_nj_per_bit * 1e-9)
+    assert e["radio_rx"] == pytest.approx(2000 * 8 * c.radio_rx_nj_per_bit * 1e-9)
+    rx_end = 0.020 + 2000 * 8 / 20e6
+    active = 2 * ser_up + 2000 * 8 / 20e6      # uplink [0, 2 ser_up], downlink [0.020, rx_end]
+    assert e["radio_active"] == pytest.approx(active * c.radio_active_power_w)
+    tail = (0.020 - 2 * ser_up) + (end - rx_end)
+    assert e["radio_tail"] == pytest.approx(tail * c.radio_tail_power_w)
+
+
+def test_packet_trace_message_leaves_at_the_computed_delivery_slot(tmp_path):
+    up = _trace_file(tmp_path, "t.up", [5, 5, 10, 20])      # period 20 ms, 4 opportunities
+    env, s = _session(tmp_path, uplink_trace=str(up), rtt_ms=10.0, message_overhead_bytes=0)
+    # 2000 B at t=0: opportunities at 5 ms (1500 B) and 5 ms (500 B) -> leaves at 5 ms
+    r1 = s.schedule(2000, "up")
+    assert (r1.depart_s, r1.arrive_s) == pytest.approx((0.005, 0.010))
+    # 1000 B at t=0: the 1000 B left in the second 5-ms opportunity carry it (FIFO sharing)
+    r2 = s.schedule(1000, "up")
+    assert r2.depart_s == pytest.approx(0.005)
+    # 1600 B: opportunities at 10 ms and 20 ms
+    r3 = s.schedule(1600, "up")
+    assert r3.depart_s == pytest.approx(0.020)
+    # at t = 21 ms the link has looped: the next opportunities are 25, 25, 30 ms
+    env.run(until=0.021)
+    r4 = s.schedule(3001, "up")
+    assert r4.depart_s == pytest.approx(0.030) and r4.service_start_s == pytest.approx(0.025)
+    # an idle link wastes opportunities: at 101 ms (after loop 4's last one at 100 ms) the next is 105 ms
+    env.run(until=0.101)
+    assert s.schedule(1, "up").depart_s == pytest.approx(0.105)
+    tr = PacketTrace.load(up)
+    assert tr.mean_rate_mbps == pytest.approx(4 * 1500 * 8 / 0.020 / 1e6)
+
+
+def test_jitter_is_seeded_and_keeps_order():
+    def arrivals(seed):
+        cfg = NetworkConfig(enabled=True, rtt_ms=20.0, jitter_ms=30.0)
+        env = simpy.Environment()
+        s = NetworkLink(cfg).open(env, np.random.default_rng(seed))
+        return [s.schedule(100, "down").arrive_s for _ in range(50)]
+
+    a, b, c = arrivals(1), arrivals(1), arrivals(2)
+    assert a == b and a != c
+    assert all(x <= y for x, y in zip(a, a[1:]))          # in-order delivery
+    assert min(a) >= 0.010                                  # never earlier than RTT/2
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("5\n7\nabc\n", "line 3: expected an integer"),
+    ("5\n3\n", "must not decrease"),
+    ("", "no delivery opportunities"),
+    ("0\n0\n", "loop period"),
+])
+def test_corrupt_trace_is_rejected(tmp_path, content, fragment):
+    p = tmp_path / "bad.up"
+    p.write_text(content)
+    with pytest.raises(TraceFormatError, match=fragment):
+        PacketTrace.load(p)
+
+
+@pytest.mark.parametrize("key, make", [
+    ("network.uplink_trace", lambda d: d / "missing.up"),
+    ("network.downlink_trace", lambda d: _trace_file(d, "bad.down", ["12", "x"])),
+])
+def test_cli_bad_trace_is_one_line_exit_2(tmp_path, capsys, key, make):
+    path = make(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["--config", str(HYCO), "--out", str(out), "--set", f"{key}={path}",
+               "--set", f"run.trace={SMOKE_TRACE}", "--set", "run.generated_tokens=16"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "Traceback" not in err
+    assert key in err and str(path.name) in err
+    assert not (out / "summary.json").exists()
+
+
+# ------------------------------------------------------------------ modes on the shipped config
+def _run(mode, extra=(), tokens=96):
+    cfg = load_config(HYCO, [f"run.mode={mode}", f"run.generated_tokens={tokens}",
+                             "run.timeline=false", *extra])
+    return run_simulation(cfg)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mobile_cloud_metrics_are_consistent(mode):
+    res = _run(mode)
+    s = res.summary
+    n = s["generated_tokens"]
+    assert n == 96
+    # TPOT over equal windows: its mean is makespan / tokens
+    assert s["tpot_s"] == pytest.approx(s["makespan_s"] / n, rel=1e-6)
+    assert 1 / s["throughput_tok_s"] == pytest.approx(s["tpot_s"], rel=1e-6)
+    ev = res.events
+    if mode == "device_only":
+        assert s["uplink_bytes"] == s["downlink_bytes"] == s["round_trips"] == 0
+        assert s["cloud_cost_usd_per_1k_tokens"] == 0.0
+        return
+    # cost follows the GPU time the cloud actually ran (busy intervals on "cloud_gpu")
+    cfg = load_config(HYCO)
+    busy = s["device_busy_s"]["cloud_gpu"]
+    usd = busy * cfg.cloud.usd_per_gpu_hour / 3600
+    assert s["cloud_cost_usd_per_1k_tokens"] == pytest.approx(usd / n * 1000, rel=1e-9)
+    # every message is counted once; bytes include the per-message overhead
+    down = ev[ev.event == "downlink"]
+    assert s["downlink_messages"] == len(down)
+    assert s["downlink_bytes"] >= s["downlink_messages"] * cfg.network.message_overhead_bytes
+    # device energy excludes the cloud GPU and includes the radio
+    assert "cloud_gpu" not in s["energy_breakdown_j"]
+    assert s["energy_breakdown_j"]["network"]["dynamic"] > 0
+    assert s["device_energy_per_token_j"] == pytest.approx(s["energy_j"] / n)
+    if mode == "cloud_autoregressive":
+        assert s["round_trips"] == 1 and s["downlink_messages"] == n and s["drafted_tokens"] == 0
+    if mode == "device_draft_cloud_verify":
+        assert s["round_trips"] == s["uplink_messages"] == s["verifications"]
+        assert s["tokens_not_uploaded"] == 0
+
+
+def test_cloud_price_models_and_shared_server_queueing():
+    base = _run("device_draft_cloud_verify").summary
+    per_call = _run("device_draft_cloud_verify", ["cloud.usd_per_gpu_hour=0", "cloud.usd_per_call=0.001"]).summary
+    assert per_call["cloud_cost_usd_per_1k_tokens"] == pytest.approx(per_call["cloud_calls"] * 0.001 / 96 * 1000)
+    shared = _run("device_draft_cloud_verify", ["cloud.utilization=0.8"]).summary
+    assert shared["cloud_queue_wait_s"] > 0 and base["cloud_queue_wait_s"] == 0
+    assert shared["tpot_s"] > base["tpot_s"]
+    # waiting in the shared queue is not billed GPU time
+    assert shared["cloud_gpu_busy_s"] == pytest.approx(base["cloud_gpu_busy_s"], rel=1e-9)
+
+
+def test_hybrid_falls_back_to_the_cloud_on_a_bad_link():
+    good = _run("hybrid", ["network.rtt_ms=20"], tokens=192).summary
+    bad = _run("hybrid", ["network.rtt_ms=1000", "network.uplink_mbps=0.005"], tokens=192).summary
+    g, b = good["mode_stats"]["rounds_by_option"], bad["mode_stats"]["rounds_by_option"]
+    assert g["split"] > g["cloud_ar"] + g["cloud_sd"]
+    assert b["split"] < b["cloud_ar"] + b["cloud_sd"]
+
+
+def test_upload_skipping_commits_confident_tokens_without_the_cloud():
+    off = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=-1"]).summary
+    on = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=0.5"]).summary
+    assert off["tokens_not_uploaded"] == 0 and on["tokens_not_uploaded"] > 0
+    assert on["round_trips"] < off["round_trips"]
+    # skipped tokens are never verified: the output differs from the target where the trace says so
+    assert 0 <= on["unverified_mismatch_tokens"] <= on["tokens_not_uploaded"]
+
+
+# ------------------------------------------------------------------ causality
+def _causal_run(tmp_path, options, tokens=160):
+    rng = np.random.default_rng(3)
+    accept = rng.random(400) < 0.75
+    tr = as_trace(synthetic_trace(accept, entropy=0.02))
+    tr.drf_H = np.where(rng.random(400) < 0.3, 0.01, 1.0)     # some confident tokens to skip
+    cfg = load_config(HYCO, [f"hyco.options={options}", "network.jitter_ms=15", "policy.max_tokens=6",
+                             f"run.generated_tokens={tokens}", "run.timeline=false", "run.policy=fixed",
+                             "policy.fixed.k=4", "hyco.skip_max_entropy_nats=0.05", "network.rtt_ms=60"])
+    return run_simulation(cfg, (tr, tr, None))
+
+
+@pytest.mark.parametrize("options", ["[split]", "[split,cloud_sd,cloud_ar]"])
+def test_phone_never_uses_a_verdict_before_its_downlink_message_arrives(tmp_path, options):
+    res = _causal_run(tmp_path, options)
+    ev = res.events
+    rounds = ev[ev.round_id.notna()] if "round_id" in ev else ev.iloc[:0]
+    checked = 0
+    for rid, g in rounds.groupby("round_id"):
+        kinds = dict(zip(g.event, g.time_s))
+        if not {"uplink", "cloud_verify", "downlink", "commit"} <= set(kinds):
+            continue
+        ver = g[g.event == "cloud_verify"].iloc[0]
+        assert kinds["uplink"] <= ver.time_s + 1e-12           # verify starts after the upload arrived
+        dn = g[g.event == "downlink"].iloc[0]
+        assert ver.end_s <= dn.sent_s + 1e-12                 # the verdict is sent after the verify ends
+        assert dn.time_s <= kinds["commit"] + 1e-12            # ... and used only once it arrived
+        checked += 1
+    assert checked >= (10 if options == "[split]" else 3)
+    # cloud-session tokens are committed only when their chunk arrives
+    if "session" in ev:
+        chunks = ev[(ev.event == "downlink") & ev.session.notna()]
+        commits = ev[(ev.event == "commit") & ev.session.notna()]
+        assert len(commits) == len(chunks)
+        assert (commits.time_s.to_numpy() >= chunks.time_s.to_numpy() - 1e-12).all()
+
+
+def test_hybrid_decisions_use_only_arrived_information(tmp_path):
+    res = _causal_run(tmp_path, "[split,cloud_sd,cloud_ar]", tokens=240)
+    ev = res.events
+    dec = ev[ev.event == "hyco_decision"]
+    arrivals = np.sort(ev[ev.event == "downlink"].time_s.to_numpy())
+    assert len(dec) >= 3 and set(dec.option) >= {"split"}
+    for _, d in dec.iterrows():
+        assert d.info_time_s <= d.time_s + 1e-12
+        # every observation comes from a downlink message that had arrived when deciding
+        assert d.observations <= np.searchsorted(arrivals, d.time_s + 1e-12, side="right")
+
+
+# ------------------------------------------------------------------ Speculation at a Distance
+def test_split_drafting_beats_colocated_only_when_rtt_is_below_the_drafting_window(tmp_path):
+    """Closed form (arXiv 2606.25091): split drafting with the phone drafting the next window
+    during the round trip runs at period max(W, RTT + t_v) per window, co-located speculative
+    decoding at W + t_v; with equal drafters split wins only when RTT < W (W = k t_d).
+
+    The phone here is given the cloud's own GPU, so the two drafters are identical. With
+    fixed k and every draft accepted, split commits k tokens per period (the first pre-draft
+    is superseded by the bonus token) and co-located k + 1 per round."""
+    k, n = 8, 480
+    cfgf = tmp_path / "saad.yaml"
+    cfgf.write_text(f"extends: {H200}\n"
+                    f"run: {{mode: hybrid, policy: fixed, generated_tokens: {n}, timeline: false, kv_len_quantum_tokens: 4096}}\n"
+                    f"policy: {{max_tokens: {k}, fixed: {{k: {k}}}}}\n"
+                    f"network: {{enabled: true, uplink_mbps: 1000000.0, downlink_mbps: 1000000.0, message_overhead_bytes: 0}}\n"
+                    f"cloud: {{platform_config: {H200}}}\n"
+                    "hyco: {draft_topk: 0, request_bytes: 0, verdict_header_bytes: 0, skip_max_entropy_nats: -1,"
+                    " predraft: always, cloud_session_tokens: 100000}\n")
+    tr = as_trace(synthetic_trace(np.ones(n + 64, dtype=bool)))
+    cfg = load_config(cfgf)
+    from ahasd_sim.workload.models import get_model
+    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+    t_d = cc.gpu_draft_token(200).duration_s
+    t_v8, t_v9 = cc.gpu_verify(k, 200).duration_s, cc.gpu_verify(k + 1, 200).duration_s
+    W = k * t_d
+    tpot_co = (W + t_v9) / (k + 1)
+    rtt_star = k * tpot_co - t_v8                 # split period / k == tpot_co
+    assert 0 < rtt_star < W                       # the paper's condition: only below the drafting window
+
+    def run(options, rtt_s):
+        c = load_config(cfgf, [f"hyco.options={options}", f"network.rtt_ms={rtt_s * 1e3}"])
+        return run_simulation(c, (tr, tr, None)).summary
+
+    def tpot(options, rtt_s):
+        return run(options, rtt_s)["tpot_s"]
+
+    # whole runs: co-located pays the RTT once (request up, last token down) and rounds up to
+    # whole rounds; split starts with a full window and one un-pipelined round trip
+    def co_run(rtt):
+        return (math.ceil(n / (k + 1)) * (W + t_v9) + rtt) / n
+
+    def split_run(rtt):
+        return (W + rtt + t_v9 + math.ceil((n - k - 1) / k) * max(W, rtt + t_v8)) / n
+
+    for f in (0.3, 0.8, 1.2, 2.0):
+        rtt = f * rtt_star
+        co, split = tpot("[cloud_sd]", rtt), tpot("[split]", rtt)
+        assert co == pytest.approx(co_run(rtt), rel=0.01)
+        assert split == pytest.approx(split_run(rtt), rel=0.01)
+        assert (split < co) == (rtt < rtt_star), (f, split, co)
+    # ... and the server capacity split drafting frees: GPU time per token falls from
+    # (W + t_v) / (k + 1) to t_v / k, i.e. by about 1 + k t_d / t_v
+    gpu_co = run("[cloud_sd]", rtt_star)["cloud_gpu_busy_s"]
+    gpu_split = run("[split]", rtt_star)["cloud_gpu_busy_s"]
+    assert gpu_co == pytest.approx(math.ceil(n / (k + 1)) * (W + t_v9), rel=1e-6)
+    assert gpu_split == pytest.approx(t_v9 + math.ceil((n - k - 1) / k) * t_v8, rel=1e-6)
+    assert gpu_co / gpu_split == pytest.approx((W + t_v9) / (k + 1) / (t_v8 / k), rel=0.02)
+
+
+# ------------------------------------------------------------------ statistics helpers
+def test_tpot_windows_and_ci():
+    log = [(0.1 * i, i) for i in range(1, 101)]       # one token every 100 ms
+    w = tpot_windows_s(log, 100, 4)
+    assert w == pytest.approx([0.1] * 4)
+    m, ci = mean_ci95([1.0, 2.0, 3.0])
+    assert m == 2.0 and ci == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+
+
+# ------------------------------------------------------------------ real traces (CI has them)
+REAL = Path(os.environ.get("AHASD_SIM_NETWORK_TRACES", ROOT.parent / "shared" / "data" / "network"))
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"real mahimahi traces not found at {REAL} "
+                    "(set AHASD_SIM_NETWORK_TRACES or place ../shared/data/network beside the checkout)")
+def test_real_mahimahi_traces_run():
+    up, down = REAL / "TMobile-LTE-short.up", REAL / "TMobile-LTE-short.down"
+    assert PacketTrace.load(up).mean_rate_mbps == pytest.approx(13.32, rel=0.02)
+    assert PacketTrace.load(down).mean_rate_mbps == pytest.approx(16.70, rel=0.02)
+    s = _run("hybrid", [f"network.uplink_trace={up}", f"network.downlink_trace={down}"], tokens=64).summary
+    assert s["generated_tokens"] == 64 and s["uplink_bytes"] > 0
+    drive = _run("device_draft_cloud_verify", [f"network.uplink_trace={REAL / 'ATT-LTE-driving-2016.up'}",
+                                               f"network.downlink_trace={REAL / 'ATT-LTE-driving-2016.down'}"],
+                 tokens=64).summary
+    assert drive["generated_tokens"] == 64
