@@ -405,3 +405,12 @@ def test_same_seed_same_trials_and_other_seed_differs(tmp_path, sampler):
         runs[tag] = [(t.params, t.values) for t in st.get_trials()]
     assert runs["a"] == runs["b"]
     assert [p for p, _ in runs["a"]] != [p for p, _ in runs["c"]]
+
+
+def test_an_extended_study_does_not_propose_its_first_trials_again(tmp_path):
+    p = write(tmp_path, RESUMABLE.replace("sampler: {name: nsga2, population_size: 6}", "sampler: random"))
+    run_optimize(p, tmp_path / "x", trials=3, workers=1, progress=False, write_outputs=False)
+    run_optimize(p, tmp_path / "x", trials=6, workers=1, progress=False, write_outputs=False)
+    trials = optuna.load_study(study_name="res", storage=f"sqlite:///{tmp_path / 'x' / 'study.db'}").get_trials()
+    first, later = [t.params for t in trials[:3]], [t.params for t in trials[3:]]
+    assert len(later) == 3 and not any(p in first for p in later)

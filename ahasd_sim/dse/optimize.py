@@ -62,23 +62,24 @@ def distributions(study: Study) -> dict[str, Any]:
     return out
 
 
-def make_sampler(study: Study):
+def make_sampler(study: Study, seed: int | None = None):
     optuna = import_optuna()
     s = study.sampler
     name = s["name"]
+    seed = study.seed if seed is None else seed
     if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=study.seed, population_size=s.get("population_size", 50))
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=s.get("population_size", 50))
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=study.seed, n_startup_trials=s.get("n_startup_trials", 10))
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=s.get("n_startup_trials", 10))
     if name == "random":
-        return optuna.samplers.RandomSampler(seed=study.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
 
     class _Grid(optuna.samplers.GridSampler):
         def after_trial(self, study, trial, state, values):  # noqa: D401
             """No ``study.stop()`` when the grid is exhausted (that only works inside ``optimize``);
             trials beyond the grid repeat grid points and reuse their runs."""
 
-    return _Grid({p.name: p.labels for p in study.space}, seed=study.seed)
+    return _Grid({p.name: p.labels for p in study.space}, seed=seed)
 
 
 def space_fingerprint(study: Study) -> str:
@@ -152,6 +153,9 @@ def open_study(study: Study, out: Path):
                           "search space, objectives, runs or base settings; use a new --out (or delete the folder)")
     if [d.name.lower() for d in ostudy.directions] != study.directions:
         raise ConfigError(str(study.source), "objectives", f"directions differ from the stored study in {out}")
+    n = len(ostudy.get_trials(deepcopy=False))
+    if n:   # a resumed study: a fresh sampler seeded like the first run would propose its first trials again
+        ostudy.sampler = make_sampler(study, seed=(study.seed * 1_000_003 + n) % 2**32)
     return ostudy
 
 
