@@ -283,8 +283,10 @@ def test_changed_space_in_an_existing_study_folder_is_refused(tmp_path):
     out = tmp_path / "st"
     run_optimize(write(tmp_path, RESUMABLE), out, trials=1, workers=1, progress=False)
     changed = RESUMABLE.replace("high: 32}", "high: 64}")
+    before = (out / "study.yaml").read_text()
     with pytest.raises(ConfigError, match="different search space"):
         run_optimize(write(tmp_path, changed, "s2.yaml"), out, trials=2, workers=1, progress=False)
+    assert (out / "study.yaml").read_text() == before and not (out / "study.lock").exists()
 
 
 def test_area_constraint_prunes_without_running(tmp_path):

@@ -227,8 +227,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
     stats = {"out_dir": out, "computed_runs": 0, "told": {"ok": 0, "failed": 0, "infeasible": 0}, "resumed": 0}
     t0 = time.perf_counter()
     with StudyLock(out):
+        ostudy = open_study(study, out)     # refuses a different study before anything is written
         atomic_write_text(out / "study.yaml", study.source.read_text())
-        ostudy = open_study(study, out)
         from optuna.trial import TrialState
         dists = distributions(study)
         stale = [t for t in ostudy.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
