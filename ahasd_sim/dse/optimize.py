@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -243,37 +244,64 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
             if res.get("status") in ("ok", "failed"):
                 stats["computed_runs"] += 1
 
-        try:
-            while True:
-                n_fin = finished_count(ostudy)
-                chunk = todo_resume[:batch]
-                todo_resume = todo_resume[batch:]
-                k = min(batch - len(chunk), n_target - n_fin - len(chunk) - len(todo_resume))
-                for _ in range(max(0, k)):
-                    t = ostudy.ask(dists)
-                    chunk.append((t.number, t._trial_id, dict(t.params)))
-                if not chunk:
-                    break
-                trial_id_of = {num: tid for num, tid, _ in chunk}
-                pts = []
-                for num, _tid, params in chunk:
-                    missing = [p.name for p in study.space if p.name not in params]
-                    if missing:   # a trial asked by an interrupted process before its params were stored
-                        tr = import_optuna().trial.Trial(ostudy, _tid)
-                        for name in missing:
-                            params[name] = tr._suggest(name, dists[name])
-                    pts.append(plan(study, num, params))
+        def ask_and_plan() -> tuple[list[tuple], list[DesignPoint]]:
+            """The next chunk: interrupted trials first, then new ones up to the target; planned
+            (configs resolved and hashed), which is the parent's share of the work."""
+            nonlocal todo_resume
+            chunk = todo_resume[:batch]
+            todo_resume = todo_resume[batch:]
+            # every stored trial is finished, running (this batch) or queued for resumption: new
+            # trials make up the difference to the target (race-free: only this thread asks)
+            k = min(batch - len(chunk), n_target - len(ostudy.get_trials(deepcopy=False)))
+            for _ in range(max(0, k)):
+                t = ostudy.ask(dists)
+                chunk.append((t.number, t._trial_id, dict(t.params)))
+            pts = []
+            for num, tid, params in chunk:
+                missing = [p.name for p in study.space if p.name not in params]
+                if missing:   # a trial asked by an interrupted process before its params were stored
+                    tr = import_optuna().trial.Trial(ostudy, tid)
+                    for name in missing:
+                        params[name] = tr._suggest(name, dists[name])
+                pts.append(plan(study, num, params))
+            return chunk, pts
 
-                def on_point(pt: DesignPoint) -> None:
-                    status = _tell(ostudy, trial_id_of, pt)
+        ahead: dict[str, Any] = {}
+
+        def plan_ahead() -> None:
+            try:
+                ahead["result"] = ask_and_plan()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+                ahead["error"] = exc
+
+        worker = None
+        try:
+            chunk, pts = ask_and_plan()
+            while chunk:
+                trial_id_of = {num: tid for num, tid, _ in chunk}
+
+                def on_point(pt: DesignPoint, ids=trial_id_of) -> None:
+                    status = _tell(ostudy, ids, pt)
                     stats["told"][status] += 1
                     prog.update("failed" if status == "failed" else "ok")
 
+                # Ask and plan the next batch while this one runs (the pool would idle meanwhile);
+                # NSGA-II and TPE take trials still running into account as optuna does with n_jobs.
+                ahead.clear()
+                worker = threading.Thread(target=plan_ahead, daemon=True)
+                worker.start()
                 evaluate(study, pts, points_dir, ex, on_point=on_point, on_run=on_run)
+                worker.join()
+                worker = None
+                if "error" in ahead:
+                    raise ahead["error"]
+                chunk, pts = ahead["result"]
         except KeyboardInterrupt:
             stats["interrupted"] = True
             raise
         finally:
+            if worker is not None:   # interrupted: let the planner finish its database calls
+                worker.join(timeout=30)
             prog.close()
             ex.close()
             stats["wall_s"] = time.perf_counter() - t0
