@@ -1,8 +1,11 @@
-"""Command line: ``python -m ahasd_sim --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
+"""Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
-Subcommands: ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``, ``validate``,
-``list``, ``config-reference``. Bad input exits with code 2 and one line on
-stderr (``--debug`` shows the traceback).
+Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
+``validate``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
+stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
+
+Adding a subcommand: write ``_add_NAME(sub)`` (its parser) and ``cmd_NAME(args)`` (its body,
+returning an exit code), and list them in ``SUBCOMMANDS``.
 """
 from __future__ import annotations
 
@@ -12,78 +15,156 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from .cli_common import ArgumentParser, add_version, run_guarded, warn
 from .config.errors import InputError
 
-SUBCOMMANDS = ("run", "compare", "sweep", "area", "traces", "validate", "list", "config-reference", "optimize",
-               "sensitivity")
+EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
+          "130 interrupted, 143 terminated. Docs: README.md, docs/config-reference.md, docs/sweeps.md, docs/dse.md.")
 
 
-def _common(p: argparse.ArgumentParser, config_required: bool = True) -> None:
-    p.add_argument("--config", required=config_required, help="YAML config file (may `extends:` others)")
+# ---------------------------------------------------------------- shared options
+def _config_options(p: argparse.ArgumentParser, config_required: bool = True) -> None:
+    p.add_argument("--config", required=config_required, metavar="FILE",
+                   help="YAML config file (may `extends:` others); a relative name such as "
+                        "hw_configs/ahasd_mobile.yaml also finds the shipped copy")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set npu.freq_ghz=1.2 (repeatable)")
-    p.add_argument("--seed", type=int, default=None, help="seed (overrides run.seed)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+                   help="override a config value, e.g. --set npu.freq_ghz=1.2 (repeatable; values are YAML: "
+                        "1e9, true, [1, 2])")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="seed of the run's RNG (same as --set run.seed=N; giving both with different values "
+                        "is an error)")
+    _debug(p)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ahasd_sim",
-                                description="Speculative-decoding simulator for mobile NPU + LPDDR5-PIM (AHASD).")
-    sub = p.add_subparsers(dest="command")
-    r = sub.add_parser("run", help="run one simulation (the default command)")
-    _common(r)
-    r.add_argument("--out", default=None, help="output directory (default: a new folder under results/)")
+def _debug(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+
+
+def _dry(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--dry-run", action="store_true",
+                   help=f"resolve and validate the {what} (config, hardware, trace slice, cost model, policy, "
+                        "output folder) without simulating; prints what would run, no results")
+
+
+def _sub(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description or help, epilog=EPILOG)
+
+
+# ---------------------------------------------------------------- parsers
+def _add_run(sub) -> None:
+    r = _sub(sub, "run", "run one simulation (the default command)",
+             "Run one simulation and write a run folder: summary.json, config.resolved.yaml, events.csv, "
+             "energy_breakdown.csv, timeline.json, meta.json.")
+    _config_options(r)
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="run folder (default: a new folder under results/); an existing run folder is replaced "
+                        "as a whole when the run finishes, any other existing folder is refused")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
+    _dry(r, "run")
 
-    c = sub.add_parser("compare", help="run several modes on the same trace; print a normalised table")
-    _common(c)
-    c.add_argument("--modes", required=True, help="comma-separated mode names")
-    c.add_argument("--baseline", default=None, help="mode to normalise against (default: the first)")
-    c.add_argument("--out", default=None, help="output directory (default: a new folder under results/)")
 
-    s = sub.add_parser("sweep", help="run a design-space sweep from a sweep YAML")
-    s.add_argument("--config", required=True)
-    s.add_argument("--workers", type=int, default=None)
-    s.add_argument("--executor", choices=("local", "dask"), default="local")
-    s.add_argument("--scheduler", default=None, help="Dask scheduler address (executor dask)")
-    s.add_argument("--out", default=None, help="sweep directory (default: sweeps/<name>)")
-    s.add_argument("--no-progress", action="store_true")
-    s.add_argument("--debug", action="store_true")
+def _add_compare(sub) -> None:
+    c = _sub(sub, "compare", "run several modes on the same trace; print a normalised table",
+             "Run several execution modes on the same config, trace slice and seed; write one run folder "
+             "per mode plus compare.csv, and print throughput and energy efficiency relative to a baseline.")
+    _config_options(c)
+    c.add_argument("--modes", required=True, metavar="M1,M2,...",
+                   help="comma-separated mode names, each once (see `list`)")
+    c.add_argument("--baseline", default=None, metavar="MODE", help="mode to normalise against (default: the first)")
+    c.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default: a new folder under results/); replaced as a whole")
+    _dry(c, "comparison")
 
-    from .dse.cli import add_parsers as _dse_parsers
-    _dse_parsers(sub)
 
-    a = sub.add_parser("area", help="print the area table of AHASD's added hardware")
-    _common(a)
+def _add_sweep(sub) -> None:
+    s = _sub(sub, "sweep", "run a design-space sweep from a sweep YAML (resumable)",
+             "Run every point of a sweep file in parallel; finished points are kept and reused, so the same "
+             "command resumes an interrupted sweep. See docs/sweeps.md.")
+    s.add_argument("--config", required=True, metavar="SWEEP.yaml", help="sweep file (e.g. hw_configs/sweeps/smoke.yaml)")
+    s.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="parallel worker processes (default: all cores; 1 runs in-process)")
+    s.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="sweep folder (default: sweeps/<name>); a folder of another sweep is refused")
+    s.add_argument("--no-progress", action="store_true", help="no progress display")
+    _dry(s, "sweep: every point")
+    _debug(s)
 
-    t = sub.add_parser("traces", help="trace utilities")
-    tsub = t.add_subparsers(dest="traces_command")
-    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file")
-    ts.add_argument("file")
-    ts.add_argument("--out", default=None, help="write CSV tables and a plot here")
-    ts.add_argument("--debug", action="store_true")
 
-    v = sub.add_parser("validate", help="compare the GPU model against measured H200 latencies")
-    v.add_argument("--config", default=None, help="platform config (default hw_configs/platform_server_h200_pcie5.yaml)")
-    v.add_argument("--measured", default=None, help="measured CSV (default validation/h200_measured.csv)")
-    v.add_argument("--out", default=None, help="write the error table and plot here")
-    v.add_argument("--set", dest="overrides", action="append", default=[])
-    v.add_argument("--debug", action="store_true")
+def _add_optimize(sub) -> None:
+    from .dse.cli import optimize_arguments
+    optimize_arguments(_sub(sub, "optimize", "multi-objective design-space search (optuna) -> Pareto front",
+                            "Search a study's design space with optuna (NSGA-II by default) on the sweep executor; "
+                            "trials are stored in the study folder and a rerun resumes or extends the study. "
+                            "Writes trials.csv, pareto.csv, figures and report.md. See docs/dse.md."))
 
-    sub.add_parser("list", help="list modes, policies and models")
-    cr = sub.add_parser("config-reference", help="print every config key with type, default, unit and source")
+
+def _add_sensitivity(sub) -> None:
+    from .dse.cli import sensitivity_arguments
+    sensitivity_arguments(_sub(sub, "sensitivity", "one-at-a-time tornado and Sobol indices of a study",
+                               "Rank a study's knobs by their effect on each objective: one-at-a-time around a "
+                               "base point (tornado chart, 95% CIs over trace windows) and Sobol indices "
+                               "(SALib). See docs/dse.md."))
+
+
+def _add_area(sub) -> None:
+    a = _sub(sub, "area", "print the area table of AHASD's added hardware",
+             "Print the area of EDC, TVC, the queues and the AAUs, and their share of the LPDDR5-PIM die.")
+    _config_options(a)
+
+
+def _add_traces(sub) -> None:
+    t = _sub(sub, "traces", "trace utilities (traces stats FILE)")
+    tsub = t.add_subparsers(dest="traces_command", metavar="stats")
+    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file",
+                         description="Print acceptance-length, entropy and per-category tables of a trace.",
+                         epilog=EPILOG)
+    ts.add_argument("file", metavar="TRACE.npz", help="trace file (a shipped one by its relative name works too)")
+    ts.add_argument("--out", default=None, metavar="DIR", help="also write the tables as CSV and a plot here")
+    _debug(ts)
+
+
+def _add_validate(sub) -> None:
+    v = _sub(sub, "validate", "compare the GPU model against measured H200 latencies",
+             "Simulate every measured GPU step and H2D copy with the GPU/link models and print the errors.")
+    v.add_argument("--config", default=None, metavar="FILE",
+                   help="platform config (default hw_configs/platform_server_h200_pcie5.yaml)")
+    v.add_argument("--measured", default=None, metavar="CSV", help="measured CSV (default validation/h200_measured.csv)")
+    v.add_argument("--out", default=None, metavar="DIR", help="write the error table and plot here")
+    v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value (repeatable)")
+    _debug(v)
+
+
+def _add_list(sub) -> None:
+    _sub(sub, "list", "list modes, policies, models and the shipped configs, sweeps, traces and data")
+
+
+def _add_config_reference(sub) -> None:
+    cr = _sub(sub, "config-reference", "print every config key with type, default, unit, range and source")
+    cr.add_argument("section", nargs="?", default=None, metavar="SECTION",
+                    help="only this section (e.g. pim, run, policy) or key prefix (pim.aau)")
     cr.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/config-reference.md)")
-    return p
 
 
+# ---------------------------------------------------------------- bodies
 def _load(args):
     from .config.loader import load_config
-    return load_config(args.config, args.overrides, args.seed)
+    cfg = load_config(args.config, args.overrides, args.seed)
+    from .checks import config_warnings
+    for w in config_warnings(cfg):
+        warn(w)
+    return cfg
 
 
 def _fmt_summary(s: dict) -> str:
+    from .checks import summary_trace_line
     lines = [
         f"mode {s['mode']}  policy {s['policy']}  draft {s['draft_model']}  target {s['target_model']}",
+        summary_trace_line(s),
         f"  generated tokens        {s['generated_tokens']}",
         f"  makespan                {s['makespan_s']:.4f} s",
         f"  throughput              {s['throughput_tok_s']:.2f} tok/s",
@@ -99,14 +180,23 @@ def _fmt_summary(s: dict) -> str:
 
 
 def cmd_run(args) -> int:
+    from .outdir import OutputFolder
     from .output import default_out_dir, write_run
     from .simulation import run_simulation
     cfg = _load(args)
-    t0 = time.perf_counter()
-    result = run_simulation(cfg)
-    wall = time.perf_counter() - t0
     out = Path(args.out) if args.out else default_out_dir(cfg)
-    write_run(result, cfg, out, wall)
+    if args.dry_run:
+        from .checks import dry_run
+        OutputFolder(out, "run").check()
+        print("\n".join(dry_run(cfg)))
+        print(f"  output folder {out}: usable")
+        return 0
+    with OutputFolder(out, "run") as folder:   # checked and locked before simulating
+        t0 = time.perf_counter()
+        result = run_simulation(cfg)
+        wall = time.perf_counter() - t0
+        write_run(result, cfg, folder.stage, wall)
+        folder.commit()
     if not args.quiet:
         print(_fmt_summary(result.summary))
         print(f"  results                 {out}")
@@ -114,10 +204,19 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import run_compare
+    from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    table, out = run_compare(cfg, modes, args.baseline, args.out)
+    modes, base = parse_modes(args.modes, args.baseline)
+    if args.dry_run:
+        from .checks import dry_run
+        from .outdir import OutputFolder
+        out = Path(args.out) if args.out else default_compare_dir(cfg)
+        OutputFolder(out, "compare").check()
+        for m in modes:
+            print("\n".join(dry_run(cfg.replace([f"run.mode={m}"]))[:-1]))
+        print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
+        return 0
+    table, out = run_compare(cfg, modes, base, args.out)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     print(f"results: {out}")
     return 0
@@ -126,6 +225,16 @@ def cmd_compare(args) -> int:
 def cmd_sweep(args) -> int:
     from .sweep.runner import run_sweep_cli
     return run_sweep_cli(args)
+
+
+def cmd_optimize(args) -> int:
+    from .dse.optimize import run_optimize_cli
+    return run_optimize_cli(args)
+
+
+def cmd_sensitivity(args) -> int:
+    from .dse.sensitivity import run_sensitivity_cli
+    return run_sensitivity_cli(args)
 
 
 def cmd_area(args) -> int:
@@ -138,9 +247,10 @@ def cmd_area(args) -> int:
 
 def cmd_traces(args) -> int:
     if args.traces_command != "stats":
-        raise InputError("traces: expected a subcommand: stats FILE")
+        raise InputError("traces: expected a subcommand: traces stats FILE")
+    from .paths import resolve_input_file
     from .workload.trace_stats import run_stats
-    return int(run_stats(args.file, args.out) or 0)
+    return int(run_stats(str(resolve_input_file(args.file)), args.out) or 0)
 
 
 def cmd_validate(args) -> int:
@@ -150,11 +260,16 @@ def cmd_validate(args) -> int:
 
 def cmd_list(args) -> int:
     from .modes import MODES
+    from .paths import shipped_files
     from .policies import POLICIES
     from .workload.models import MODELS
     print("modes:    " + ", ".join(sorted(MODES)))
     print("policies: " + ", ".join(sorted(POLICIES)))
     print("models:   " + ", ".join(sorted(MODELS)))
+    for what, files in shipped_files().items():
+        print(f"{what}:")
+        for f in files:
+            print(f"  {f}")
     return 0
 
 
@@ -163,7 +278,9 @@ def config_reference_markdown() -> str:
     from .config.loader import describe_sections
     lines = ["# Config reference", "",
              "Generated by `python -m ahasd_sim config-reference --markdown`; do not edit by hand.",
-             "Every key, its type, default, unit, valid range, meaning and source.", ""]
+             "Every key, its type, default, unit, valid range, meaning and source. A source",
+             "`references.md#ANCHOR` is an entry of [references.md](references.md); `modeling.md decision N`",
+             "is row N of the decisions table in [modeling.md](modeling.md).", ""]
     section = None
     for row in describe_sections():
         sec = row["key"].split(".")[0]
@@ -178,11 +295,22 @@ def config_reference_markdown() -> str:
 
 
 def cmd_config_reference(args) -> int:
+    from .config.errors import did_you_mean
     from .config.loader import describe_sections
     if args.markdown:
+        if args.section:
+            raise InputError("config-reference: --markdown writes the whole reference; drop SECTION")
         sys.stdout.write(config_reference_markdown())
         return 0
-    for row in describe_sections():
+    rows = describe_sections()
+    if args.section:
+        prefix = args.section.rstrip(".")
+        rows = [r for r in rows if r["key"] == prefix or r["key"].startswith(prefix + ".")]
+        if not rows:
+            sections = sorted({r["key"].split(".")[0] for r in describe_sections()})
+            raise InputError(f"config-reference: no section or key '{prefix}'{did_you_mean(prefix, sections)}; "
+                             f"sections: {', '.join(sections)}")
+    for row in rows:
         src = f"  [{row['source']}]" if row["source"] else ""
         unit = f" {row['unit']}" if row["unit"] else ""
         rng = f" ({row['range']})" if row["range"] else ""
@@ -190,53 +318,47 @@ def cmd_config_reference(args) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable] = {
-    "run": cmd_run, "compare": cmd_compare, "sweep": cmd_sweep, "area": cmd_area, "traces": cmd_traces,
-    "validate": cmd_validate, "list": cmd_list, "config-reference": cmd_config_reference,
-    "optimize": lambda a: __import__("ahasd_sim.dse.cli", fromlist=["x"]).cmd_optimize(a),
-    "sensitivity": lambda a: __import__("ahasd_sim.dse.cli", fromlist=["x"]).cmd_sensitivity(a),
+#: name -> (parser builder, body); the order is the order of `--help`
+SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
+    "run": (_add_run, cmd_run),
+    "compare": (_add_compare, cmd_compare),
+    "sweep": (_add_sweep, cmd_sweep),
+    "optimize": (_add_optimize, cmd_optimize),
+    "sensitivity": (_add_sensitivity, cmd_sensitivity),
+    "area": (_add_area, cmd_area),
+    "traces": (_add_traces, cmd_traces),
+    "validate": (_add_validate, cmd_validate),
+    "list": (_add_list, cmd_list),
+    "config-reference": (_add_config_reference, cmd_config_reference),
 }
+COMMANDS: dict[str, Callable] = {name: body for name, (_add, body) in SUBCOMMANDS.items()}
 
 
-def _input_errors() -> tuple[type[BaseException], ...]:
-    errs: list[type[BaseException]] = [InputError]
-    try:
-        from .workload.traces import TraceError
-        errs.append(TraceError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from .workload.models import UnknownModelError
-        errs.append(UnknownModelError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errs)
+def _parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="python -m ahasd_sim",
+                       description="Speculative-decoding simulator for mobile NPU + LPDDR5-PIM (AHASD). "
+                                   "Without a subcommand, `run` is assumed: python -m ahasd_sim --config FILE.",
+                       epilog=EPILOG)
+    add_version(p)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    for add, _body in SUBCOMMANDS.values():
+        add(sub)
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
+    if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help, --version (0) or a usage error (2, one line)
+        return int(exc.code or 0)
     if args.command is None:
         parser.print_help()
         return 2
-    debug = getattr(args, "debug", False)
-    try:
-        return COMMANDS[args.command](args)
-    except _input_errors() as exc:
-        if debug:
-            raise
-        msg = str(exc).strip().strip('"')
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # output piped into `head`: the results are already written
-        sys.stderr.close()
-        return 0
+    return run_guarded(lambda: COMMANDS[args.command](args), debug=getattr(args, "debug", False))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .config.errors import InputError
+from .outdir import OutputFolder
 from .output import atomic_write, default_out_dir, write_run
 from .simulation import load_run_trace, run_simulation
 
@@ -13,26 +15,50 @@ COLUMNS = ["mode", "throughput_tok_s", "energy_per_token_j", "tokens_per_j", "ma
            "acceptance_rate", "mean_accepted_per_verify", "drafted_tokens", "wasted_draft_tokens"]
 
 
-def run_compare(cfg, modes: list[str], baseline: str | None, out: str | None):
-    """Run each mode (same trace slice, same seed); return (table, output dir)."""
-    if not modes:
-        from .config.errors import InputError
-        raise InputError("compare: --modes needs at least one mode name")
-    base_mode = baseline or modes[0]
-    if base_mode not in modes:
-        modes = [base_mode, *modes]
-    out_dir = Path(out) if out else default_out_dir(cfg).with_name(default_out_dir(cfg).name + "_compare")
+def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
+    """(modes in order, baseline) from ``--modes``/``--baseline``; unknown or repeated modes are errors."""
+    from .config.errors import did_you_mean
+    from .modes import MODES
+    modes = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
+    if not modes or any(not m for m in modes):
+        raise InputError(f"--modes: expected comma-separated mode names, got {text!r}; valid modes: "
+                         f"{', '.join(sorted(MODES))}")
+    for m in modes + ([baseline] if baseline else []):
+        if m not in MODES:
+            raise InputError(f"--modes: unknown mode '{m}'{did_you_mean(m, MODES)}; valid modes: "
+                             f"{', '.join(sorted(MODES))}")
+    dup = sorted({m for m in modes if modes.count(m) > 1})
+    if dup:
+        raise InputError(f"--modes: mode '{dup[0]}' is listed more than once")
+    base = baseline or modes[0]
+    if base not in modes:
+        modes = [base, *modes]
+    return modes, base
+
+
+def default_compare_dir(cfg) -> Path:
+    d = default_out_dir(cfg)
+    return d.with_name(d.name + "_compare")
+
+
+def run_compare(cfg, modes: list[str] | str, baseline: str | None, out: str | Path | None):
+    """Run each mode (same trace slice, same seed); return (table, output dir). The output
+    folder is checked and locked before the first simulation and filled in one swap."""
+    modes, base_mode = parse_modes(modes, baseline)
+    out_dir = Path(out) if out else default_compare_dir(cfg)
     trace_parts = load_run_trace(cfg)
-    rows = []
-    for mode in modes:
-        mcfg = cfg.replace([f"run.mode={mode}"])
-        t0 = time.perf_counter()
-        res = run_simulation(mcfg, trace_parts)
-        write_run(res, mcfg, out_dir / mode, time.perf_counter() - t0)
-        rows.append({k: res.summary[k] for k in COLUMNS})
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    ref = table.set_index("mode").loc[base_mode]
-    table["throughput_vs_" + base_mode] = table["throughput_tok_s"] / ref["throughput_tok_s"]
-    table["energy_efficiency_vs_" + base_mode] = table["tokens_per_j"] / ref["tokens_per_j"]
-    atomic_write(out_dir / "compare.csv", lambda fh: table.to_csv(fh, index=False))
+    with OutputFolder(out_dir, "compare") as folder:
+        rows = []
+        for mode in modes:
+            mcfg = cfg.replace([f"run.mode={mode}"])
+            t0 = time.perf_counter()
+            res = run_simulation(mcfg, trace_parts)
+            write_run(res, mcfg, folder.stage / mode, time.perf_counter() - t0)
+            rows.append({k: res.summary[k] for k in COLUMNS})
+        table = pd.DataFrame(rows, columns=COLUMNS)
+        ref = table.set_index("mode").loc[base_mode]
+        table["throughput_vs_" + base_mode] = table["throughput_tok_s"] / ref["throughput_tok_s"]
+        table["energy_efficiency_vs_" + base_mode] = table["tokens_per_j"] / ref["tokens_per_j"]
+        atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
+        folder.commit()
     return table, out_dir

@@ -6,7 +6,8 @@ function of config + trace + seed: byte-identical across reruns), tidy CSVs
 ``meta.json`` (version, git revision, wall-clock time: everything that is not
 reproducible). Each file is written to a temporary name and renamed, so an
 interrupted run never leaves a half-written file; ``summary.json`` is renamed
-last and marks a complete run.
+last and marks a complete run. The command line writes a run into the staging folder of an
+:class:`ahasd_sim.outdir.OutputFolder` and swaps it in whole, so a folder never mixes runs.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from typing import Any, Callable
 
 from . import __version__
 from .config.loader import SimConfig, dump_config
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from .outdir import apply_umask
+from .paths import REPO_ROOT
 
 
 def atomic_write(path: Path, writer: Callable[[Any], None], mode: str = "w") -> None:
@@ -32,6 +33,7 @@ def atomic_write(path: Path, writer: Callable[[Any], None], mode: str = "w") -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        apply_umask(Path(tmp))   # mkstemp creates 0600; results are shared like any other file
         with os.fdopen(fd, mode) as fh:
             writer(fh)
             fh.flush()
@@ -120,6 +122,8 @@ def default_out_dir(cfg: SimConfig, base: str | Path = "results") -> Path:
 
 
 def git_revision() -> str | None:
+    if not (REPO_ROOT / ".git").exists():   # an installed copy: no revision to report
+        return None
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5)
@@ -138,7 +142,10 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
     stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     try:
         (stage / "config.resolved.yaml").write_text(dump_config(cfg))
-        result.events.to_csv(stage / "events.csv", index=False)
+        events = result.events
+        if "time_s" in events.columns:   # processes log at different moments: sort by simulated time
+            events = events.sort_values("time_s", kind="stable")
+        events.to_csv(stage / "events.csv", index=False)
         result.energy.to_csv(stage / "energy_breakdown.csv", index=False)
         names = ["config.resolved.yaml", "events.csv", "energy_breakdown.csv"]
         if result.timeline is not None:
@@ -149,7 +156,7 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
             "git_revision": git_revision(),
             "config_file": cfg.source_file,
             "config_sha256_12": config_hash(cfg),
-        "code_sha256_12": code_fingerprint(),
+            "code_sha256_12": code_fingerprint(),
             "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
             "python": _platform.python_version(),

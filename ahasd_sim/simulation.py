@@ -8,7 +8,6 @@ makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,12 +26,18 @@ from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model, with_precision
 from .workload.traces import Trace, load_trace
+from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
 
 
 class SimulationError(RuntimeError):
     """The simulation itself failed (a deadlock or time limit): a bug or an impossible setup."""
+
+
+class SimulationTimeLimit(SimulationError):
+    """``run.max_sim_time_s`` passed before the run finished (valid but very slow hardware):
+    reported like bad input, naming how far the run got and the busiest device."""
 
 
 @dataclass
@@ -42,20 +47,6 @@ class RunResult:
     energy: pd.DataFrame
     timeline: dict[str, Any] | None
     policy_stats: dict[str, Any] = field(default_factory=dict)
-
-
-def resolve_data_path(path: str, config_file: str | None = None) -> Path:
-    """Find a data file: as given (cwd), then next to the config, then in the repository."""
-    p = Path(path)
-    candidates = [p]
-    if not p.is_absolute():
-        if config_file:
-            candidates.append(Path(config_file).resolve().parent / p)
-        candidates.append(REPO_ROOT / p)
-    for c in candidates:
-        if c.is_file():
-            return c
-    return p
 
 
 def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
@@ -131,13 +122,31 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
     mode = mode_cls(env, ctx)
     done = mode.start()
-    env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+    try:
+        env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+    except ConfigError as exc:   # a setting found unusable only when a task is costed
+        raise _in_config_file(cfg, exc) from None
     if not done.triggered:
-        raise SimulationError(f"mode '{run.mode}' committed {mode.committed}/{run.generated_tokens} tokens "
-                              f"within run.max_sim_time_s={run.max_sim_time_s} s of simulated time")
+        devs = set(platform.devices()) | set(collector._busy_s)
+        busy = {d: collector.busy_until(d, env.now) for d in sorted(devs)}
+        busiest = max(busy, key=lambda d: busy[d]) if busy else None
+        if busiest is not None and busy[busiest] > 0 and env.now > 0:
+            where = f"; bottleneck: {busiest} ({busy[busiest] / env.now:.0%} busy)"
+        else:
+            where = "; no device finished a single task in that time"
+        raise SimulationTimeLimit(
+            f"{cfg.source_file}: run.max_sim_time_s: mode '{run.mode}' committed only {mode.committed} of "
+            f"{run.generated_tokens} tokens in {run.max_sim_time_s:g} s of simulated time{where}; the hardware "
+            "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now
     mode.finalize()
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+
+
+def trace_models(trace) -> dict[str, str | None]:
+    """The drafter and target that recorded the trace (acceptance comes from them)."""
+    models = trace.header.get("models") or {}
+    return {role: (models.get(role) or {}).get("name") for role in ("drafter", "target")}
 
 
 def _by_task(by_label: dict[tuple[str, str], float]) -> dict[str, dict[str, float]]:
@@ -192,6 +201,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "target_model": run.target_model,
         "trace": run.trace,
         "trace_sha256": trace.header.get("sha256") or trace.header.get("file_sha256"),
+        # acceptance comes from the trace's real pair, time and energy from the model shapes above
+        "trace_models": trace_models(trace),
         "seed": run.seed,
         "generated_tokens": n,
         "makespan_s": makespan,

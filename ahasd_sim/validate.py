@@ -52,12 +52,9 @@ GROUP_H2D = "h2d"      # pinned host-to-device copies
 
 # ----------------------------------------------------------------------------- input
 def resolve_path(path: str | None, default: str) -> Path:
-    """``path`` (or ``default``) as given relative to the cwd, else relative to the repository."""
-    p = Path(path if path is not None else default)
-    if p.is_absolute() or p.exists():
-        return p
-    alt = REPO_ROOT / p
-    return alt if alt.exists() else p
+    """``path`` (or ``default``) as given relative to the cwd, else the shipped copy."""
+    from .paths import resolve_input_file
+    return resolve_input_file(path if path is not None else default)
 
 
 def _bool(v) -> bool:
@@ -347,6 +344,10 @@ def validate(config: str | None = None, measured: str | None = None, overrides: 
 
 
 def run_validate(args) -> int:
+    from .outdir import OutputFolder
+    out = getattr(args, "out", None)
+    if out:
+        OutputFolder(out, "validate").check()   # before any work
     points, summary, skipped, fitted, platform, (cfg_path, csv_path, df) = validate(
         getattr(args, "config", None), getattr(args, "measured", None), getattr(args, "overrides", []) or [])
     g = platform.gpu
@@ -366,13 +367,13 @@ def run_validate(args) -> int:
     print(_fmt_table(points))
     print()
     print(format_summary(summary, fitted, c.launch_overhead_us, skipped))
-    out = getattr(args, "out", None)
     if out:
         out_dir = Path(out)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        points.to_csv(out_dir / ERRORS_CSV, index=False, float_format="%.6g")
-        title = (f"{c.name} GPU model vs {csv_path.name}: MdAPE {summary['overall']:.1f}% "
-                 f"over {summary['n']} graphed bf16 steps")
-        paths = write_plot(points, out_dir, title)
-        print(f"wrote {out_dir / ERRORS_CSV}, " + ", ".join(str(p) for p in paths))
+        with OutputFolder(out_dir, "validate") as folder:
+            points.to_csv(folder.stage / ERRORS_CSV, index=False, float_format="%.6g")
+            title = (f"{c.name} GPU model vs {csv_path.name}: MdAPE {summary['overall']:.1f}% "
+                     f"over {summary['n']} graphed bf16 steps")
+            paths = write_plot(points, folder.stage, title)
+            folder.commit()
+        print(f"wrote {out_dir / ERRORS_CSV}, " + ", ".join(str(out_dir / p.name) for p in paths))
     return 0

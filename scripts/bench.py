@@ -12,8 +12,6 @@ test: it never fails on speed, it reports.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,25 +22,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ahasd_sim.config import load_config  # noqa: E402
-from ahasd_sim.output import atomic_write_text, to_json  # noqa: E402
-from ahasd_sim.simulation import load_run_trace, run_simulation  # noqa: E402
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 
 PLATFORM_FOR = {"gpu_only": "hw_configs/platform_laptop_rtx4090.yaml"}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=str(ROOT / "hw_configs" / "ahasd_mobile.yaml"))
-    ap.add_argument("--tokens", type=int, default=1024)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--modes", default="ahasd,async,operator_sync,autoregressive,gpu_only")
-    ap.add_argument("--out", default=None, help="write the results as JSON here")
-    args = ap.parse_args()
+def parser():
+    import argparse
+    p = script_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="hw_configs/ahasd_mobile.yaml", help="main config (default: the default job)")
+    p.add_argument("--tokens", type=int, default=1024, help="generated tokens per run (>= 1)")
+    p.add_argument("--repeats", type=int, default=5, help="warm repeats per mode (>= 1)")
+    p.add_argument("--modes", default="ahasd,async,operator_sync,autoregressive,gpu_only",
+                   help="comma-separated modes, each once")
+    p.add_argument("--out", default=None, help="write the results as JSON to this file")
+    return p
+
+
+def body(args) -> int:
+    from ahasd_sim.compare import parse_modes
+    from ahasd_sim.config import load_config
+    from ahasd_sim.config.errors import InputError
+    from ahasd_sim.outdir import check_output_file
+    from ahasd_sim.output import atomic_write_text, to_json
+    from ahasd_sim.paths import shipped
+    from ahasd_sim.simulation import load_run_trace, run_simulation
+    for flag, v in (("--tokens", args.tokens), ("--repeats", args.repeats)):
+        if v < 1:
+            raise InputError(f"{flag} {v}: expected >= 1")
+    modes, _ = parse_modes(args.modes, None)
+    if args.out:
+        check_output_file(args.out)
+    base = load_config(args.config)
     rows = []
-    for mode in args.modes.split(","):
-        cfg_path = ROOT / PLATFORM_FOR[mode] if mode in PLATFORM_FOR else Path(args.config)
-        base = load_config(args.config)
+    for mode in modes:
+        cfg_path = (shipped(PLATFORM_FOR[mode]) or ROOT / PLATFORM_FOR[mode]) if mode in PLATFORM_FOR else args.config
         cfg = load_config(cfg_path, [f"run.mode={mode}", f"run.generated_tokens={args.tokens}",
                                      f"run.trace={base.run.trace}", "run.timeline=false"])
         parts = load_run_trace(cfg)
@@ -63,10 +77,14 @@ def main() -> int:
         print(f"{mode:15s} cold {args.tokens / cold:8.0f} tok/s   warm median {args.tokens / w:8.0f} tok/s   "
               f"best {args.tokens / b:8.0f} tok/s   ({args.tokens} tokens)")
     info = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "config": args.config, "results": rows}
+            "config": str(args.config), "results": rows}
     if args.out:
         atomic_write_text(Path(args.out), to_json(info))
     return 0
+
+
+def main(argv=None) -> int:
+    return run_script(parser(), body, argv)
 
 
 if __name__ == "__main__":

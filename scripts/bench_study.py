@@ -12,7 +12,6 @@ is reused from an earlier run.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -23,23 +22,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ahasd_sim.dse.optimize import run_optimize  # noqa: E402
-from ahasd_sim.dse.study import load_study  # noqa: E402
-from ahasd_sim.output import atomic_write_text, to_json  # noqa: E402
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=str(ROOT / "hw_configs" / "studies" / "where_ahasd_wins.yaml"))
-    ap.add_argument("--trials", type=int, default=None)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--json", default=None, help="write the measurement as JSON here")
-    args = ap.parse_args()
+def parser():
+    import argparse
+    p = script_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(ROOT / "hw_configs" / "studies" / "where_ahasd_wins.yaml"),
+                   help="study file (default: the shipped where_ahasd_wins study)")
+    p.add_argument("--trials", type=int, default=None, help="trials (default: 'trials:' of the study)")
+    p.add_argument("--workers", type=int, default=2, help="parallel simulations (default 2)")
+    p.add_argument("--out", default=None, help="an empty or new study folder (default: a fresh temporary folder)")
+    p.add_argument("--json", default=None, help="write the measurement as JSON to this file")
+    return p
+
+
+def body(args) -> int:
+    from ahasd_sim.config.errors import InputError
+    from ahasd_sim.dse.optimize import run_optimize
+    from ahasd_sim.dse.study import load_study
+    from ahasd_sim.output import atomic_write_text, to_json
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-study-"))
     if out.exists() and any(out.iterdir()):
-        print(f"error: {out} is not empty (the benchmark starts from an empty study folder)", file=sys.stderr)
-        return 2
+        raise InputError(f"--out {out}: not empty (the benchmark starts from an empty study folder)")
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     study = load_study(args.config)
@@ -57,6 +62,10 @@ def main() -> int:
     if args.json:
         atomic_write_text(Path(args.json), to_json(rec))
     return 0
+
+
+def main(argv=None) -> int:
+    return run_script(parser(), body, argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ only the RTT part runs.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -183,27 +182,38 @@ def figure(agg: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser():
+    from ahasd_sim.cli_common import script_parser
+    p = script_parser(__doc__.split("\n")[0])
     p.add_argument("--traces", default=os.environ.get("AHASD_SIM_NETWORK_TRACES"),
                    help="folder with mahimahi traces (default: $AHASD_SIM_NETWORK_TRACES)")
-    p.add_argument("--out", default=str(ROOT / "sweeps" / "hyco_study"))
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"))
-    a = p.parse_args(argv)
+    p.add_argument("--out", default=str(ROOT / "sweeps" / "hyco_study"), help="study folder (sweeps inside)")
+    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (>= 1)")
+    p.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"),
+                   help="figure path (its data goes next to it as .csv)")
+    return p
+
+
+def body(a) -> int:
+    from ahasd_sim.config.errors import InputError
+    from ahasd_sim.outdir import check_output_file, check_writable_dir
+    if a.workers < 1:
+        raise InputError(f"--workers {a.workers}: expected >= 1")
     out = Path(a.out)
-    frames = []
-    run_sweep(load_sweep_spec(RTT_SPEC), out / "rtt", workers=a.workers, progress=False)
-    frames.append(aggregate(collect(out / "rtt", "rtt_ms"), "rtt_ms"))
+    check_writable_dir(out)                       # every output location before any work
+    check_output_file(a.figure, flag="--figure")
+    tdir = None
     if a.traces:
         tdir = Path(a.traces)
         if not tdir.is_dir():
-            print(f"error: --traces: '{tdir}' is not a folder", file=sys.stderr)
-            return 2
+            raise InputError(f"--traces: '{tdir}' is not a folder")
+    frames = []
+    run_sweep(load_sweep_spec(RTT_SPEC), out / "rtt", workers=a.workers, progress=False)
+    frames.append(aggregate(collect(out / "rtt", "rtt_ms"), "rtt_ms"))
+    if tdir is not None:
         spec = trace_spec(tdir, out)
         if spec is None:
-            print(f"error: --traces: no known mahimahi traces in '{tdir}'", file=sys.stderr)
-            return 2
+            raise InputError(f"--traces: no known mahimahi traces in '{tdir}'")
         run_sweep(load_sweep_spec(spec), out / "traces", workers=a.workers, progress=False)
         frames.append(aggregate(collect(out / "traces", "trace"), "trace"))
     agg = pd.concat(frames, ignore_index=True)
@@ -214,6 +224,11 @@ def main(argv=None) -> int:
     atomic_write_text(fig.with_suffix(".csv"), agg.to_csv(index=False))
     print(f"wrote {out / 'summary.csv'}, {out / 'pareto.md'}, {fig}")
     return 0
+
+
+def main(argv=None) -> int:
+    from ahasd_sim.cli_common import run_script
+    return run_script(parser(), body, argv)
 
 
 if __name__ == "__main__":

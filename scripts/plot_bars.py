@@ -6,44 +6,55 @@
 
 Bars are the values of --by (default: variant), grouped by --group (default: model_pair) plus
 a geometric-mean group; each point is divided by the --baseline row with the same --match
-columns. Writes OUT.pdf and OUT.png.
+columns. Writes OUT.pdf and OUT.png. A missing baseline or bar value, or rows that cannot be
+paired with a baseline, are errors (exit 2), not empty figures.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ahasd_sim.plots import normalised_bars  # noqa: E402
-from ahasd_sim.sweep import read_results  # noqa: E402
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 
 
 def _list(s: str | None) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()] if s else None
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser():
+    p = script_parser(__doc__.split("\n")[0])
     p.add_argument("--results", required=True, help="results.csv (or the sweep folder)")
-    p.add_argument("--by", default="variant", help="column whose values are the bars")
+    p.add_argument("--by", default="variant", help="column whose values are the bars (default: variant)")
     p.add_argument("--baseline", required=True, help="value of --by that the others are divided by")
     p.add_argument("--bars", default=None, help="comma-separated values of --by, in order (default: all)")
-    p.add_argument("--group", default="model_pair", help="column of the bar groups")
-    p.add_argument("--match", default="model_pair,run.policy,seed", help="columns that pair a row with its baseline")
+    p.add_argument("--group", default="model_pair", help="column of the bar groups (default: model_pair)")
+    p.add_argument("--match", default="model_pair,run.policy,seed",
+                   help="columns that pair a row with its baseline (default: model_pair,run.policy,seed)")
     p.add_argument("--metrics", default="throughput_tok_s,tokens_per_j", help="metric columns, one panel each")
-    p.add_argument("--title", default=None)
-    p.add_argument("--out", required=True, help="output path without suffix")
-    a = p.parse_args(argv)
+    p.add_argument("--title", default=None, help="figure title")
+    p.add_argument("--out", required=True, help="output path without suffix (OUT.pdf, OUT.png)")
+    return p
+
+
+def body(a) -> int:
+    from ahasd_sim.outdir import check_output_file
+    from ahasd_sim.plots import normalised_bars
+    from ahasd_sim.sweep import read_results
+    check_output_file(a.out, suffixes=(".pdf", ".png"))
     df = read_results(a.results)
     labels = {"throughput_tok_s": "Throughput", "tokens_per_j": "Energy efficiency",
               "energy_per_token_j": "Energy per token"}
-    metrics = {m: labels.get(m, m) for m in _list(a.metrics)}
+    metrics = {m: labels.get(m, m) for m in _list(a.metrics) or []}
     paths = normalised_bars(df, a.out, by=a.by, baseline=a.baseline, bars=_list(a.bars), group=a.group,
-                            match=_list(a.match), metrics=metrics, title=a.title)
+                            match=_list(a.match) or [], metrics=metrics or None, title=a.title)
     print("\n".join(str(x) for x in paths))
     return 0
+
+
+def main(argv=None) -> int:
+    return run_script(parser(), body, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Every number comes from the study folder: nothing is typed in here.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 from ahasd_sim.output import atomic_write_text  # noqa: E402
 
 
@@ -32,23 +32,30 @@ def _images(md: str, src_dir: Path, fig_out: Path, prefix: str) -> str:
     return re.sub(r"!\[([^\]]*)\]\(([^)]+\.png)\)", repl, md)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study_dir")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "studies"))
-    ap.add_argument("--intro", default=None, help="Markdown put before the generated report")
-    args = ap.parse_args()
+def parser():
+    import argparse
+    p = script_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study_dir", help="a finished study folder (optimize, and optionally sensitivity)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "studies"), help="docs folder (default docs/studies)")
+    p.add_argument("--intro", default=None, help="Markdown file put before the generated report")
+    return p
+
+
+def body(args) -> int:
+    from ahasd_sim.config.errors import InputError
     sd = Path(args.study_dir)
     rep = sd / "report.md"
     if not rep.is_file():
-        print(f"error: {rep}: not found (run optimize first)", file=sys.stderr)
-        return 2
+        raise InputError(f"{rep}: not found (run optimize first)")
+    if args.intro and not Path(args.intro).is_file():
+        raise InputError(f"--intro {args.intro}: not found")
     name = re.search(r"^# Study `([^`]+)`", rep.read_text(), re.M).group(1)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     parts = [Path(args.intro).read_text().rstrip() + "\n"] if args.intro else []
-    body = rep.read_text().replace("# Study `", "## Generated report: study `", 1)
-    body = re.sub(r"^## ", "### ", body, flags=re.M).replace("### Generated report", "## Generated report", 1)
-    parts.append(_images(body, sd, out / "figures", f"{name}_"))
+    body_md = rep.read_text().replace("# Study `", "## Generated report: study `", 1)
+    body_md = re.sub(r"^## ", "### ", body_md, flags=re.M).replace("### Generated report", "## Generated report", 1)
+    parts.append(_images(body_md, sd, out / "figures", f"{name}_"))
     sens = sd / "sensitivity" / "sensitivity.md"
     if sens.is_file():
         s = sens.read_text().replace("# Sensitivity of study", "## Sensitivity of study", 1)
@@ -57,12 +64,15 @@ def main() -> int:
         shutil.copyfile(sens.parent / "tornado.csv", out / f"{name}_tornado.csv")
         if (sens.parent / "sobol.csv").is_file():
             shutil.copyfile(sens.parent / "sobol.csv", out / f"{name}_sobol.csv")
-    out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(sd / "pareto.csv", out / f"{name}_pareto.csv")
     shutil.copyfile(sd / "trials.csv", out / f"{name}_trials.csv")
     atomic_write_text(out / f"{name}.md", "\n".join(parts))
     print(f"wrote {out / (name + '.md')}")
     return 0
+
+
+def main(argv=None) -> int:
+    return run_script(parser(), body, argv)
 
 
 if __name__ == "__main__":

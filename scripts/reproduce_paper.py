@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce the AHASD paper's experiments on ahasd_sim (ablation ladder, baselines).
 
-Runs the sweep hw_configs/paper/reproduce.yaml (7 configurations x 3 model pairs x 4 drafting
+Runs the sweep hw_configs/paper/reproduce.yaml (8 configurations x 3 model pairs x 4 drafting
 algorithms, 1024 tokens each) with the sweep runner, a short timeline sweep (one pair, one
 algorithm, timeline.json on) for the Gantt figure, then writes under --out (default
 results/paper/):
@@ -21,7 +21,6 @@ Exit code 0 if every point finished, 1 if some failed (the report lists them), 2
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -32,15 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ahasd_sim.config.errors import InputError  # noqa: E402
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
+from ahasd_sim.config.errors import InputError, OutputError  # noqa: E402
+from ahasd_sim.outdir import check_writable_dir, lock_dir  # noqa: E402
 from ahasd_sim.output import atomic_write, atomic_write_text, git_revision  # noqa: E402
 from ahasd_sim.simulation import resolve_data_path  # noqa: E402
 from ahasd_sim.sweep import load_sweep_spec, run_sweep, summarize  # noqa: E402
 from ahasd_sim.sweep import paper  # noqa: E402
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+def _parser():
+    p = script_parser(__doc__.split("\n")[1])
     p.add_argument("--spec", default=str(paper.DEFAULT_SPEC), help="reproduction sweep file")
     p.add_argument("--out", default="results/paper", help="output folder (default results/paper)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: all cores)")
@@ -51,9 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                         "report, if the trace cannot also hold out SpecDec++'s fitting prompts")
     p.add_argument("--trace", default=None, help="trace file (default: the spec's run.trace)")
     p.add_argument("--timeline-tokens", type=int, default=96, help="tokens of the timeline runs (Gantt figure)")
-    p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--no-figures", action="store_true", help="skip the timeline sweep and the figures")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
     return p
 
 
@@ -124,88 +124,111 @@ def make_figures(df, norm, out: Path, main_points: Path, tl_result) -> dict[str,
     return figs
 
 
+REPRO_FILES = ("report.md", "results.csv", "normalised.csv", "sweep", "timeline_sweep", "figures")
+
+
+def _check_args(args) -> None:
+    from ahasd_sim.sweep.runner import check_sweep_args
+    for flag, v in (("--tokens", args.tokens), ("--timeline-tokens", args.timeline_tokens)):
+        if v < 1:
+            raise InputError(f"{flag} {v}: expected >= 1")
+    check_sweep_args(args.executor, args.workers, args.scheduler)
+    out = Path(args.out)
+    check_writable_dir(out)
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in REPRO_FILES and p.name != ".lock")
+        if foreign:
+            raise OutputError(f"--out {out}: folder exists and is not a reproduction folder (it contains "
+                              f"'{foreign[0]}'); choose a new folder")
+
+
+def body(args, argv=None) -> int:
+    _check_args(args)
+    load_sweep_spec(args.spec)   # a bad spec is reported before the output folder is touched
+    with lock_dir(Path(args.out)):
+        return _reproduce(args, argv)
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    return run_script(_parser(), lambda args: body(args, argv), argv)
+
+
+def _reproduce(args, argv) -> int:
     t_start = time.perf_counter()
     out = Path(args.out)
-    try:
-        spec = load_sweep_spec(args.spec)
-        trace = args.trace or _spec_trace(spec)
-        trace_path = resolve_data_path(trace, str(spec.base_config))
-        if not trace_path.is_file():
-            raise InputError(f"trace '{trace}' not found")
-        policies = next((ax.labels for ax in spec.shortcut_axes if ax.name == "run.policy"), [])
-        if "specdecpp" in policies:
-            tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
-        else:
-            tokens, reduced = args.tokens, None
-        overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false"]
-        main_spec = paper.with_overrides(spec, overrides)
-        workers = args.workers or os.cpu_count() or 1
+    spec = load_sweep_spec(args.spec)
+    trace = args.trace or _spec_trace(spec)
+    trace_path = resolve_data_path(trace, str(spec.base_config))
+    if not trace_path.is_file():
+        raise InputError(f"trace '{trace}' not found")
+    policies = next((ax.labels for ax in spec.shortcut_axes if ax.name == "run.policy"), [])
+    if "specdecpp" in policies:
+        tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
+    else:
+        tokens, reduced = args.tokens, None
+    overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false"]
+    main_spec = paper.with_overrides(spec, overrides)
+    tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
+                                                          f"run.generated_tokens={args.timeline_tokens}",
+                                                          "run.timeline=true"], name="ahasd_paper_timeline"),
+                             model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
+    from ahasd_sim.sweep.runner import _check_folder
+    _check_folder(main_spec, out / "sweep")          # both sweep folders, before any work
+    if not args.no_figures:
+        _check_folder(tl_spec, out / "timeline_sweep")
+    workers = args.workers or os.cpu_count() or 1
+    t0 = time.perf_counter()
+    res = run_sweep(main_spec, out / "sweep", workers=workers, executor=args.executor,
+                    scheduler=args.scheduler, progress=not args.no_progress)
+    t_main = time.perf_counter() - t0
+    print(summarize(res))
+
+    tl_res = None
+    if not args.no_figures:
         t0 = time.perf_counter()
-        res = run_sweep(main_spec, out / "sweep", workers=workers, executor=args.executor,
-                        scheduler=args.scheduler, progress=not args.no_progress)
-        t_main = time.perf_counter() - t0
-        print(summarize(res))
+        tl_res = run_sweep(tl_spec, out / "timeline_sweep", workers=workers, executor=args.executor,
+                           scheduler=args.scheduler, progress=False)
+        t_tl = time.perf_counter() - t0
+    df = res.table
+    atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
+    norm = paper.normalised_table(df)
+    atomic_write(out / "normalised.csv", lambda fh: norm.to_csv(fh, index=False))
 
-        tl_res = None
-        if not args.no_figures:
-            tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
-                                                                  f"run.generated_tokens={args.timeline_tokens}",
-                                                                  "run.timeline=true"], name="ahasd_paper_timeline"),
-                                     model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
-            t0 = time.perf_counter()
-            tl_res = run_sweep(tl_spec, out / "timeline_sweep", workers=workers, executor=args.executor,
-                               scheduler=args.scheduler, progress=False)
-            t_tl = time.perf_counter() - t0
-        df = res.table
-        atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
-        norm = paper.normalised_table(df)
-        atomic_write(out / "normalised.csv", lambda fh: norm.to_csv(fh, index=False))
+    figures = {}
+    t_fig = 0.0
+    if not args.no_figures:
+        t0 = time.perf_counter()
+        fig_dir = out / "figures"
+        if fig_dir.exists():
+            shutil.rmtree(fig_dir)
+        figures = make_figures(df, norm, out, out / "sweep" / "points", tl_res)
+        t_fig = time.perf_counter() - t0
 
-        figures = {}
-        t_fig = 0.0
-        if not args.no_figures:
-            t0 = time.perf_counter()
-            fig_dir = out / "figures"
-            if fig_dir.exists():
-                shutil.rmtree(fig_dir)
-            figures = make_figures(df, norm, out, out / "sweep" / "points", tl_res)
-            t_fig = time.perf_counter() - t0
-
-        rate = res.points_per_s
-        meta = {
-            "command": "python scripts/reproduce_paper.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "sweep": f"`{os.path.relpath(args.spec)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
-                     + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
-            "trace": f"`{trace}`",
-            "generated tokens per point": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
-                                                          " (as in the paper)"),
-            "git revision": git_revision() or "unknown",
-            "workers": f"{workers} ({args.executor})",
-            "main sweep wall time": f"{t_main:.1f} s; computed {res.n_computed} points, reused {res.n_cached}"
-                                    + (f"; {rate:.2f} points/s" if rate else ""),
-        }
-        if tl_res is not None:
-            meta["timeline sweep"] = (f"{tl_res.n_points} points x {args.timeline_tokens} tokens, LLaMA2-7B/13B + "
-                                      f"AdaEDL, {t_tl:.1f} s")
-        if figures:
-            meta["figures"] = f"{len(figures)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
-        meta["total wall time (before writing this report)"] = f"{time.perf_counter() - t_start:.1f} s"
-        report = paper.build_report(df, meta=meta, figures=figures, out_dir=out)
-        atomic_write_text(out / "report.md", report)
-        print(f"report: {out / 'report.md'}  (total {time.perf_counter() - t_start:.1f} s)")
-        if reduced:
-            print(f"note: {reduced}", file=sys.stderr)
-        return 0 if res.n_failed == 0 and res.n_pending == 0 else 1
-    except InputError as exc:
-        if args.debug:
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"interrupted; finished points are kept under {out}; run again to finish", file=sys.stderr)
-        return 130
+    rate = res.points_per_s
+    meta = {
+        "command": "python scripts/reproduce_paper.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "sweep": f"`{os.path.relpath(args.spec)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
+                 + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
+        "trace": f"`{trace}`",
+        "generated tokens per point": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
+                                                      " (as in the paper)"),
+        "git revision": git_revision() or "unknown",
+        "workers": f"{workers} ({args.executor})",
+        "main sweep wall time": f"{t_main:.1f} s; computed {res.n_computed} points, reused {res.n_cached}"
+                                + (f"; {rate:.2f} points/s" if rate else ""),
+    }
+    if tl_res is not None:
+        meta["timeline sweep"] = (f"{tl_res.n_points} points x {args.timeline_tokens} tokens, LLaMA2-7B/13B + "
+                                  f"AdaEDL, {t_tl:.1f} s")
+    if figures:
+        meta["figures"] = f"{len(figures)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
+    meta["total wall time (before writing this report)"] = f"{time.perf_counter() - t_start:.1f} s"
+    report = paper.build_report(df, meta=meta, figures=figures, out_dir=out)
+    atomic_write_text(out / "report.md", report)
+    print(f"report: {out / 'report.md'}  (total {time.perf_counter() - t_start:.1f} s)")
+    if reduced:
+        print(f"note: {reduced}", file=sys.stderr)
+    return 0 if res.n_failed == 0 and res.n_pending == 0 else 1
 
 
 if __name__ == "__main__":

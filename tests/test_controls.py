@@ -1,4 +1,4 @@
-"""EDC and TVC exactly as specified (ahasd-paper.md sections 4-5, decisions 1-4)."""
+"""EDC and TVC exactly as specified (references.md#ahasd-controls; modeling.md decisions 1-4)."""
 from __future__ import annotations
 
 import pytest

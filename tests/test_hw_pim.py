@@ -91,7 +91,7 @@ def test_partition_min_fit_matches_reference_split():
     # OPT-1.3B + 6.7B -> 1 + 2
     part = p.partition(1.316e9, 6.658e9)
     assert (part.draft_ranks, part.target_ranks) == (1, 2)
-    # PaLM-like 8B + 30B with 2 GB of KV each -> 3 + 8 (ahasd-paper.md section 7)
+    # PaLM-like 8B + 30B with 2 GB of KV each -> 3 + 8 (references.md#ahasd-aau-gts)
     part = p.partition(8.03e9, 29.88e9, 2e9)
     assert (part.draft_ranks, part.target_ranks) == (3, 8)
 

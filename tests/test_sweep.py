@@ -319,7 +319,8 @@ def test_shipped_smoke_sweep_runs(tmp_path):
 
 def _die_on_marker(task):
     """Worker function for the broken-pool test: a hard process exit for the marked point."""
-    if task["config"].pim.ranks == 15:
+    from ahasd_sim.sweep.worker import task_config
+    if task_config(task).pim.ranks == 15:
         os._exit(3)
     from ahasd_sim.sweep.worker import run_point
     return run_point(task)

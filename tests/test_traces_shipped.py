@@ -15,7 +15,7 @@ TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 FILES = sorted(glob.glob(os.path.join(TRACES, "*.npz")))
 CROSS = sorted(glob.glob(os.path.join(TRACES, "*_crosscheck.json")))
 
-# drafting-algorithms.md section 10, chain policies -> columns they read from a trace
+# references.md (drafting algorithms): chain policies -> columns they read from a trace
 POLICY_FIELDS = {
     "fixed_gamma/SpecPIM": ["accept"],
     "SpecDec++": ["accept", "drf_p_tok", "tgt_p_drf"],

@@ -25,12 +25,21 @@ class ConfigError(InputError):
         self.source = source
         self.key_path = key_path
         self.message = message
-        where = f"{source}: " if source else ""
-        key = f"{key_path}: " if key_path else ""
-        super().__init__(f"{where}{key}{message}")
+        # args are the constructor's, so the error can be re-raised from its args (SimPy
+        # does that for an exception inside a process) and pickled
+        super().__init__(source, key_path, message)
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        key = f"{self.key_path}: " if self.key_path else ""
+        return f"{where}{key}{self.message}"
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest candidate, or ``""``."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class OutputError(InputError):
+    """An output location that cannot be used (a file, read-only, full, in use, foreign)."""

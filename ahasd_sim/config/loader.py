@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from . import yamlio
 from .errors import ConfigError, did_you_mean
 from .registry import SECTIONS
 
@@ -81,15 +82,7 @@ def _to_plain(obj: Any) -> Any:
 
 # ---------------------------------------------------------------- YAML + extends
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(str(path), "", "file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(str(path), "", f"YAML parse error{where}: {problem}") from None
+    data = yamlio.load_file(path, "file")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -152,9 +145,11 @@ def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(OVERRIDE_SOURCE, key, "expected a dotted key such as npu.freq_ghz")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = yamlio.loads(raw, OVERRIDE_SOURCE, key) if raw.strip() else ""
+    except ConfigError as exc:
+        if "duplicate key" in exc.message or "nested too deeply" in exc.message:
+            raise
+        value = raw   # not YAML: the typed build reports it as a string where a number was expected
     node = tree
     parts = key.split(".")
     for part in parts[:-1]:
@@ -164,6 +159,9 @@ def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
         if not isinstance(nxt, dict):
             raise ConfigError(OVERRIDE_SOURCE, key, f"'{part}' is a value, not a section")
         node = nxt
+    if isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+        raise ConfigError(OVERRIDE_SOURCE, key, f"is a section, not a value: set one of its keys, e.g. "
+                          f"{key}.{next(iter(node[parts[-1]]), 'KEY')}=...")
     node[parts[-1]] = value
     _mark(prov, key, value, OVERRIDE_SOURCE)
 
@@ -222,6 +220,8 @@ def _coerce(value: Any, tp: Any, key: str, prov: dict[str, str]) -> Any:
             return value
         raise ConfigError(src, key, f"expected true or false, got {value!r}")
     if tp is int:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+            value = int(value)   # 1e3 written for an integer: scientific notation is a float in YAML
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(src, key, f"expected an integer, got {value!r}")
         return value
@@ -332,10 +332,17 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
 
 def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | None = None) -> SimConfig:
     """Load ``path`` (following ``extends``), apply ``--set`` overrides and an optional seed."""
+    from ..paths import resolve_input_file
+    path = resolve_input_file(path)
     tree, prov = load_tree(path)
+    overrides = list(overrides)
     for item in overrides:
         _apply_override(tree, item, prov)
     if seed is not None:
+        run = tree.get("run") if isinstance(tree.get("run"), dict) else {}
+        if prov.get("run.seed") == OVERRIDE_SOURCE and run.get("seed") != seed:
+            raise ConfigError("--seed", "run.seed", f"--seed {seed} conflicts with --set run.seed={run.get('seed')!r}; "
+                              "give only one of them")
         _apply_override(tree, f"run.seed={int(seed)}", prov)
     # Every key without a recorded source came from the named file.
     prov.setdefault("", str(path))

@@ -1,33 +1,31 @@
-"""Command-line parsers of ``optimize`` and ``sensitivity`` (registered by ``ahasd_sim.__main__``)."""
+"""Options of ``optimize`` and ``sensitivity`` (their parsers are made by ``ahasd_sim.__main__``)."""
 from __future__ import annotations
 
 
 def _common(p) -> None:
-    p.add_argument("--config", required=True, help="study YAML file (see docs/dse.md)")
-    p.add_argument("--workers", type=int, default=None, help="parallel simulations (default: all cores)")
-    p.add_argument("--executor", choices=("local", "dask"), default="local")
-    p.add_argument("--scheduler", default=None, help="Dask scheduler address (executor dask)")
-    p.add_argument("--out", default=None, help="study folder (default: studies/<name>)")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--config", required=True, metavar="STUDY.yaml",
+                   help="study file (e.g. hw_configs/studies/where_ahasd_wins.yaml; see docs/dse.md)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="parallel simulations (default: all cores; 1 runs in-process)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="study folder (default: studies/<name>); a folder of a different study is refused")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
 
 
-def add_parsers(sub) -> None:
-    o = sub.add_parser("optimize", help="multi-objective design-space search (optuna) -> Pareto front")
-    _common(o)
-    o.add_argument("--trials", type=int, default=None,
-                   help="finished trials the study holds when the command ends (default: 'trials:' of the study)")
-    s = sub.add_parser("sensitivity", help="one-at-a-time tornado and Sobol indices of a study's objectives")
-    _common(s)
-    s.add_argument("--sobol-samples", type=int, default=None,
-                   help="Saltelli base samples N (power of two; N x (2D + 2) design points; 0 = no Sobol)")
+def optimize_arguments(p) -> None:
+    _common(p)
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="finished trials the study holds when the command ends (default: 'trials:' of the study); "
+                        "a larger N extends a finished study")
 
 
-def cmd_optimize(args) -> int:
-    from .optimize import run_optimize_cli
-    return run_optimize_cli(args)
-
-
-def cmd_sensitivity(args) -> int:
-    from .sensitivity import run_sensitivity_cli
-    return run_sensitivity_cli(args)
+def sensitivity_arguments(p) -> None:
+    _common(p)
+    p.add_argument("--sobol-samples", type=int, default=None, metavar="N",
+                   help="Saltelli base samples (a power of two; N x (D + 2) design points; 0 = no Sobol indices; "
+                        "default: sensitivity.sobol_samples of the study)")

@@ -32,14 +32,14 @@ class AreaConfig:
 
     die_area_mm2: float = param(50.0, doc="LPDDR5-PIM die area (denominator of pct_of_die)", unit="mm^2", gt=0,
                                 source="AHASD Table 3: AAU 1.25 mm^2 = 2.50% -> 50 mm^2; teardowns 40-66 mm^2 "
-                                "for 12-16 Gb dies (ahasd-paper.md decision 10)")
+                                "for 12-16 Gb dies (modeling.md decision 10)")
     storage: str = param("flop", doc="how small tables are built", choices=("flop", "sram"))
     flop_bit_um2: float = param(2.5, doc="one flip-flop bit at 28 nm (~5 NAND2 equivalents)", unit="um^2", gt=0,
                                 source="NAND2 ~0.5 um^2 at 28 nm [WikiChip]/[LLMCompass]; DFF ~5 NAND2-eq, grade C")
     periphery_nand2_per_bit: float = param(2.3, doc="read-mux/write-enable gates per stored bit (one 2:1 mux "
                                            "leaf per bit of the read tree)", unit="NAND2", ge=0, source=_C)
     nand2_um2: float = param(0.5, doc="NAND2 area at 28 nm", unit="um^2", gt=0,
-                             source="0.4-0.6 um^2 (hardware-parameters.md section 4)")
+                             source="0.4-0.6 um^2 (references.md#area-energy)")
     sram_bitcell_um2: float = param(0.127, doc="HD 6T SRAM bit cell at 28 nm (storage: sram)", unit="um^2", gt=0,
                                     source="TSMC 28 nm HD bit cell [WikiChip]")
     edc_control_nand2: int = param(3000, doc="EDC logic: two 4-way 3-bit averagers, 9-bit index, PHT counter "
@@ -48,7 +48,7 @@ class AreaConfig:
                                    "multiplier (sequential), comparators", unit="NAND2", ge=0, source=_C)
     tvc_extra_register_bits: int = param(200, doc="TVC registers beyond the 3 tables and NCR (pointers, L_KV, "
                                          "results) so the total matches the artifact's 1416 bits", unit="bit", ge=0,
-                                         source="AHASD artifact: 1416 bits (ahasd-paper.md section 5)")
+                                         source="AHASD artifact: 1416 bits (references.md#ahasd-controls)")
     draft_entry_bits: int = param(48, doc="draft-queue entry: batch id 8, start position 16, length 4, entropy "
                                   "bucket 3, flags 1, token-buffer offset 16 (tokens and entropies stay in memory)",
                                   unit="bit", ge=1, source=_C)
@@ -68,7 +68,7 @@ class AreaConfig:
     aau_control_nand2: int = param(5000, doc="AAU sequencer, exp/erf polynomial control, reduction tree control",
                                    unit="NAND2", ge=0, source=_C)
     dram_process_penalty: float = param(2.5, doc="area of logic in a DRAM process relative to 28 nm logic",
-                                        ge=1, source="2-3x, assumption (hardware-parameters.md section 4)")
+                                        ge=1, source="2-3x, assumption (references.md#area-energy)")
 
 
 def _sram_efficiency(nbytes: float) -> float:

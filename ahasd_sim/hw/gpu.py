@@ -44,7 +44,7 @@ class GpuConfig:
     bandwidth_efficiency: float = param(0.75, doc="achieved fraction of peak memory bandwidth in decode "
                                         "(efficiency factor 2 of 2; ignored for memory_source lpddr5)",
                                         gt=0, le=1, source="assumption (grade C); measured decode 0.6-0.8 "
-                                        "(hardware-parameters.md section 8)")
+                                        "(references.md#on-device)")
     launch_overhead_us: float = param(4.0, doc="per-kernel launch overhead", unit="us", ge=0,
                                       source="assumption (grade B/C): ~3-5 us per CUDA kernel launch")
     kernels_per_layer: int = param(8, doc="kernels per transformer layer (fused)", ge=0,

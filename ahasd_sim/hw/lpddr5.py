@@ -2,7 +2,7 @@
 
 Every constant carries its unit (in the name) and its source. Timings are stored in
 nanoseconds. The AHASD paper (Table 2) gives LPDDR5 timings in clock cycles without the
-clock; following ``ahasd-paper.md`` section 8 we read them at **tCK = 0.625 ns**
+clock; following references.md#ahasd-platform we read them at **tCK = 0.625 ns**
 (1.6 GHz = 6400 MT/s / 4): tRCD = tRP = 32 nCK = 20 ns, tRAS 64 nCK = 40 ns,
 tRRD_L 8 nCK = 5 ns, tFAW 64 nCK = 40 ns, tRFC 560 nCK = 350 ns, tREFI 6240 nCK = 3.9 us,
 tCCD_S 4 nCK = 2.5 ns, tCCD_L 6 nCK = 3.75 ns, tWR 24 nCK = 15 ns.
@@ -34,7 +34,7 @@ from ..config.fields import param
 from ..config.registry import config_section
 
 _LP5_DS = "Micron LPDDR5 datasheet MT62F (Rev A 05/2021); JESD209-5"
-_AHASD_T = "AHASD paper Table 2 (cycles) read at tCK = 0.625 ns, ahasd-paper.md section 8"
+_AHASD_T = "AHASD paper Table 2 (cycles) read at tCK = 0.625 ns, references.md#ahasd-platform"
 
 
 @config_section("memory")
@@ -47,7 +47,7 @@ class MemoryConfig:
     data_rate_mts: float = param(6400.0, doc="pin data rate", unit="MT/s", gt=0, le=10667,
                                  source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]")
     channels: int = param(4, doc="independent x16 channels (a phone x64 package = 4)", ge=1,
-                          source="hardware-parameters.md section 2: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")
+                          source="references.md#lpddr5: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")
     channel_width_bits: int = param(16, doc="data width of one channel", unit="bit", choices=(8, 16, 32),
                                     source=_LP5_DS)
     banks_per_channel: int = param(16, doc="banks per channel (4 bank groups x 4 above 3200 MT/s)", ge=1,
@@ -80,12 +80,12 @@ class MemoryConfig:
                                          "inside the measured 0.6-0.8 band [LP5real] arXiv 2209.14756, [MLC319]")
     read_pj_per_bit: float = param(4.5, doc="external read energy (array column access + I/O), per bit",
                                    unit="pJ/bit", ge=0,
-                                   source="hardware-parameters.md section 2: 4.5 (3.5-6) pJ/bit, derived from "
+                                   source="references.md#lpddr5: 4.5 (3.5-6) pJ/bit, derived from "
                                    "Accelergy LPDDR4 8 / HBM2 3.9 pJ/bit (grade C)")
     write_pj_per_bit: float = param(4.5, doc="external write energy per bit", unit="pJ/bit", ge=0,
                                     source="as read_pj_per_bit (grade C)")
     act_pre_nj_per_row: float = param(1.8, doc="activate + precharge energy of one row (page)", unit="nJ", ge=0,
-                                      source="0.11 pJ/bit [FGDRAM] x 16 Kbit row (hardware-parameters.md, grade C)")
+                                      source="0.11 pJ/bit [FGDRAM] x 16 Kbit row (references.md#lpddr5, our derivation)")
     background_mw_per_channel: float = param(20.0, doc="background (standby + refresh) power per active channel",
                                              unit="mW", ge=0,
                                              source="15-30 mW per active x16 channel, assumption (grade C; "

@@ -4,7 +4,7 @@ Convention: **2 ops per MAC** (``OPS_PER_MAC``) for every TOPS figure.
 
 The AHASD NPU (paper Table 2: 16 TOPS INT8 matrix, 8.2 TOPS vector, 2 chips, 1 GHz,
 8 MB scratchpad) is read as two 64x64 weight-stationary systolic arrays at 1 GHz
-(2 x 4096 MAC x 2 ops x 1 GHz = 16.4 TOPS; ahasd-paper.md decision 9) plus a vector
+(2 x 4096 MAC x 2 ops x 1 GHz = 16.4 TOPS; modeling.md decision 9) plus a vector
 unit of 2 x 2048 MAC/cycle (8.19 TOPS).
 
 Matrix ops (GEMM, GEMV, attention) on the array, following ONNXim's weight-stationary
@@ -69,9 +69,9 @@ class NpuConfig:
     chips: int = param(2, doc="compute chips (each one systolic array + vector lanes)", ge=1,
                        source=_AHASD + ": 2 compute chips")
     array_rows: int = param(64, doc="systolic array rows (reduction dim K per tile)", ge=1,
-                            source="ahasd-paper.md decision 9: 16 TOPS / 2 chips / 1 GHz = 64x64")
+                            source="modeling.md decision 9: 16 TOPS / 2 chips / 1 GHz = 64x64")
     array_cols: int = param(64, doc="systolic array columns (output dim N per tile)", ge=1,
-                            source="ahasd-paper.md decision 9")
+                            source="modeling.md decision 9")
     freq_ghz: float = param(1.0, doc="NPU clock", unit="GHz", gt=0, source=_AHASD + ": 1 GHz")
     vector_macs_per_cycle: int = param(2048, doc="vector-unit MACs (element-ops) per cycle per chip", ge=1,
                                        source=_AHASD + ": 8.2 TOPS vector = 2 chips x 2048 x 2 ops x 1 GHz")
@@ -90,7 +90,7 @@ class NpuConfig:
     vector_pipeline_cycles: int = param(8, doc="vector-unit pipeline latency per op", unit="cycle", ge=0,
                                         source="assumption, same order as the AAU's 8-cycle pipeline")
     gelu_ops_per_element: float = param(2.0, doc="vector element-ops per GELU/SiLU element", gt=0,
-                                        source="matches AAU 2 cycles per 16-lane vector (ahasd-paper.md section 6)")
+                                        source="matches AAU 2 cycles per 16-lane vector (references.md#ahasd-aau-gts)")
     softmax_ops_per_element: float = param(3.0, doc="vector element-ops per softmax element", gt=0,
                                            source="max, exp, normalise; AAU 3 cycles per vector")
     layernorm_ops_per_element: float = param(3.0, doc="vector element-ops per LayerNorm/RMSNorm element", gt=0,
@@ -106,13 +106,13 @@ class NpuConfig:
     vector_pj_per_op: float = param(0.47, doc="vector element-op energy (FP16 FMA)", unit="pJ/op", gt=0,
                                     source="Samsung 4 nm NPU 4.26 TFLOPS/W FP16 [SamsungNPU]")
     spm_pj_per_bit: float = param(0.05, doc="scratchpad access energy", unit="pJ/bit", gt=0,
-                                  source="hardware-parameters.md section 9 (CACTI 28 nm 8 KB: 0.035-0.049 pJ/bit)")
+                                  source="references.md#derived-defaults (CACTI 28 nm 8 KB: 0.035-0.049 pJ/bit)")
     dma_pj_per_byte: float = param(2.0, doc="NPU-side DMA + on-chip interconnect energy per byte moved "
                                    "over the external bus", unit="pJ/B", ge=0,
                                    source="assumption (grade C): ~0.25 pJ/bit NoC + DMA engine")
     static_power_w: float = param(0.14, doc="NPU leakage / idle power", unit="W", ge=0,
                                   source="0.10 x active power 1.39 W (= 8192 MAC/ns x 0.17 pJ/MAC), "
-                                  "hardware-parameters.md section 9 idle_frac_of_active 0.10")
+                                  "references.md#derived-defaults idle_frac_of_active 0.10")
 
     def validate(self) -> None:
         if self.spm_bytes < self.chips * self.array_rows * self.array_cols * 2:

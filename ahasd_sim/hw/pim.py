@@ -1,7 +1,7 @@
 """LPDDR5-PIM: ranks with bank-level PIM units, the AAU and the GTS (section ``pim``).
 
 Reading of the AHASD paper's PIM row (Table 2: 16 PIM units, 102.4 GOPS INT8,
-4 GB/rank x 16, 256 GB/s on-chip, 51.2 GB/s off-chip); ``ahasd-paper.md`` decisions 7-8:
+4 GB/rank x 16, 256 GB/s on-chip, 51.2 GB/s off-chip); modeling.md decisions 7-8:
 
 * ``gops_scope`` / ``bw_scope`` say whether 102.4 GOPS and 256 GB/s are **per unit**
   (default, "reproduction" reading: 16 units x 102.4 = 1.64 TOPS in total) or the
@@ -10,8 +10,8 @@ Reading of the AHASD paper's PIM row (Table 2: 16 PIM units, 102.4 GOPS INT8,
 * 16 units on 16 ranks -> ``units_per_rank = 1``; capacities and rates are spread
   evenly over ranks, and a model striped over ``r`` ranks gets ``r`` ranks' worth.
 * Models live in distinct ranks (paper): :meth:`PimMemory.partition` gives each model
-  the ranks its bytes (+ KV reserve) need (``min_fit``, the split of ahasd-paper.md
-  section 7: OPT 1+2, LLaMA2 2+4, PaLM-like 3+8) or spreads every rank pro rata
+  the ranks its bytes (+ KV reserve) need (``min_fit``, the split of references.md#ahasd-aau-gts:
+  OPT 1+2, LLaMA2 2+4, PaLM-like 3+8) or spreads every rank pro rata
   (``proportional``).
 
 GEMV on PIM (:meth:`PimMemory.gemv_cost`): time = max(bytes / internal bandwidth,
@@ -20,7 +20,7 @@ multi-token op (pre-verification of L tokens) reads its weights once and does L 
 MACs (the workload op's ``macs`` already counts the L tokens). Energy (device "pim"):
 bank-local access pJ/bit + row activations + PIM MAC energy.
 
-AAU (one per rank, ``pim.aau``): cycle formulas of ahasd-paper.md section 6 at the PIM
+AAU (one per rank, ``pim.aau``): cycle formulas of references.md#ahasd-aau-gts at the PIM
 clock. GTS (``pim.gts``): rank-level gated task switch.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .cost import ELEMENTWISE_KINDS, MATRIX_KINDS, OpCost, op_kind
 from .npu import OPS_PER_MAC, nonlinear_class_of
 
 _AHASD = "AHASD paper Table 2"
-_AAU_SRC = "AHASD artifact AAU model (ahasd-paper.md section 6)"
+_AAU_SRC = "AHASD artifact AAU model (references.md#ahasd-aau-gts)"
 GIB = 2**30
 
 
@@ -88,10 +88,10 @@ class GtsConfig:
     enabled: bool = param(True, doc="GTS present (sub-microsecond rank-level gating); if false a coarse, "
                           "software-managed switch is charged")
     switch_cycles: int = param(1, doc="switch latency with GTS", unit="PIM cycle", ge=0,
-                               source="AHASD artifact: 1 PIM cycle (1.25 ns at 800 MHz), ahasd-paper.md section 7")
+                               source="AHASD artifact: 1 PIM cycle (1.25 ns at 800 MHz), references.md#ahasd-aau-gts")
     switch_pj: float = param(50.0, doc="switch energy with GTS", unit="pJ", ge=0,
-                             source="AHASD artifact: 50 pJ (ahasd-paper.md section 7)")
-    queue_depth: int = param(8, doc="task queue depth", ge=1, source="AHASD artifact (ahasd-paper.md section 7)")
+                             source="AHASD artifact: 50 pJ (references.md#ahasd-aau-gts)")
+    queue_depth: int = param(8, doc="task queue depth", ge=1, source="AHASD artifact (references.md#ahasd-aau-gts)")
     static_power_mw: float = param(0.5, doc="GTS static power", unit="mW", ge=0,
                                    source="AHASD artifact: 0.5 mW")
     coarse_switch_us: float = param(10.0, doc="switch time without GTS: the host CPU drains the PIM command "
@@ -116,27 +116,27 @@ class PimConfig:
     unit_gops_int8: float = param(102.4, doc="INT8 PIM compute (2 ops/MAC), scope set by gops_scope", unit="GOPS",
                                   gt=0, source=_AHASD + ": 102.4 GOPS INT8")
     gops_scope: str = param("per_unit", doc="unit_gops_int8 is per unit or the device total",
-                            choices=("per_unit", "total"), source="ahasd-paper.md decision 7: per_unit reproduces "
+                            choices=("per_unit", "total"), source="modeling.md decision 7: per_unit reproduces "
                             "the many-drafts-per-verification regime")
     internal_bw_gb_s: float = param(256.0, doc="on-chip (bank-side) bandwidth, scope set by bw_scope", unit="GB/s",
                                     gt=0, source=_AHASD + ": 256 GB/s on-chip")
     bw_scope: str = param("per_unit", doc="internal_bw_gb_s is per unit or the device total",
-                          choices=("per_unit", "total"), source="ahasd-paper.md decision 8")
+                          choices=("per_unit", "total"), source="modeling.md decision 8")
     clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0,
                              source="AHASD artifact: 800 MHz, 1.25 ns cycle")
     op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
                                   "units, result collection)", unit="ns", ge=0, source="assumption (grade C)")
     bank_pj_per_bit: float = param(0.8, doc="bank-local access energy", unit="pJ/bit", ge=0,
                                    source="0.55 pJ/bit HBM2 bank-level [AttAccCfg]; 0.6-1.0 for LPDDR5 "
-                                   "(hardware-parameters.md section 2, grade A/C)")
+                                   "(references.md#lpddr5, grade A/C)")
     pj_per_mac: float = param(0.3, doc="PIM INT8 MAC energy (DRAM-process logic)", unit="pJ/MAC", gt=0,
-                              source="hardware-parameters.md section 9 (grade C): ~2x logic-process 0.17 pJ/MAC")
+                              source="references.md#derived-defaults (grade C): ~2x logic-process 0.17 pJ/MAC")
     static_mw_per_rank: float = param(5.0, doc="PIM-unit leakage per rank (AAU and GTS counted separately)",
                                       unit="mW", ge=0, source="assumption (grade C), same order as the AAU's 5 mW")
     partition_policy: str = param("min_fit", doc="rank split between draft and target model: min_fit = each model "
                                   "gets ceil(bytes / rank capacity) ranks; proportional = every rank is given out "
                                   "pro rata to the bytes (at least min_fit each)", choices=("min_fit", "proportional"),
-                                  source="ahasd-paper.md section 7 (capacity-proportional split)")
+                                  source="references.md#ahasd-aau-gts (capacity-proportional split)")
     kv_reserve_tokens: int = param(2048, doc="KV-cache tokens reserved next to each model in its ranks when "
                                    "partitioning (prompt + generated tokens, with margin)", unit="tokens", ge=0,
                                    source="AHASD paper section 8: 1024 generated tokens + prompt; 2x margin")
@@ -319,7 +319,7 @@ class Aau:
         return self.n_units * self.cfg.static_power_mw * 1e-3 if self.cfg.enabled else 0.0
 
     def cycles(self, cls: str, n_elements: int) -> int:
-        """Cycle formulas of ahasd-paper.md section 6 (16 lanes, single issue)."""
+        """Cycle formulas of references.md#ahasd-aau-gts (16 lanes, single issue)."""
         c = self.cfg
         n = int(n_elements)
         if n <= 0:

@@ -51,6 +51,8 @@ class Collector:
 
     def __post_init__(self):
         self._busy_s: dict[str, float] = defaultdict(float)
+        #: tasks still running: token -> (start_s, {device: busy_s}); read when a run hits its time limit
+        self.in_flight: dict[object, tuple[float, dict[str, float]]] = {}
         self._last_end: dict[str, float] = defaultdict(float)
 
     def busy(self, device: str, start_s: float, end_s: float, label: str) -> None:
@@ -65,6 +67,12 @@ class Collector:
         self._busy_s[device] += end_s - start_s
         if self.keep_intervals:
             self.busy_intervals[device].append((start_s, end_s, label))
+
+    def busy_until(self, device: str, now_s: float) -> float:
+        """Busy time of ``device`` up to ``now_s``, counting the running part of unfinished tasks."""
+        extra = sum(max(0.0, min(now_s, start + b.get(device, 0.0)) - start)
+                    for start, b in self.in_flight.values() if b.get(device, 0.0) > 0)
+        return self._busy_s.get(device, 0.0) + extra
 
     def energy(self, device: str, energy_j: float, label: str) -> None:
         if energy_j < 0:

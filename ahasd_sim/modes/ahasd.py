@@ -5,7 +5,7 @@ If not, TVC checks whether PIM can pre-verify the earliest unverified tokens
 (outside the NPU's in-flight batch) on the target-weight ranks and still draft
 one more batch before the NPU finishes; if ``L_pv < 1`` the drafter drafts one
 more batch and asks again. With EDC alone the drafter waits for the next
-feedback. Pre-verification follows ahasd-paper.md decision 5 (A): accepted
+feedback. Pre-verification follows modeling.md decision 5 (A): accepted
 tokens are committed (the NPU skips them); a mismatch commits the correction
 and rolls back, earlier than the NPU would have.
 

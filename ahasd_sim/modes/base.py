@@ -143,7 +143,10 @@ class Mode:
                 yield req
         start = self.env.now + delay_s
         if cost.duration_s > 0 or delay_s > 0:
+            token = object()
+            self.col.in_flight[token] = (start, cost.busy_s)   # for the time-limit report
             yield self.env.timeout(delay_s + cost.duration_s)
+            del self.col.in_flight[token]
         col = self.col
         for dev, busy in cost.busy_s.items():
             if busy > 0:

@@ -21,11 +21,11 @@ class EdcConfig:
     llr_bits: int = param(3, doc="leading length register width (saturates at 2^bits - 1)", ge=1, le=3, source=PAPER)
     pht_counter_init: int = param(2, doc="initial value of the 2-bit PHT counters", ge=0, le=3, source=ARTIFACT)
     killed_batch_update: str = param("decrement", doc="PHT update for batches killed by an earlier rejection",
-                                     choices=("decrement", "skip"), source="ahasd-paper.md decision 2")
+                                     choices=("decrement", "skip"), source="modeling.md decision 2")
     history_order: str = param("shift_newest_h0", doc="LEHT layout: shift register with newest in H0, or the artifact's circular buffer",
-                               choices=("shift_newest_h0", "circular"), source="ahasd-paper.md decision 1")
+                               choices=("shift_newest_h0", "circular"), source="modeling.md decision 1")
     decision_latency_ns: float = param(50.0, doc="CPU time of one EDC prediction", unit="ns", ge=0,
-                                       source="ahasd-paper.md section 10 (fixed ~50-100 ns per control decision)")
+                                       source="modeling.md decisions (fixed ~50-100 ns per control decision)")
     decision_energy_nj: float = param(0.05, doc="energy of one EDC prediction", unit="nJ", ge=0, source=ARTIFACT)
 
 
@@ -34,12 +34,12 @@ class TvcConfig:
     """Time-Aware Pre-Verification Control (NVCT/PDCT/PVCT/NCR)."""
 
     table_entries: int = param(4, doc="entries of NVCT/PDCT/PVCT FIFOs", ge=1, le=64, source=ARTIFACT)
-    max_preverify_tokens: int = param(8, doc="cap on L_pv", ge=1, source="ahasd-paper.md decision 4 (optional cap 8)")
+    max_preverify_tokens: int = param(8, doc="cap on L_pv", ge=1, source="modeling.md decision 4 (optional cap 8)")
     preload_kv_len: int = param(512, doc="KV length at which the tables are preloaded from the analytic cost model (offline profile)",
-                                unit="tokens", ge=1, source="ahasd-paper.md section 5: tables preloaded with offline-profiled cycles")
+                                unit="tokens", ge=1, source="references.md#ahasd-controls: tables preloaded with offline-profiled cycles")
     preload_draft_len: int = param(4, doc="draft length used to preload PDCT/PVCT", unit="tokens", ge=1)
     decision_latency_ns: float = param(100.0, doc="CPU time of one TVC decision", unit="ns", ge=0,
-                                       source="ahasd-paper.md section 10")
+                                       source="modeling.md decisions")
     decision_energy_nj: float = param(0.1, doc="energy of one TVC decision", unit="nJ", ge=0, source=ARTIFACT)
 
 
@@ -54,11 +54,11 @@ class AhasdConfig:
     edc: bool = param(True, doc="enable EDC (mode ahasd)")
     tvc: bool = param(True, doc="enable TVC pre-verification (mode ahasd)")
     unverified_queue_batches: int = param(64, doc="capacity of the unverified-draft queue; the drafter blocks when full",
-                                          ge=1, source=f"{ARTIFACT}; blocking is our decision (ahasd-paper.md section 3)")
+                                          ge=1, source=f"{ARTIFACT}; blocking is our decision (references.md#ahasd-controls)")
     feedback_queue_entries: int = param(32, doc="capacity of the feedback queue", ge=1, source=ARTIFACT)
     preverify_queue_entries: int = param(16, doc="capacity of the pre-verification queue", ge=1, source=ARTIFACT)
     max_verify_tokens: int = param(32, doc="most draft tokens the NPU verifies in one pass", ge=1,
-                                   source="ahasd-paper.md section 10 (cap ~32 tokens)")
+                                   source="modeling.md decisions (cap ~32 tokens)")
     feedback_latency_ns: float = param(20.0, doc="CPU polling delay before the drafter sees feedback (20 cycles at 1 GHz)",
                                        unit="ns", ge=0, source=ARTIFACT)
     queue_op_energy_pj: float = param(1.0, doc="energy of one queue push or pop", unit="pJ", ge=0,

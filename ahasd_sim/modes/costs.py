@@ -200,6 +200,9 @@ class StepCosts:
         dev = self.cfg.baseline.device
         if dev == "auto":
             return "gpu" if self.p.gpu is not None else "npu"
+        if getattr(self.p, dev, None) is None:
+            raise ConfigError("", "baseline.device", f"is {dev}, but this platform has no {dev.upper()} "
+                              f"({dev}.enabled is false); use auto or a device the platform has")
         return dev
 
     def target_forward(self, n_tokens: int, kv_len: int) -> TaskCost:

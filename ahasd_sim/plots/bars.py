@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..config.errors import InputError
 from ..sweep.analysis import geomean, normalise
 from .style import HATCHES, apply_style, color, save_figure
 
@@ -81,6 +82,23 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
     ax.set_ylim(bottom=0)
 
 
+def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence[str] | None, group: str,
+                     metrics: Sequence[str]) -> None:
+    """Refuse input that would give an empty or misleading bar chart."""
+    from ..sweep.analysis import ok_rows
+    for flag, c in (("--by", by), ("--group", group), *(("--metrics", m) for m in metrics)):
+        if c not in df.columns:
+            raise InputError(f"{flag} {c}: no column '{c}' in the results table")
+    d = ok_rows(df)
+    if d.empty:
+        raise InputError("the results table has no finished (status ok) points to plot")
+    levels = list(dict.fromkeys(d[by].astype(str)))
+    for flag, want in (("--baseline", [baseline]), ("--bars", list(bars or []))):
+        for w in want:
+            if str(w) not in levels:
+                raise InputError(f"{flag} {w}: no finished point has {by} == {w} (values: {', '.join(levels)})")
+
+
 def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", baseline: str = "gpu_only",
                     bars: Sequence[str] | None = None, bar_labels: Mapping[str, str] | None = None,
                     group: str = "model_pair", match: Sequence[str] = ("model_pair", "run.policy", "seed"),
@@ -92,8 +110,13 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     import matplotlib.pyplot as plt
     apply_style()
     metrics = dict(metrics or DEFAULT_METRICS)
+    check_bars_input(df, by=by, baseline=baseline, bars=bars, group=group, metrics=list(metrics))
     tab = ratio_table(df, by=by, baseline=baseline, group=group, match=match, metrics=list(metrics), bars=bars)
     bars = list(bars) if bars is not None else list(dict.fromkeys(tab["bar"]))
+    others = tab[tab["bar"].astype(str) != str(baseline)] if len(bars) > 1 else tab
+    if not others["ratio"].notna().any():
+        raise InputError(f"no finished row could be paired with a '{baseline}' row on {', '.join(match)}: "
+                         "nothing to plot (check --match)")
     groups = [g for g in dict.fromkeys(tab["group"]) if g != MEAN_GROUP] + [MEAN_GROUP]
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(6.5, 1.1 * len(groups) * max(1, len(bars)) / 3), 2.6 * len(metrics)),
                              squeeze=False)

@@ -20,7 +20,11 @@ LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1))]
 
 
 def load_events(path: str | Path) -> pd.DataFrame:
-    return pd.read_csv(path)
+    from ..config.errors import InputError
+    try:
+        return pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:   # pandas' parser errors are ValueErrors
+        raise InputError(f"{path}: not a readable events.csv ({type(exc).__name__})") from None
 
 
 def draft_lengths(ev: pd.DataFrame) -> np.ndarray:
@@ -54,6 +58,10 @@ def plot_distributions(runs: Mapping[str, str | Path | pd.DataFrame], out: str |
     apply_style()
     frames = {lab: (src if isinstance(src, pd.DataFrame) else load_events(src)) for lab, src in runs.items()}
     data = {lab: (draft_lengths(f), accepted_per_verify(f)) for lab, f in frames.items()}
+    from ..config.errors import InputError
+    for lab, (dl, ac) in data.items():
+        if not dl.size and not ac.size:
+            raise InputError(f"{lab}: events.csv has no draft batches or verifications to plot")
     top = max([1] + [int(v.max()) for dl, ac in data.values() for v in (dl, ac) if v.size])
     if max_len is not None:
         top = min(top, max_len)

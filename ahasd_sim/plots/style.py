@@ -60,9 +60,12 @@ def save_figure(fig, out: str | Path, formats: Sequence[str] = ("pdf", "png")) -
     base = out.with_suffix("") if out.suffix.lower() in (".pdf", ".png", ".svg") else out
     base.parent.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in formats:
-        p = base.with_suffix(f".{fmt}")
-        fig.savefig(p, format=fmt)
-        paths.append(p)
-    plt.close(fig)
+    from ..output import atomic_write
+    try:
+        for fmt in formats:   # atomic: a figure is never half-written (e.g. disk full, Ctrl-C)
+            p = base.with_suffix(f".{fmt}")
+            atomic_write(p, lambda fh, f=fmt: fig.savefig(fh, format=f), mode="wb")
+            paths.append(p)
+    finally:
+        plt.close(fig)
     return paths

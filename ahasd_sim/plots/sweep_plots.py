@@ -7,6 +7,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from ..config.errors import InputError
 from ..sweep.analysis import ok_rows
 from .style import apply_style, color, save_figure
 
@@ -52,11 +53,53 @@ def metric_label(col: str) -> str:
 
 def _filter(df: pd.DataFrame, where: Mapping[str, object] | None) -> pd.DataFrame:
     d = ok_rows(df)
+    if d.empty:
+        raise InputError("the results table has no finished (status ok) points to plot")
     for k, v in (where or {}).items():
         if k not in d.columns:
-            raise KeyError(f"no column '{k}' in the results table")
-        d = d[d[k].astype(str) == str(v)]
+            raise InputError(f"--where {k}={v}: no column '{k}' in the results table")
+        kept = d[d[k].astype(str) == str(v)]
+        if kept.empty:
+            levels = ", ".join(map(str, list(dict.fromkeys(d[k].astype(str)))[:12]))
+            raise InputError(f"--where {k}={v}: no finished point has {k} == {v} (values: {levels})")
+        d = kept
     return d
+
+
+def _check_columns(d: pd.DataFrame, cols: Mapping[str, str | None]) -> None:
+    for flag, c in cols.items():
+        if c and c not in d.columns:
+            raise InputError(f"{flag} {c}: no column '{c}' in the results table")
+
+
+def sweep_axis_columns(df: pd.DataFrame) -> list[str]:
+    """The sweep's axis columns: those between ``status`` and ``error_type`` in results.csv
+    (else the usual shortcut axes present)."""
+    cols = list(df.columns)
+    if "status" in cols and "error_type" in cols and cols.index("status") < cols.index("error_type"):
+        return cols[cols.index("status") + 1: cols.index("error_type")]
+    return [c for c in ("variant", "model_pair", "run.mode", "run.policy", "seed") if c in cols]
+
+
+def averaged_over(d: pd.DataFrame, shown: list[str | None]) -> dict[str, int]:
+    """Axis columns not shown in a figure that still vary in ``d``: the figure averages over
+    them. Returns column -> number of distinct values."""
+    out = {}
+    for c in sweep_axis_columns(d):
+        if c in shown or c not in d.columns:
+            continue
+        n = d[c].astype(str).nunique()
+        if n > 1:
+            out[c] = n
+    return out
+
+
+def _note_averaged(fig, over: dict[str, int], what: str) -> None:
+    """Say in the figure what each mark summarises (so nobody reads a mean as one point)."""
+    if not over:
+        return
+    text = ", ".join(f"{c} ({n} values)" for c, n in over.items())
+    fig.text(0.01, 0.005, f"{what} over {text}", fontsize=6, ha="left", va="bottom", color="#444444")
 
 
 def _sorted_levels(s: pd.Series) -> list:
@@ -74,9 +117,9 @@ def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, w
     ``x`` by ``y`` grid. ``cividis`` is perceptually uniform and colour-blind safe."""
     import matplotlib.pyplot as plt
     apply_style()
+    _check_columns(df, {"--x": x, "--y": y, "--metric": metric})
     d = _filter(df, where)
-    if d.empty:
-        raise ValueError("no finished points match")
+    over = averaged_over(d, [x, y])
     piv = d.pivot_table(index=y, columns=x, values=metric, aggfunc=agg)
     piv = piv.reindex(index=_sorted_levels(d[y]), columns=_sorted_levels(d[x]))
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * piv.shape[1] + 1.2, 0.9 + 0.45 * piv.shape[0]))
@@ -101,6 +144,7 @@ def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, w
     if title:
         ax.set_title(title)
     fig.tight_layout()
+    _note_averaged(fig, over, f"cell = {agg}")
     return save_figure(fig, out)
 
 
@@ -110,9 +154,9 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     """``metric`` against ``x``, one line per ``hue`` level; mean over seeds with a min-max band."""
     import matplotlib.pyplot as plt
     apply_style()
+    _check_columns(df, {"--x": x, "--metric": metric, "--hue": hue})
     d = _filter(df, where)
-    if d.empty:
-        raise ValueError("no finished points match")
+    over = averaged_over(d, [x, hue])
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     levels = _sorted_levels(d[hue]) if hue else [None]
     xlevels = _sorted_levels(d[x])
@@ -137,11 +181,19 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
         ax.set_xscale("log")
     ax.set_xlabel(xlabel or metric_label(x))
     ax.set_ylabel(ylabel or metric_label(metric))
-    if hue:
+    banded = any(True for _ in ax.collections)
+    if banded:
+        from matplotlib.patches import Patch
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(Patch(facecolor="#888888", alpha=0.3, linewidth=0))
+        labels.append("band: min-max")
+        ax.legend(handles, labels, title=legend_title or hue)
+    elif hue:
         ax.legend(title=legend_title or hue)
     if title:
         ax.set_title(title)
     fig.tight_layout()
+    _note_averaged(fig, over, "line = mean" + (", band = min-max," if banded else ""))
     return save_figure(fig, out)
 
 

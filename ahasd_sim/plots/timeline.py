@@ -14,7 +14,13 @@ DEVICE_ORDER = ("gpu", "h2d", "npu", "pim", "cpu", "network")
 
 def load_timeline(path: str | Path) -> pd.DataFrame:
     """Busy intervals of a timeline.json: columns device, task, start_s, end_s."""
-    data = json.loads(Path(path).read_text())
+    from ..config.errors import InputError
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable timeline.json ({type(exc).__name__})") from None
+    if not isinstance(data, (dict, list)):
+        raise InputError(f"{path}: not a timeline.json (expected a Chrome trace object)")
     events = data.get("traceEvents", data if isinstance(data, list) else [])
     names: dict[tuple[int, int], str] = {}
     for e in events:
@@ -42,6 +48,24 @@ def pick_window(df: pd.DataFrame, window_s: float | None, start_s: float | None)
     return t0, t0 + w
 
 
+def check_window(frames: Mapping[str, pd.DataFrame], window_s: float | None, start_s: float | None) -> None:
+    """Refuse a window that would draw an empty chart: negative, zero, or outside every run."""
+    from ..config.errors import InputError
+    for lab, f in frames.items():
+        if f.empty:
+            raise InputError(f"{lab}: the timeline has no busy intervals to draw")
+    if start_s is not None and start_s < 0:
+        raise InputError(f"--start-ms {start_s * 1e3:g}: expected >= 0")
+    if window_s is not None and window_s <= 0:
+        raise InputError(f"--window-ms {window_s * 1e3:g}: expected > 0")
+    for lab, f in frames.items():
+        t0, t1 = pick_window(f, window_s, start_s)
+        end = float(f["end_s"].max())
+        if not ((f["end_s"] > t0) & (f["start_s"] < t1)).any():
+            raise InputError(f"{lab}: the window {t0 * 1e3:g}-{t1 * 1e3:g} ms holds no activity (the run spans "
+                             f"0-{end * 1e3:g} ms); choose --start-ms/--window-ms inside it")
+
+
 def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *, window_s: float | None = None,
                start_s: float | None = None, title: str | None = None) -> list[Path]:
     """One row group per run (label -> timeline.json), one lane per device, bars coloured by
@@ -50,6 +74,7 @@ def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *
     from matplotlib.patches import Patch
     apply_style()
     frames = {lab: (src if isinstance(src, pd.DataFrame) else load_timeline(src)) for lab, src in runs.items()}
+    check_window(frames, window_s, start_s)
     tasks = sorted({t for f in frames.values() for t in f["task"].unique()})
     cmap = colors_for(tasks)
     lanes: list[tuple[str, str]] = []

@@ -5,7 +5,7 @@ lower bound ``LB = 1 - sqrt(gamma_ent * H_i)``. If ``LB < lambda`` the round sto
 is *not* drafted (its forward is spent): :data:`Decision.STOP_DISCARD`. If discarding would
 leave fewer than the round's ``min_tokens`` the token is kept instead (``STOP_AFTER``).
 
-After each verification (third-party reimplementations, see drafting-algorithms.md section 4)::
+After each verification (third-party reimplementations, see references.md#adaedl)::
 
     AR  = beta1*AR + (1-beta1)*n_acc/n_drafted
     lambda' = lambda + eps        if AR < alpha_target

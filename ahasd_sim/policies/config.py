@@ -1,6 +1,6 @@
 """The ``policy`` config section: global draft-length bounds plus one sub-section per policy.
 
-Defaults and sources follow ``shared/reference/drafting-algorithms.md`` (sections 1-5).
+Defaults and sources follow references.md (drafting algorithms).
 Evidence tags in ``source``: [P] paper, [C] authors' code, [3] third-party
 reimplementation, [R] our reconstruction/choice.
 """
@@ -68,7 +68,7 @@ class AdaEdlParams:
     full_length: str = param("max", doc="meaning of L in the rule 'lambda - eps elif n_acc != L': "
                                         "'max' = the round's max draft length, 'drafted' = tokens drafted",
                              choices=("max", "drafted"),
-                             source="[R] ambiguity noted in drafting-algorithms.md section 4")
+                             source="[R] ambiguity noted in references.md#adaedl")
     ar_init: float = param(0.9, doc="initial value of the acceptance-rate EMA AR", ge=0, le=1,
                            source="[R] not specified; equal to alpha_target (neutral start)")
     lambda_min: float = param(0.0, doc="lower clip of lambda", source="[R]")
@@ -156,7 +156,7 @@ class PolicyConfig:
                             ge=1, source="[R]")
     max_tokens: int = param(16, doc="most draft tokens per round (all policies; modes may cap lower, "
                                     "e.g. queue/verification limits)", unit="tokens", ge=1,
-                            source="[R] gamma* search range 1..16 in drafting-algorithms.md section 1")
+                            source="[R] gamma* search range 1..16 in references.md#speculative-sampling")
     fixed: FixedParams = _section(FixedParams, "fixed draft length")
     svip: SvipParams = _section(SvipParams, "SVIP entropy stopping")
     adaedl: AdaEdlParams = _section(AdaEdlParams, "AdaEDL entropy lower bound with adaptive threshold")

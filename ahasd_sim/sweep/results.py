@@ -98,7 +98,16 @@ def write_table(df: pd.DataFrame, path: Path) -> None:
 
 def read_results(path: str | Path) -> pd.DataFrame:
     """Read a results.csv (or a sweep folder containing one)."""
+    from ..config.errors import InputError
     p = Path(path)
     if p.is_dir():
         p = p / "results.csv"
-    return pd.read_csv(p)
+    if not p.is_file():
+        raise InputError(f"--results {path}: {p} not found (a sweep folder or its results.csv)")
+    try:
+        df = pd.read_csv(p)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:   # pandas' parser errors are ValueErrors
+        raise InputError(f"--results {p}: not a readable results.csv ({type(exc).__name__})") from None
+    if df.empty:
+        raise InputError(f"--results {p}: the table has no rows")
+    return df

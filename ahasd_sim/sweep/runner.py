@@ -18,8 +18,15 @@ but not the sweep folder).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import csv
+import datetime as _dt
+import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +34,13 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from ..config.errors import InputError
-from ..output import atomic_write_text
+from ..config.errors import InputError, OutputError
+from ..outdir import apply_umask, check_writable_dir, lock_dir
+from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
-from .spec import SEED_COL, Point, SweepSpec, expand, load_sweep_spec
-from .worker import error_record, is_done, materialise, run_point, run_point_files, write_error
+from .spec import SEED_COL, Point, SweepSpec, count_points, iter_points, load_sweep_spec, spec_identity
+from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, write_error
 
 EXECUTORS = ("local", "dask")
 
@@ -75,42 +83,103 @@ def default_out_dir(spec: SweepSpec) -> Path:
     return Path("sweeps") / spec.name
 
 
-def _write_manifest(spec: SweepSpec, points: list[Point], out: Path, axis_cols: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "spec.yaml", spec.source.read_text())
-    rows = []
-    for pt in points:
-        row = {"index": pt.index, "point": pt.hash, "config_file": str(pt.config_path)}
-        row.update({c: pt.labels.get(c) for c in axis_cols})
-        row["overrides"] = " ".join(pt.overrides)
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    from ..output import atomic_write
-    atomic_write(out / "points.csv", lambda fh: df.to_csv(fh, index=False))
+SWEEP_JSON = "sweep.json"
+#: above this many points a sweep warns (set-up alone takes minutes) ...
+LARGE_SWEEP_POINTS = 10_000
+#: ... and above this many it refuses (split it, or zip axes instead of crossing them)
+MAX_SWEEP_POINTS = 250_000
 
 
-def _unique_tasks(points: list[Point], points_dir: Path) -> tuple[list[dict], int, list[Point]]:
-    """(tasks to run, number of distinct finished points, invalid points)."""
+def _check_folder(spec: SweepSpec, out: Path, flag: str = "--out") -> None:
+    """Refuse a folder that holds a different sweep, or something that is not a sweep."""
+    if not out.is_dir() or not any(p for p in out.iterdir() if p.name != ".lock"):
+        return
+    ident = spec_identity(spec)
+    meta = out / SWEEP_JSON
+    old_spec = out / "spec.yaml"
+    if meta.is_file():
+        try:
+            old = json.loads(meta.read_text()).get("spec_sha256_12")
+        except (OSError, ValueError):
+            old = None
+        if old == ident:
+            return
+        raise OutputError(f"{flag} {out}: holds another sweep (from {json.loads(meta.read_text()).get('spec_file')!s}, "
+                          f"spec {old}; this one is {ident}); a changed sweep goes into a new --out (or remove "
+                          "the folder to start over)")
+    if old_spec.is_file():   # a folder written before sweep.json existed
+        import yaml
+        try:
+            same = yaml.safe_load(old_spec.read_text(errors="replace")) == spec.raw
+        except yaml.YAMLError:
+            same = False
+        if same:
+            return
+        raise OutputError(f"{flag} {out}: holds another sweep (its spec.yaml differs from {spec.source}); "
+                          "use another --out, or remove the folder to start over")
+    first = sorted(p.name for p in out.iterdir())[0]
+    raise OutputError(f"{flag} {out}: folder exists and is not a sweep folder (it contains '{first}'); "
+                      "choose a new folder")
+
+
+def _clean_stale(points_dir: Path) -> None:
+    """Markers and staging folders of points whose worker was killed (we hold the lock)."""
+    if not points_dir.is_dir():
+        return
+    for d in points_dir.iterdir():
+        if not d.is_dir():
+            continue
+        for x in d.iterdir():
+            if x.name == RUNNING:
+                x.unlink()
+            elif x.name.startswith(".staging-") and x.is_dir():
+                shutil.rmtree(x, ignore_errors=True)
+            elif x.name.startswith(".") and x.name.endswith(".tmp"):
+                x.unlink()
+
+
+def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, progress: bool, stream,
+             limit: int | None) -> tuple[list[Point], list[dict], int]:
+    """Resolve every point (lazily, with progress), write spec.yaml, sweep.json and points.csv;
+    return (points without configs, tasks to run, number of finished points)."""
+    points_dir = out / "points"
+    prog = Progress(n_points, enabled=progress and n_points >= 200, stream=stream, desc=f"{spec.name}: resolving")
+    points: list[Point] = []
     tasks: list[dict] = []
     seen: set[str] = set()
     cached = 0
-    invalid = []
-    for pt in points:
-        if pt.hash in seen:
-            continue
-        seen.add(pt.hash)
-        d = points_dir / pt.hash
-        stale = d / RUNNING
-        if stale.exists():
-            stale.unlink()
-        if not pt.valid:
-            invalid.append(pt)
-            continue
-        if is_done(d):
-            cached += 1
-            continue
-        tasks.append({"hash": pt.hash, "dir": str(d), "config": pt.config})
-    return tasks, cached, invalid
+    fd, tmp = tempfile.mkstemp(prefix=".points.csv.", suffix=".tmp", dir=out)
+    os.close(fd)
+    cols = ["index", "point", "config_file", *axis_cols, "overrides"]
+    try:
+        with open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(cols)
+            for pt in iter_points(spec, keep_config=False):
+                points.append(pt)
+                prog.update("ok")
+                w.writerow([pt.index, pt.hash, str(pt.config_path), *[pt.labels.get(c) for c in axis_cols],
+                            " ".join(pt.overrides)])
+                if pt.hash in seen:
+                    continue
+                seen.add(pt.hash)
+                d = points_dir / pt.hash
+                if not pt.valid:   # a config that does not resolve fails without running
+                    write_error(d, error_record(pt.error, tb=""))
+                    continue
+                if is_done(d):
+                    cached += 1
+                    continue
+                if limit is None or len(tasks) < limit:
+                    tasks.append({"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
+                                  "overrides": list(pt.overrides), "seed": pt.seed})
+        apply_umask(Path(tmp))
+        os.replace(tmp, out / "points.csv")
+    finally:
+        prog.close()
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return points, tasks, cached
 
 
 # ---------------------------------------------------------------- executors
@@ -120,6 +189,46 @@ def _run_serial(tasks: list[dict], on_done: Callable[[dict], None]) -> None:
 
 
 RUNNING = ".running"   # marker a pool worker keeps in a point folder while it runs the point
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the sweep's parent process is gone (killed with SIGKILL, crashed): a pool
+    worker must never outlive the sweep and keep writing into its folder."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Pool workers: default SIGTERM (the parent stops them), ignore SIGINT (Ctrl-C reaches
+    the whole process group; the parent decides), die with the parent."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:   # Linux: the kernel sends SIGTERM when the parent dies
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes now (Ctrl-C, SIGTERM): running points stay pending."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        try:
+            proc.terminate()
+        except (OSError, AttributeError):
+            pass
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        try:
+            proc.join(timeout=5)
+        except (OSError, AttributeError, AssertionError):
+            pass
 
 
 def _pool_entry(task: dict) -> dict:
@@ -174,7 +283,7 @@ def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None])
 def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
     """Run ``todo`` in one pool; return the tasks lost to a broken pool."""
     broken: list[dict] = []
-    pool = cf.ProcessPoolExecutor(max_workers=workers)
+    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
     try:
         futs = {pool.submit(_pool_entry, t): t for t in todo}
         for fut in cf.as_completed(futs):
@@ -190,8 +299,10 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
                 res = {"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]}
             on_done(res)
     except BaseException:
-        # Ctrl-C: drop queued points, let the running ones end (they get the SIGINT too),
-        # so results.csv is a consistent snapshot. A second Ctrl-C stops the wait.
+        # Ctrl-C or SIGTERM: drop queued points and stop the running ones (they stay pending
+        # and are computed on the next run), so results.csv is written promptly and no
+        # worker outlives the sweep.
+        _stop_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
@@ -245,65 +356,169 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
 
 
 # ---------------------------------------------------------------- driver
+def check_sweep_args(executor: str, workers: int | None, scheduler: str | None) -> None:
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor '{executor}' (expected one of {', '.join(EXECUTORS)})")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    if scheduler and executor != "dask":
+        raise InputError(f"--scheduler {scheduler} needs --executor dask (the local executor has no scheduler)")
+    if executor == "dask":
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
+
+
+def announce(spec: SweepSpec, n_points: int, stream=None) -> None:
+    """Say how big the sweep is before any work; warn about very large ones, refuse absurd ones."""
+    stream = stream if stream is not None else sys.stderr
+    if n_points > MAX_SWEEP_POINTS:
+        raise InputError(f"{spec.source}: the sweep has {n_points:,} points, more than {MAX_SWEEP_POINTS:,}; "
+                         "split it into several sweeps or use combine: zip")
+    if n_points > LARGE_SWEEP_POINTS:
+        print(f"warning: {spec.source}: {n_points:,} points; resolving them alone takes a while and the sweep "
+              "folder grows by a run folder per point (progress follows)", file=stream)
+
+
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *, workers: int | None = None,
               executor: str = "local", scheduler: str | None = None, progress: bool = True,
               limit: int | None = None, dask_client: Any = None, stream=None) -> SweepResult:
     """Run every unfinished point of ``spec`` and write ``results.csv``.
 
-    ``limit`` runs at most that many of the unfinished points (the rest stay ``pending``;
-    used to run a sweep in slices and by the resume tests). ``dask_client`` reuses an
-    existing ``distributed.Client``. A KeyboardInterrupt writes results.csv (unfinished
-    points ``pending``) before it propagates.
+    The output folder is checked (writable, not another sweep's) and locked before anything
+    is resolved; points are resolved one at a time with progress. ``limit`` runs at most that
+    many of the unfinished points (the rest stay ``pending``; used to run a sweep in slices
+    and by the resume tests). ``dask_client`` reuses an existing ``distributed.Client``. A
+    KeyboardInterrupt (Ctrl-C, or SIGTERM via :mod:`ahasd_sim.cli_common`) stops the workers
+    and writes results.csv (unfinished points ``pending``) before it propagates.
     """
     if not isinstance(spec, SweepSpec):
         spec = load_sweep_spec(spec)
-    if executor not in EXECUTORS:
-        raise InputError(f"unknown executor '{executor}' (expected one of {', '.join(EXECUTORS)})")
+    if dask_client is None:
+        check_sweep_args(executor, workers, scheduler)
     if workers is None:
         workers = os.cpu_count() or 1
-    if workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec)
     points_dir = out / "points"
     t0 = time.perf_counter()
 
-    points = expand(spec)
+    check_writable_dir(out)
+    _check_folder(spec, out)
+    n_points = count_points(spec)
+    announce(spec, n_points, stream)
     axis_cols = [*spec.axis_columns(), SEED_COL]
-    _write_manifest(spec, points, out, axis_cols)
-
-    tasks, cached, invalid = _unique_tasks(points, points_dir)
-    for pt in invalid:   # configs that do not resolve fail without running
-        write_error(points_dir / pt.hash, error_record(pt.error, tb=""))
-    if limit is not None:
-        tasks = tasks[: max(0, int(limit))]
-
-    prog = Progress(len(tasks), enabled=progress, stream=stream, desc=spec.name)
-    computed = 0
-
-    def on_done(res: dict) -> None:
-        nonlocal computed
-        computed += 1
-        prog.update(res.get("status", "failed"))
-
-    result = SweepResult(out, points, pd.DataFrame())
+    own_client = None
+    if executor == "dask" and dask_client is None and scheduler:
+        dask_client = own_client = _connect(scheduler)   # an unreachable scheduler fails before any file is written
     try:
-        if tasks:
-            if executor == "dask":
-                _run_dask(tasks, workers, scheduler, on_done, client=dask_client)
-            elif workers == 1 or len(tasks) == 1:
-                _run_serial(tasks, on_done)
-            else:
-                _run_local(tasks, min(workers, len(tasks)), on_done)
+        return _run_locked(spec, out, points_dir, axis_cols, n_points, t0, workers=workers, executor=executor,
+                           scheduler=scheduler, progress=progress, limit=limit, dask_client=dask_client,
+                           stream=stream)
+    finally:
+        if own_client is not None:
+            own_client.close()
+
+
+def _connect(scheduler: str):
+    from distributed import Client
+    try:
+        return Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+
+
+def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[str], n_points: int, t0: float, *,
+                workers: int, executor: str, scheduler: str | None, progress: bool, limit: int | None,
+                dask_client: Any, stream) -> SweepResult:
+    with lock_dir(out):
+        _check_folder(spec, out)   # again, under the lock
+        _clean_stale(points_dir)
+        atomic_write_text(out / "spec.yaml", spec.source.read_text(encoding="utf-8"))
+        if not (out / SWEEP_JSON).is_file():
+            atomic_write_text(out / SWEEP_JSON, to_json({
+                "spec_file": str(spec.source), "spec_sha256_12": spec_identity(spec), "name": spec.name,
+                "points": n_points,
+                "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
+        result = SweepResult(out, [], pd.DataFrame())
+        computed = 0
+        points: list[Point] = []
+        prog = None
+        try:
+            points, tasks, cached = _prepare(spec, out, axis_cols, n_points, progress, stream, limit)
+            result.points = points
+            result.n_cached = cached
+            if progress:
+                print(f"{spec.name}: {n_points} points, {len(tasks)} to run, {cached} finished earlier, "
+                      f"folder {out}", file=stream if stream is not None else sys.stderr, flush=True)
+            prog = Progress(len(tasks), enabled=progress, stream=stream, desc=spec.name)
+
+            def on_done(res: dict) -> None:
+                nonlocal computed
+                computed += 1
+                prog.update(res.get("status", "failed"))
+
+            if tasks:
+                if executor == "dask":
+                    _run_dask(tasks, workers, scheduler, on_done, client=dask_client)
+                elif workers == 1 or len(tasks) == 1:
+                    _run_serial(tasks, on_done)
+                else:
+                    _run_local(tasks, min(workers, len(tasks)), on_done)
+        finally:
+            if prog is not None:
+                prog.close()
+            if points:
+                table = build_table(points, points_dir, axis_cols)
+                write_table(table, out / "results.csv")
+                result.table = table
+                result.failed_dirs = sorted({points_dir / h for h in table.loc[table["status"] == "failed", "point"]})
+            result.n_computed = computed
+            result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=None, progress: bool = True) -> int:
+    """Resolve every point and build what its run needs (hardware, trace slice, costs, policy;
+    :func:`ahasd_sim.checks.dry_run`) without simulating or writing anything; print a report.
+    Returns 0 if every point would start, 2 if some would fail."""
+    from ..checks import dry_run
+    out = Path(out_dir) if out_dir is not None else default_out_dir(spec)
+    check_writable_dir(out)
+    _check_folder(spec, out)
+    n_points = count_points(spec)
+    announce(spec, n_points, stream)
+    prog = Progress(n_points, enabled=progress and n_points >= 50, stream=stream, desc=f"{spec.name}: checking")
+    bad: list[tuple[Point, BaseException]] = []
+    hashes: set[str] = set()
+    done = 0
+    try:
+        for pt in iter_points(spec, keep_config=True):
+            prog.update("ok")
+            if not pt.valid:
+                bad.append((pt, pt.error))
+                continue
+            if pt.hash in hashes:
+                continue
+            hashes.add(pt.hash)
+            done += is_done(out / "points" / pt.hash)
+            try:
+                dry_run(pt.config)
+            except Exception as exc:  # noqa: BLE001 - reported per point, like a failing point
+                bad.append((pt, exc))
+            pt.config = None
     finally:
         prog.close()
-        table = build_table(points, points_dir, axis_cols)
-        write_table(table, out / "results.csv")
-        result.table = table
-        result.n_cached = cached
-        result.n_computed = computed
-        result.wall_s = time.perf_counter() - t0
-        result.failed_dirs = sorted({points_dir / h for h in table.loc[table["status"] == "failed", "point"]})
-    return result
+    print(f"sweep {spec.name} ({spec.source}): {n_points} points, {len(hashes)} distinct runs, "
+          f"{len(bad)} would fail; output folder {out}: {done} of them already finished there")
+    print("axes: " + ", ".join(spec.axis_columns() + [SEED_COL]))
+    for pt, exc in bad[:10]:
+        labels = ", ".join(f"{k}={v}" for k, v in pt.labels.items())
+        print(f"  point {pt.index} ({labels}): {one_line(exc)}")
+    if len(bad) > 10:
+        print(f"  ... and {len(bad) - 10} more")
+    print("dry run: nothing was simulated or written")
+    return 0 if not bad else 2
 
 
 def summarize(result: SweepResult) -> str:
@@ -328,13 +543,17 @@ def summarize(result: SweepResult) -> str:
 def run_sweep_cli(args) -> int:
     """``python -m ahasd_sim sweep``: 0 if every point succeeded, 1 if some failed."""
     spec = load_sweep_spec(args.config)
+    check_sweep_args(args.executor, args.workers, args.scheduler)
+    if getattr(args, "dry_run", False):
+        return dry_run_sweep(spec, args.out, progress=not args.no_progress)
     try:
         res = run_sweep(spec, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
                         progress=not args.no_progress)
     except KeyboardInterrupt:
         out = Path(args.out) if args.out else default_out_dir(spec)
-        print(f"interrupted: finished points are kept in {out / 'points'}; run the same command again to "
-              "compute only the missing ones", file=sys.stderr)
+        if (out / "results.csv").is_file():
+            print(f"stopped: finished points are kept in {out / 'points'} and listed in {out / 'results.csv'}; "
+                  "run the same command again to compute only the missing ones", file=sys.stderr)
         raise
     print(summarize(res))
     if getattr(args, "debug", False) and res.n_failed:

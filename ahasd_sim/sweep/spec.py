@@ -44,7 +44,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -96,7 +96,7 @@ class Point:
 
     @property
     def valid(self) -> bool:
-        return self.config is not None
+        return self.error is None and self.hash is not None
 
 
 @dataclass
@@ -304,15 +304,12 @@ def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
 # ------------------------------------------------------------------ loading
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read and strictly validate a sweep YAML file."""
-    src = Path(path)
-    if not src.is_file():
+    from ..config import yamlio
+    from ..paths import resolve_input_file
+    src = resolve_input_file(path)
+    if not src.is_file() and not src.is_dir():
         raise _err(src, "", "sweep file not found")
-    try:
-        raw = yaml.safe_load(src.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise _err(src, "", f"YAML parse error{where}: {getattr(exc, 'problem', None) or 'invalid YAML'}") from None
+    raw = yamlio.load_file(src, "sweep file")
     if not isinstance(raw, dict):
         raise _err(src, "", "expected a mapping at the top level")
     _check_keys(src, "", raw, SPEC_KEYS)
@@ -434,8 +431,29 @@ def _axis_levels(spec: SweepSpec) -> list[list[tuple[dict, list[str]]]]:
     return dims
 
 
+def count_points(spec: SweepSpec) -> int:
+    """Number of points of the sweep, without resolving any (cheap, for huge specs too)."""
+    n = max(1, len(spec.variants))
+    for ax in spec.shortcut_axes:
+        n *= len(ax.values)
+    if spec.axes:
+        if spec.combine == "zip":
+            n *= len(spec.axes[0].values)
+        else:
+            for ax in spec.axes:
+                n *= len(ax.values)
+    return n * (len(spec.seeds) if spec.seeds is not None else 1)
+
+
 def expand(spec: SweepSpec) -> list[Point]:
-    """All points of the sweep, in order, with resolved configs and hashes.
+    """All points of the sweep, in order, with resolved configs and hashes."""
+    return list(iter_points(spec))
+
+
+def iter_points(spec: SweepSpec, keep_config: bool = True) -> Iterator[Point]:
+    """The points of the sweep, in order, resolved one at a time (a large sweep never holds
+    every resolved config in memory; with ``keep_config=False`` only the hash is kept and a
+    worker resolves the config again from ``config_path``, ``overrides`` and ``seed``).
 
     A point whose config does not resolve (a value out of range, a wrong type) gets
     ``error`` set and a ``hash`` of the form ``invalid-<sha>`` (from its overrides)."""
@@ -443,7 +461,7 @@ def expand(spec: SweepSpec) -> list[Point]:
     dims = _axis_levels(spec)
     seeds: list[int | None] = list(spec.seeds) if spec.seeds is not None else [None]
     base_cache: dict[Path, SimConfig | BaseException] = {}
-    points: list[Point] = []
+    index = 0
     for var in variants:
         cfg_path = var.config or spec.base_config
         for combo in itertools.product(*dims) if dims else [()]:
@@ -455,7 +473,8 @@ def expand(spec: SweepSpec) -> list[Point]:
                 labels.update(lab)
                 ovr.extend(o)
             for seed in seeds:
-                pt = Point(index=len(points), labels=dict(labels), config_path=cfg_path, overrides=ovr, seed=seed)
+                pt = Point(index=index, labels=dict(labels), config_path=cfg_path, overrides=ovr, seed=seed)
+                index += 1
                 _resolve(pt, base_cache)
                 shown = seed
                 if pt.config is not None:
@@ -463,27 +482,50 @@ def expand(spec: SweepSpec) -> list[Point]:
                 elif seed is None and isinstance(base_cache.get(cfg_path), SimConfig):
                     shown = base_cache[cfg_path].run.seed
                 pt.labels[SEED_COL] = shown
-                points.append(pt)
-    return points
+                if not keep_config:
+                    pt.config = None
+                yield pt
+
+
+def resolve_point_config(config_path: Path, overrides: list[str], seed: int | None,
+                         cache: dict | None = None) -> SimConfig:
+    """The resolved config of one point (raises InputError when it does not resolve)."""
+    cache = _WORKER_CACHE if cache is None else cache
+    if config_path not in cache:
+        try:
+            cache[config_path] = load_config(config_path)
+        except InputError as exc:
+            cache[config_path] = exc
+    base = cache[config_path]
+    if isinstance(base, BaseException):
+        raise base
+    extra = [f"run.seed={int(seed)}"] if seed is not None else []
+    cfg = base.replace([*overrides, *extra])
+    cfg.source_file = str(config_path)
+    return cfg
+
+
+_WORKER_CACHE: dict = {}
 
 
 def _resolve(pt: Point, cache: dict) -> None:
     from ..output import run_identity_hash
     try:
-        if pt.config_path not in cache:
-            try:
-                cache[pt.config_path] = load_config(pt.config_path)
-            except InputError as exc:
-                cache[pt.config_path] = exc
-        base = cache[pt.config_path]
-        if isinstance(base, BaseException):
-            raise base
-        extra = [f"run.seed={int(pt.seed)}"] if pt.seed is not None else []
-        cfg = base.replace([*pt.overrides, *extra])
-        cfg.source_file = str(pt.config_path)
+        cfg = resolve_point_config(pt.config_path, pt.overrides, pt.seed, cache)
         pt.config = cfg
         pt.hash = run_identity_hash(cfg)
     except InputError as exc:
         pt.error = exc
         key = "\n".join([str(pt.config_path), *pt.overrides, f"seed={pt.seed}"])
         pt.hash = "invalid-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def spec_identity(spec: SweepSpec) -> str:
+    """sha256 (12 hex) of what defines the sweep's points: the parsed spec file (comments and
+    formatting do not count) and the effective base overrides, axes, variants and seeds (a
+    script may add overrides)."""
+    parts = [yaml.safe_dump(spec.raw, sort_keys=True), spec.name, repr(spec.base_set),
+             str(spec.base_config.name), spec.combine, repr(spec.seeds),
+             repr([(a.name, a.keys, a.values) for a in [*spec.shortcut_axes, *spec.axes]]),
+             repr([(v.name, v.config.name if v.config else None, v.overrides) for v in spec.variants])]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]

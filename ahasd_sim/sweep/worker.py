@@ -94,8 +94,17 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
     err = out / ERROR
     if err.exists():
         err.unlink()
-    status, info = _simulate_into(task["config"], out)
+    status, info = _simulate_into(task_config(task), out)
     return {"hash": task["hash"], "status": status, **info}
+
+
+def task_config(task: dict[str, Any]):
+    """The task's resolved config: given, or resolved here from its file, overrides and seed
+    (the runner does not keep every point's config in memory)."""
+    if task.get("config") is not None:
+        return task["config"]
+    from .spec import resolve_point_config
+    return resolve_point_config(Path(task["config_path"]), list(task["overrides"]), task.get("seed"))
 
 
 def run_point_files(task: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +113,7 @@ def run_point_files(task: dict[str, Any]) -> dict[str, Any]:
     the Dask executor, whose workers need not share the client's file system."""
     tmp = Path(tempfile.mkdtemp(prefix=f"ahasd-point-{task['hash']}-"))
     try:
-        status, info = _simulate_into(task["config"], tmp)
+        status, info = _simulate_into(task_config(task), tmp)
         files = {}
         for p in sorted(tmp.iterdir()):
             if p.is_file() and not p.name.startswith("."):

@@ -131,11 +131,15 @@ def _plot(stats: Dict[str, pd.DataFrame], title: str, path: str) -> None:
 def run_stats(path, out_dir: Optional[str] = None) -> int:
     """Print the stats tables of trace ``path``; write CSVs + a PNG to ``out_dir`` if given.
     Returns a process exit code (0 ok, 2 invalid trace)."""
+    from ..outdir import OutputFolder
     try:
         tr = load_trace(path)
     except TraceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    folder = OutputFolder(out_dir, "trace-stats") if out_dir else None
+    if folder is not None:
+        folder.check()   # before any work
     stats = compute_stats(tr)
     h = tr.header
     print(f"{path}: mode={h.get('mode')} T={h.get('temperature')} positions={len(tr)} prompts={tr.n_prompts} "
@@ -146,14 +150,14 @@ def run_stats(path, out_dir: Optional[str] = None) -> int:
         for name, df in stats.items():
             print(f"\n== {name} ==")
             print(df.to_string())
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
+    if folder is not None:
         stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-        for name, df in stats.items():
-            df.to_csv(os.path.join(out_dir, f"{stem}_{name}.csv"))
-        png = os.path.join(out_dir, f"{stem}_stats.png")
-        _plot(stats, f"{stem} ({h.get('mode')})", png)
-        print(f"\nwrote CSVs and {png}")
+        with folder:
+            for name, df in stats.items():
+                df.to_csv(os.path.join(folder.stage, f"{stem}_{name}.csv"))
+            _plot(stats, f"{stem} ({h.get('mode')})", os.path.join(folder.stage, f"{stem}_stats.png"))
+            folder.commit()
+        print(f"\nwrote CSVs and {os.path.join(out_dir, f'{stem}_stats.png')}")
     return 0
 
 

@@ -83,7 +83,10 @@ class TraceError(ValueError):
     def __init__(self, path, message: str):
         self.path = str(path)
         self.message = " ".join(str(message).split())  # force one line
-        super().__init__(f"{self.path}: {self.message}")
+        super().__init__(path, message)   # re-creatable from args (SimPy re-raises that way), picklable
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
 
 
 # ----------------------------------------------------------------------------------------

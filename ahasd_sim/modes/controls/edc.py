@@ -3,7 +3,7 @@
 Structures (paper): LEHT 8 x 3-bit local entropy history, LCEHT 8 x 3-bit
 commit entropy history, LLR 3-bit leading length register, PHT 512 x 2-bit
 saturating counters. Decisions taken where the paper is ambiguous are those of
-``shared/reference/ahasd-paper.md`` section 10 (1: LEHT is a shift register with
+modeling.md decision 1 (LEHT is a shift register with
 the newest bucket in H0; 2: the PHT index used at prediction is checkpointed per
 batch and that entry is updated when the batch is resolved; 3: LLR is
 recomputed as min(7, live unverified batches) on every event).

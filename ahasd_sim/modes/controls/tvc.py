@@ -1,7 +1,7 @@
 """TVC: Time-Aware Pre-Verification Control (AHASD paper, section "TVC").
 
 Three FIFO tables of (time, length) pairs and one register, all kept in one
-timebase (nanoseconds; ahasd-paper.md decision 4):
+timebase (nanoseconds; modeling.md decision 4):
 
 * NVCT: NPU verification time and the KV length it ran at;
 * PDCT: PIM drafting time of a batch and its draft length;

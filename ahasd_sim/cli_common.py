@@ -1,0 +1,126 @@
+"""What every entry point shares: one-line errors, exit codes, signals, warnings.
+
+``python -m ahasd_sim`` and the ``scripts/*.py`` command lines all run their body through
+:func:`run_guarded`, so bad input anywhere ends the same way: one line ``error: ...`` on
+stderr naming the file and key, exit code 2, no traceback (``--debug`` shows it).
+
+Exit codes: 0 ok; 1 some sweep points failed; 2 bad input or unusable output location;
+130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Callable, NoReturn
+
+from . import __version__
+from .config.errors import InputError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP) received: unwind like Ctrl-C, so finished work is written out."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error (``error: PROG: message (see PROG --help)``, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
+        print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def add_version(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action="version", version=f"ahasd_sim {__version__}")
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input (reported in one line, exit 2)."""
+    errs: list[type[BaseException]] = [InputError]
+    from .simulation import SimulationTimeLimit
+    from .workload.models import UnknownModelError
+    from .workload.traces import TraceError
+    errs += [TraceError, UnknownModelError, SimulationTimeLimit]
+    return tuple(errs)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().strip('"')
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _on_terminate(signum, _frame):
+    raise Terminated(signal.Signals(signum).name)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP unwind like Ctrl-C (sweeps then write results.csv and stop their workers)."""
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            try:
+                signal.signal(sig, _on_terminate)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+
+def run_guarded(body: Callable[[], int], debug: bool = False) -> int:
+    """Run a command body; map bad input to one stderr line and exit code 2."""
+    install_signal_handlers()
+    try:
+        return int(body() or 0)
+    except user_errors() as exc:
+        if debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except Terminated as exc:
+        print(f"terminated ({exc})", file=sys.stderr)
+        return EXIT_TERMINATED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # output piped into `head`: the results are already written
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - no flush error at exit
+        except OSError:
+            pass
+        return EXIT_OK
+    except MemoryError:
+        if debug:
+            raise
+        print("error: out of memory (a smaller sweep or fewer --workers may help)", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        # a file system problem outside the checked paths (disk filled up mid-run, ...)
+        if debug:
+            raise
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run_script(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int],
+               argv=None) -> int:
+    """Entry point of a ``scripts/*.py`` command line: parse (one-line usage errors), then run
+    ``body(args)`` with the shared error handling."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:   # --help / --version (0) or a usage error (2, one line)
+        return int(exc.code or 0)
+    return run_guarded(lambda: body(args), debug=getattr(args, "debug", False))
+
+
+def script_parser(description: str, **kw) -> ArgumentParser:
+    """The parser of a script: one-line errors, --version and --debug."""
+    p = ArgumentParser(description=description, **kw)
+    add_version(p)
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    return p

@@ -1,0 +1,82 @@
+"""Where shipped data lives: in a checkout, or inside the installed package.
+
+The repository keeps ``hw_configs/``, ``traces/`` and ``validation/`` at its top level. A
+non-editable install (``pip install .``) copies them into ``ahasd_sim/_data/`` (see
+``setup.py``), so the same relative names (``hw_configs/ahasd_mobile.yaml``,
+``traces/qwc-0.5b-1.5b_greedy.npz``) work from any directory.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+INSTALLED_DATA = PACKAGE_DIR / "_data"
+DATA_DIRS = ("hw_configs", "traces", "validation")
+
+
+def data_roots() -> list[Path]:
+    """Folders that may hold ``hw_configs/``, ``traces/``, ``validation/``: the checkout
+    (when this package runs from one), then the installed copy."""
+    roots = []
+    if any((REPO_ROOT / d).is_dir() for d in DATA_DIRS):
+        roots.append(REPO_ROOT)
+    if INSTALLED_DATA.is_dir():
+        roots.append(INSTALLED_DATA)
+    return roots
+
+
+def shipped(relative: str | Path) -> Path | None:
+    """The shipped file ``relative`` (e.g. ``hw_configs/ahasd_mobile.yaml``), or None."""
+    rel = Path(relative)
+    if rel.is_absolute():
+        return None
+    for root in data_roots():
+        p = root / rel
+        if p.exists():
+            return p
+    return None
+
+
+def resolve_data_path(path: str | Path, config_file: str | None = None) -> Path:
+    """Find a data file: as given (cwd), then next to the config, then among the shipped data.
+    Returns ``path`` unchanged when nothing exists (the caller reports it)."""
+    p = Path(path)
+    candidates = [p]
+    if not p.is_absolute():
+        if config_file:
+            candidates.append(Path(config_file).resolve().parent / p)
+        candidates.extend(root / p for root in data_roots())
+    for c in candidates:
+        if c.is_file():
+            return c
+    return p
+
+
+def resolve_input_file(path: str | Path) -> Path:
+    """A file named on the command line: as given, else the shipped copy of that relative name."""
+    p = Path(path)
+    if p.exists() or p.is_absolute():
+        return p
+    return shipped(p) or p
+
+
+def shipped_files() -> dict[str, list[str]]:
+    """Shipped configs, sweep/study files, traces and validation data, as relative names."""
+    out: dict[str, list[str]] = {"configs": [], "sweeps and studies": [], "traces": [], "validation data": []}
+    seen: set[str] = set()
+    for root in data_roots():
+        for f in sorted((root / "hw_configs").rglob("*.yaml")):
+            rel = f.relative_to(root).as_posix()
+            if rel in seen:
+                continue
+            seen.add(rel)
+            parent = f.parent.name
+            out["sweeps and studies" if parent != "hw_configs" else "configs"].append(rel)
+        for sub, key, pat in (("traces", "traces", "*.npz"), ("validation", "validation data", "*.csv")):
+            for f in sorted((root / sub).glob(pat)):
+                rel = f.relative_to(root).as_posix()
+                if rel not in seen:
+                    seen.add(rel)
+                    out[key].append(rel)
+    return out
