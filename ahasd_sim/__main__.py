@@ -136,6 +136,9 @@ def _add_validate(sub) -> None:
     v.add_argument("--out", default=None, metavar="DIR", help="write the error table and plot here")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
+    v.add_argument("--peers", action="store_true",
+                   help="NPU vs SCALE-Sim, LPDDR5 vs Ramulator 2, GPU/H2D fitted on run 1 and checked on run 2, "
+                   "from the committed outputs in validation/peers/")
     _debug(v)
 
 
@@ -254,6 +257,9 @@ def cmd_traces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    if getattr(args, "peers", False):
+        from .validate_peers import run_validate_peers
+        return run_validate_peers(args)
     from .validate import run_validate
     return run_validate(args)
 

@@ -3,8 +3,9 @@
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``scripts/measure_gpu.py``) is simulated with the platform's GPU model:
 ``Gpu.forward_cost(forward_ops(model in bf16, k, kv_len)).duration_s``. Every
-**h2d_pinned** row is simulated with the ``h2d`` link model (``latency + bytes / bandwidth``,
-:meth:`Link.isolated_transfer_time_s`). The command prints one line per point (measured,
+**h2d_pinned** row is simulated with the ``h2d`` link model (``max(latency, latency -
+overlapped + bytes / bandwidth)``, :meth:`Link.isolated_transfer_time_s`). ``--peers``
+(``validate_peers.py``) fits the free GPU/H2D parameters on run 1 and reports run 2 out-of-sample. The command prints one line per point (measured,
 simulated, signed error) and the median absolute percentage error (MdAPE):
 
 * the headline: bf16 steps replayed from CUDA graphs -- the regime the config is calibrated
@@ -192,21 +193,23 @@ def summarize(points: pd.DataFrame) -> dict:
 def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
     """Least-squares per-kernel overhead (us) on the relative error of the graphed steps, all
     other GPU parameters as configured. The step time is affine in the overhead
-    (``t = body + n_layers x kernels_per_layer x overhead``), so the fit is closed-form."""
+    (``t = rest + n_layers x kernels_per_layer(architecture) x overhead``), so the fit is
+    closed-form."""
     g = points[points["group"] == GROUP_GRAPH]
     gpu = platform.gpu
-    if g.empty or gpu.cfg.kernels_per_layer == 0:
+    if g.empty or (gpu.cfg.kernels_per_layer == 0 and gpu.cfg.kernels_per_layer_plain_mlp == 0):
         return float("nan")
     num = den = 0.0
     for _, r in g.iterrows():
         ops = step_ops(r["model"], r["dtype"], r["k_tokens"], r["kv_len"])
         n_layers = max(int(op.layer_repeat) for op in ops)
-        launch = gpu.launch_overhead_s(n_layers)
-        body = gpu.forward_cost(ops).duration_s - launch
-        per_us = n_layers * gpu.cfg.kernels_per_layer * 1e-6 / r["measured_s"]
-        num += (1.0 - body / r["measured_s"]) * per_us
+        kpl = gpu.kernels_per_layer_for(ops)
+        per_kernel = n_layers * kpl * gpu.cfg.launch_overhead_us * 1e-6
+        rest = gpu.forward_cost(ops).duration_s - per_kernel
+        per_us = n_layers * kpl * 1e-6 / r["measured_s"]
+        num += (1.0 - rest / r["measured_s"]) * per_us
         den += per_us * per_us
-    return num / den
+    return num / den if den else float("nan")
 
 
 def measured_ceilings(df: pd.DataFrame) -> dict:

@@ -124,3 +124,38 @@ def test_mobile_gpu_shares_lpddr5_bandwidth_and_charges_dram_energy():
     with pytest.raises(ValueError):
         gpu({"memory_source": "lpddr5"}, None)
     assert g.op_cost(elementwise("gelu", 1000)).duration_s > 0
+
+
+def test_h2d_overlapped_latency_small_copies_flat_large_copies_pay_only_the_setup():
+    """Issue 13: time = max(latency, latency - overlapped + bytes / bandwidth), in the
+    analytic form and in the SimPy process alike."""
+    link = h2d({"generation": 5, "effective_gb_s": 50.0, "latency_us": 12.0, "overlapped_us": 5.0})
+    for nbytes, expect in ((4096, 12e-6),                        # 7 us + 0.08 us < 12 us
+                           (2**20, 7e-6 + 2**20 / 50e9),          # 7 + 21 us
+                           (2**30, 7e-6 + 2**30 / 50e9)):
+        assert link.isolated_transfer_time_s(nbytes) == pytest.approx(expect, rel=1e-12)
+        env = simpy.Environment()
+        proc = env.process(link.transfer(env, nbytes))
+        env.run()
+        assert proc.value.duration_s == pytest.approx(expect, rel=1e-9)
+    from ahasd_sim.config import ConfigError
+    with pytest.raises(ConfigError, match="overlapped_us"):
+        h2d({"latency_us": 5.0, "overlapped_us": 6.0})
+
+
+def test_gpu_multi_token_terms_and_kernels_per_architecture():
+    from ahasd_sim.workload.models import get_model
+    from ahasd_sim.workload.ops import forward_ops
+    base = {"kernels_per_layer": 25.0, "kernels_per_layer_plain_mlp": 14.5, "launch_overhead_us": 2.0}
+    g0 = gpu(base)
+    g1 = gpu({**base, "multi_token_layer_overhead_us": 10.0, "multi_token_kv_bw_fraction": 0.5})
+    llama, opt = get_model("llama2-7b"), get_model("opt-1.3b")
+    # decode (k = 1): the k > 1 terms do not apply; kernel count by architecture
+    dec = forward_ops(llama, 1, 1024)
+    assert g1.forward_time_s(dec) == pytest.approx(g0.forward_time_s(dec), rel=1e-12)
+    assert g0.kernels_per_layer_for(dec) == 25.0 and g0.kernels_per_layer_for(forward_ops(opt, 1, 64)) == 14.5
+    # verify (k = 4): + 32 layers x 10 us, and the attention KV read at half the bandwidth
+    ver = forward_ops(llama, 4, 1024)
+    kv = sum(o.kv_bytes * o.layer_repeat for o in ver if o.kind == "attention")
+    extra = 32 * 10e-6 + kv / g0.effective_bandwidth_bytes_s
+    assert g1.forward_time_s(ver) == pytest.approx(g0.forward_time_s(ver) + extra, rel=1e-9)

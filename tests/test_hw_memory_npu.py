@@ -21,26 +21,87 @@ def test_lpddr5_peak_is_51_2_gb_s_for_4_x16_channels_at_6400():
 
 def test_lpddr5_effective_bandwidth_hand_derivation_and_below_peak():
     m = Lpddr5Memory(make_cfg().memory)
-    # 2.5 ns burst == tCCD_S -> column eff 1; 64 bursts x 2.5 = 160 ns row data; bank cycle
-    # max(40, 20 + 160) + 20 = 200 ns over 16 banks = 12.5 ns < 160 -> row eff 1;
-    # refresh 1 - 350/3900; controller 0.8.
-    expected = 51.2e9 * (1 - 350 / 3900) * 0.8
+    # 2.5 ns burst == tCCD_S (2 nCK x 1.25 ns) -> column eff 1; 64 bursts x 2.5 = 160 ns row
+    # data; bank cycle max(40, 20 + 160) + 20 = 200 ns over 16 banks = 12.5 ns < 160 -> row
+    # eff 1; all-bank refresh 1 - 350/3900; sequential-read controller efficiency 1.
+    expected = 51.2e9 * (1 - 350 / 3900)
     assert m.effective_bandwidth_bytes_s == pytest.approx(expected, rel=1e-12)
     assert m.effective_bandwidth_bytes_s < m.peak_bandwidth_bytes_s
 
 
 def test_lpddr5_row_and_tfaw_limits_reduce_bandwidth():
     # one bank in rotation: a row every 200 ns for 160 ns of data -> 0.8
-    m1 = Lpddr5Memory(make_cfg({"memory": {"interleaved_banks": 1, "controller_efficiency": 1.0}}).memory)
+    m1 = Lpddr5Memory(make_cfg({"memory": {"interleaved_banks": 1}}).memory)
     assert m1.bandwidth_breakdown.row_efficiency == pytest.approx(0.8)
     # 64-byte pages: 5 ns of data per row but tFAW allows an ACT only every 40/4 = 10 ns -> 0.5
-    m2 = Lpddr5Memory(make_cfg({"memory": {"page_bytes": 64, "controller_efficiency": 1.0}}).memory)
+    m2 = Lpddr5Memory(make_cfg({"memory": {"page_bytes": 64}}).memory)
     assert m2.bandwidth_breakdown.row_efficiency == pytest.approx(0.5)
-    # tCCD_S longer than the burst leaves bus bubbles
-    m3 = Lpddr5Memory(make_cfg({"memory": {"tccd_s_ns": 5.0}}).memory)
+    # tCCD_S longer than the burst leaves bus bubbles: 4 nCK = 5 ns for a 2.5 ns burst
+    m3 = Lpddr5Memory(make_cfg({"memory": {"tccd_s_nck": 4}}).memory)
     assert m3.bandwidth_breakdown.column_efficiency == pytest.approx(0.5)
-    for m in (m1, m2, m3):
+    # a mapping that keeps a row's bursts in one bank group pays tCCD_L = 3 nCK = 3.75 ns, except
+    # where the 32-deep reorder window interleaves the next row: it opens after ceil(20 / 3.75)
+    # = 6 bursts, then 31 - 6 = 25 pairs alternate 2 x 2.5 ns: 14 x 3.75 + 25 x 5 = 177.5 ns / row
+    m4 = Lpddr5Memory(make_cfg({"memory": {"bank_group_interleaved": False}}).memory)
+    assert m4.bandwidth_breakdown.column_efficiency == pytest.approx(160 / 177.5)
+    # one bank in rotation leaves nothing to interleave: every burst tCCD_L apart
+    m5 = Lpddr5Memory(make_cfg({"memory": {"bank_group_interleaved": False, "interleaved_banks": 1}}).memory)
+    assert m5.bandwidth_breakdown.column_efficiency == pytest.approx(2.5 / 3.75)
+    for m in (m1, m2, m3, m4, m5):
         assert m.effective_bandwidth_bytes_s <= m.peak_bandwidth_bytes_s
+
+
+@pytest.mark.parametrize("rate", [8533, 9600, 10667])
+def test_lpddr5x_data_rate_sweep_scales_bandwidth(rate):
+    """Issue 12: timings JEDEC gives in nCK (tCCD) scale with the clock, so a faster
+    LPDDR5X keeps column efficiency 1 and its bandwidth grows with the data rate."""
+    base = Lpddr5Memory(make_cfg().memory)
+    m = Lpddr5Memory(make_cfg({"memory": {"standard": "LPDDR5X", "data_rate_mts": rate}}).memory)
+    assert m.tck_ns == pytest.approx(8000.0 / rate)
+    assert m.bandwidth_breakdown.column_efficiency == pytest.approx(1.0)
+    # ns timings still leave the row term at 1 (bank cycle / 16 banks < row data time)
+    assert m.effective_bandwidth_bytes_s == pytest.approx(base.effective_bandwidth_bytes_s * rate / 6400, rel=1e-12)
+    assert m.effective_bandwidth_bytes_s > base.effective_bandwidth_bytes_s
+
+
+def test_lpddr5_traffic_classes_hand_derivation():
+    m = Lpddr5Memory(make_cfg().memory)
+    refresh = 1 - 350 / 3900
+    # random: tRC = 40 + 20 = 60 ns over 16 x (1 - (15/16)^32) = 13.97 busy banks = 4.3 ns,
+    # tRRD 5 ns, tFAW/4 = 10 ns -> one 32 B access every 10 ns: 2.5 / 10 of the bus
+    rnd = m.class_breakdown("random")
+    assert m.random_access_interval_ns() == pytest.approx(10.0)
+    assert rnd.effective_bytes_s == pytest.approx(51.2e9 * 0.25 * refresh, rel=1e-12)
+    # mixed: 16 writes + 16 x 0.67/0.33 reads per switch pair, 2.5 ns each; RL + BL/n + 2 - WL
+    # = 17 + 2 + 2 - 9 = 12 nCK and WL + BL/n + tWTR_S = 9 + 2 + 5 = 16 nCK at 1.25 ns
+    reads = 16 * 0.67 / 0.33
+    data = (16 + reads) * 2.5
+    mixed = m.class_breakdown("mixed")
+    assert mixed.column_efficiency == pytest.approx(data / (data + 12 * 1.25 + 16 * 1.25), rel=1e-12)
+    seq = m.class_breakdown("sequential_read")
+    assert rnd.effective_bytes_s < mixed.effective_bytes_s < seq.effective_bytes_s
+    assert m.effective_bandwidth_bytes_s == seq.effective_bytes_s  # traffic_class default
+    m_rnd = Lpddr5Memory(make_cfg({"memory": {"traffic_class": "random"}}).memory)
+    assert m_rnd.effective_bandwidth_bytes_s == pytest.approx(rnd.effective_bytes_s)
+
+
+def test_lpddr5_access_latency_and_per_bank_refresh():
+    m = Lpddr5Memory(make_cfg().memory)
+    hit = (1 + 17) * 1.25 + 2.5  # CAS + RL + BL16 on x16
+    assert m.read_latency_ns("hit") == pytest.approx(hit)
+    assert m.read_latency_ns("miss") == pytest.approx(hit + 20.0)
+    assert m.read_latency_ns("conflict") == pytest.approx(hit + 40.0)
+    with pytest.raises(ValueError, match="row"):
+        m.read_latency_ns("open")
+    # random pointer chasing: miss fraction f = 16 t / 3900 and t = f miss + (1 - f) conflict
+    t = m.random_read_latency_ns()
+    f = 16 * t / 3900
+    assert t == pytest.approx(f * (hit + 20) + (1 - f) * (hit + 40), rel=1e-9)
+    assert hit + 20 < t < hit + 40
+    pb = Lpddr5Memory(make_cfg({"memory": {"refresh_mode": "per_bank"}}).memory)
+    # one of 16 banks out for 140 ns every 3900/16 ns -> the stream loses 140/3900
+    assert pb.refresh_efficiency == pytest.approx(1 - 140 / 3900)
+    assert pb.effective_bandwidth_bytes_s > m.effective_bandwidth_bytes_s
 
 
 def test_lpddr5_stream_time_and_energy():
@@ -59,8 +120,10 @@ def test_lpddr5_rejects_impossible_timing_and_rate():
         make_cfg({"memory": {"data_rate_mts": 8533}})
     with pytest.raises(ConfigError, match="trfc"):
         make_cfg({"memory": {"trfc_ns": 5000.0}})
-    with pytest.raises(ConfigError, match="memory.controller_efficiency"):
-        make_cfg({"memory": {"controller_efficiency": 1.5}})
+    with pytest.raises(ConfigError, match="memory.seq_read_controller_efficiency"):
+        make_cfg({"memory": {"seq_read_controller_efficiency": 1.5}})
+    with pytest.raises(ConfigError, match="trfc_pb"):
+        make_cfg({"memory": {"trfc_pb_ns": 300.0}})
 
 
 # ------------------------------------------------------------------ NPU
@@ -104,6 +167,34 @@ def test_npu_tiling_pads_partial_tiles():
     assert b.cycles == 2 * (64 + n) + 126
     # without explicit dims K*N = macs / n -> ceil(4225 / 4096) = 2 passes
     assert npu.analyse(Op(kind="gemm", n_tokens=n, macs=n * 65 * 65, weight_bytes=65 * 65), 1e15).passes == 2
+
+
+def _gemm(m, k, n):
+    return OpDims(kind="gemm", n_tokens=m, macs=m * k * n, flops=2 * m * k * n, weight_bytes=k * n,
+                  act_bytes_in=m * k, act_bytes_out=m * n, k_dim=k, n_dim=n)
+
+
+@pytest.mark.parametrize("dataflow,folds,per_fold", [
+    # M = 16 tokens, K = 70, N = 100 on one 32x32 array (R = C = 32):
+    ("ws", 3 * 4, 32 + 16 + 62),   # ceil(K/R) x ceil(N/C) folds; weight preload R, stream M
+    ("os", 1 * 4, 0 + 70 + 62),    # ceil(M/R) x ceil(N/C); no preload, stream K
+    ("is", 3 * 1, 32 + 100 + 62),  # ceil(K/R) x ceil(M/C); input preload R, stream N
+])
+def test_npu_dataflow_fold_arithmetic(dataflow, folds, per_fold):
+    base = {"chips": 1, "array_rows": 32, "array_cols": 32, "min_stream_cycles": 1, "dataflow": dataflow}
+    op = _gemm(16, 70, 100)
+    sc = Npu(make_cfg({"npu": {**base, "fold_model": "scalesim"}}).npu).analyse(op, 1e15)
+    assert (sc.passes, sc.cycles) == (folds, folds * per_fold)  # fill + drain (R + C - 2) every fold
+    ov = Npu(make_cfg({"npu": {**base, "fold_model": "onnxim_overlap"}}).npu).analyse(op, 1e15)
+    assert ov.cycles == folds * (per_fold - 62) + 62               # fill + drain once per op
+    assert ov.cycles < sc.cycles
+
+
+def test_npu_default_is_ws_onnxim_overlap_and_two_chips_split_folds():
+    npu = Npu(make_cfg().npu)
+    assert (npu.cfg.dataflow, npu.cfg.fold_model) == ("ws", "onnxim_overlap")
+    # K = N = 128 on 64x64: 4 folds, 2 per chip, each 64 preload + max(1, 4) streamed
+    assert npu.analyse(_gemm(1, 128, 128), 1e15).cycles == 2 * (64 + 4) + 126
 
 
 def test_npu_memory_bound_gemv_is_weight_bytes_over_bandwidth():

@@ -1,8 +1,13 @@
 """GPU (section ``gpu``): roofline model with two efficiency factors and power states.
 
 ``op_cost(op)`` = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x
-bandwidth_efficiency)); kernel-launch overhead is charged per forward
-(``layers x kernels_per_layer x launch_overhead_us``, :meth:`Gpu.forward_cost`).
+bandwidth_efficiency)); for attention over k > 1 new tokens the KV cache is read at
+``multi_token_kv_bw_fraction`` of that bandwidth (a multi-query attention kernel launches
+few CTAs per head and streams the KV cache below peak; measured on the H200, issue 13).
+Per-kernel overhead is charged per forward (:meth:`Gpu.forward_cost`):
+``layers x (kernels x launch_overhead_us + [k > 1] x multi_token_layer_overhead_us)`` with
+the kernel count of the architecture: ``kernels_per_layer`` for gated-MLP models
+(LLaMA/Qwen: RoPE, RMSNorm, SwiGLU), ``kernels_per_layer_plain_mlp`` for the others (OPT).
 Energy: power-state model, the dynamic part ``(active_power_w - idle_power_w) x busy
 time`` on device "gpu" (idle power is the static part, charged by the caller over the
 whole run). A mobile GPU (``memory_source: lpddr5``) shares the LPDDR5: its bandwidth
@@ -47,8 +52,16 @@ class GpuConfig:
                                         "(references.md#on-device)")
     launch_overhead_us: float = param(4.0, doc="per-kernel launch overhead", unit="us", ge=0,
                                       source="assumption (grade B/C): ~3-5 us per CUDA kernel launch")
-    kernels_per_layer: int = param(8, doc="kernels per transformer layer (fused)", ge=0,
-                                   source="assumption: norm, qkv, attention, o_proj, norm, gate/up, act, down")
+    kernels_per_layer: float = param(8.0, doc="kernels per transformer layer of a gated-MLP model (LLaMA/Qwen)",
+                                     ge=0, source="assumption: norm, qkv, attention, o_proj, norm, gate/up, act, down")
+    kernels_per_layer_plain_mlp: float = param(8.0, doc="kernels per layer of a model without a gated MLP (OPT)",
+                                               ge=0, source="assumption: same as kernels_per_layer")
+    multi_token_layer_overhead_us: float = param(0.0, doc="extra fixed cost per layer of a step with k > 1 new "
+                                                 "tokens (GEMM instead of GEMV kernels, masked attention)",
+                                                 unit="us", ge=0, source="assumption: none")
+    multi_token_kv_bw_fraction: float = param(1.0, doc="fraction of the effective bandwidth at which attention "
+                                              "over k > 1 new tokens reads the KV cache", gt=0, le=1,
+                                              source="assumption: full bandwidth")
     idle_power_w: float = param(10.0, doc="idle (static) power", unit="W", ge=0,
                                 source="assumption (grade C) for a laptop dGPU")
     active_power_w: float = param(120.0, doc="power while busy", unit="W", gt=0,
@@ -111,20 +124,35 @@ class Gpu:
         else:
             flops = float(op.flops)
         nbytes = self.op_bytes(op)
-        t = max(flops / self.effective_ops_s, nbytes / self.effective_bandwidth_bytes_s)
+        t_mem = nbytes / self.effective_bandwidth_bytes_s
+        if op_kind(op) == "attention" and int(getattr(op, "n_tokens", 1)) > 1:
+            kv = float(getattr(op, "kv_bytes", 0.0))
+            t_mem += kv / self.effective_bandwidth_bytes_s * (1.0 / self.cfg.multi_token_kv_bw_fraction - 1.0)
+        t = max(flops / self.effective_ops_s, t_mem)
         energy = {self.device: (self.cfg.active_power_w - self.cfg.idle_power_w) * t}
         if self.memory is not None and nbytes > 0:
             energy[self.memory.device] = self.memory.read_energy_j(nbytes)
         return OpCost(t, energy, bus_bytes=nbytes, macs=float(getattr(op, "macs", 0.0)))
 
-    def launch_overhead_s(self, n_layers: int) -> float:
-        return n_layers * self.cfg.kernels_per_layer * self.cfg.launch_overhead_us * 1e-6
+    def kernels_per_layer_for(self, ops) -> float:
+        """Kernel count per layer of the architecture the ops describe (gated MLP or not)."""
+        gated = any(getattr(op, "name", "") == "ffn_gate" for op in ops)
+        return self.cfg.kernels_per_layer if gated else self.cfg.kernels_per_layer_plain_mlp
+
+    def launch_overhead_s(self, n_layers: int, kernels_per_layer: float | None = None,
+                          n_tokens: int = 1) -> float:
+        kpl = self.cfg.kernels_per_layer if kernels_per_layer is None else kernels_per_layer
+        per_layer_us = kpl * self.cfg.launch_overhead_us
+        if n_tokens > 1:
+            per_layer_us += self.cfg.multi_token_layer_overhead_us
+        return n_layers * per_layer_us * 1e-6
 
     def forward_cost(self, ops) -> OpCost:
-        """One forward pass: every op x ``layer_repeat`` + launch overhead for the layers."""
+        """One forward pass: every op x ``layer_repeat`` + per-kernel overhead for the layers."""
         ops = tuple(ops)
         n_layers = max((int(op.layer_repeat) for op in ops), default=0)
-        launch = self.launch_overhead_s(n_layers)
+        n_tokens = max((int(getattr(op, "n_tokens", 1)) for op in ops), default=1)
+        launch = self.launch_overhead_s(n_layers, self.kernels_per_layer_for(ops), n_tokens)
         body = seq(*(self.op_cost(op).repeat(int(op.layer_repeat)) for op in ops))
         return seq(body, OpCost(launch, {self.device: (self.cfg.active_power_w - self.cfg.idle_power_w) * launch}))
 

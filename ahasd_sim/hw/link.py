@@ -3,9 +3,14 @@
 :class:`Link` is a SimPy component. Concurrent transfers share the link bandwidth
 equally (processor-sharing fluid model): whenever a transfer starts or ends the bytes
 left of every active transfer are brought up to date and the next completion is
-rescheduled. Each transfer first pays a fixed per-transfer latency (DMA setup /
-completion), which does not occupy bandwidth. An isolated transfer therefore takes
-``latency + bytes / bandwidth`` (:meth:`Link.isolated_transfer_time_s`).
+rescheduled. Each transfer takes at least ``latency_us`` (launch + completion of a
+small copy); the copy engine overlaps ``overlapped_us`` of that with the data, so a
+transfer first pays a setup of ``latency_us - overlapped_us`` (no bandwidth used), then
+moves its bytes. An isolated transfer therefore takes ``max(latency, setup + bytes /
+bandwidth)``
+(:meth:`Link.isolated_transfer_time_s`): the copy engine overlaps the rest of its fixed
+cost with the transfer (measured on an H200 host, issue 13: 4-256 KiB copies take 12 us
+flat, 1-64 MiB copies take bytes / bandwidth + ~6 us).
 """
 from __future__ import annotations
 
@@ -32,14 +37,19 @@ class H2dConfig:
     effective_gb_s: float = param(25.0, doc="achieved H2D bandwidth (pinned memory)", unit="GB/s", gt=0,
                                   source="PCIe 4.0 x16 measured 25.1 GB/s pinned (A100), RTX 4090 22.5-23.9 "
                                   "[nvbw] NVIDIA/nvbandwidth#42, #24")
-    latency_us: float = param(8.0, doc="fixed latency per transfer (async copy setup + completion)", unit="us",
+    latency_us: float = param(8.0, doc="minimum time of one transfer (async copy launch + completion)", unit="us",
                               ge=0, source="5-10 us per async copy (pinned) [nvbw]")
+    overlapped_us: float = param(0.0, doc="part of latency_us that the copy engine overlaps with the data "
+                                 "(0: none; a copy takes max(latency, latency - overlapped + bytes/bandwidth))",
+                                 unit="us", ge=0, source="assumption: no overlap")
     dma_pj_per_byte: float = param(40.0, doc="link energy per byte (both PHYs + DMA)", unit="pJ/B", ge=0,
                                    source="assumption (grade C): ~5 pJ/bit PCIe Gen4/5 SerDes")
     static_power_w: float = param(0.0, doc="link idle power charged while the platform runs", unit="W", ge=0,
                                   source="assumption: idle link in low-power state, folded into host power")
 
     def validate(self) -> None:
+        if self.overlapped_us > self.latency_us:
+            raise ValueError(f"overlapped_us ({self.overlapped_us}) must be <= latency_us ({self.latency_us})")
         peak = PCIE_X16_GB_S[self.generation] * self.lanes / 16
         if self.effective_gb_s > peak:
             raise ValueError(f"effective_gb_s {self.effective_gb_s} exceeds PCIe Gen{self.generation} "
@@ -111,12 +121,17 @@ class Link:
         return self.cfg.latency_us * 1e-6
 
     @property
+    def setup_s(self) -> float:
+        """The non-overlapped part of the per-transfer latency."""
+        return (self.cfg.latency_us - self.cfg.overlapped_us) * 1e-6
+
+    @property
     def static_power_w(self) -> float:
         return self.cfg.static_power_w
 
     def isolated_transfer_time_s(self, nbytes: float) -> float:
-        """latency + bytes / bandwidth (no other transfer in flight)."""
-        return self.latency_s + float(nbytes) / self.bandwidth_bytes_s
+        """max(latency, setup + bytes / bandwidth) (no other transfer in flight)."""
+        return max(self.latency_s, self.setup_s + float(nbytes) / self.bandwidth_bytes_s)
 
     def transfer_energy_j(self, nbytes: float) -> float:
         return float(nbytes) * self.cfg.dma_pj_per_byte * 1e-12
@@ -129,17 +144,20 @@ class Link:
         return len(pool.active) if pool else 0
 
     def transfer(self, env, nbytes: float):
-        """SimPy process body: pay the latency, then move ``nbytes`` sharing the bandwidth
-        with every other transfer in flight. Returns the :class:`OpCost` (use
-        ``cost = yield env.process(link.transfer(env, n))``)."""
+        """SimPy process body: pay the setup, move ``nbytes`` sharing the bandwidth with every
+        other transfer in flight, and end no earlier than ``latency`` after the start.
+        Returns the :class:`OpCost` (use ``cost = yield env.process(link.transfer(env, n))``)."""
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         start = env.now
-        if self.latency_s > 0:
-            yield env.timeout(self.latency_s)
+        if self.setup_s > 0:
+            yield env.timeout(self.setup_s)
         if nbytes > 0:
             pool = self._pools.get(env)
             if pool is None:
                 pool = self._pools[env] = _FluidPool(env, self.bandwidth_bytes_s)
             yield pool.join(nbytes)
+        left = start + self.latency_s - env.now
+        if left > 0:
+            yield env.timeout(left)
         return OpCost(env.now - start, {self.device: self.transfer_energy_j(nbytes)})

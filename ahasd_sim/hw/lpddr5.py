@@ -1,33 +1,63 @@
 """LPDDR5 / LPDDR5X main memory: declarative spec (section ``memory``) and analytic model.
 
-Every constant carries its unit (in the name) and its source. Timings are stored in
-nanoseconds. The AHASD paper (Table 2) gives LPDDR5 timings in clock cycles without the
-clock; following references.md#ahasd-platform we read them at **tCK = 0.625 ns**
-(1.6 GHz = 6400 MT/s / 4): tRCD = tRP = 32 nCK = 20 ns, tRAS 64 nCK = 40 ns,
-tRRD_L 8 nCK = 5 ns, tFAW 64 nCK = 40 ns, tRFC 560 nCK = 350 ns, tREFI 6240 nCK = 3.9 us,
-tCCD_S 4 nCK = 2.5 ns, tCCD_L 6 nCK = 3.75 ns, tWR 24 nCK = 15 ns.
+Every constant carries its unit (in the name) and its source. Timings that JEDEC
+(JESD209-5B) specifies in nanoseconds (tRCD, tRP, tRAS, tRRD, tFAW, tWR, tRFC, tREFI) are
+stored in ns; timings it specifies in clock cycles (tCCD_S/L, RL, WL, tWTR) are stored in
+nCK of CK and scale with the clock: ``tck_ns = 8000 / data_rate_mts`` (CK = data rate / 8:
+WCK:CK 4:1, data on both WCK edges; 1.25 ns at 6400 MT/s, 0.94 ns at 8533). The AHASD
+paper (Table 2) gives its timings in cycles of 0.625 ns (references.md#ahasd-platform:
+tRCD = tRP = 32 = 20 ns, tRAS 64 = 40 ns, tRRD 8 = 5 ns, tFAW 64 = 40 ns, tCCD_S 4 =
+2.5 ns = 2 nCK of CK, tCCD_L 6 = 3.75 ns = 3 nCK, tWR 24 = 15 ns, tRFC 560 = 350 ns,
+tREFI 6240 = 3.9 us).
 
-Effective bandwidth (:meth:`Lpddr5Memory.effective_bandwidth_bytes_s`) is derived for a
-sequential read stream (weights, KV) interleaved over bank groups and banks:
+Effective bandwidth is derived per **traffic class** (:data:`TRAFFIC_CLASSES`,
+:meth:`Lpddr5Memory.class_breakdown`); ``traffic_class`` picks the one the simulator's
+bulk transfers (weight and KV streams) use:
 
-* column efficiency: a BL16 burst of ``burst_bytes`` occupies the data bus for
-  ``burst_bytes / (width/8 * data_rate)`` (2.5 ns at 6400 MT/s, x16); back-to-back bursts
-  to different bank groups are spaced by tCCD_S, so the bus is busy
-  ``t_burst / max(t_burst, tCCD_S)`` of the time;
-* row efficiency: one row (page) yields ``page_bytes / burst_bytes`` bursts
-  (``t_row_data``); a bank is busy ``max(tRAS, tRCD + t_row_data) + tRP`` per row, so with
-  ``interleaved_banks`` banks in rotation a new row can start every
-  ``max(t_row_data, bank_cycle / banks, tFAW / 4, tRRD)``; the row efficiency is
-  ``t_row_data`` over that;
-* refresh: all-bank refresh blocks the channel tRFC every tREFI: ``1 - tRFC / tREFI``;
-* controller efficiency: everything a streaming analysis leaves out (scheduling, command
-  bus, read/write turnarounds, row conflicts of interleaved streams, address mapping);
-  a stated, sourced factor.
+* ``sequential_read`` -- a pure read stream interleaved over banks:
 
-The product is always <= 1, so effective <= peak (tested).
-"""
+  - column efficiency: a BL16 burst of ``burst_bytes`` occupies the data bus for
+    ``t_burst = burst_bytes / (width/8 x data_rate)`` (2.5 ns at 6400, x16); consecutive
+    bursts are spaced by tCCD_S when the address mapping alternates bank groups
+    (``bank_group_interleaved``), else by tCCD_L -- except that a controller with a
+    reorder window of ``controller_queue_depth`` requests interleaves the tail of one row
+    with the head of the next (another bank group) once that row is open: of a row's
+    ``P`` bursts, ``2k`` go tCCD_S apart with ``k = min(depth - 1, P/2) - ceil(tRCD /
+    tCCD_L)``, the rest tCCD_L apart; efficiency = data time / that row time;
+  - row efficiency: a row yields ``page_bytes / burst_bytes`` bursts (``t_row_data``); a
+    bank is busy ``max(tRAS, tRCD + t_row_data) + tRP`` per row, so with
+    ``interleaved_banks`` banks in rotation a new row can start every
+    ``max(t_row_data, bank_cycle / banks, tFAW / 4, tRRD)``: efficiency ``t_row_data`` over that;
+* ``mixed`` -- reads and writes (``mixed_read_fraction``) drained in batches of
+  ``rw_batch_bursts`` writes; each read->write and write->read switch idles the bus
+  (RL + BL/n + 2 - WL) and (WL + BL/n + tWTR_S) nCK (JESD209-5B; Ramulator 2's LPDDR5
+  constraints); row efficiency as ``sequential_read``;
+* ``random`` -- independent ``burst_bytes`` reads to random rows: every access opens a row
+  (a row conflict). Accesses start at most every ``max(t_burst, tRRD, tFAW/4,
+  tRC / busy banks)`` with tRC = tRAS + tRP and ``busy banks`` the expected number of
+  distinct banks among ``controller_queue_depth`` queued requests spread over
+  ``interleaved_banks`` banks (``banks x (1 - (1 - 1/banks)^depth)``); efficiency
+  ``t_burst`` over that.
+
+Every class is then multiplied by the refresh efficiency -- all-bank refresh blocks the
+channel tRFCab every tREFI (``1 - tRFCab / tREFI``); per-bank refresh
+(``refresh_mode: per_bank``) takes one bank out for tRFCpb every tREFI / banks, which a
+stream over ``interleaved_banks`` banks sees as ``1 - tRFCpb / (tREFI / banks) / banks``
+-- and by the class's controller efficiency (what the timing analysis leaves out:
+command-bus conflicts, scheduling), a stated, sourced input. The product is always <= 1,
+so effective <= peak (tested).
+
+Access latency (:meth:`Lpddr5Memory.read_latency_ns`): a row hit costs CAS + RL + BL/n
+(nCK); a miss (bank closed) adds tRCD; a conflict (another row open) adds tRP as well.
+Unloaded random reads (one in flight, open-page policy, :meth:`random_read_latency_ns`)
+find another row open unless an all-bank refresh closed the bank since its last access:
+with accesses every ``t`` spread over ``banks`` banks, the miss fraction is
+``min(1, banks x t / tREFI)`` and ``t`` = that mix of miss and conflict latencies (a
+fixed point, solved by iteration).
+""" 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..config.fields import param
@@ -54,7 +84,8 @@ class MemoryConfig:
                                    source=_LP5_DS)
     page_bytes: int = param(2048, doc="row (page) size of one x16 channel", unit="B", gt=0, source=_LP5_DS)
     burst_bytes: int = param(32, doc="bytes of one BL16 column access on x16", unit="B", gt=0, source=_LP5_DS)
-    interleaved_banks: int = param(16, doc="banks a sequential stream rotates over (address interleaving)",
+    interleaved_banks: int = param(16, doc="banks the traffic spreads over: a sequential stream's rotation, "
+                                   "random reads' footprint (address interleaving)",
                                    ge=1, source="assumption: bank/bank-group interleaved address mapping")
     capacity_gib: float = param(64.0, doc="total DRAM capacity (GiB = 2^30 B)", unit="GiB", gt=0,
                                 source="AHASD Table 2: 4 GB/rank x 16 ranks")
@@ -64,20 +95,54 @@ class MemoryConfig:
     trrd_ns: float = param(5.0, doc="ACT to ACT, different banks (tRRD_L)", unit="ns", ge=0,
                            source=_AHASD_T + ": 8 nCK")
     tfaw_ns: float = param(40.0, doc="four-activate window", unit="ns", ge=0, source=_AHASD_T + ": 64 nCK")
-    tccd_s_ns: float = param(2.5, doc="column to column, different bank groups", unit="ns", gt=0,
-                             source=_AHASD_T + ": 4 nCK")
-    tccd_l_ns: float = param(3.75, doc="column to column, same bank group (informational)", unit="ns", gt=0,
-                             source=_AHASD_T + ": 6 nCK")
+    tccd_s_nck: int = param(2, doc="column to column, different bank groups (BG mode, BL16)", unit="nCK", ge=1,
+                            source=_AHASD_T + ": 4 x 0.625 ns = 2 nCK; JESD209-5B Table 330 BL/n_min = 2 [Ram2]")
+    tccd_l_nck: int = param(3, doc="column to column, same bank group", unit="nCK", ge=1,
+                            source=_AHASD_T + ": 6 x 0.625 ns = 3 nCK (JESD209-5B BL/n_max = 4 [Ram2])")
+    read_latency_nck: int = param(17, doc="read latency RL (column command to first data)", unit="nCK", ge=1,
+                                  source="JESD209-5B LPDDR5-6400 RL 17 nCK (Ramulator 2 preset LPDDR5_6400 nCL); "
+                                  "set per speed bin")
+    write_latency_nck: int = param(9, doc="write latency WL", unit="nCK", ge=1,
+                                   source="JESD209-5B LPDDR5-6400 WL 9 nCK (Ramulator 2 preset nCWL)")
+    cas_nck: int = param(1, doc="CAS (WCK2CK sync) command cycle that precedes each read/write command",
+                         unit="nCK", ge=0, source="JESD209-5B Tables 352-353: CAS immediately precedes RD/WR "
+                         "(Ramulator 2 LPDDR5 nCAS = 0 -> next cycle)")
+    twtr_s_nck: int = param(5, doc="write to read turnaround, different bank groups", unit="nCK", ge=0,
+                            source="JESD209-5B LPDDR5-6400 tWTR_S (Ramulator 2 preset nWTRS)")
+    bank_group_interleaved: bool = param(True, doc="the address mapping puts consecutive bursts of a stream in "
+                                         "different bank groups (tCCD_S spacing; else tCCD_L)",
+                                         source="assumption: bank-group interleaved mapping (validation/peers/"
+                                         "ramulator2 runs both kinds)")
     twr_ns: float = param(15.0, doc="write recovery (informational; read streams only)", unit="ns", ge=0,
                           source=_AHASD_T + ": 24 nCK")
-    trfc_ns: float = param(350.0, doc="all-bank refresh cycle time", unit="ns", ge=0,
+    trfc_ns: float = param(350.0, doc="all-bank refresh cycle time tRFCab", unit="ns", ge=0,
                            source=_AHASD_T + ": 560 nCK (JEDEC 16 Gb tRFCab = 280 ns [Ram2])")
-    trefi_ns: float = param(3900.0, doc="average refresh interval", unit="ns", gt=0,
+    trfc_pb_ns: float = param(140.0, doc="per-bank refresh cycle time tRFCpb", unit="ns", ge=0,
+                              source="JESD209-5B Table 235, 16 Gb: 140 ns [Ram2]")
+    trefi_ns: float = param(3900.0, doc="average all-bank refresh interval tREFI", unit="ns", gt=0,
                             source=_AHASD_T + ": 6240 nCK = 3.9 us (JEDEC 3906 ns)")
-    controller_efficiency: float = param(0.80, doc="memory-controller / traffic efficiency applied on top of "
-                                         "the timing-derived streaming efficiency", gt=0, le=1,
-                                         source="assumption (grade C) chosen so that the total lands at 0.73 of peak, "
-                                         "inside the measured 0.6-0.8 band [LP5real] arXiv 2209.14756, [MLC319]")
+    refresh_mode: str = param("all_bank", doc="all-bank refresh (REFab) or per-bank refresh (REFpb)",
+                              choices=("all_bank", "per_bank"), source="JESD209-5B section 7.4 (REFab / REFpb)")
+    traffic_class: str = param("sequential_read", doc="traffic class whose bandwidth the simulator's bulk "
+                               "transfers (weight / KV streams) get", choices=("sequential_read", "mixed", "random"),
+                               source="decode streams weights and KV: sequential reads")
+    seq_read_controller_efficiency: float = param(
+        1.0, doc="controller efficiency of a pure read stream, beyond the timing terms", gt=0, le=1,
+        source="a read stream under FR-FCFS with bank interleaving loses nothing the timing terms miss: "
+        "Ramulator 2 (validation/peers/ramulator2, validate --peers) is within a few % of the timing terms")
+    mixed_controller_efficiency: float = param(
+        1.0, doc="controller efficiency of mixed read/write traffic beyond the modelled turnarounds", gt=0, le=1,
+        source="assumption (grade C): turnarounds are modelled; not yet checked against a peer")
+    random_controller_efficiency: float = param(
+        1.0, doc="controller efficiency of random reads beyond the modelled bank/tRRD/tFAW limits", gt=0, le=1,
+        source="validation/peers/ramulator2 random-read runs (validate --peers)")
+    mixed_read_fraction: float = param(0.67, doc="fraction of reads in the mixed class", ge=0, le=1,
+                                       source="assumption (grade C): 2:1 read:write")
+    rw_batch_bursts: int = param(16, doc="writes drained per read/write switch in the mixed class", ge=1,
+                                 source="assumption (grade C): half of a 32-entry write buffer (Ramulator 2 "
+                                 "LPDDR5 controller write_buffer_size 32)")
+    controller_queue_depth: int = param(32, doc="read requests the controller can reorder (random class)", ge=1,
+                                        source="Ramulator 2 LPDDR5 controller read_buffer_size 32")
     read_pj_per_bit: float = param(4.5, doc="external read energy (array column access + I/O), per bit",
                                    unit="pJ/bit", ge=0,
                                    source="references.md#lpddr5: 4.5 (3.5-6) pJ/bit, derived from "
@@ -102,17 +167,24 @@ class MemoryConfig:
                              f"({self.banks_per_channel})")
         if self.trfc_ns >= self.trefi_ns:
             raise ValueError(f"trfc_ns ({self.trfc_ns}) must be < trefi_ns ({self.trefi_ns})")
+        if self.trfc_pb_ns >= self.trefi_ns / self.banks_per_channel:
+            raise ValueError(f"trfc_pb_ns ({self.trfc_pb_ns}) must be < trefi_ns / banks_per_channel "
+                             f"({self.trefi_ns / self.banks_per_channel:g})")
+
+
+TRAFFIC_CLASSES = ("sequential_read", "mixed", "random")
 
 
 @dataclass(frozen=True)
 class BandwidthBreakdown:
-    """The factors of the effective-bandwidth derivation (all in (0, 1])."""
+    """The factors of the effective-bandwidth derivation of one traffic class (all in (0, 1])."""
 
     peak_bytes_s: float
     column_efficiency: float
     row_efficiency: float
     refresh_efficiency: float
     controller_efficiency: float
+    traffic_class: str = "sequential_read"
 
     @property
     def total_efficiency(self) -> float:
@@ -125,13 +197,24 @@ class BandwidthBreakdown:
 
 
 class Lpddr5Memory:
-    """Analytic LPDDR5/5X model: bandwidth from timings, per-access energy, background power."""
+    """Analytic LPDDR5/5X model: bandwidth per traffic class from timings, access latency,
+    per-access energy, background power."""
 
     device = "lpddr5"
 
     def __init__(self, cfg: MemoryConfig):
         self.cfg = cfg
-        self._bw = self._derive()
+        self._classes = {tc: self._derive(tc) for tc in TRAFFIC_CLASSES}
+        self._bw = self._classes[cfg.traffic_class]
+
+    # ---------------------------------------------------------------- clock
+    @property
+    def tck_ns(self) -> float:
+        """CK period: data rate / 8 (WCK:CK 4:1, DDR on WCK); 1.25 ns at 6400 MT/s."""
+        return 8000.0 / self.cfg.data_rate_mts
+
+    def nck_ns(self, cycles: float) -> float:
+        return cycles * self.tck_ns
 
     # ---------------------------------------------------------------- bandwidth
     @property
@@ -147,27 +230,87 @@ class Lpddr5Memory:
     def burst_time_ns(self) -> float:
         return self.cfg.burst_bytes / self.channel_peak_bytes_s * 1e9
 
-    def _derive(self) -> BandwidthBreakdown:
+    @property
+    def trc_ns(self) -> float:
+        """Row cycle tRC = tRAS + tRP (derived, JESD209-5B)."""
+        return self.cfg.tras_ns + self.cfg.trp_ns
+
+    @property
+    def refresh_efficiency(self) -> float:
+        c = self.cfg
+        if c.refresh_mode == "per_bank":
+            # one bank out for tRFCpb every tREFI / banks; the stream loses that bank's share
+            return 1.0 - c.trfc_pb_ns / (c.trefi_ns / c.banks_per_channel) / c.banks_per_channel
+        return 1.0 - c.trfc_ns / c.trefi_ns
+
+    def _stream_terms(self) -> tuple[float, float, float]:
+        """(row data time ns, column efficiency, row efficiency) of a read stream."""
         c = self.cfg
         t_burst = self.burst_time_ns
-        t_col = max(t_burst, c.tccd_s_ns)
-        col_eff = t_burst / t_col
         bursts_per_row = c.page_bytes // c.burst_bytes
-        t_row_data = bursts_per_row * t_col
+        t_s = max(t_burst, self.nck_ns(c.tccd_s_nck))
+        t_l = max(t_burst, self.nck_ns(c.tccd_l_nck))
+        if c.bank_group_interleaved:
+            t_row_data = bursts_per_row * t_s
+        elif c.interleaved_banks > 1:
+            # A row's bursts share one bank group (tCCD_L apart), but the controller's reorder
+            # window reaches into the next row (another bank group) once the row has fewer
+            # than queue_depth requests left: it opens that row (tRCD, during which the old
+            # row goes on alone) and then alternates the two rows, tCCD_S apart.
+            lost = math.ceil(c.trcd_ns / t_l - 1e-9)
+            pairs = max(0, min(c.controller_queue_depth - 1, bursts_per_row // 2) - lost)
+            t_row_data = (bursts_per_row - 2 * pairs) * t_l + pairs * max(2 * t_s, t_l)
+        else:
+            t_row_data = bursts_per_row * t_l
         bank_cycle = max(c.tras_ns, c.trcd_ns + t_row_data) + c.trp_ns
         t_row = max(t_row_data, bank_cycle / c.interleaved_banks, c.tfaw_ns / 4.0, c.trrd_ns)
-        row_eff = t_row_data / t_row
-        refresh_eff = 1.0 - c.trfc_ns / c.trefi_ns
-        return BandwidthBreakdown(self.peak_bandwidth_bytes_s, col_eff, row_eff, refresh_eff,
-                                  c.controller_efficiency)
+        return t_row_data, bursts_per_row * t_burst / t_row_data, t_row_data / t_row
+
+    def random_access_interval_ns(self) -> float:
+        """Mean time between random-row accesses on one channel (see module docstring)."""
+        c = self.cfg
+        banks = c.interleaved_banks  # the banks the traffic spreads over
+        busy = banks * (1.0 - (1.0 - 1.0 / banks) ** c.controller_queue_depth)
+        return max(self.burst_time_ns, c.trrd_ns, c.tfaw_ns / 4.0, self.trc_ns / busy)
+
+    def _derive(self, traffic: str) -> BandwidthBreakdown:
+        c = self.cfg
+        t_row_data, col_eff, row_eff = self._stream_terms()
+        if traffic == "sequential_read":
+            ctrl = c.seq_read_controller_efficiency
+        elif traffic == "mixed":
+            ctrl = c.mixed_controller_efficiency
+            if 0.0 < c.mixed_read_fraction < 1.0:
+                writes = c.rw_batch_bursts
+                reads = writes * c.mixed_read_fraction / (1.0 - c.mixed_read_fraction)
+                bl_n = self.burst_time_ns / self.tck_ns          # burst length in nCK
+                t_rtw = self.nck_ns(max(0.0, c.read_latency_nck + bl_n + 2 - c.write_latency_nck))
+                t_wtr = self.nck_ns(c.write_latency_nck + bl_n + c.twtr_s_nck)
+                data = (reads + writes) * t_row_data / (c.page_bytes // c.burst_bytes)
+                col_eff *= data / (data + t_rtw + t_wtr)
+        else:  # random
+            ctrl = c.random_controller_efficiency
+            col_eff = self.burst_time_ns / self.random_access_interval_ns()
+            row_eff = 1.0  # every access opens its row: counted in the access interval
+        return BandwidthBreakdown(self.peak_bandwidth_bytes_s, col_eff, row_eff, self.refresh_efficiency,
+                                  ctrl, traffic)
 
     @property
     def bandwidth_breakdown(self) -> BandwidthBreakdown:
+        """Breakdown of ``traffic_class`` (the class the simulator's transfers use)."""
         return self._bw
+
+    def class_breakdown(self, traffic: str) -> BandwidthBreakdown:
+        if traffic not in self._classes:
+            raise ValueError(f"unknown traffic class {traffic!r}; expected one of {', '.join(TRAFFIC_CLASSES)}")
+        return self._classes[traffic]
+
+    def class_bandwidth_bytes_s(self, traffic: str) -> float:
+        return self.class_breakdown(traffic).effective_bytes_s
 
     @property
     def effective_bandwidth_bytes_s(self) -> float:
-        """Sustained streaming-read bandwidth (B/s); always <= peak."""
+        """Sustained bandwidth (B/s) of ``traffic_class``; always <= peak."""
         return self._bw.effective_bytes_s
 
     def stream_time_s(self, nbytes: float) -> float:
@@ -175,6 +318,38 @@ class Lpddr5Memory:
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         return nbytes / self.effective_bandwidth_bytes_s
+
+    # ---------------------------------------------------------------- latency
+    def read_latency_ns(self, row: str = "hit") -> float:
+        """Unloaded read latency, command to last data: RL + BL/n for a row hit; + tRCD for a
+        miss (bank closed); + tRP + tRCD for a conflict (another row open)."""
+        c = self.cfg
+        base = self.nck_ns(c.cas_nck + c.read_latency_nck) + self.burst_time_ns
+        if row == "hit":
+            return base
+        if row == "miss":
+            return base + c.trcd_ns
+        if row == "conflict":
+            return base + c.trp_ns + c.trcd_ns
+        raise ValueError(f"row must be 'hit', 'miss' or 'conflict', got {row!r}")
+
+    def random_read_miss_fraction(self, interval_ns: float) -> float:
+        """Fraction of unloaded random reads that find their bank closed (all-bank refresh
+        since the bank's last access); per-bank refresh closes one bank at a time, same rate."""
+        c = self.cfg
+        return min(1.0, c.banks_per_channel * interval_ns / c.trefi_ns)
+
+    def random_read_latency_ns(self) -> float:
+        """Mean unloaded latency of dependent random reads (pointer chasing), open-page policy."""
+        miss, conflict = self.read_latency_ns("miss"), self.read_latency_ns("conflict")
+        t = conflict
+        for _ in range(50):
+            f = self.random_read_miss_fraction(t)
+            t_new = f * miss + (1.0 - f) * conflict
+            if abs(t_new - t) < 1e-9:
+                break
+            t = t_new
+        return t
 
     # ---------------------------------------------------------------- energy
     def _act_energy_j(self, nbytes: float) -> float:

@@ -7,15 +7,36 @@ The AHASD NPU (paper Table 2: 16 TOPS INT8 matrix, 8.2 TOPS vector, 2 chips, 1 G
 (2 x 4096 MAC x 2 ops x 1 GHz = 16.4 TOPS; modeling.md decision 9) plus a vector
 unit of 2 x 2048 MAC/cycle (8.19 TOPS).
 
-Matrix ops (GEMM, GEMV, attention) on the array, following ONNXim's weight-stationary
-core (PSAL-POSTECH/ONNXim ``src/SystolicWS.cc``): a ``K x N`` weight matrix is cut into
-``ceil(K/rows) * ceil(N/cols)`` tiles (passes), split over the chips; each pass preloads
-the tile (``rows`` cycles, hidden only with ``weight_preload_hidden``) and streams the
-``n_tokens`` activation rows (at least ``min_stream_cycles``); the array pipeline fills
-and drains once per op (``rows + cols - 2`` cycles). Compute time = cycles /
-(freq x ``matrix_util``). Operators that do not expose ``k_dim``/``n_dim`` use
-``K*N = macs / n_tokens`` (exact when K and N are multiples of the array, which holds for
-every paper model dimension).
+Matrix ops (GEMM, GEMV, attention) on the array. A GEMM ``(M x K) . (K x N)`` (M = tokens
+in the step, K x N = the weight) is cut into folds that each fit the ``rows x cols``
+array; which operand stays in the array is ``dataflow`` (the mapping of SCALE-Sim v2's
+compute modules, ``scalesim/compute/systolic_compute_{ws,os,is}.py``):
+
+=========  ==================  ==================  ==============  ===================
+dataflow   fold rows (S_r)     fold cols (S_c)     streamed (T)    preload per fold
+=========  ==================  ==================  ==============  ===================
+``ws``     K                   N                   M               ``rows`` (weights)
+``os``     M                   N                   K               0 (outputs stay)
+``is``     K                   M                   N               ``rows`` (inputs)
+=========  ==================  ==================  ==============  ===================
+
+folds = ceil(S_r/rows) x ceil(S_c/cols), split over the chips; a fold streams
+``max(T, min_stream_cycles)`` cycles after its preload. ``fold_model`` says what the
+skewed pipeline costs (fill ``rows - 1`` + drain ``cols - 1``):
+
+* ``onnxim_overlap`` (default; ONNXim's weight-stationary core, PSAL-POSTECH/ONNXim
+  ``src/SystolicWS.cc``): folds are issued back to back, fill and drain once per op:
+  ``folds x (preload + T) + rows + cols - 2``;
+* ``scalesim`` (SCALE-Sim v2): every fold pays its own preload, fill and drain:
+  ``folds x (preload + T + rows + cols - 2)``. Configured like SCALE-Sim (one chip,
+  ``matrix_util`` 1, ``min_stream_cycles`` 1), this is SCALE-Sim's ``Total Cycles`` + 1
+  on every GEMM checked (``validate --peers``).
+
+``weight_preload_hidden`` (double-buffered stationary operand) makes a fold
+``max(preload, T)`` instead of ``preload + T``. Compute time = cycles /
+(freq x ``matrix_util``). Operators that do not expose ``k_dim``/``n_dim`` (attention)
+use ``K*N = macs / n_tokens`` (for ``ws``: passes = ceil(K*N / (rows*cols)), exact when K
+and N are multiples of the array; for ``os``/``is``: K = N = sqrt(K*N)).
 
 Memory time = bytes crossing the external bus / the bandwidth the caller grants: the
 weights (re-read once per activation chunk when the activation working set exceeds the
@@ -82,8 +103,17 @@ class NpuConfig:
                                source="assumption (grade C); ONNXim reports tile-level stalls of this order")
     vector_util: float = param(0.80, doc="achieved fraction of vector-unit peak", gt=0, le=1,
                                source="assumption (grade C)")
-    weight_preload_hidden: bool = param(False, doc="double-buffered weight tiles: pass = max(rows, n) instead "
-                                        "of rows + n cycles",
+    dataflow: str = param("ws", doc="which operand stays in the array: weights (ws), outputs (os) or inputs (is)",
+                          choices=("ws", "os", "is"),
+                          source="AHASD NPU read as weight-stationary (modeling.md decision 9); fold "
+                          "mapping of SCALE-Sim v2 scalesim/compute/systolic_compute_{ws,os,is}.py")
+    fold_model: str = param("onnxim_overlap", doc="pipeline cost of the folds: fill/drain once per op with folds "
+                            "back to back (onnxim_overlap), or preload + fill + drain per fold (scalesim)",
+                            choices=("onnxim_overlap", "scalesim"),
+                            source="ONNXim src/SystolicWS.cc (overlap); SCALE-Sim v2 compute modules (scalesim); "
+                            "validation/peers/scalesim (validate --peers)")
+    weight_preload_hidden: bool = param(False, doc="double-buffered stationary operand: fold = max(preload, T) "
+                                        "instead of preload + T cycles",
                                         source="ONNXim src/SystolicWS.cc charges core_height cycles per preload")
     min_stream_cycles: int = param(4, doc="minimum streaming cycles of one tile pass", ge=1,
                                    source="ONNXim src/SystolicWS.cc: MAX(size, 4)")
@@ -167,13 +197,41 @@ class Npu:
         return float(getattr(self.cfg, f"{cls}_ops_per_element"))
 
     # --------------------------------------------------------------- costs
-    def _tile_passes(self, op: object, n: int) -> int:
-        rows, cols = self.cfg.array_rows, self.cfg.array_cols
-        k, nd = getattr(op, "k_dim", None), getattr(op, "n_dim", None)
+    def gemm_dims(self, op: object, n: int) -> tuple[int, int, int]:
+        """(M, K, N) of a matrix op: M = tokens, K x N the weight (see module docstring for
+        ops without ``k_dim``/``n_dim``)."""
+        k, nd = getattr(op, "k_dim", 0), getattr(op, "n_dim", 0)
         if k and nd:
-            return math.ceil(k / rows) * math.ceil(nd / cols)
-        kn = float(op.macs) / n
-        return max(1, math.ceil(kn / (rows * cols) - 1e-9))
+            return n, int(k), int(nd)
+        side = max(1, round(math.sqrt(float(op.macs) / n)))
+        return n, side, side
+
+    def fold_geometry(self, op: object, n: int) -> tuple[int, int, int]:
+        """(folds, streamed cycles T, preload cycles) of a matrix op under ``dataflow``."""
+        c = self.cfg
+        rows, cols = c.array_rows, c.array_cols
+        m, k, nd = self.gemm_dims(op, n)
+        if c.dataflow == "ws":
+            if getattr(op, "k_dim", 0) and getattr(op, "n_dim", 0):
+                folds = math.ceil(k / rows) * math.ceil(nd / cols)
+            else:
+                folds = max(1, math.ceil(float(op.macs) / n / (rows * cols) - 1e-9))
+            return folds, m, rows
+        if c.dataflow == "os":
+            return math.ceil(m / rows) * math.ceil(nd / cols), k, 0
+        return math.ceil(k / rows) * math.ceil(m / cols), nd, rows  # "is"
+
+    def array_cycles(self, op: object, n: int) -> tuple[int, float]:
+        """(folds, per-chip array cycles before ``matrix_util``) of a matrix op."""
+        c = self.cfg
+        folds, t_stream, preload = self.fold_geometry(op, n)
+        per_chip = math.ceil(folds / c.chips)
+        stream = max(t_stream, c.min_stream_cycles)
+        fold = max(preload, stream) if c.weight_preload_hidden else preload + stream
+        fill_drain = c.array_rows + c.array_cols - 2
+        if c.fold_model == "scalesim":
+            return folds, per_chip * (fold + fill_drain)
+        return folds, per_chip * fold + fill_drain
 
     def analyse(self, op: object, mem_bw_bytes_s: float) -> NpuOpBreakdown:
         """Compute/memory split of one occurrence of ``op`` (see module docstring)."""
@@ -190,11 +248,7 @@ class Npu:
         kv = float(getattr(op, "kv_bytes", 0.0))
         f_hz = c.freq_ghz * 1e9
         if kind in MATRIX_KINDS and op.macs > 0:
-            passes = self._tile_passes(op, n)
-            per_chip = math.ceil(passes / c.chips)
-            stream = max(n, c.min_stream_cycles)
-            pass_cycles = max(c.array_rows, stream) if c.weight_preload_hidden else c.array_rows + stream
-            cycles = per_chip * pass_cycles + c.array_rows + c.array_cols - 2
+            passes, cycles = self.array_cycles(op, n)
             compute_s = cycles / (f_hz * c.matrix_util)
             chunks = max(1, math.ceil(act_ws / act_budget)) if float(op.weight_bytes) > 0 else 1
             bus = float(op.weight_bytes) * chunks + kv + act_bus

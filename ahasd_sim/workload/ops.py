@@ -82,6 +82,8 @@ class Operator:
     tier: int
     kv_write_bytes: float = 0.0  # part of kv_bytes that is written (new K or V)
     per_layer: bool = True  # False for final_norm / lm_head / logits_softmax
+    k_dim: int = 0  # dense linear ops: weight rows (reduction dim K); 0 = not a single K x N GEMM
+    n_dim: int = 0  # dense linear ops: weight columns (output dim N); used by the NPU fold arithmetic
 
     @property
     def kv_read_bytes(self) -> float:
@@ -190,6 +192,8 @@ def _weight_op(m: ModelSpec, name: str, n: int, d_in: int, d_out: int, tier: int
         nonlinear_class=None,
         tier=tier,
         per_layer=per_layer,
+        k_dim=d_in if macs is None else 0,
+        n_dim=d_out if macs is None else 0,
     )
 
 

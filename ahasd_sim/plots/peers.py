@@ -1,0 +1,63 @@
+"""Predicted-vs-reference figures of ``validate --peers``: y = x and the goal's error band."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PEER_PLOT_STEM = "peers_validation"
+
+
+def _panel(ax, ref, pred, labels, band: float, title: str, unit: str, log: bool) -> None:
+    import matplotlib.pyplot as plt
+    import numpy as np
+    allv = np.concatenate([np.asarray(ref, float), np.asarray(pred, float)])
+    lo, hi = float(allv.min()) / 1.3, float(allv.max()) * 1.3
+    if not log:
+        lo, hi = 0.0, float(allv.max()) * 1.1
+    x = np.geomspace(max(lo, 1e-12), hi, 60) if log else np.linspace(lo, hi, 60)
+    ax.fill_between(x, x * (1 - band), x * (1 + band), color="0.88", label=f"\u00b1{band * 100:g}%")
+    ax.plot(x, x, color="0.3", lw=1, label="y = x")
+    cmap = plt.get_cmap("tab10")
+    for i, (lab, idx) in enumerate(pd.Series(labels).groupby(pd.Series(labels), sort=False).groups.items()):
+        ax.scatter(np.asarray(ref)[list(idx)], np.asarray(pred)[list(idx)], s=16, color=cmap(i % 10), label=lab,
+                   alpha=0.85)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"reference ({unit})")
+    ax.set_ylabel(f"ours ({unit})")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=6, loc="upper left")
+
+
+def write_peer_plots(npu: pd.DataFrame, mem: pd.DataFrame, gpu_points: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One figure, four panels: NPU cycles vs SCALE-Sim, LPDDR5 bandwidth and latency vs
+    Ramulator 2, GPU step latency out-of-sample (run 2) and H2D copies vs measured."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 2, figsize=(12, 11))
+    _panel(axes[0, 0], npu["reference"], npu["predicted"], npu["dataflow"] + " " + npu["array"], 0.02,
+           "NPU GEMM cycles vs SCALE-Sim (fold_model scalesim)", "cycles", True)
+    bw = mem[mem["metric"].str.startswith("bandwidth")].reset_index(drop=True)
+    lat = mem[mem["metric"].str.startswith("latency")].reset_index(drop=True)
+    both = pd.concat([bw.assign(label=bw["pattern"] + " " + bw["channels"].astype(str) + "ch"),
+                      lat.assign(label="latency " + lat["pattern"].str.replace("latency_", ""))]).reset_index(drop=True)
+    _panel(axes[0, 1], both["reference"], both["predicted"], both["label"], 0.05,
+           "LPDDR5-6400 vs Ramulator 2: bandwidth (GB/s) and latency (ns)", "GB/s or ns", True)
+    g = gpu_points[(gpu_points["group"] == "graph") & (gpu_points["run"] != "h200_measured.csv")].reset_index(drop=True)
+    _panel(axes[1, 0], g["measured_s"] * 1e3, g["simulated_s"] * 1e3, g["model"], 0.08,
+           "GPU step latency, out-of-sample (run 2), H200 bf16 graphs", "ms", True)
+    h = gpu_points[gpu_points["group"] == "h2d"].reset_index(drop=True)
+    _panel(axes[1, 1], h["measured_s"] * 1e6, h["simulated_s"] * 1e6, h["sample"], 0.05,
+           "H2D pinned copies 4 KiB - 1 GiB", "us", True)
+    fig.tight_layout()
+    paths = [out_dir / f"{PEER_PLOT_STEM}.png", out_dir / f"{PEER_PLOT_STEM}.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,295 @@
+"""Run the peer simulators whose outputs ``python -m ahasd_sim validate --peers`` compares against.
+
+This is a study script, not a test: the tests read the committed outputs under
+``validation/peers/``. It needs the peers installed in a SEPARATE virtual environment
+(they pin old numpy / need a C++ build), never in the simulator's own:
+
+* ``scalesim``: SCALE-Sim from PyPI (``pip install scalesim 'numpy<2' 'pandas<2.3'``;
+  scalesim 3.0.0's memory model calls ``int()`` on a 1-element array, which numpy 2 refuses).
+  Runs decode/verify GEMMs (M = tokens in the step, K x N = the weight) on one R x C
+  array per dataflow with stall-free (CALC) bandwidth, and records SCALE-Sim's
+  ``Total Cycles`` (compute cycles, no prefetch) from its COMPUTE_REPORT.csv.
+* ``ramulator2``: Ramulator 2.1 built from source with its Python bindings
+  (``PYTHONPATH`` must reach its ``python/`` folder). Runs LPDDR5-6400 x16, 1 and 4
+  channels, two address mappings, sequential and random reads (bandwidth) and a
+  pointer-chase-like low-load probe (latency).
+
+Usage::
+
+    python scripts/run_peers.py scalesim   --out validation/peers/scalesim
+    PYTHONPATH=$RAMULATOR2/python python scripts/run_peers.py ramulator2 --out validation/peers/ramulator2 \
+        --ramulator-commit $(git -C $RAMULATOR2 rev-parse HEAD)
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# --------------------------------------------------------------------------- SCALE-Sim
+# Decode/verify GEMMs of Qwen2.5-Coder-0.5B (d_model 896, 14 heads x 64, 2 KV heads,
+# FFN 4864; Hugging Face config.json): (name, K, N). M = tokens per step.
+SCALESIM_GEMMS = (("qkv", 896, 1152), ("o_proj", 896, 896), ("gate_up", 896, 9728), ("down", 4864, 896))
+SCALESIM_TOKENS = (1, 4, 16)
+SCALESIM_ARRAYS = (32, 64, 128)
+SCALESIM_DATAFLOWS = ("ws", "os", "is")
+# SCALE-Sim builds a dense demand matrix per fold; the FFN GEMMs take minutes each under
+# weight-stationary (hundreds of folds), so they run on the 128x128 array under os and is only.
+SCALESIM_BIG = ("gate_up", "down")
+
+
+def _scalesim_layers(arr: int, df: str) -> list[tuple[str, int, int, int]]:
+    big_ok = arr == max(SCALESIM_ARRAYS) and df != "ws"
+    return [(f"{g}_m{m}", m, n, k) for g, k, n in SCALESIM_GEMMS for m in SCALESIM_TOKENS
+            if big_ok or g not in SCALESIM_BIG]
+
+_SCALESIM_CFG = """[general]
+run_name = {run}
+
+[architecture_presets]
+ArrayHeight: {rows}
+ArrayWidth: {cols}
+IfmapSramSzkB: 65536
+FilterSramSzkB: 65536
+OfmapSramSzkB: 65536
+IfmapOffset: 0
+FilterOffset: 100000000
+OfmapOffset: 200000000
+Bandwidth: 10
+Dataflow: {df}
+ReadRequestBuffer: 32
+WriteRequestBuffer: 32
+
+[layout]
+IfmapCustomLayout: False
+IfmapSRAMBankBandwidth: 10
+IfmapSRAMBankNum: 10
+IfmapSRAMBankPort: 2
+FilterCustomLayout: False
+FilterSRAMBankBandwidth: 10
+FilterSRAMBankNum: 10
+FilterSRAMBankPort: 2
+
+[sparsity]
+SparsitySupport: false
+SparseRep: ellpack_block
+OptimizedMapping: false
+BlockSize: 8
+RandomNumberGeneratorSeed: 40
+
+[run_presets]
+InterfaceBandwidth: CALC
+UseRamulatorTrace: False
+"""
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_scalesim(out: Path) -> None:
+    from importlib.metadata import version
+
+    import contextlib
+    import io
+
+    from scalesim.scale_sim import scalesim
+    ver = version("scalesim")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "gemm_cycles.csv"
+    rows_out = []
+    if path.exists():  # resume: keep the (dataflow, array) runs already written
+        with open(path) as f:
+            rows_out = [r for r in csv.DictReader(f) if r["tool_version"] == ver]
+    done = {(r["dataflow"], int(r["array_rows"])) for r in rows_out}
+    cfg_dir = out / "configs"
+    cfg_dir.mkdir(exist_ok=True)
+    for arr in SCALESIM_ARRAYS:
+        for df in SCALESIM_DATAFLOWS:
+            if (df, arr) in done:
+                continue
+            run = f"{df}_{arr}x{arr}"
+            cfg_text = _SCALESIM_CFG.format(run=run, rows=arr, cols=arr, df=df)
+            (cfg_dir / f"{run}.cfg").write_text(cfg_text)
+            layers = _scalesim_layers(arr, df)
+            with tempfile.TemporaryDirectory() as tmp:
+                tmp = Path(tmp)
+                (tmp / "s.cfg").write_text(cfg_text)
+                topo = "Layer,M,N,K,\n" + "".join(f"{name},{m},{n},{k},\n" for name, m, n, k in layers)
+                (tmp / "gemm.csv").write_text(topo)
+                (cfg_dir / f"{run}_topology.csv").write_text(topo)
+                (tmp / "layout.csv").write_text("Layer,\n")  # no custom layout; SCALE-Sim still opens one
+                t0 = time.time()
+                with contextlib.redirect_stdout(io.StringIO()):
+                    sim = scalesim(save_disk_space=True, verbose=False, config=str(tmp / "s.cfg"),
+                                   topology=str(tmp / "gemm.csv"), layout=str(tmp / "layout.csv"),
+                                   input_type_gemm=True)
+                    sim.run_scale(top_path=str(tmp / "out"))
+                wall = time.time() - t0
+                with open(tmp / "out" / run / "COMPUTE_REPORT.csv") as f:
+                    rep = [[c.strip() for c in r] for r in csv.reader(f)]
+            head = rep[0]
+            i_tot, i_stall = head.index("Total Cycles"), head.index("Stall Cycles")
+            i_map = head.index("Mapping Efficiency %")
+            for (name, m, n, k), r in zip(layers, rep[1:]):
+                rows_out.append({"tool": "scalesim", "tool_version": ver, "dataflow": df, "array_rows": arr,
+                                 "array_cols": arr, "layer": name, "m_tokens": m, "k_dim": k, "n_dim": n,
+                                 "total_cycles": int(r[i_tot]), "stall_cycles": int(r[i_stall]),
+                                 "mapping_efficiency_pct": float(r[i_map]), "date_utc": _now()})
+            print(f"scalesim {run}: {len(layers)} GEMMs in {wall:.1f} s", flush=True)
+            _write_csv(path, rows_out)  # after every run, so an interrupted study resumes
+    print(f"wrote {path} ({len(rows_out)} rows)")
+
+
+# --------------------------------------------------------------------------- Ramulator 2
+RAM_MAPPINGS = ("RoBaRaCoCh", "MOP4CLXOR", "ChRaBaRoCo")
+RAM_CHANNELS = (1, 4)
+RAM_REQUESTS_PER_CHANNEL = 200_000
+RAM_RANDOM_SPAN_BYTES = 4 * 2**30   # random reads over 4 GiB (the 4-channel x 16 Gb capacity is 8 GiB)
+RAM_LATENCY_PROBES = 4000
+RAM_ORG, RAM_TIMING = "LPDDR5_16Gb_x16", "LPDDR5_6400"
+# controller as configured in _ram_controller (defaults of Ramulator 2's LPDDR5 controller otherwise:
+# read/write buffers 32, write watermarks 0.2/0.8, wck_sync_mode need_sync)
+RAM_CONTROLLER = {"controller": "LPDDR5", "scheduler": "FRFCFS", "refresh": "AllBank", "row_policy": "Open",
+                  "channel_mapper": "CacheLineInterleave"}
+RAM_TX_BYTES = 32  # one request = one BL16 burst on x16 (Ramulator's get_tx_bytes() for LPDDR5 x16)
+
+
+def _ram_controller(ramulator, dram, mapper: str, refresh: str = "AllBank"):
+    return ramulator.controller.LPDDR5(
+        dram=dram, scheduler=ramulator.scheduler.FRFCFS(), refresh_manager=getattr(ramulator.refresh_manager, refresh)(),
+        row_policy=ramulator.row_policy.Open(), addr_mapper=getattr(ramulator.addr_mapper, mapper)())
+
+
+def _ram_channels(stats) -> list[dict]:
+    c = stats["memory_system"]["controller"]
+    return c if isinstance(c, list) else [c]
+
+
+def _ram_run_trace(ramulator, trace: Path, channels: int, mapper: str, refresh: str = "AllBank") -> dict:
+    dram = ramulator.dram.LPDDR5(org_preset=RAM_ORG, timing_preset=RAM_TIMING)
+    tck_ns = dram.resolve()[1]["tCK_ps"] / 1000.0
+    fe = ramulator.frontend.LoadStoreTrace(clock_ratio=8, path=str(trace))
+    mem = ramulator.memory_system.GenericDRAM(
+        clock_ratio=1, controllers=[_ram_controller(ramulator, dram, mapper, refresh) for _ in range(channels)],
+        channel_mapper=ramulator.channel_mapper.CacheLineInterleave())
+    sim = ramulator.Simulation(fe, mem)
+    sim.run()
+    chans = _ram_channels(sim.stats)
+    cycles = max(int(c["cycles"]) for c in chans)
+    reads = sum(int(c["num_read_reqs"]) for c in chans)
+    writes = sum(int(c["num_write_reqs"]) for c in chans)
+    return {"bandwidth_gb_s": (reads + writes) * RAM_TX_BYTES / (cycles * tck_ns), "writes": writes, "cycles": cycles, "reads": reads,
+            "tck_ns": tck_ns, "row_hits": sum(int(c["row_hits"]) for c in chans),
+            "row_misses": sum(int(c["row_misses"]) for c in chans),
+            "row_conflicts": sum(int(c["row_conflicts"]) for c in chans),
+            "avg_read_latency_cycles": sum(float(c["avg_read_latency"]) for c in chans) / len(chans)}
+
+
+def _ram_latency(ramulator, mode: str) -> dict:
+    """Unloaded latency: one pointer-chasing probe in flight, no streaming traffic."""
+    sys.path.insert(0, str(Path(ramulator.__file__).resolve().parents[2]))
+    from tests.utils import extract_dram_layout
+    dram = ramulator.dram.LPDDR5(org_preset=RAM_ORG, timing_preset=RAM_TIMING)
+    tck_ns = dram.resolve()[1]["tCK_ps"] / 1000.0
+    layout = extract_dram_layout(dram)
+    fe = ramulator.frontend.LatencyThroughputTrace(
+        clock_ratio=1, nop_counter=100000, num_probe_requests=RAM_LATENCY_PROBES, latency_measure_mode=mode,
+        latency_sample_count=RAM_LATENCY_PROBES, num_streaming_requests=0, streaming_only=False,
+        warmup_cycles=1000, seed=12345, read_ratio=100, **layout)
+    ctrl = ramulator.controller.LPDDR5(
+        dram=dram, scheduler=ramulator.scheduler.FRFCFS(), refresh_manager=ramulator.refresh_manager.AllBank(),
+        row_policy=ramulator.row_policy.Open(), addr_mapper=ramulator.addr_mapper.PassThroughAddrMapper())
+    mem = ramulator.memory_system.GenericDRAM(clock_ratio=1, controllers=[ctrl],
+                                              channel_mapper=ramulator.channel_mapper.PassThroughChannelMapper())
+    sim = ramulator.Simulation(fe, mem)
+    sim.run()
+    st = sim.stats
+    c = _ram_channels(st)[0]
+    return {"tck_ns": tck_ns, "avg_probe_latency_cycles": float(st["frontend"]["avg_probe_latency"]),
+            "avg_read_latency_cycles": float(c["avg_read_latency"]), "row_hits": int(c["row_hits"]),
+            "row_misses": int(c["row_misses"]), "row_conflicts": int(c["row_conflicts"]),
+            "reads": int(c["num_read_reqs"])}
+
+
+def run_ramulator2(out: Path, commit: str) -> None:
+    import random
+
+    import ramulator
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for ch in RAM_CHANNELS:
+            n = RAM_REQUESTS_PER_CHANNEL * ch
+            seq, rnd = tmp / f"seq{ch}.trace", tmp / f"rnd{ch}.trace"
+            seq.write_text("".join(f"LD {i * 32}\n" for i in range(n)))
+            rng = random.Random(12345)
+            rnd.write_text("".join(f"LD {rng.randrange(RAM_RANDOM_SPAN_BYTES // 32) * 32}\n" for _ in range(n)))
+            for mapper in RAM_MAPPINGS:
+                for pattern, trace in (("sequential_read", seq), ("random", rnd)):
+                    t0 = time.time()
+                    r = _ram_run_trace(ramulator, trace, ch, mapper)
+                    rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
+                                 **RAM_CONTROLLER, "pattern": pattern, "channels": ch, "mapping": mapper, "latency_ns": "",
+                                 **r, "date_utc": _now()})
+                    print(f"ramulator2 {pattern} {ch}ch {mapper}: {r['bandwidth_gb_s']:.3f} GB/s "
+                          f"({time.time() - t0:.1f} s)", flush=True)
+        # mixed traffic (2 reads : 1 write, sequential addresses) and per-bank refresh, 1 channel
+        mixed = tmp / "mixed1.trace"
+        mixed.write_text("".join(f"{'ST' if i % 3 == 2 else 'LD'} {i * 32}\n" for i in range(RAM_REQUESTS_PER_CHANNEL)))
+        for pattern, trace, refresh, mapper in (("mixed", mixed, "AllBank", "MOP4CLXOR"),
+                                                ("mixed", mixed, "AllBank", "RoBaRaCoCh"),
+                                                ("sequential_read", tmp / "seq1.trace", "PerBank", "MOP4CLXOR"),
+                                                ("sequential_read", tmp / "seq1.trace", "PerBank", "RoBaRaCoCh")):
+            r = _ram_run_trace(ramulator, trace, 1, mapper, refresh)
+            rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
+                         **RAM_CONTROLLER, "refresh": refresh, "pattern": pattern, "channels": 1,
+                         "mapping": mapper, "latency_ns": "", **r, "date_utc": _now()})
+            print(f"ramulator2 {pattern} 1ch {mapper} {refresh}: {r['bandwidth_gb_s']:.3f} GB/s", flush=True)
+    lat = _ram_latency(ramulator, "random-probe")
+    rows.append({"tool": "ramulator2", "commit": commit, "org": RAM_ORG, "timing": RAM_TIMING,
+                 **RAM_CONTROLLER, "pattern": "latency_random_probe", "channels": 1, "mapping": "PassThrough",
+                 "latency_ns": lat["avg_probe_latency_cycles"] * lat["tck_ns"], "bandwidth_gb_s": "",
+                 "cycles": "", **{k: v for k, v in lat.items() if k != "avg_probe_latency_cycles"},
+                 "date_utc": _now()})
+    print(f"ramulator2 latency: {lat}", flush=True)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    path = out / "lpddr5.csv"
+    _write_csv(path, [{k: r.get(k, "") for k in keys} for r in rows])
+    print(f"wrote {path} ({len(rows)} rows)")
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("peer", choices=("scalesim", "ramulator2"), help="which peer simulator to run")
+    ap.add_argument("--out", required=True, type=Path, metavar="DIR",
+                    help="folder for the CSV (and configs); an existing scalesim CSV is resumed")
+    ap.add_argument("--ramulator-commit", default="unknown", metavar="SHA",
+                    help="the Ramulator 2 commit the bindings were built from (recorded in every row)")
+    a = ap.parse_args(argv)
+    print(f"python {platform.python_version()} on {platform.platform()}", flush=True)
+    if a.peer == "scalesim":
+        run_scalesim(a.out)
+    else:
+        run_ramulator2(a.out, a.ramulator_commit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
