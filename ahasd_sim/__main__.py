@@ -117,14 +117,22 @@ def _add_area(sub) -> None:
 
 
 def _add_traces(sub) -> None:
-    t = _sub(sub, "traces", "trace utilities (traces stats FILE)")
-    tsub = t.add_subparsers(dest="traces_command", metavar="stats")
-    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file",
-                         description="Print acceptance-length, entropy and per-category tables of a trace.",
+    t = _sub(sub, "traces", "trace utilities (traces stats FILE, traces record --kind chain|tree)")
+    tsub = t.add_subparsers(dest="traces_command", metavar="stats|record")
+    ts = tsub.add_parser("stats", help="acceptance statistics of a trace file (chain or draft-tree trace)",
+                         description="Print acceptance-length, entropy and per-category tables of a chain trace; "
+                                     "for a draft-tree trace: acceptance by tree size, routing statistics.",
                          epilog=EPILOG)
     ts.add_argument("file", metavar="TRACE.npz", help="trace file (a shipped one by its relative name works too)")
-    ts.add_argument("--out", default=None, metavar="DIR", help="also write the tables as CSV and a plot here")
+    ts.add_argument("--out", default=None, metavar="DIR", help="also write the tables as CSV (and a plot) here")
+    ts.add_argument("--chain", default=None, metavar="CHAIN.npz",
+                    help="tree traces: compare with this chain trace of the same model pair and prompts "
+                         "(acceptance at equal node budgets, top-1 chain cross-check)")
     _debug(ts)
+    tr = tsub.add_parser("record", add_help=False,
+                         help="record a trace from a real drafter/target pair (needs the gguf extra); "
+                              "`traces record --kind chain|tree --help` lists the recorder's options")
+    tr.add_argument("--kind", choices=("chain", "tree"), default=None)
 
 
 def _add_validate(sub) -> None:
@@ -249,11 +257,26 @@ def cmd_area(args) -> int:
 
 
 def cmd_traces(args) -> int:
+    if args.traces_command == "record":
+        if args.kind is None:
+            raise InputError("traces record: expected --kind chain or --kind tree")
+        if args.kind == "chain":
+            from .workload.record_chain import main as record
+        else:
+            from .workload.record_tree import main as record
+        record(getattr(args, "record_argv", []))
+        return 0
     if args.traces_command != "stats":
-        raise InputError("traces: expected a subcommand: traces stats FILE")
+        raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ...")
     from .paths import resolve_input_file
+    from .workload.tree_traces import is_tree_trace
+    path = str(resolve_input_file(args.file))
+    if is_tree_trace(path):
+        from .workload.tree_trace_stats import run_tree_stats
+        chain = str(resolve_input_file(args.chain)) if args.chain else None
+        return int(run_tree_stats(path, args.out, chain) or 0)
     from .workload.trace_stats import run_stats
-    return int(run_stats(str(resolve_input_file(args.file)), args.out) or 0)
+    return int(run_stats(path, args.out) or 0)
 
 
 def cmd_validate(args) -> int:
@@ -358,7 +381,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["run", *argv]
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        if argv[:2] == ["traces", "record"]:  # the recorder parses its own options
+            args, rest = parser.parse_known_args(argv)
+            args.record_argv = rest
+        else:
+            args = parser.parse_args(argv)
     except SystemExit as exc:   # --help, --version (0) or a usage error (2, one line)
         return int(exc.code or 0)
     if args.command is None:

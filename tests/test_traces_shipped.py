@@ -12,7 +12,7 @@ from ahasd_sim.workload.trace_stats import compute_stats
 from ahasd_sim.workload.traces import load_trace, replay_fixed_k
 
 TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traces")
-FILES = sorted(glob.glob(os.path.join(TRACES, "*.npz")))
+FILES = sorted(f for f in glob.glob(os.path.join(TRACES, "*.npz")) if "tree" not in os.path.basename(f))  # tree traces: test_tree_traces.py
 CROSS = sorted(glob.glob(os.path.join(TRACES, "*_crosscheck.json")))
 
 # references.md (drafting algorithms): chain policies -> columns they read from a trace
