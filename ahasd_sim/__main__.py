@@ -60,6 +60,8 @@ def _add_run(sub) -> None:
                    help="run folder (default: a new folder under results/); an existing run folder is replaced "
                         "as a whole when the run finishes, any other existing folder is refused")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
+    r.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="processes running trace windows in parallel (default: the CPU count)")
     _dry(r, "run")
 
 
@@ -171,6 +173,12 @@ def _load(args):
     return cfg
 
 
+def _ci(s: dict, key: str) -> str:
+    ci = s.get(f"{key}_ci95")
+    n = s.get("windows", 1)
+    return f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] over {n} windows" if ci else f"  ({n} window, no CI)"
+
+
 def _fmt_summary(s: dict) -> str:
     from .checks import summary_trace_line
     lines = [
@@ -178,9 +186,9 @@ def _fmt_summary(s: dict) -> str:
         summary_trace_line(s),
         f"  generated tokens        {s['generated_tokens']}",
         f"  makespan                {s['makespan_s']:.4f} s",
-        f"  throughput              {s['throughput_tok_s']:.2f} tok/s",
+        f"  throughput              {s['throughput_tok_s']:.2f} tok/s{_ci(s, 'throughput_tok_s')}",
         f"  energy                  {s['energy_j']:.4f} J  ({s['energy_per_token_j'] * 1e3:.3f} mJ/token, "
-        f"{s['tokens_per_j']:.2f} tok/J)",
+        f"{s['tokens_per_j']:.2f} tok/J{_ci(s, 'tokens_per_j')})",
         f"  acceptance rate         {s['acceptance_rate']:.3f}  (mean accepted/verify "
         f"{s['mean_accepted_per_verify']:.2f})",
         f"  drafted / wasted        {s['drafted_tokens']} / {s['wasted_draft_tokens']}",
@@ -195,6 +203,8 @@ def cmd_run(args) -> int:
     from .output import default_out_dir, write_run
     from .simulation import run_simulation
     cfg = _load(args)
+    import os
+    jobs = args.jobs if getattr(args, "jobs", None) else (os.cpu_count() or 1)
     out = Path(args.out) if args.out else default_out_dir(cfg)
     if args.dry_run:
         from .checks import dry_run
@@ -204,7 +214,7 @@ def cmd_run(args) -> int:
         return 0
     with OutputFolder(out, "run") as folder:   # checked and locked before simulating
         t0 = time.perf_counter()
-        result = run_simulation(cfg)
+        result = run_simulation(cfg, workers=jobs)
         wall = time.perf_counter() - t0
         write_run(result, cfg, folder.stage, wall)
         folder.commit()

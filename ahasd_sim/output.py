@@ -148,6 +148,9 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
         events.to_csv(stage / "events.csv", index=False)
         result.energy.to_csv(stage / "energy_breakdown.csv", index=False)
         names = ["config.resolved.yaml", "events.csv", "energy_breakdown.csv"]
+        if getattr(result, "windows", None) is not None:      # one row per trace window (samples)
+            result.windows.to_csv(stage / "windows.csv", index=False)
+            names.append("windows.csv")
         if result.timeline is not None:
             (stage / "timeline.json").write_text(json.dumps(result.timeline))
             names.append("timeline.json")

@@ -47,6 +47,7 @@ class RunResult:
     energy: pd.DataFrame
     timeline: dict[str, Any] | None
     policy_stats: dict[str, Any] = field(default_factory=dict)
+    windows: pd.DataFrame | None = None     # one row per trace window (windows.csv)
 
 
 def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
@@ -58,16 +59,48 @@ def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
     return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
 
 
-def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
-    """(full trace, the replayed slice, the held-out part used only for fitting policies)."""
+def _load_full_trace(cfg: SimConfig) -> Trace:
     run = cfg.run
     path = resolve_data_path(run.trace, cfg.source_file)
     if not path.is_file():
         raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
-    trace = load_trace(path)
-    sim = trace.take(run.generated_tokens, run.trace_start_prompt)
+    return load_trace(path)
+
+
+def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
+    """First prompt of each trace window (``run.windows``), spread evenly over the prompts at
+    which a window of ``run.generated_tokens`` still fits."""
+    run = cfg.run
+    if run.windows == 1:
+        return [run.trace_start_prompt]
+    n, T = len(trace), run.generated_tokens
     bounds = trace.prompt_bounds()
-    start = int(bounds[run.trace_start_prompt, 0])
+    fits = [i for i, b in enumerate(bounds) if n - int(b[0]) >= T]
+    if not fits:
+        raise _config_error(cfg, "run.generated_tokens",
+                            f"{T} tokens do not fit in the trace ({n} positions); lower it")
+    k = min(run.windows or max(1, n // T), len(fits))
+    picks = sorted({int(round(x)) for x in np.linspace(0, len(fits) - 1, k)})
+    return [fits[i] for i in picks]
+
+
+def load_run_windows(cfg: SimConfig) -> list[tuple[int, tuple[Trace, Trace, Trace | None]]]:
+    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run."""
+    trace = _load_full_trace(cfg)
+    return [(p, load_run_trace(cfg, p, trace)) for p in window_start_prompts(cfg, trace)]
+
+
+def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
+                   trace: Trace | None = None) -> tuple[Trace, Trace, Trace | None]:
+    """(full trace, the replayed slice, the held-out part used only for fitting policies) of the
+    window starting at ``start_prompt`` (default ``run.trace_start_prompt``)."""
+    run = cfg.run
+    if trace is None:
+        trace = _load_full_trace(cfg)
+    first = run.trace_start_prompt if start_prompt is None else start_prompt
+    sim = trace.take(run.generated_tokens, first)
+    bounds = trace.prompt_bounds()
+    start = int(bounds[first, 0])
     end = start + run.generated_tokens
     # Held-out part for fitted predictors: whole prompts after the replayed slice, else before it.
     after = [b for b in bounds if b[0] >= end]
@@ -80,7 +113,57 @@ def load_run_trace(cfg: SimConfig) -> tuple[Trace, Trace, Trace | None]:
     return trace, sim, heldout
 
 
-def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None] | None = None) -> RunResult:
+_POOL_WINDOWS: list = []   # (cfg, parts) handed to forked window workers (never pickled)
+
+
+def _window_worker_init() -> None:
+    """Forked window workers leave signals to the parent (its handlers would fire in each child)."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _window_job(i: int) -> RunResult:
+    cfg, parts = _POOL_WINDOWS[i]
+    return run_window(cfg, parts, i)
+
+
+def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
+    """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
+    windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
+    one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
+    that many forked processes (results are identical: each window is a pure function)."""
+    if trace_parts is None:
+        windows = load_run_windows(cfg)
+    elif isinstance(trace_parts, tuple):
+        windows = [(cfg.run.trace_start_prompt, trace_parts)]
+    else:
+        windows = list(trace_parts)
+    n = len(windows)
+    results = None
+    if workers > 1 and n > 1:
+        import multiprocessing as mp
+        try:
+            ctx = mp.get_context("fork")
+        except ValueError:        # no fork on this platform: run serially
+            ctx = None
+        if ctx is not None:
+            _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
+            try:
+                with ctx.Pool(min(workers, n), initializer=_window_worker_init) as pool:
+                    results = pool.map(_window_job, range(n), chunksize=1)
+                    pool.close()
+                    pool.join()
+            finally:
+                _POOL_WINDOWS.clear()
+    if results is None:
+        results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+    return combine_windows(cfg, results, [p for p, _ in windows])
+
+
+def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """One window: a pure function of (config, trace slice, seed, window index). Window 0 uses
+    ``run.seed``; window i > 0 the seed sequence (run.seed, i), so windows draw independently."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
@@ -103,8 +186,9 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
-    _full, sim_trace, heldout = trace_parts or load_run_trace(cfg)
-    rng = np.random.default_rng(run.seed)
+    _full, sim_trace, heldout = trace_parts
+    seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
+    rng = np.random.default_rng(seed)
     try:
         costs = StepCosts(platform, draft, target, cfg)
     except ConfigError as exc:
@@ -115,8 +199,8 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline)
-    replay = TraceReplay(sim_trace, run.generated_tokens)
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0)
+    replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
@@ -141,6 +225,80 @@ def run_simulation(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None
     makespan = env.now
     mode.finalize()
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+
+
+#: per-window columns of windows.csv (and the samples of the reported means and intervals)
+WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "prefill_s", "throughput_tok_s",
+                  "throughput_e2e_tok_s", "energy_j", "tokens_per_j", "tokens_per_j_e2e", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
+                  "drafted_tokens", "wasted_draft_tokens", "duplicate_drafter_forwards", "offpath_synthetic_tokens"]
+#: summary fields that are means over windows (each window one sample)
+WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throughput_e2e_tok_s", "tokens_per_j_e2e")
+#: summary fields recomputed from the pooled counters of all windows
+_POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
+
+
+#: summary dicts whose every number is a total (seconds, joules, bytes) to add over windows
+_ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_task_j", "offchip_bytes_by_task",
+                   "draft_length_histogram")
+
+
+def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
+    """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
+    (rates, means, fractions) are averaged, strings and lists come from the first window."""
+    first = values[0]
+    if isinstance(first, dict):
+        add = additive or key in _ADDITIVE_DICTS
+        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
+        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k, add) for k in keys}
+    if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
+            not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
+        return first
+    additive = additive or isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
+        "dynamic", "static")
+    if additive:
+        return sum(values)
+    return float(np.mean(values))
+
+
+def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
+    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows."""
+    from .metrics.stats import mean_ci95
+    rows = []
+    for i, (r, p) in enumerate(zip(results, start_prompts)):
+        row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
+        rows.append({"window": i, "start_prompt": int(p), **row})
+    table = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    if len(results) == 1:
+        summary = dict(results[0].summary)
+    else:
+        summary = _merge([r.summary for r in results])
+        for k in ("generated_tokens", "makespan_s", "energy_j"):
+            summary[k] = sum(r.summary[k] for r in results)
+        mk = summary["makespan_s"]
+        summary["device_idle_s"] = {d: max(0.0, mk - b) for d, b in summary["device_busy_s"].items()}
+        summary["device_utilization"] = {d: (b / mk if mk > 0 else 0.0) for d, b in summary["device_busy_s"].items()}
+        summary["trace_sha256"] = results[0].summary["trace_sha256"]
+        summary["policy"], summary["mode"], summary["seed"] = (results[0].summary[k] for k in ("policy", "mode", "seed"))
+        acc = summary["accepted_tokens"]
+        dv = acc + summary["rejected_tokens"] + summary["killed_tokens"]
+        summary["acceptance_rate"] = acc / dv if dv else 0.0
+        npu_acc = acc - summary.get("preverify_accepted_tokens", 0)
+        summary["mean_accepted_per_verify"] = npu_acc / summary["verifications"] if summary["verifications"] else 0.0
+        summary["platform"] = results[0].summary["platform"]
+    summary["windows"] = len(results)
+    summary["window_tokens"] = cfg.run.generated_tokens
+    summary["window_start_prompts"] = [int(p) for p in start_prompts]
+    for k in WINDOW_MEANS:
+        m, ci = mean_ci95(table[k])
+        summary[k] = m
+        summary[f"{k}_ci95"] = ci
+        summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
+    dec = summary["decode_makespan_s"]
+    summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
+    events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
+    ev = pd.concat(events, ignore_index=True) if events else results[0].events
+    en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+    return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
 
 
 def trace_models(trace) -> dict[str, str | None]:
@@ -192,6 +350,12 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
                            *col._busy_s})
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
+    # Prefill (all devices wait for it): decode-only figures leave out its time and energy.
+    prefill_s = float(getattr(mode, "prefill_s", 0.0))
+    prefill_dyn_j = sum(e for (_d, lab), e in col.dynamic_energy_by_label_j.items() if lab.startswith("prefill"))
+    prefill_j = prefill_dyn_j + sum(static_w.values()) * prefill_s
+    decode_s = makespan - prefill_s
+    decode_j = energy_j - prefill_j
     drafted_verified = ctr.accepted_tokens + ctr.rejected_tokens + ctr.killed_tokens
     summary: dict[str, Any] = {
         "ahasd_sim_version": __version__,
@@ -206,12 +370,20 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "seed": run.seed,
         "generated_tokens": n,
         "makespan_s": makespan,
-        "throughput_tok_s": n / makespan if makespan > 0 else 0.0,
+        "decode_makespan_s": decode_s,
+        "prefill_s": prefill_s,
+        "prefills": int(getattr(mode, "prefills", 0)),
+        "throughput_tok_s": n / decode_s if decode_s > 0 else 0.0,
+        "throughput_e2e_tok_s": n / makespan if makespan > 0 else 0.0,
         "energy_j": energy_j,
-        "energy_per_token_j": energy_j / n if n else 0.0,
-        "tokens_per_j": n / energy_j if energy_j > 0 else 0.0,
+        "prefill_energy_j": prefill_j,
+        "energy_per_token_j": decode_j / n if n else 0.0,
+        "tokens_per_j": n / decode_j if decode_j > 0 else 0.0,
+        "tokens_per_j_e2e": n / energy_j if energy_j > 0 else 0.0,
         "acceptance_rate": ctr.accepted_tokens / drafted_verified if drafted_verified else 0.0,
-        "mean_accepted_per_verify": ctr.accepted_tokens / ctr.verifications if ctr.verifications else 0.0,
+        "mean_accepted_per_verify": ((ctr.accepted_tokens - ctr.preverify_accepted_tokens) / ctr.verifications
+                                     if ctr.verifications else 0.0),
+        "preverify_accepted_tokens": ctr.preverify_accepted_tokens,
         "drafted_tokens": ctr.drafted_tokens,
         "accepted_tokens": ctr.accepted_tokens,
         "rejected_tokens": ctr.rejected_tokens,
@@ -222,7 +394,10 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "verifications": ctr.verifications,
         "rollbacks": ctr.rollbacks,
         "offpath_drafted_tokens": ctr.offpath_drafted_tokens,
-        "offpath_unrecorded_stalls": ctr.offpath_unrecorded_stalls,
+        "offpath_synthetic_tokens": ctr.offpath_synthetic_tokens,
+        "drafter_forwards": ctr.drafter_forwards,
+        "reused_drafter_forwards": ctr.reused_drafter_forwards,
+        "duplicate_drafter_forwards": ctr.duplicate_drafter_forwards,
         "npu_idle_draft_exhausted_s": ctr.npu_idle_draft_exhausted_s,
         "device_busy_s": busy,
         "device_idle_s": {d: max(0.0, makespan - b) for d, b in busy.items()},
@@ -240,5 +415,5 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         summary.update(extra(summary))
     events = pd.DataFrame(col.events)
     energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
-    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if run.timeline else None
+    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
     return RunResult(summary, events, energy, timeline, policy.stats())

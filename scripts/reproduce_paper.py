@@ -51,6 +51,11 @@ def _parser():
                    help="generated tokens per point (paper: 1024); reduced automatically, and said so in the "
                         "report, if the trace cannot also hold out SpecDec++'s fitting prompts")
     p.add_argument("--trace", default=None, help="trace file (default: the spec's run.trace)")
+    p.add_argument("--windows", type=int, default=5,
+                   help="trace windows per point (samples of the 95%% CIs), spread over the trace; 0 = the whole "
+                        "trace (default 5)")
+    p.add_argument("--no-regimes", action="store_true",
+                   help="skip the AHASD-vs-operator_sync regimes sweep (hw_configs/paper/regimes.yaml)")
     p.add_argument("--timeline-tokens", type=int, default=96, help="tokens of the timeline runs (Gantt figure)")
     p.add_argument("--no-figures", action="store_true", help="skip the timeline sweep and the figures")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
@@ -166,7 +171,8 @@ def _reproduce(args, argv) -> int:
         tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
     else:
         tokens, reduced = args.tokens, None
-    overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false"]
+    overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false",
+                 f"run.windows={args.windows}"]
     main_spec = paper.with_overrides(spec, overrides)
     tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
                                                           f"run.generated_tokens={args.timeline_tokens}",
@@ -176,6 +182,10 @@ def _reproduce(args, argv) -> int:
     _check_folder(main_spec, out / "sweep")          # both sweep folders, before any work
     if not args.no_figures:
         _check_folder(tl_spec, out / "timeline_sweep")
+    reg_spec = None
+    if not args.no_regimes:
+        reg_spec = paper.with_overrides(load_sweep_spec(paper.REGIMES_SPEC), overrides)
+        _check_folder(reg_spec, out / "regimes")
     workers = args.workers or os.cpu_count() or 1
     t0 = time.perf_counter()
     res = run_sweep(main_spec, out / "sweep", workers=workers, executor=args.executor,
@@ -189,8 +199,19 @@ def _reproduce(args, argv) -> int:
         tl_res = run_sweep(tl_spec, out / "timeline_sweep", workers=workers, executor=args.executor,
                            scheduler=args.scheduler, progress=False)
         t_tl = time.perf_counter() - t0
+    regimes = None
+    t_reg = 0.0
+    if reg_spec is not None:
+        t0 = time.perf_counter()
+        reg = run_sweep(reg_spec, out / "regimes", workers=workers, executor=args.executor,
+                        scheduler=args.scheduler, progress=False)
+        t_reg = time.perf_counter() - t0
+        regimes = paper.regime_section(reg.table, out / "regimes" / "points")
+        atomic_write(out / "regimes.csv", lambda fh: reg.table.to_csv(fh, index=False))
     df = res.table
     atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
+    wt = paper.window_table(df, out / "sweep" / "points")
+    atomic_write(out / "windows.csv", lambda fh: wt.to_csv(fh, index=False))
     norm = paper.normalised_table(df)
     atomic_write(out / "normalised.csv", lambda fh: norm.to_csv(fh, index=False))
 
@@ -202,6 +223,9 @@ def _reproduce(args, argv) -> int:
         if fig_dir.exists():
             shutil.rmtree(fig_dir)
         figures = make_figures(df, norm, out, out / "sweep" / "points", tl_res)
+        if not wt.empty:
+            figures["AHASD vs async / operator_sync / GPU-only per pre-verification KV option (95% CI)"] = \
+                paper.ci_figure(wt, fig_dir / "ci_ratios")
         t_fig = time.perf_counter() - t0
 
     rate = res.points_per_s
@@ -210,8 +234,9 @@ def _reproduce(args, argv) -> int:
         "sweep": f"`{os.path.relpath(args.spec)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
                  + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
         "trace": f"`{trace}`",
-        "generated tokens per point": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
-                                                      " (as in the paper)"),
+        "generated tokens per window": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
+                                                       " (as in the paper)"),
+        "windows per point": f"{args.windows or 'whole trace'} (spread over the trace's prompts; each a sample)",
         "git revision": git_revision() or "unknown",
         "workers": f"{workers} ({args.executor})",
         "main sweep wall time": f"{t_main:.1f} s; computed {res.n_computed} points, reused {res.n_cached}"
@@ -220,10 +245,12 @@ def _reproduce(args, argv) -> int:
     if tl_res is not None:
         meta["timeline sweep"] = (f"{tl_res.n_points} points x {args.timeline_tokens} tokens, LLaMA2-7B/13B + "
                                   f"AdaEDL, {t_tl:.1f} s")
+    if regimes is not None:
+        meta["regimes sweep"] = f"`hw_configs/paper/regimes.yaml` -> `{out / 'regimes'}`, {t_reg:.1f} s"
     if figures:
         meta["figures"] = f"{len(figures)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
     meta["total wall time (before writing this report)"] = f"{time.perf_counter() - t_start:.1f} s"
-    report = paper.build_report(df, meta=meta, figures=figures, out_dir=out)
+    report = paper.build_report(df, meta=meta, figures=figures, out_dir=out, windows=wt, regimes=regimes)
     atomic_write_text(out / "report.md", report)
     print(f"report: {out / 'report.md'}  (total {time.perf_counter() - t_start:.1f} s)")
     if reduced:

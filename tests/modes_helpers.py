@@ -63,6 +63,28 @@ class FixedCosts:
     def gts_switch(self):
         return self._t("pim", self.sw)
 
+    host_share = 1.0   # no shared-rank contention
+
+    def prefill(self, role, n_tokens):
+        return self._t("npu", 0.0)     # scenarios check decode timelines
+
+    def baseline_prefill(self, n_tokens):
+        return self._t("gpu", 0.0)
+
+    def gpu_prefill(self, role, n_tokens):
+        return self._t("gpu", 0.0)
+
+    def verify_stretch_while_drafting(self):
+        return 1.0
+
+    def draft_stretch_while_verifying(self):
+        return 1.0
+
+    def layer_split(self, task, n_tokens, kv_len):
+        """Four equal layers, no head ops."""
+        total = (self.verify(n_tokens, kv_len) if task == "verify" else self.preverify(n_tokens, kv_len)).duration_s
+        return 4, total / 4, 0.0
+
     def gpu_draft_token(self, kv_len):
         return self._t("gpu", self.d)
 

@@ -59,14 +59,18 @@ def test_pim_gemv_is_min_of_bandwidth_and_compute_rates():
         assert p.gemv_cost(op, r).duration_s == pytest.approx(op.weight_bytes / rate, rel=1e-12)
 
 
-def test_pim_multi_token_reuses_weight_read():
-    p = pim_of({"pim": {"unit_gops_int8": 2048.0, "op_overhead_ns": 0.0}})
-    one, eight = linear(1, 4096, 4096), linear(8, 4096, 4096)
-    bw = 2 * 256e9
-    t1, t8 = p.gemv_cost(one, 2).duration_s, p.gemv_cost(eight, 2).duration_s
-    assert t1 == pytest.approx(4096 * 4096 / bw)                                   # bandwidth bound
-    assert t8 == pytest.approx(max(4096 * 4096 / bw, 8 * 2 * 4096 * 4096 / (2 * 2048e9)))
-    assert t8 < 8 * t1
+def test_pim_multi_token_rereads_weights_per_held_vector():
+    """A PIM unit multiplies vectors_per_weight_read input vectors per weight row it reads."""
+    for v, reads in ((1, 8), (2, 4), (8, 1), (16, 1)):
+        p = pim_of({"pim": {"unit_gops_int8": 1e6, "op_overhead_ns": 0.0, "vectors_per_weight_read": v}})
+        one, eight = linear(1, 4096, 4096), linear(8, 4096, 4096)
+        bw = 2 * 256e9
+        t1, t8 = p.gemv_cost(one, 2).duration_s, p.gemv_cost(eight, 2).duration_s
+        assert t1 == pytest.approx(4096 * 4096 / bw)                        # bandwidth bound
+        assert t8 == pytest.approx(reads * 4096 * 4096 / bw)
+    # default (AiM: one input vector in the global buffer): no free weight reuse
+    p = pim_of({"pim": {"unit_gops_int8": 1e6, "op_overhead_ns": 0.0}})
+    assert p.gemv_cost(linear(8, 4096, 4096), 2).duration_s == pytest.approx(8 * p.gemv_cost(linear(1, 4096, 4096), 2).duration_s)
 
 
 def test_pim_attention_reads_kv_in_ranks_and_energy():
@@ -83,7 +87,7 @@ def test_pim_attention_reads_kv_in_ranks_and_energy():
 
 
 def test_partition_min_fit_matches_reference_split():
-    p = pim_of()
+    p = pim_of({"pim": {"partition_policy": "min_fit"}})
     # LLaMA2-7B + 13B INT8 -> 2 + 4 ranks of 4 GiB
     part = p.partition(6.738e9, 13.016e9)
     assert (part.draft_ranks, part.target_ranks, part.spare_ranks) == (2, 4, 10)
@@ -101,6 +105,27 @@ def test_partition_proportional_spreads_spare_ranks():
     part = p.partition(6.738e9, 13.016e9)
     assert part.draft_ranks == round(16 * 6.738 / (6.738 + 13.016)) == 5
     assert part.target_ranks == 11 and part.spare_ranks == 0
+
+
+def test_partition_striped_uses_every_rank_and_respects_capacity():
+    p = pim_of()          # default: striped
+    assert p.cfg.partition_policy == "striped"
+    # LLaMA2-7B + 13B: min_fit needs 2 + 4; striped gives the drafter 16-4 = 12 ranks and the
+    # target 16-2 = 14; 10 ranks in the middle hold both.
+    part = p.partition(6.738e9, 13.016e9)
+    assert (part.draft_ranks, part.target_ranks, part.shared_ranks, part.spare_ranks) == (12, 14, 10, 0)
+    assert part.draft_rank_ids == tuple(range(12)) and part.target_rank_ids == tuple(range(2, 16))
+    assert set(part.draft_rank_ids) | set(part.target_rank_ids) == set(range(16))
+    assert part.target_shared_fraction == pytest.approx(10 / 14)
+    # the fullest (shared) rank holds one slice of each model
+    assert part.max_rank_fill == pytest.approx((6.738e9 / 12 + 13.016e9 / 14) / (4 * 2**30))
+    # capacity respected: a model pair that fits min_fit but whose slices overflow a shared rank
+    # (4 ranks of 1 GiB: 0.9 + 1.8 GiB need 1 + 2 ranks; striped shares one rank that would hold
+    # 0.45 + 0.6 GiB)
+    tight = pim_of({"pim": {"ranks": 4, "rank_capacity_gib": 1.0}, "memory": {"capacity_gib": 4}})
+    with pytest.raises(ConfigError) as exc:
+        tight.partition(0.9 * 2**30, 1.8 * 2**30)
+    assert exc.value.key_path == "pim.partition_policy"
 
 
 def test_partition_too_big_raises_config_error():

@@ -147,7 +147,7 @@ def test_mobile_cloud_metrics_are_consistent(mode):
     assert n == 96
     # TPOT over equal windows: its mean is makespan / tokens
     assert s["tpot_s"] == pytest.approx(s["makespan_s"] / n, rel=1e-6)
-    assert 1 / s["throughput_tok_s"] == pytest.approx(s["tpot_s"], rel=1e-6)
+    assert 1 / s["throughput_e2e_tok_s"] == pytest.approx(s["tpot_s"], rel=1e-6)   # TPOT includes prefill
     ev = res.events
     if mode == "device_only":
         assert s["uplink_bytes"] == s["downlink_bytes"] == s["round_trips"] == 0
@@ -193,8 +193,10 @@ def test_hybrid_falls_back_to_the_cloud_on_a_bad_link():
 
 
 def test_upload_skipping_commits_confident_tokens_without_the_cloud():
-    off = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=-1"]).summary
-    on = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=0.5"]).summary
+    # (the 2 + 4-rank phone of the reference split: with the striped default the faster drafter
+    # leaves few confident head tokens to skip in 96 tokens)
+    off = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=-1", "pim.partition_policy=min_fit"]).summary
+    on = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=0.5", "pim.partition_policy=min_fit"]).summary
     assert off["tokens_not_uploaded"] == 0 and on["tokens_not_uploaded"] > 0
     assert on["round_trips"] < off["round_trips"]
     # skipped tokens are never verified: the output differs from the target where the trace says so

@@ -1,6 +1,8 @@
 """Hand-computed tiny scenarios: exact timelines per mode with fixed task latencies."""
 from __future__ import annotations
 
+import pytest
+
 from modes_helpers import run_mode
 
 T, F = True, False
@@ -89,12 +91,118 @@ def test_full_unverified_queue_blocks_the_drafter(tmp_path):
     assert col.counters.drafted_tokens <= unbounded[1].counters.drafted_tokens
 
 
-def test_offpath_beyond_recorded_rollout_stalls_and_is_reported(tmp_path):
-    # Rollouts of length 1: look-ahead past a wrong token quickly runs out of recorded drafts.
+def test_offpath_beyond_recorded_rollout_uses_labelled_synthetic_fallback(tmp_path):
+    # Rollouts of length 1: look-ahead past a wrong token quickly runs past the recording; the
+    # drafter keeps drafting (no stall) with synthetic drafts counted apart, drawn from the
+    # trace's own off-path values (here all 3.0 nats), and every such draft dies.
     accept = ([T] * 3 + [F]) * 10
     m, col, t = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=2"],
                          costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.0),
-                         rollout_len=1)
-    assert col.counters.offpath_unrecorded_stalls > 0
-    assert col.counters.offpath_drafted_tokens > 0
+                         rollout_len=1, rollout_entropy=3.0)
+    c = col.counters
+    assert c.offpath_synthetic_tokens > 0
+    assert c.offpath_drafted_tokens > c.offpath_synthetic_tokens
     assert col.committed_positions == list(range(20))
+    r = m.replay
+    q = r.first_wrong(0)
+    assert r.is_synthetic(q + 2, 0) and not r.is_synthetic(q + 1, 0) and not r.is_synthetic(q, 0)
+    assert r.view(q + 5, 0, 0, 0.0).entropy_nats == 3.0
+    # the recorded rollout length does not matter to the run finishing (any length works)
+    for ro in (0, 1, 4, 40):
+        _, col2, _ = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=3"],
+                              rollout_len=ro)
+        assert col2.committed_positions == list(range(20))
+
+
+@pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync"])
+def test_no_duplicate_drafter_forwards_after_a_discard(tmp_path, mode):
+    # AdaEDL discards: entropy alternates 0.1 / 3 nats (lambda 0.5 <=> stop if H > 1.25), so a
+    # round keeps its first token and discards the forward at the next high-entropy position. The
+    # next round starts at that position and must reuse that forward's logits, not run it again.
+    accept = [T] * 60
+    m, col, t = run_mode(tmp_path, mode, accept, 30, ["run.policy=adaedl", "policy.max_tokens=4"],
+                         entropy=__import__("numpy").tile([0.1, 3.0], 30))
+    c = col.counters
+    assert c.discarded_draft_forwards > 0
+    assert c.duplicate_drafter_forwards == 0
+    assert col.committed_positions == list(range(30))
+    if mode != "operator_sync":        # sync rounds verify before the next one: nothing to reuse
+        assert c.reused_drafter_forwards > 0
+    # forwards = kept drafts + discarded forwards - reused ones (each forward charged once)
+    assert c.drafter_forwards == c.drafted_tokens + c.discarded_draft_forwards - c.reused_drafter_forwards
+
+
+def test_duplicate_counter_catches_a_rerun(tmp_path):
+    # The counter itself must fire when the same (chain, position) forward is charged twice.
+    m, col, _ = run_mode(tmp_path, "async", [T] * 10, 4, ["run.policy=fixed", "policy.fixed.k=2"])
+    m.note_drafter_forward(7, m.gen)
+    m.note_drafter_forward(7, m.gen)
+    assert col.counters.duplicate_drafter_forwards == 1
+
+
+@pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync", "gpu_only"])
+def test_draft_chains_stop_at_prompt_boundaries_and_each_prompt_is_prefilled(tmp_path, mode, monkeypatch):
+    # Two prompts of 10 positions, everything accepted, k = 4: without boundaries the drafter
+    # would run from position 8 into the second prompt. Prefill costs 3 s on the host per model.
+    import modes_helpers as mh
+    real = mh.synthetic_trace
+
+    def two_prompts(*a, **k):
+        t = real(*a, **k)
+        t.pos_in_response = __import__("numpy").tile(__import__("numpy").arange(10), 2)
+        return t
+    monkeypatch.setattr(mh, "synthetic_trace", two_prompts)
+
+    class Prefill(mh.FixedCosts):
+        def prefill(self, role, n):
+            return self._t("npu", 3.0)
+        gpu_prefill = prefill
+    m, col, t = run_mode(tmp_path, mode, [T] * 20, 20, ["run.policy=fixed", "policy.fixed.k=4"], costs=Prefill())
+    assert col.committed_positions == list(range(20))
+    assert m.prefills == 2 and m.prefill_s == 12.0
+    for e in col.events:
+        if e["event"] == "batch_pushed":
+            assert e["position"] // 10 == (e["position"] + e["n_tokens"] - 1) // 10
+        if e["event"] == "verify":
+            assert e["position"] // 10 == (e["position"] + max(0, e["n_tokens"] - 1)) // 10
+    # the second prompt's drafting starts only after its prefill (which starts once prompt 0 is done)
+    drafts = [e["time_s"] for e in col.events if e["event"] in ("draft_token", "batch_pushed")
+              and e["position"] >= 10]
+    verify_p0 = max(e["time_s"] + e["duration_s"] for e in col.events if e["event"] == "verify" and e["position"] < 10)
+    assert min(drafts) >= verify_p0 + 6.0 - 1e-9
+
+
+def test_feedback_latency_delays_the_drafter(tmp_path):
+    # EDC-only (stalls until feedback): the drafter resumes feedback_latency after each result.
+    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"]
+    _, _, t0 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=0"])
+    _, _, t1 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=500000000.0"])
+    assert t1 > t0 + 0.5          # at least one 0.5 s poll delay on the critical path
+
+
+def test_preverify_queue_bounds_the_tokens_marked(tmp_path):
+    # k = 1 batches: with a 1-entry pre-verification queue each pre-verification covers 1 token.
+    over = ["run.policy=fixed", "policy.fixed.k=1", "ahasd.edc_config.pht_counter_init=0",
+            "ahasd.tvc_config.preload_kv_len=100", "ahasd.preverify_kv=wait"]
+    costs = __import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=0.5)
+    m1, col1, _ = run_mode(tmp_path, "ahasd", [T] * 60, 24, [*over, "ahasd.preverify_queue_entries=1"], costs=costs)
+    sizes1 = [e["n_tokens"] for e in col1.events if e["event"] == "preverify"]
+    m8, col8, _ = run_mode(tmp_path, "ahasd", [T] * 60, 24, [*over, "ahasd.preverify_queue_entries=8"], costs=costs)
+    sizes8 = [e["n_tokens"] for e in col8.events if e["event"] == "preverify"]
+    assert sizes1 and max(sizes1) == 1
+    assert sizes8 and max(sizes8) > 1
+
+
+def test_edc_idle_until_feedback_drafts_less(tmp_path):
+    # TVC declines (pre-verification far too slow): paper semantics keep drafting one more batch,
+    # the energy-saving option idles until feedback.
+    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
+            "ahasd.tvc_config.preload_kv_len=100"]
+    costs = __import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=6.0, preverify_per_token_s=100.0)
+    m_d, col_d, _ = run_mode(tmp_path, "ahasd", [T, T, T, F] * 10, 20, [*base, "ahasd.edc_stop=draft_one_more"],
+                             costs=costs)
+    m_i, col_i, _ = run_mode(tmp_path, "ahasd", [T, T, T, F] * 10, 20,
+                             [*base, "ahasd.edc_stop=idle_until_feedback"], costs=costs)
+    assert m_i.edc_idle_waits > 0 and m_d.edc_idle_waits == 0
+    assert col_i.counters.drafted_tokens < col_d.counters.drafted_tokens
+    assert col_i.committed_positions == col_d.committed_positions == list(range(20))

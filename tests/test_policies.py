@@ -189,7 +189,7 @@ def test_every_policy_runs_on_views_only(name):
     st = pol.stats()
     assert st["rounds"] == 12 and 1 <= st["mean_draft_length"] <= 8
     assert sum(st["draft_length_histogram"].values()) == 12
-    assert 0 <= st["acceptance_rate"] <= 1
+    assert 0 <= st["round_acceptance_rate"] <= 1
     json.dumps(st)                       # summary.json-ready
 
 

@@ -17,7 +17,7 @@ SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 def test_shipped_reproduction_spec_resolves():
     spec = load_sweep_spec(paper.DEFAULT_SPEC)
     pts = expand(spec)
-    assert len(pts) == 8 * 3 * 4   # 8 configurations x 3 model pairs x 4 algorithms
+    assert len(pts) == 11 * 3 * 4   # 11 configurations x 3 model pairs x 4 algorithms
     assert all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
     by = {}
     for p in pts:
@@ -45,7 +45,7 @@ def test_restrict_and_overrides():
                            model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"], variants=["gpu_only", "ahasd"])
     pts = expand(small)
     assert len(pts) == 2 and all(p.config.run.generated_tokens == 24 for p in pts)
-    assert len(expand(spec)) == 96       # the original is untouched
+    assert len(expand(spec)) == 132      # the original is untouched
     with pytest.raises(InputError):
         paper.restrict(spec, policies=["nope"])
 
@@ -108,12 +108,20 @@ def test_reproduce_script_end_to_end_small(tmp_path):
     mod_spec.loader.exec_module(mod)
     out = tmp_path / "paper"
     rc = mod.main(["--spec", str(spec), "--out", str(out), "--trace", str(SMOKE_TRACE), "--tokens", "40",
-                   "--timeline-tokens", "24", "--workers", "2", "--no-progress"])
+                   "--timeline-tokens", "24", "--workers", "2", "--no-progress", "--windows", "2", "--no-regimes"])
     assert rc == 0
     report = (out / "report.md").read_text()
     assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
     df = pd.read_csv(out / "results.csv")
-    assert len(df) == 8 and (df["status"] == "ok").all() and (df["generated_tokens"] == 40).all()
+    assert len(df) == 11 and (df["status"] == "ok").all() and (df["windows"] == 2).all()
+    assert (df["generated_tokens"] == 80).all()
+    # intervals: paired per-window ratios with 95% CIs, for every pre-verification KV option
+    assert "## Headline ratios with 95% confidence intervals" in report
+    for kv in ("recompute", "wait", "layer_pipelined"):
+        assert f"| AHASD ({kv}) | operator_sync (SpecPIM-style) |" in report
+    wt = pd.read_csv(out / "windows.csv")
+    assert len(wt) == 22 and set(wt["window"]) == {0, 1}
+    assert (out / "figures" / "ci_ratios.png").stat().st_size > 1000
     norm = pd.read_csv(out / "normalised.csv")
     assert norm.loc[norm["variant"] == "gpu_only", "throughput_tok_s_ratio"].tolist() == pytest.approx([1.0])
     figs = sorted(p.name for p in (out / "figures").iterdir())

@@ -20,9 +20,18 @@ class RunConfig:
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,
                                   source="AHASD paper, section 8: 1024 generated tokens")
-    trace_start_prompt: int = param(0, doc="index of the first trace prompt replayed", ge=0)
+    trace_start_prompt: int = param(0, doc="index of the first trace prompt replayed when run.windows is 1",
+                                    ge=0)
+    windows: int = param(0, doc="trace windows replayed, each of generated_tokens tokens starting at a prompt "
+                         "boundary, spread evenly over the trace's prompts; one window is one sample of the "
+                         "reported mean and 95% CI. 0 = as many as the trace holds (floor(positions / "
+                         "generated_tokens), at least 1): the whole trace. 1 = one window at "
+                         "trace_start_prompt", ge=0, source="GUIDE statistics: one trace window is one sample")
     kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "
                                        "(cost caching; attention cost error < quantum/KV length)", unit="tokens", ge=1)
+    prefill: bool = param(True, doc="charge each prompt's prefill (target and drafter over its prompt tokens, "
+                          "on the host that runs it); throughput_tok_s excludes it (decode only), "
+                          "throughput_e2e_tok_s includes it")
     seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0)
     max_sim_time_s: float = param(36000.0, doc="safety limit on simulated time", unit="s", gt=0)
     timeline: bool = param(True, doc="write a Chrome/Perfetto timeline.json of device busy intervals")

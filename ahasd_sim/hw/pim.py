@@ -16,8 +16,9 @@ Reading of the AHASD paper's PIM row (Table 2: 16 PIM units, 102.4 GOPS INT8,
 
 GEMV on PIM (:meth:`PimMemory.gemv_cost`): time = max(bytes / internal bandwidth,
 2 x MACs / PIM op rate) of the ranks used, + a fixed per-op command overhead. A
-multi-token op (pre-verification of L tokens) reads its weights once and does L x the
-MACs (the workload op's ``macs`` already counts the L tokens). Energy (device "pim"):
+multi-token op (pre-verification of L tokens) reads its weights and KV
+ceil(L / ``vectors_per_weight_read``) times and does L x the MACs (the workload op's
+``macs`` already counts the L tokens). Energy (device "pim"):
 bank-local access pJ/bit + row activations + PIM MAC energy.
 
 AAU (one per rank, ``pim.aau``): cycle formulas of references.md#ahasd-aau-gts at the PIM
@@ -133,10 +134,33 @@ class PimConfig:
                               source="references.md#derived-defaults (grade C): ~2x logic-process 0.17 pJ/MAC")
     static_mw_per_rank: float = param(5.0, doc="PIM-unit leakage per rank (AAU and GTS counted separately)",
                                       unit="mW", ge=0, source="assumption (grade C), same order as the AAU's 5 mW")
-    partition_policy: str = param("min_fit", doc="rank split between draft and target model: min_fit = each model "
-                                  "gets ceil(bytes / rank capacity) ranks; proportional = every rank is given out "
-                                  "pro rata to the bytes (at least min_fit each)", choices=("min_fit", "proportional"),
-                                  source="references.md#ahasd-aau-gts (capacity-proportional split)")
+    partition_policy: str = param("striped", doc="rank allocation of the draft and target model: striped = each "
+                                  "model is striped over every rank the other model does not need for itself "
+                                  "(ranks in the middle hold slices of both; their PIM units are time-multiplexed "
+                                  "by GTS and the host's reads of them contend with PIM compute, see "
+                                  "host_share_of_active_rank); min_fit = distinct ranks, each model gets "
+                                  "ceil(bytes / rank capacity) ranks and the rest stay idle; proportional = "
+                                  "distinct ranks, every rank given out pro rata to the bytes (at least min_fit each)",
+                                  choices=("striped", "min_fit", "proportional"),
+                                  source="striped: what a designer builds to use every PIM unit (issue 12); "
+                                  "min_fit/proportional: references.md#ahasd-aau-gts (distinct ranks)")
+    vectors_per_weight_read: int = param(1, doc="input vectors a PIM unit holds and multiplies per weight row it "
+                                         "reads: a multi-token GEMM on PIM reads its weights (and KV) "
+                                         "ceil(tokens / this) times", ge=1,
+                                         source="SK hynix GDDR6-AiM: one 2 KB global buffer per channel holds one "
+                                         "input vector (ISSCC 2022, doi:10.1109/ISSCC42614.2022.9731711; Hot Chips 34, "
+                                         "2022); Samsung HBM-PIM's GRF likewise holds one vector slice per MAC "
+                                         "(ISCA 2021, doi:10.1109/ISCA52012.2021.00013)")
+    host_share_of_active_rank: float = param(0.5, doc="share of a rank's time the host (NPU) reads get while that "
+                                             "rank's PIM units compute (bank-time sharing): the host's bytes from "
+                                             "such ranks stream at this share of their rate, and PIM work there "
+                                             "runs at (1 - share) while the host streams", gt=0,
+                                             source="PIM modes are exclusive per bank in HBM-PIM (ISCA 2021, "
+                                             "doi:10.1109/ISCA52012.2021.00013) and AiM; 0.5 = round-robin "
+                                             "arbitration between the two command streams (assumption, grade C; "
+                                             "sweep it)", lt=1)
+    shared_rank_contention: bool = param(True, doc="model the host/PIM contention on shared ranks (false = the "
+                                         "paper's premise that PIM compute never slows the host's reads)")
     kv_reserve_tokens: int = param(2048, doc="KV-cache tokens reserved next to each model in its ranks when "
                                    "partitioning (prompt + generated tokens, with margin)", unit="tokens", ge=0,
                                    source="AHASD paper section 8: 1024 generated tokens + prompt; 2x margin")
@@ -149,8 +173,9 @@ class PimConfig:
 # ============================================================== rank partition
 @dataclass(frozen=True)
 class RankPartition:
-    """Ranks given to the draft (DLM) and target (TLM) model; ranks are numbered
-    0..draft_ranks-1 (draft), then target, then spare."""
+    """Ranks given to the draft (DLM) and target (TLM) model. The draft model holds ranks
+    0..draft_ranks-1, the target the last ``target_ranks`` ranks; with ``shared_ranks`` > 0
+    (striped allocation) the two ranges overlap in the middle."""
 
     draft_ranks: int
     target_ranks: int
@@ -158,6 +183,11 @@ class RankPartition:
     draft_bytes: float         # weights + KV reserve placed in the draft ranks
     target_bytes: float
     rank_capacity_bytes: float
+    shared_ranks: int = 0
+
+    @property
+    def total_ranks(self) -> int:
+        return self.draft_ranks + self.target_ranks - self.shared_ranks + self.spare_ranks
 
     @property
     def draft_rank_ids(self) -> tuple[int, ...]:
@@ -165,7 +195,17 @@ class RankPartition:
 
     @property
     def target_rank_ids(self) -> tuple[int, ...]:
-        return tuple(range(self.draft_ranks, self.draft_ranks + self.target_ranks))
+        start = self.draft_ranks - self.shared_ranks
+        return tuple(range(start, start + self.target_ranks))
+
+    @property
+    def target_shared_fraction(self) -> float:
+        """Share of the target's bytes in ranks that also hold the drafter (striped)."""
+        return self.shared_ranks / self.target_ranks
+
+    @property
+    def draft_shared_fraction(self) -> float:
+        return self.shared_ranks / self.draft_ranks
 
     @property
     def draft_fill(self) -> float:
@@ -174,6 +214,13 @@ class RankPartition:
     @property
     def target_fill(self) -> float:
         return self.target_bytes / (self.target_ranks * self.rank_capacity_bytes)
+
+    @property
+    def max_rank_fill(self) -> float:
+        """Fill of the fullest rank (a shared rank holds a slice of each model)."""
+        both = self.draft_bytes / self.draft_ranks + self.target_bytes / self.target_ranks
+        return (both if self.shared_ranks else max(self.draft_bytes / self.draft_ranks,
+                                                     self.target_bytes / self.target_ranks)) / self.rank_capacity_bytes
 
 
 # ============================================================== models
@@ -257,6 +304,17 @@ class PimMemory:
                 f"(+ KV reserve {(kv_reserve_bytes + t_kv) / 1e9:.2f} GB) need {rd} + {rt} ranks of "
                 f"{self.cfg.rank_capacity_gib:g} GiB in distinct ranks, but the device has {ranks} ranks "
                 f"({self.capacity_bytes / 1e9:.1f} GB)")
+        if self.cfg.partition_policy == "striped":
+            # each model over every rank the other does not need for itself; the middle is shared
+            sd, st = ranks - rt, ranks - rd
+            shared = sd + st - ranks
+            part = RankPartition(sd, st, 0, need_d, need_t, cap, shared_ranks=shared)
+            if part.max_rank_fill > 1.0 + 1e-12:
+                raise ConfigError(
+                    "", "pim.partition_policy",
+                    f"striped allocation: a shared rank would hold {part.max_rank_fill * cap / 1e9:.2f} GB "
+                    f"(draft + target slices + KV reserve) but a rank holds {cap / 1e9:.2f} GB; use min_fit")
+            return part
         if self.cfg.partition_policy == "proportional":
             spare = ranks - rd - rt
             # spare ranks go pro rata to the bytes (rounded share of all ranks, never below min_fit)
@@ -283,7 +341,7 @@ class PimMemory:
             raise ValueError(f"PIM GEMV engines run gemm/gemv/attention ops, not {kind!r} "
                              f"({getattr(op, 'name', '')}); send it to the AAU or the host")
         ranks = self._check_ranks(ranks)
-        nbytes = float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0))
+        nbytes = self.bytes_read(op)
         macs = float(op.macs)
         t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
         t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
@@ -293,9 +351,17 @@ class PimMemory:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
         return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=macs)
 
+    def bytes_read(self, op: object) -> float:
+        """Bank bytes one occurrence of ``op`` moves: weights and KV reads are repeated for every
+        ``vectors_per_weight_read`` input tokens (a PIM unit holds that many input vectors)."""
+        reads = math.ceil(max(1, int(getattr(op, "n_tokens", 1) or 1)) / self.cfg.vectors_per_weight_read)
+        kv = float(getattr(op, "kv_bytes", 0.0))
+        kv_w = float(getattr(op, "kv_write_bytes", 0.0))
+        return float(op.weight_bytes) * reads + (kv - kv_w) * reads + kv_w
+
     def bound(self, op: object, ranks: int) -> str:
         """"bandwidth" or "compute": which side of the PIM roofline ``op`` sits on."""
-        nbytes = float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0))
+        nbytes = self.bytes_read(op)
         t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
         t_cmp = OPS_PER_MAC * float(op.macs) / (ranks * self.rank_ops_s)
         return "bandwidth" if t_bw >= t_cmp else "compute"

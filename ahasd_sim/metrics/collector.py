@@ -19,6 +19,7 @@ class TokenCounters:
     drafted_tokens: int = 0            # draft tokens kept in a round (later accepted or wasted)
     discarded_draft_forwards: int = 0  # drafter forwards whose token a policy dropped (AdaEDL)
     accepted_tokens: int = 0           # drafts accepted by verification (incl. pre-verification)
+    preverify_accepted_tokens: int = 0  # of which accepted by PIM pre-verification (ahasd)
     rejected_tokens: int = 0           # drafts found wrong by verification
     killed_tokens: int = 0             # drafts discarded because an earlier token was rejected
     unverified_at_end: int = 0         # drafts still pending when the run ended
@@ -26,7 +27,10 @@ class TokenCounters:
     verifications: int = 0             # target verification passes (NPU/GPU)
     rollbacks: int = 0
     offpath_drafted_tokens: int = 0    # drafts built on an unverified wrong token
-    offpath_unrecorded_stalls: int = 0 # drafter stalled: off-path tokens beyond the trace's rollout
+    offpath_synthetic_tokens: int = 0  # off-path drafts beyond the recorded rollout (synthetic fallback)
+    drafter_forwards: int = 0          # drafter forwards charged (kept, discarded or killed)
+    reused_drafter_forwards: int = 0   # a discarded forward's logits reused by the next round (not re-run)
+    duplicate_drafter_forwards: int = 0  # forwards re-run on the same (chain, position): must stay 0
     npu_idle_draft_exhausted_s: float = 0.0  # verifier idle because no drafts were pending
 
     @property

@@ -18,7 +18,8 @@ import numpy as np
 import simpy
 
 from ..policies.base import Decision
-from .base import Batch, Mode, register_mode
+from .base import Batch, Mode, TaskCost, register_mode
+from .costs import scaled
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,23 @@ class AsyncMode(Mode):
         self.drafter_stall_s = 0.0
         self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
         self.drafter_delay_s = 0.0     # control-CPU latency the drafter still has to wait
+        self.feedback_latency_s = acfg.feedback_latency_ns * 1e-9
+        self._gen_changed_s = 0.0      # when the current generation started (rollback time)
+        self._pim_busy_until_s = -1.0  # end of the PIM task running now (contention)
+        self._verify_stretch = self.costs.verify_stretch_while_drafting()
+        self._draft_stretch = self.costs.draft_stretch_while_verifying()
+        self.contended_verifications = 0
+        self.contended_drafts = 0
 
     # ------------------------------------------------------------ processes
     def start(self):
+        self.env.process(self._boot())
+        return self.done
+
+    def _boot(self):
+        yield from self.prefill(0, {"npu": self.npu})
         self.env.process(self._drafter())
         self.env.process(self._verifier())
-        return self.done
 
     def _signal_feedback(self, restart: bool):
         fb = Feedback(self.gen, self.committed, restart)
@@ -106,16 +118,18 @@ class AsyncMode(Mode):
         while not self.done.triggered:
             if self.feedback.items:
                 yield from self._drain_feedback()
-            if my_gen != self.gen:        # rollback seen: restart the chain at the committed point
+            if my_gen != self.gen and self.env.now < self._gen_changed_s + self.feedback_latency_s:
+                # a rollback is posted but the control CPU has not polled it yet
+                yield self.env.timeout(self._gen_changed_s + self.feedback_latency_s - self.env.now)
+            if my_gen != self.gen:
+                # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
                 round_tokens = []
                 round_start = self.env.now
                 round_id = self.policy.begin_round(self.round_context())
             view = self.replay.view(pos, chain_start, len(round_tokens), self.env.now)
-            if view is None:
-                if pos < self.replay.n_positions:
-                    ctr.offpath_unrecorded_stalls += 1
+            if view is None:              # past the end of the replayed slice: nothing left to draft
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
@@ -123,21 +137,32 @@ class AsyncMode(Mode):
                     round_id = self.policy.begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
-            cost = self.costs.draft_token(self.replay.kv_len_at(pos))
-            t0 = yield from self.run_task(cost, "draft", delay_s=self.take_drafter_delay())
-            if self.done.triggered:
-                return
-            if my_gen != self.gen:        # the chain was rolled back while this forward ran
-                ctr.drafted_tokens += 1
-                ctr.killed_tokens += 1
-                continue
+            ran = self.drafter_forward_needed(pos, my_gen)
+            if ran:
+                cost = self.costs.draft_token(self.replay.kv_len_at(pos))
+                if self.verify_in_flight is not None and self._draft_stretch != 1.0:
+                    cost = scaled(cost, self._draft_stretch)   # the NPU streams from shared ranks
+                    self.contended_drafts += 1
+                delay = self.take_drafter_delay()
+                self._pim_busy_until_s = self.env.now + delay + cost.duration_s
+                yield from self.run_task(cost, "draft", delay_s=delay)
+                if self.done.triggered:
+                    return
+                if my_gen != self.gen:    # the chain was rolled back while this forward ran
+                    self.note_drafter_forward(pos, my_gen)
+                    ctr.drafted_tokens += 1
+                    ctr.killed_tokens += 1
+                    continue
             decision = self.policy.decide(view)
+            self.note_drafter_forward(pos, my_gen, decision is Decision.STOP_DISCARD, ran)
             if decision is Decision.STOP_DISCARD:
                 ctr.discarded_draft_forwards += 1
             else:
                 ctr.drafted_tokens += 1
                 if self.replay.is_off_path(pos, chain_start):
                     ctr.offpath_drafted_tokens += 1
+                    if self.replay.is_synthetic(pos, chain_start):
+                        ctr.offpath_synthetic_tokens += 1
                 round_tokens.append(view.entropy_nats)
                 pos += 1
                 self.frontier = pos
@@ -177,6 +202,8 @@ class AsyncMode(Mode):
         t0 = self.env.now
         yield self.feedback.get()
         self.queue_ops += 1
+        if self.feedback_latency_s > 0:        # the control CPU sees it at its next poll
+            yield self.env.timeout(self.feedback_latency_s)
         waited = self.env.now - t0
         self.drafter_stall_s += waited
         self.drafter_delay_s = max(0.0, self.drafter_delay_s - waited)  # latency overlapped the wait
@@ -221,8 +248,17 @@ class AsyncMode(Mode):
             if n <= 0:
                 continue
             kv = self.replay.kv_len_at(start)
-            self.verify_in_flight = (start, n, self.env.now)
-            t0 = yield from self.run_task(self.costs.verify(n + 1, kv), "verify", {"npu": self.npu})
+            cost = self.costs.verify(n + 1, kv)
+            if self._verify_stretch != 1.0 and self.pim_active():
+                cost = scaled(cost, self._verify_stretch)   # PIM computes on ranks holding target weights
+                self.contended_verifications += 1
+            self.verify_in_flight = (start, n, self.env.now, self.env.now + cost.duration_s)
+            self.on_verify_start(start, n, self.env.now, cost)
+            t0 = yield from self.run_task(cost, "verify", {"npu": self.npu})
+            extra = self.verify_extra_s(t0, self.env.now)
+            if extra > 0:      # the NPU's reads were slowed by PIM work on the same ranks
+                self.contended_verifications += 1
+                yield from self.run_task(TaskCost(extra, {}, {"npu": extra}), "verify", {"npu": self.npu})
             self.verify_in_flight = None
             ctr.verifications += 1
             self.on_verified(self.env.now - t0, kv)
@@ -231,9 +267,27 @@ class AsyncMode(Mode):
                            duration_s=self.env.now - t0)
             restart = self.resolve(new_c)
             yield from self.after_commit()
+            yield from self.prefill_if_prompt_start({"npu": self.npu})   # the drafter is idle: no drafts
             yield from self._signal_feedback(restart)
 
+    def pim_active(self) -> bool:
+        """Whether a PIM task (a drafter forward) is running now."""
+        return self.env.now < self._pim_busy_until_s
+
+    def resolve(self, new_committed: int) -> bool:
+        gen = self.gen
+        restart = super().resolve(new_committed)
+        if self.gen != gen:
+            self._gen_changed_s = self.env.now
+        return restart
+
     # ------------------------------------------------------------ hooks for ahasd
+    def on_verify_start(self, start: int, n: int, t0: float, cost) -> None:
+        pass
+
+    def verify_extra_s(self, t0: float, t1: float) -> float:
+        return 0.0
+
     def after_batch(self, batch: Batch):
         """Called by the drafter after each batch is queued. Async: keep drafting."""
         return
@@ -258,4 +312,7 @@ class AsyncMode(Mode):
 
     def stats(self) -> dict[str, Any]:
         return {"queue_ops": self.queue_ops, "queues": {"unverified_draft": self.unverified.stats(), "feedback": self.feedback.stats()},
-                "drafter_stall_s": self.drafter_stall_s}
+                "drafter_stall_s": self.drafter_stall_s,
+                "shared_rank_contention": {"verify_stretch": self._verify_stretch, "draft_stretch": self._draft_stretch,
+                                           "contended_verifications": self.contended_verifications,
+                                           "contended_drafts": self.contended_drafts}}

@@ -19,9 +19,14 @@ class AutoregressiveMode(SyncSpeculativeMode):
     def verify_cost(self, n_tokens, kv_len):
         return self.costs.target_forward(n_tokens, kv_len)
 
+    def prefill_costs(self, prompt_len):
+        return [("prefill_target", self.costs.baseline_prefill(prompt_len))]
+
     def _loop(self):
         ctr = self.col.counters
+        yield from self.prefill(0)
         while not self.done.triggered:
+            yield from self.prefill_if_prompt_start()
             pos = self.committed
             t0 = yield from self.run_task(self.verify_cost(1, self.replay.kv_len_at(pos)), "decode")
             ctr.verifications += 1

@@ -114,6 +114,11 @@ class Mode:
         self.gen = 0                # incremented on every drafter restart (rollback)
         self.batches: list[Batch] = []  # pending batches of the current generation, in order
         self.done = env.event()
+        self.resolving_preverify = False     # set while a pre-verification result is applied
+        self.prefill_s = 0.0                 # time spent in prompt prefills (all devices wait)
+        self.prefills = 0
+        self._last_forward: tuple[int, int] | None = None   # (gen, position) of the last drafter forward
+        self._held_forward: tuple[int, int] | None = None   # a discarded forward whose logits are kept
         pc = ctx.cfg.policy
         self.min_round_tokens = max(1, pc.min_tokens)
         self.max_round_tokens = max(self.min_round_tokens, pc.max_tokens)
@@ -158,6 +163,58 @@ class Mode:
             res.release(req)
         return start
 
+    # ------------------------------------------------------------ prompts
+    def prefill_costs(self, prompt_len: int) -> list[tuple[str, TaskCost]]:
+        """Prefill of a new prompt: both models over its prompt tokens, on the host (the NPU,
+        else the GPU) as GEMMs, as SpecPIM does (prefill on the xPU); the drafter's KV is then
+        in its ranks. Modes on other hardware override this."""
+        return [("prefill_target", self.costs.prefill("target", prompt_len)),
+                ("prefill_draft", self.costs.prefill("draft", prompt_len))]
+
+    def prefill(self, pos: int, resources=None):
+        """Run the prefill of the prompt starting at ``pos`` (a generator); counts its time."""
+        if not self.ctx.cfg.run.prefill:
+            return
+        t0 = self.env.now
+        for label, cost in self.prefill_costs(self.replay.prompt_len_at(pos)):
+            yield from self.run_task(cost, label, resources)
+        self.prefill_s += self.env.now - t0
+        self.prefills += 1
+
+    def prefill_if_prompt_start(self, resources=None):
+        """After a commit: if the committed point starts a new prompt, prefill it."""
+        c = self.committed
+        if c < self.n_tokens and c > 0 and self.replay.is_prompt_start(c):
+            yield from self.prefill(c, resources)
+
+    # ------------------------------------------------------------ drafter forwards
+    def drafter_forward_needed(self, pos: int, gen: int | None = None) -> bool:
+        """Whether the drafter must run a forward for ``pos`` in the current chain.
+
+        A forward whose token a policy discarded (AdaEDL stops *after* computing the
+        distribution) leaves its logits in the drafter; if the next round starts at the same
+        position of the same chain (no rollback), those logits are reused instead of running
+        the identical forward again (``reused_drafter_forwards``)."""
+        key = (self.gen if gen is None else gen, pos)   # gen: the chain the drafter is on
+        if self._held_forward == key:
+            self._held_forward = None
+            self.col.counters.reused_drafter_forwards += 1
+            return False
+        return True
+
+    def note_drafter_forward(self, pos: int, gen: int, discarded: bool = False, ran: bool = True) -> None:
+        """Book one drafter forward (``ran``: charged, else its logits were reused); a second
+        charged forward on the same (chain, position) is a duplicate
+        (``duplicate_drafter_forwards``, which the modes keep at 0)."""
+        key = (gen, pos)
+        if ran:
+            ctr = self.col.counters
+            ctr.drafter_forwards += 1
+            if self._last_forward == key:
+                ctr.duplicate_drafter_forwards += 1
+            self._last_forward = key
+        self._held_forward = key if discarded else None
+
     # ------------------------------------------------------------ commit logic
     def round_context(self) -> RoundContext:
         return RoundContext(self.env.now, self.min_round_tokens, self.max_round_tokens)
@@ -176,13 +233,17 @@ class Mode:
         q = self.replay.first_wrong(c_old)
         decided_end = min(c_new, self.frontier)
         ctr = self.col.counters
-        ctr.accepted_tokens += max(0, min(decided_end, q) - c_old)
+        n_acc = max(0, min(decided_end, q) - c_old)
+        ctr.accepted_tokens += n_acc
+        if self.resolving_preverify:
+            ctr.preverify_accepted_tokens += n_acc
         rejected = c_old <= q < decided_end
         if rejected:
             ctr.rejected_tokens += 1
         self.col.commit(range(c_old, c_new))
         self.committed = c_new
-        restart = rejected or self.frontier < c_new
+        # a new prompt starts a new draft chain (after its prefill)
+        restart = rejected or self.frontier < c_new or self.replay.is_prompt_start(c_new)
         if restart and c_new < self.n_tokens:
             killed = max(0, self.frontier - c_new)
             ctr.killed_tokens += killed
@@ -226,5 +287,4 @@ class Mode:
 
     def verify_span(self, start: int, n: int) -> int:
         """Committed point after a target pass verified drafts [start, start+n)."""
-        a = self.replay.accepted_run(start, n)
-        return start + a + 1  # correction token if a < n, bonus token if a == n
+        return self.replay.commit_point(start, n)  # + correction (a < n) or bonus (a == n) token

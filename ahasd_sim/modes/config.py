@@ -56,10 +56,28 @@ class AhasdConfig:
     unverified_queue_batches: int = param(64, doc="capacity of the unverified-draft queue; the drafter blocks when full",
                                           ge=1, source=f"{ARTIFACT}; blocking is our decision (references.md#ahasd-controls)")
     feedback_queue_entries: int = param(32, doc="capacity of the feedback queue", ge=1, source=ARTIFACT)
-    preverify_queue_entries: int = param(16, doc="capacity of the pre-verification queue", ge=1, source=ARTIFACT)
+    preverify_queue_entries: int = param(16, doc="capacity of the CPU's pre-verification queue, in draft batches: "
+                                         "a pre-verification covers tokens of at most this many pending batches",
+                                         ge=1, source=ARTIFACT)
+    preverify_kv: str = param("recompute", doc="how pre-verification gets the target KV of the tokens the NPU is "
+                              "still verifying (it must never read KV before the NPU task writing it ends): "
+                              "recompute = PIM also runs the target over the NPU's in-flight tokens and rebuilds "
+                              "their KV (TVC counts that cost); wait = PIM starts only when the NPU pass has "
+                              "ended and the whole prefix KV exists; layer_pipelined = PIM trails the NPU layer by "
+                              "layer, reading each layer's KV once the NPU has written it, and stays in target "
+                              "mode (GTS) for the whole NPU pass",
+                              choices=("recompute", "wait", "layer_pipelined"),
+                              source="issue 12; default = the causal option that serves AHASD best on the default "
+                              "job (docs/modeling.md, 'Pre-verification and KV')")
+    edc_stop: str = param("draft_one_more", doc="what the drafter does when EDC says stop and TVC does not "
+                          "pre-verify: draft_one_more = draft one more batch, then ask again (paper); "
+                          "idle_until_feedback = PIM idles until the next NPU result (saves energy)",
+                          choices=("draft_one_more", "idle_until_feedback"),
+                          source="AHASD paper (draft_one_more); idle_until_feedback is the energy-saving option")
     max_verify_tokens: int = param(32, doc="most draft tokens the NPU verifies in one pass", ge=1,
                                    source="modeling.md decisions (cap ~32 tokens)")
-    feedback_latency_ns: float = param(20.0, doc="CPU polling delay before the drafter sees feedback (20 cycles at 1 GHz)",
+    feedback_latency_ns: float = param(20.0, doc="CPU polling delay before the drafter sees feedback (a rollback or "
+                                       "a verification result) (20 cycles at 1 GHz)",
                                        unit="ns", ge=0, source=ARTIFACT)
     queue_op_energy_pj: float = param(1.0, doc="energy of one queue push or pop", unit="pJ", ge=0,
                                       source="assumption: 1-cycle register-file access (0.5 mW at 1 GHz = 0.5 pJ/cycle, artifact)")

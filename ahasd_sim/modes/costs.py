@@ -86,6 +86,45 @@ def _affine_ops(model, n_tokens: int, kv_probe: int) -> _AffineOps:
     return _AffineOps(model, n_tokens, kv_probe)
 
 
+def shared_rank_span(t_a: float, rate_a: float, t_b: float, rate_b: float) -> tuple[float, float, float]:
+    """Two tasks started together that share ranks by time division.
+
+    Alone they take ``t_a`` and ``t_b``; while both run, each progresses at its share of the
+    ranks' time (``rate_a``, ``rate_b``); the one left alone then runs at full rate. Returns
+    (span until both are done, time a was running, time b was running)."""
+    if t_a <= 0 or t_b <= 0:
+        return max(t_a, t_b), t_a, t_b
+    fa, fb = t_a / rate_a, t_b / rate_b
+    if fa <= fb:                      # a finishes first, b then finishes alone
+        return fa + (t_b - rate_b * fa), fa, fa + (t_b - rate_b * fa)
+    return fb + (t_a - rate_a * fb), fb + (t_a - rate_a * fb), fb
+
+
+def contention_stretch(shared_fraction: float, share: float) -> float:
+    """Duration factor of a task whose ``shared_fraction`` of rank traffic goes to ranks where
+    the other client is active and gets ``share`` of their time (the rest at full rate)."""
+    return (1.0 - shared_fraction) + shared_fraction / share
+
+
+_SCALED: dict[tuple[int, float], tuple[TaskCost, TaskCost]] = {}
+
+
+def scaled(cost: TaskCost, factor: float) -> TaskCost:
+    """``cost`` stretched in time by ``factor`` (same work and dynamic energy)."""
+    if factor == 1.0:
+        return cost
+    key = (id(cost), factor)
+    hit = _SCALED.get(key)
+    if hit is not None and hit[0] is cost:
+        return hit[1]
+    out = TaskCost(cost.duration_s * factor, cost.energy_j, {d: b * factor for d, b in cost.busy_s.items()},
+                   cost.offchip_bytes)
+    if len(_SCALED) > 100_000:
+        _SCALED.clear()
+    _SCALED[key] = (cost, out)
+    return out
+
+
 class StepCosts:
     """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""
 
@@ -189,6 +228,44 @@ class StepCosts:
                                     lambda op: (self._op_on(op, "npu", "target"), "npu"))
         return self._cached(("verify", n_tokens, kv), make)
 
+    def layer_split(self, task: str, n_tokens: int, kv_len: int) -> tuple[int, float, float]:
+        """(layers, time of one layer, time of the head ops after the last layer) of a target pass
+        on the NPU (``task="verify"``) or on the target's PIM ranks (``"preverify"``)."""
+        kv = self._kv(kv_len)
+
+        def make():
+            ops = self.ops(self.target, n_tokens, kv)
+            per_layer = [op for op in ops if op.per_layer]
+            head = [op for op in ops if not op.per_layer]
+            if task == "verify":
+                one = lambda op: (self._op_on(op, "npu", "target"), "npu")  # noqa: E731
+            else:
+                one = lambda op: self._pim_side(op, self.partition.target_ranks)  # noqa: E731
+            layer_s = sum(one(op)[0].duration_s for op in per_layer)
+            head_s = sum(one(op)[0].duration_s * op.layer_repeat for op in head)
+            n_layers = per_layer[0].layer_repeat if per_layer else 1
+            return n_layers, layer_s, head_s
+        return self._cached(("layers", task, n_tokens, kv), make)
+
+    # ------------------------------------------------------------ shared-rank contention
+    @property
+    def host_share(self) -> float:
+        """Host's share of a PIM-active rank's time; 1.0 when contention is not modelled."""
+        if self.p.pim is None or not self.cfg.pim.shared_rank_contention:
+            return 1.0
+        return self.cfg.pim.host_share_of_active_rank
+
+    def verify_stretch_while_drafting(self) -> float:
+        """NPU verification while the drafter computes on ranks that also hold target weights
+        (striped allocation): the target's bytes on those ranks stream at the host's share."""
+        f = self.partition.target_shared_fraction if self.partition else 0.0
+        return contention_stretch(f, self.host_share) if self.host_share < 1.0 else 1.0
+
+    def draft_stretch_while_verifying(self) -> float:
+        """A drafter forward while the NPU streams target weights from ranks it shares."""
+        g = self.partition.draft_shared_fraction if self.partition else 0.0
+        return contention_stretch(g, 1.0 - self.host_share) if self.host_share < 1.0 else 1.0
+
     def gts_switch(self) -> TaskCost:
         def make():
             c = self.p.gts.switch_cost()
@@ -239,6 +316,29 @@ class StepCosts:
             return TaskCost(dur, energy, busy, cost.bus_bytes)
         return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)
 
+    def baseline_prefill(self, n_tokens: int) -> TaskCost:
+        """Prefill of the target alone on the autoregressive baseline device."""
+        if self._baseline_device() == "gpu":
+            return self._gpu_forward(self.target, max(1, n_tokens), 0, resident_other=0)
+        return self.prefill("target", n_tokens)
+
+    def gpu_prefill(self, role: str, n_tokens: int) -> TaskCost:
+        """Prefill of ``role``'s model over ``n_tokens`` prompt tokens on the GPU."""
+        if role == "draft":
+            return self._gpu_forward(self.draft, max(1, n_tokens), 0, resident_other=0)
+        return self._gpu_forward(self.target, max(1, n_tokens), 0, resident_other=self.draft.weight_bytes())
+
+    def prefill(self, role: str, n_tokens: int) -> TaskCost:
+        """Prefill of ``role``'s model over ``n_tokens`` prompt tokens on the host (the NPU, else
+        the GPU): one forward with an empty KV cache."""
+        model = self.draft if role == "draft" else self.target
+        n = max(1, int(n_tokens))
+        if self.p.npu is None:
+            return self._gpu_forward(model, n, 0, resident_other=0 if role == "draft" else self.draft.weight_bytes())
+        kv = self._kv(0)
+        return self._cached(("prefill", role, n, kv), lambda: self._sequential(
+            self.ops(model, n, kv), lambda op: (self._op_on(op, "npu", role), "npu")))
+
     def gpu_draft_token(self, kv_len: int) -> TaskCost:
         # The drafter is loaded first and stays resident; the target takes what is left.
         return self._gpu_forward(self.draft, 1, kv_len, resident_other=0)
@@ -275,6 +375,9 @@ class StepCosts:
         busy = {host: 0.0, "pim": 0.0}
         energy: dict[str, float] = {}
         nbytes = 0.0
+        # The host's operators stream this model's weights from the very ranks whose PIM units run
+        # the PIM-mapped operators of the same tier: they share those ranks' time (contention).
+        share = self.host_share if host == "npu" else 1.0
         for (rep, _tier), ops in sorted(self._tiers(model, n_tokens, kv).items(), key=lambda kv_: kv_[0][1]):
             t = {host: 0.0, "pim": 0.0}
             for op in ops:
@@ -284,9 +387,13 @@ class StepCosts:
                 nbytes += c.bus_bytes * rep
                 for k, v in c.energy_j_by_device.items():
                     energy[k] = energy.get(k, 0.0) + v * rep
-            dur += (max(t.values()) + barrier) * rep
-            busy[host] += t[host] * rep
-            busy["pim"] += t["pim"] * rep
+            if share < 1.0:
+                span, t_host, t_pim = shared_rank_span(t[host], share, t["pim"], 1.0 - share)
+            else:
+                span, t_host, t_pim = max(t.values()), t[host], t["pim"]
+            dur += (span + barrier) * rep
+            busy[host] += t_host * rep
+            busy["pim"] += t_pim * rep
         return dur, busy, energy, nbytes
 
     def opsync_mapping(self, draft_len: int) -> dict[str, dict[str, str]]:
@@ -297,6 +404,7 @@ class StepCosts:
         exhaustive search decomposes exactly into one small search per tier and model.
         """
         kv = self._kv(self.cfg.ahasd.tvc_config.preload_kv_len)
+        share = self.host_share if self.host == "npu" else 1.0
         out = {}
         for role, model, n in (("draft", self.draft, 1), ("target", self.target, draft_len + 1)):
             mapping: dict[str, str] = {}
@@ -306,8 +414,10 @@ class StepCosts:
                     t = {self.host: 0.0, "pim": 0.0}
                     for op, dev in zip(ops, combo):
                         t[dev] += self._op_on(op, dev, role).duration_s
-                    if best is None or max(t.values()) < best[0]:
-                        best = (max(t.values()), combo)
+                    span = (shared_rank_span(t["npu"], share, t["pim"], 1.0 - share)[0] if share < 1.0
+                            else max(t.values()))
+                    if best is None or span < best[0]:
+                        best = (span, combo)
                 mapping.update((op.name, dev) for op, dev in zip(ops, best[1]))
             out[role] = mapping
         return out

@@ -11,6 +11,10 @@ class GpuOnlyMode(SyncSpeculativeMode):
 
     required_devices = ("gpu",)
 
+    def prefill_costs(self, prompt_len):
+        return [("prefill_target", self.costs.gpu_prefill("target", prompt_len)),
+                ("prefill_draft", self.costs.gpu_prefill("draft", prompt_len))]
+
     def draft_cost(self, kv_len):
         return self.costs.gpu_draft_token(kv_len)
 

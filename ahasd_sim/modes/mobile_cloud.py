@@ -445,9 +445,7 @@ class MobileCloudEngine(MobileCloudBase):
             if pos - self.committed >= self.max_round_tokens * 2:
                 return                                  # at most one window ahead of the one in flight
             view = self.replay.view(pos, self.chain_start, w.idx, self.env.now)
-            if view is None:
-                if pos < self.replay.n_positions:
-                    ctr.offpath_unrecorded_stalls += 1
+            if view is None:                            # end of the slice or of the prompt
                 w.closed = True
                 return
             t0 = yield from self.device_task(self.dev_costs.draft(self.replay.kv_len_at(pos)), "draft")
@@ -466,6 +464,8 @@ class MobileCloudEngine(MobileCloudBase):
                 ctr.drafted_tokens += 1
                 if self.replay.is_off_path(pos, self.chain_start):
                     ctr.offpath_drafted_tokens += 1
+                    if self.replay.is_synthetic(pos, self.chain_start):
+                        ctr.offpath_synthetic_tokens += 1
                 self.frontier = pos + 1
             if decision is Decision.STOP_AFTER or w.idx >= self.max_round_tokens:
                 w.closed = True

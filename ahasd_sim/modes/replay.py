@@ -11,9 +11,12 @@ position ``c <= q < p`` has ``accept[q] == False``. The first wrong position
 ``q`` is still drafted from the correct prefix (its view comes from the trace
 row); positions after it are *off-path* and their views come from the drafter's
 recorded free-running rollout after its wrong token at ``q``. When a chain needs
-more off-path tokens than were recorded, :meth:`view` returns ``None`` and the
-mode stalls the drafter until feedback arrives; the count is reported
-(``offpath_unrecorded_stalls``), nothing is invented.
+more off-path tokens than were recorded (any recorded rollout length works), the
+drafter keeps drafting with a clearly labelled *synthetic* fallback: the tokens are
+known to be rejected (they follow a wrong token), and their drafter-side entropy and
+probability are drawn, with the run's seed, from the same trace's recorded off-path
+values at that depth (the deepest recorded depth beyond it). Such drafts are counted
+in ``offpath_synthetic_tokens``; :meth:`is_synthetic` tells them apart.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from ..policies.base import DraftTokenView
 class TraceReplay:
     """Read-only view of the positions a run replays, with chain bookkeeping."""
 
-    def __init__(self, trace, n_tokens: int):
+    def __init__(self, trace, n_tokens: int, seed: int = 0):
         self.trace = trace
         self.n_tokens = int(n_tokens)
         n = len(trace)
@@ -49,6 +52,50 @@ class TraceReplay:
         self._next_wrong_list = self.next_wrong.tolist()
         self._kv_list = self.kv_len.tolist()
         self.n_positions = n
+        # prompt boundaries inside the slice: a response starts where pos_in_response == 0
+        pir = np.asarray(trace.pos_in_response, dtype=np.int64)
+        starts = np.nonzero(pir == 0)[0].tolist()
+        if not starts or starts[0] != 0:
+            starts = [0, *starts]
+        self.prompt_starts = starts
+        ends = starts[1:] + [n]
+        self._prompt_end_list = np.repeat(ends, np.diff([*starts, n])).tolist() if n else []
+        self._prompt_start_set = set(starts)
+        self._prompt_len = np.asarray(trace.prompt_len, dtype=np.int64).tolist()
+        # Off-path values per rollout depth (for the synthetic fallback beyond the recording).
+        self._depth_pool: list[np.ndarray] = []
+        if self._ro_len.size and int(self._ro_len.max()) > 0:
+            for d in range(int(self._ro_len.max())):
+                rows = np.nonzero(self._ro_len > d)[0]
+                self._depth_pool.append(self._ro_off[rows] + d)
+        self._synth_rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0FF9A7]))
+        self._synth: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def _synthetic(self, q: int, j: int) -> tuple[float, float]:
+        """(entropy, p) of the j-th off-path token after the wrong token at ``q`` when it was not
+        recorded: drawn (seeded, fixed per (q, j)) from the trace's off-path values at depth j."""
+        key = (q, j)
+        v = self._synth.get(key)
+        if v is None:
+            if self._depth_pool:
+                pool = self._depth_pool[min(j, len(self._depth_pool) - 1)]
+                k = int(pool[int(self._synth_rng.integers(pool.size))])
+                v = (float(self._ro_H[k]), float(self._ro_p[k]))
+            else:   # the trace recorded no rollout at all: use the drafter's own mean values
+                v = (float(np.mean(self._H_list)) if self._H_list else 0.0, 0.0)
+            self._synth[key] = v
+        return v
+
+    def prompt_end(self, pos: int) -> int:
+        """End (exclusive) of the prompt's response that position ``pos`` belongs to."""
+        return self._prompt_end_list[min(pos, self.n_positions - 1)] if self.n_positions else 0
+
+    def is_prompt_start(self, pos: int) -> bool:
+        return pos in self._prompt_start_set
+
+    def prompt_len_at(self, pos: int) -> int:
+        """Prompt tokens (prefill length) of the prompt that position ``pos`` answers."""
+        return self._prompt_len[min(pos, self.n_positions - 1)]
 
     def kv_len_at(self, pos: int) -> int:
         return self._kv_list[min(pos, self.n_positions - 1)]
@@ -63,20 +110,31 @@ class TraceReplay:
         q = self.first_wrong(start)
         return max(0, min(n, q - start))
 
+    def commit_point(self, start: int, n: int) -> int:
+        """Committed point after a target pass over drafts [start, start + n): the accepted run
+        plus the target's own token (correction or bonus), never past the prompt's last token."""
+        return min(start + self.accepted_run(start, n) + 1, self.prompt_end(start))
+
     def view(self, pos: int, chain_start: int, index_in_round: int, now_s: float) -> DraftTokenView | None:
-        """The drafter-visible view of the token drafted at ``pos`` in a chain; None if unrecorded."""
-        if pos >= self.n_positions:
-            return None
+        """The drafter-visible view of the token drafted at ``pos`` in a chain (None past the slice)."""
+        if pos >= self.n_positions or pos >= self._prompt_end_list[chain_start]:
+            return None          # past the slice, or a draft chain would cross into the next prompt
         q = self.first_wrong(chain_start)
         if pos <= q:
             return DraftTokenView(index_in_round, self._H_list[pos], self._p_tok_list[pos],
                                   self._p_top1_list[pos], self._topk[pos], now_s)
         j = pos - q - 1
         if j >= self._ro_len[q]:
-            return None
+            h, p = self._synthetic(q, j)
+            return DraftTokenView(index_in_round, h, p, p, (), now_s)
         k = self._ro_off[q] + j
         p = float(self._ro_p[k])
         return DraftTokenView(index_in_round, float(self._ro_H[k]), p, p, (), now_s)
+
+    def is_synthetic(self, pos: int, chain_start: int) -> bool:
+        """True if the draft at ``pos`` lies beyond the recorded off-path rollout (fallback)."""
+        q = self.first_wrong(chain_start)
+        return pos > q and pos - q - 1 >= self._ro_len[q] if q < self.n_positions else False
 
     def is_off_path(self, pos: int, chain_start: int) -> bool:
         return pos > self.first_wrong(chain_start)

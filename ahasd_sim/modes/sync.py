@@ -26,7 +26,9 @@ class SyncSpeculativeMode(Mode):
 
     def _loop(self):
         ctr = self.col.counters
+        yield from self.prefill(0)
         while not self.done.triggered:
+            yield from self.prefill_if_prompt_start()
             start_pos = self.committed
             round_start = self.env.now
             round_id = self.policy.begin_round(self.round_context())
@@ -34,19 +36,22 @@ class SyncSpeculativeMode(Mode):
             pos = start_pos
             while True:
                 view = self.replay.view(pos, start_pos, drafted, self.env.now)
-                if view is None:
-                    if pos < self.replay.n_positions:
-                        ctr.offpath_unrecorded_stalls += 1
+                if view is None:      # past the end of the replayed slice
                     break
-                t0 = yield from self.run_task(self.draft_cost(self.replay.kv_len_at(pos)), "draft")
-                self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
+                ran = self.drafter_forward_needed(pos)
+                if ran:
+                    t0 = yield from self.run_task(self.draft_cost(self.replay.kv_len_at(pos)), "draft")
+                    self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
                 decision = self.policy.decide(view)
+                self.note_drafter_forward(pos, self.gen, decision is Decision.STOP_DISCARD, ran)
                 if decision is Decision.STOP_DISCARD:
                     ctr.discarded_draft_forwards += 1
                     break
                 ctr.drafted_tokens += 1
                 if self.replay.is_off_path(pos, start_pos):
                     ctr.offpath_drafted_tokens += 1
+                    if self.replay.is_synthetic(pos, start_pos):
+                        ctr.offpath_synthetic_tokens += 1
                 drafted += 1
                 pos += 1
                 if decision is Decision.STOP_AFTER or drafted >= self.max_round_tokens:

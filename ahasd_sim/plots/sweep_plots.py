@@ -171,6 +171,11 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
                 label=None if lv is None else str(lv))
         if (g["max"] > g["min"]).any():
             ax.fill_between(xs, g["min"], g["max"], color=color(i), alpha=0.15, linewidth=0)
+        lo, hi = f"{metric}_ci95_low", f"{metric}_ci95_high"
+        if lo in sel.columns and hi in sel.columns:   # 95% CI over trace windows: error bars
+            b = sel.groupby(x)[[lo, hi]].mean().reindex(g.index)
+            ax.errorbar(xs, g["mean"], yerr=[(g["mean"] - b[lo]).clip(lower=0), (b[hi] - g["mean"]).clip(lower=0)],
+                        fmt="none", ecolor=color(i), elinewidth=0.8, capsize=2)
     if not numeric_x:
         ax.set_xticks([pos[v] for v in xlevels])
         ax.set_xticklabels([str(v) for v in xlevels])

@@ -229,7 +229,9 @@ class DraftPolicy:
             "rounds": int(lengths.size),
             "mean_draft_length": float(lengths.mean()) if lengths.size else 0.0,
             "draft_length_histogram": {str(i): int(c) for i, c in enumerate(hist) if c},
-            "acceptance_rate": float(acc.sum() / lengths.sum()) if lengths.sum() else 0.0,
+            # accepted / drafted over the policy's *resolved* rounds (killed look-ahead rounds are
+            # not resolved); summary.json's acceptance_rate also counts killed drafts
+            "round_acceptance_rate": float(acc.sum() / lengths.sum()) if lengths.sum() else 0.0,
             "mean_accepted_length": float(acc.mean()) if acc.size else 0.0,
             "mean_committed_per_round": float(com.mean()) if com.size else 0.0,
             "discarded_tokens": int(self.discarded_tokens),

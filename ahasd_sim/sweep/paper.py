@@ -23,6 +23,7 @@ from .spec import SweepSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SPEC = REPO_ROOT / "hw_configs" / "paper" / "reproduce.yaml"
+REGIMES_SPEC = REPO_ROOT / "hw_configs" / "paper" / "regimes.yaml"
 
 LADDER = ["gpu_only", "npu_pim", "plus_aau", "plus_edc", "ahasd"]
 SOTA = ["gpu_only", "npu_lpddr5", "specpim", "specpim_gpu", "ahasd"]
@@ -35,10 +36,16 @@ LABELS = {
     "specpim": "SpecPIM-style (operator-sync)",
     "specpim_gpu": "SpecPIM-style on the paper's hardware (RTX 4090 Laptop + AiM-class PIM)",
     "npu_lpddr5": "NPU+LPDDR5 (no PIM)",
+    "ahasd_wait": "AHASD, pre-verification waits for the NPU's KV (preverify_kv: wait)",
+    "ahasd_layer_pipelined": "AHASD, pre-verification trails the NPU layer by layer (preverify_kv: layer_pipelined)",
+    "ahasd_edc_idle": "AHASD, drafter idles until feedback when EDC stops and TVC declines",
 }
+#: AHASD variants, one per causal pre-verification KV option (the ladder's last rung)
+KV_VARIANTS = {"recompute": "ahasd", "wait": "ahasd_wait", "layer_pipelined": "ahasd_layer_pipelined"}
 SHORT = {"gpu_only": "GPU-only", "npu_pim": "NPU+PIM", "plus_aau": "+AAU", "plus_edc": "+EDC",
          "ahasd": "AHASD", "specpim": "SpecPIM-style", "specpim_gpu": "SpecPIM (GPU+PIM)",
-         "npu_lpddr5": "NPU+LPDDR5"}
+         "npu_lpddr5": "NPU+LPDDR5", "ahasd_wait": "AHASD (wait)", "ahasd_layer_pipelined": "AHASD (pipelined)",
+         "ahasd_edc_idle": "AHASD (EDC idle)"}
 MATCH = ["model_pair", "run.policy", "seed"]
 
 #: references.md#ahasd-results (reported by the paper; never used as an input)
@@ -119,6 +126,188 @@ def trace_token_budget(trace_path: Path, wanted: int, min_fit_positions: int = 2
     return best, (f"the trace {trace_path.name} has {n} positions in {len(starts)} prompts; SpecDec++ needs whole "
                   f"prompts with >= {min_fit_positions} positions after the replayed slice to fit its acceptance "
                   f"predictor, so every point replays {best} tokens instead of {wanted}")
+
+
+# ---------------------------------------------------------------- per-window samples and 95% CIs
+def window_table(df: pd.DataFrame, points_dir: Path) -> pd.DataFrame:
+    """One row per (finished point, trace window) from the points' windows.csv files."""
+    frames = []
+    keys = [c for c in ("variant", "model_pair", "run.policy", "seed") if c in df.columns]
+    for _, r in ok_rows(df).iterrows():
+        f = Path(points_dir) / str(r["point"]) / "windows.csv"
+        if f.is_file():
+            w = pd.read_csv(f)
+            for k in keys:
+                w[k] = r[k]
+            frames.append(w)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def window_ratios(wt: pd.DataFrame, num: str, den: str, metric: str, where: dict | None = None) -> pd.Series:
+    """metric(num) / metric(den) per matched (model pair, policy, seed, window): paired samples."""
+    from ..metrics.stats import geomean_ci95  # noqa: F401  (documented companion)
+    if wt.empty:
+        return pd.Series(dtype=float)
+    d = wt
+    for k, v in (where or {}).items():
+        d = d[d[k] == v]
+    keys = [c for c in ("model_pair", "run.policy", "seed", "window") if c in d.columns]
+    a = d[d["variant"] == num].set_index(keys)[metric]
+    b = d[d["variant"] == den].set_index(keys)[metric]
+    a, b = a.align(b, join="inner")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (a / b).replace([np.inf, -np.inf], np.nan).dropna()
+
+
+def ci_cell(s: pd.Series) -> str:
+    """'geomean [95% CI]' of paired per-window ratios (t interval on the log scale)."""
+    from ..metrics.stats import fmt_ci, geomean_ci95
+    if s is None or len(s) == 0:
+        return "n/a"
+    g, ci = geomean_ci95(list(s))
+    return fmt_ci(g, ci)
+
+
+def ci_comparisons(wt: pd.DataFrame) -> list[list[str]]:
+    """AHASD (each KV option) vs async, operator_sync and GPU-only, with 95% CIs."""
+    rows = []
+    have = set(wt["variant"]) if not wt.empty else set()
+    for kv, v in KV_VARIANTS.items():
+        if v not in have:
+            continue
+        for den, name in (("plus_aau", "async (+AAU, same hardware)"), ("specpim", "operator_sync (SpecPIM-style)"),
+                          ("gpu_only", "GPU-only")):
+            if den not in have:
+                continue
+            t = window_ratios(wt, v, den, "throughput_tok_s")
+            e = window_ratios(wt, v, den, "tokens_per_j")
+            rows.append([f"AHASD ({kv})", name, ci_cell(t), ci_cell(e), str(len(t))])
+    if "ahasd_edc_idle" in have:
+        for den, name in (("ahasd", "AHASD (recompute), EDC stop = draft one more"), ("plus_aau", "async (+AAU)")):
+            t = window_ratios(wt, "ahasd_edc_idle", den, "throughput_tok_s")
+            e = window_ratios(wt, "ahasd_edc_idle", den, "tokens_per_j")
+            rows.append(["AHASD, EDC stop = idle until feedback", name, ci_cell(t), ci_cell(e), str(len(t))])
+    for den, name in (("plus_aau", "async (+AAU): EDC's effect without TVC"),):
+        if "plus_edc" in have and den in have:
+            t = window_ratios(wt, "plus_edc", den, "throughput_tok_s")
+            e = window_ratios(wt, "plus_edc", den, "tokens_per_j")
+            rows.append(["+EDC (no TVC, idles until feedback)", name, ci_cell(t), ci_cell(e), str(len(t))])
+    return rows
+
+
+def ci_ladder(wt: pd.DataFrame, metric: str) -> list[list[str]]:
+    """The ablation ladder (x GPU-only, 95% CIs), one row per pre-verification KV option."""
+    have = set(wt["variant"]) if not wt.empty else set()
+    rows = []
+    for kv, v in KV_VARIANTS.items():
+        if v not in have:
+            continue
+        cells = [kv]
+        for step in ("npu_pim", "plus_aau", "plus_edc", v):
+            cells.append(ci_cell(window_ratios(wt, step, "gpu_only", metric)))
+        rows.append(cells)
+    return rows
+
+
+def ci_per_pair(wt: pd.DataFrame, num: str, den: str) -> list[list[str]]:
+    rows = []
+    if wt.empty:
+        return rows
+    for p in dict.fromkeys(wt["model_pair"]):
+        rows.append([p, ci_cell(window_ratios(wt, num, den, "throughput_tok_s", {"model_pair": p})),
+                     ci_cell(window_ratios(wt, num, den, "tokens_per_j", {"model_pair": p}))])
+    return rows
+
+
+def ci_section(wt: pd.DataFrame) -> list[str]:
+    lines = ["## Headline ratios with 95% confidence intervals", "",
+             "Each sample is one trace window of one (model pair, drafting algorithm) point, paired with the same "
+             "window of the other configuration; the value is the geometric mean of the paired per-window ratios "
+             "and the interval a Student t interval on the log scale over all samples (n). Windows of a run use "
+             "independent seeds (seed, window); for T = 1 traces the acceptance flags are recorded, so seeds only "
+             "move stochastic policies (BanditSpec) and the synthetic off-path fallback: seeds and windows are "
+             "pooled as samples of the same kind.", ""]
+    if wt.empty:
+        return lines + ["(no windows.csv found)", ""]
+    lines.append(md_table(["configuration", "vs", "throughput ratio [95% CI]", "tokens/J ratio [95% CI]", "n"],
+                          ci_comparisons(wt)))
+    lines += ["", "Ablation ladder, throughput x GPU-only [95% CI], per pre-verification KV option:", ""]
+    lines.append(md_table(["preverify_kv", "NPU+PIM", "+AAU", "+EDC", "+TVC (AHASD)"],
+                          ci_ladder(wt, "throughput_tok_s")))
+    lines += ["", "Ablation ladder, energy efficiency (tokens/J) x GPU-only [95% CI]:", ""]
+    lines.append(md_table(["preverify_kv", "NPU+PIM", "+AAU", "+EDC", "+TVC (AHASD)"], ci_ladder(wt, "tokens_per_j")))
+    lines += ["", "AHASD (recompute) vs operator_sync (SpecPIM-style) per model pair [95% CI]:", ""]
+    lines.append(md_table(["model pair", "throughput", "tokens/J"], ci_per_pair(wt, "ahasd", "specpim")))
+    lines.append("")
+    return lines
+
+
+def ci_figure(wt: pd.DataFrame, out: Path) -> list[Path]:
+    """Ratios of AHASD (each KV option) to async / operator_sync / GPU-only with 95% CI error bars."""
+    import matplotlib.pyplot as plt
+    from ..metrics.stats import geomean_ci95
+    from ..plots.style import apply_style, color, save_figure
+    apply_style()
+    dens = [("plus_aau", "async (+AAU)"), ("specpim", "operator_sync"), ("gpu_only", "GPU-only")]
+    kvs = [(kv, v) for kv, v in KV_VARIANTS.items() if not wt.empty and v in set(wt["variant"])]
+    fig, axes = plt.subplots(2, 1, figsize=(6.5, 5.2), squeeze=False)
+    for ax, (metric, label) in zip(axes[:, 0], (("throughput_tok_s", "Throughput ratio"),
+                                                ("tokens_per_j", "Energy-efficiency ratio"))):
+        width = 0.8 / max(1, len(kvs))
+        for i, (kv, v) in enumerate(kvs):
+            xs, ys, lo, hi = [], [], [], []
+            for j, (den, _name) in enumerate(dens):
+                g, ci = geomean_ci95(list(window_ratios(wt, v, den, metric)))
+                if math.isnan(g):
+                    continue
+                xs.append(j + (i - (len(kvs) - 1) / 2) * width)
+                ys.append(g)
+                lo.append(g - (ci[0] if ci else g))
+                hi.append((ci[1] if ci else g) - g)
+            ax.bar(xs, ys, width=width * 0.9, color=color(i), label=f"AHASD ({kv})", yerr=[lo, hi], capsize=3)
+        ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
+        ax.set_xticks(range(len(dens)))
+        ax.set_xticklabels([f"vs {n}" for _d, n in dens])
+        ax.set_ylabel(f"{label}\n(geomean, 95% CI)")
+        ax.set_yscale("log")
+    axes[0, 0].legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, out)
+
+
+def regime_section(table: pd.DataFrame, points_dir: Path) -> list[str]:
+    """AHASD vs operator_sync over the regimes sweep (hw_configs/paper/regimes.yaml)."""
+    lines = ["## Where does AHASD beat operator_sync? (regimes sweep)", "",
+             "LLaMA2-7B/13B shapes, AdaEDL, both modes on the same NPU + LPDDR5-PIM platform with AAU and GTS. "
+             "Ratios AHASD / operator_sync, paired per window, 95% CI. **both** = the whole interval is above 1 "
+             "for throughput and for tokens/J.", ""]
+    d = ok_rows(table)
+    axes = ["pim.partition_policy", "pim.gops_scope", "pim.shared_rank_contention"]
+    if d.empty or not all(a in d.columns for a in axes):
+        return lines + ["(regimes sweep missing)", ""]
+    from ..metrics.stats import geomean_ci95
+    rows = []
+    for key, g in d.groupby(axes, sort=False):
+        w = {}
+        for _, r in g.iterrows():
+            f = Path(points_dir) / str(r["point"]) / "windows.csv"
+            if f.is_file():
+                w[r["run.mode"]] = pd.read_csv(f).set_index("window")
+        if not {"ahasd", "operator_sync"} <= set(w):
+            continue
+        cells = [*(str(k) for k in key)]
+        wins = []
+        for m in ("throughput_tok_s", "tokens_per_j"):
+            r_ = (w["ahasd"][m] / w["operator_sync"][m]).dropna()
+            gm, ci = geomean_ci95(list(r_))
+            cells.append(ci_cell(r_))
+            wins.append(ci is not None and ci[0] > 1)
+        cells.append("**both**" if all(wins) else ("throughput only" if wins[0] else ("energy only" if wins[1] else "no")))
+        rows.append(cells)
+    lines.append(md_table(["rank allocation", "PIM GOPS scope", "contention", "throughput", "tokens/J",
+                           "AHASD better"], rows))
+    lines.append("")
+    return lines
 
 
 # ---------------------------------------------------------------- tables
@@ -290,7 +479,8 @@ def per_policy_table(df: pd.DataFrame, variant: str, baseline: str, metric: str)
     return [["model pair", *pols]] + rows
 
 
-def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, list[Path]], out_dir: Path) -> str:
+def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, list[Path]], out_dir: Path,
+                 windows: pd.DataFrame | None = None, regimes: list[str] | None = None) -> str:
     """The markdown report (relative links to figures under ``out_dir``)."""
     lines: list[str] = []
     lines.append("# AHASD paper reproduction on ahasd_sim")
@@ -308,6 +498,11 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
     lines.append("")
     lines.append(md_table(["variant", "meaning"], [[f"`{k}`", LABELS[k]] for k in LABELS]))
     lines.append("")
+
+    if windows is not None:
+        lines += ci_section(windows)
+    if regimes:
+        lines += regimes
 
     comp = comparison_rows(df)
     lines.append("## Headline comparison with the paper")

@@ -76,8 +76,13 @@ class TimeAwarePreverifyControl:
     def predicted_npu_ns(self, kv_len: int) -> float:
         return self.nvct.mean_per_unit() * kv_len
 
-    def decide(self, npu_elapsed_s: float, npu_kv_len: int, next_draft_len: float | None = None) -> int:
-        """L_pv for an NPU verification that has run ``npu_elapsed_s`` at ``npu_kv_len``."""
+    def decide(self, npu_elapsed_s: float, npu_kv_len: int, next_draft_len: float | None = None,
+               extra_tokens: int = 0) -> int:
+        """L_pv for an NPU verification that has run ``npu_elapsed_s`` at ``npu_kv_len``.
+
+        ``extra_tokens`` are tokens the same PIM pass must also process (``preverify_kv:
+        recompute`` rebuilds the KV of the NPU's in-flight tokens): L_pv = floor(C_left / C_pv)
+        - extra_tokens."""
         self.stats.decisions += 1
         c_npu = self.predicted_npu_ns(npu_kv_len)
         l_draft = self.pdct.mean_length() if next_draft_len is None else next_draft_len
@@ -86,7 +91,7 @@ class TimeAwarePreverifyControl:
         per_token_pv = self.pvct.mean_per_unit()
         if c_left <= 0 or per_token_pv <= 0:
             return 0
-        return min(self.cfg.max_preverify_tokens, math.floor(c_left / per_token_pv))
+        return max(0, min(self.cfg.max_preverify_tokens, math.floor(c_left / per_token_pv) - int(extra_tokens)))
 
     def storage_bits(self) -> int:
         # three (64-bit time, 32-bit length) tables, the 64-bit NCR and 200 bits of control = 1416 bits for 4 entries

@@ -1,0 +1,104 @@
+"""Trace windows as samples: placement, means and 95% confidence intervals (issue 12, item 5)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from ahasd_sim.compare import run_compare
+from ahasd_sim.config import load_config
+from ahasd_sim.metrics.stats import geomean_ci95, mean_ci95, t975
+from ahasd_sim.simulation import run_simulation, window_start_prompts
+from ahasd_sim.workload.traces import load_trace
+
+from conftest import ROOT, SMOKE_TRACE
+
+GREEDY = ROOT / "traces" / "qwc-0.5b-1.5b_greedy.npz"
+
+
+def test_t_interval_matches_the_textbook_formula():
+    m, ci = mean_ci95([1, 2, 3, 4, 5])
+    h = 2.776 * math.sqrt(2.5) / math.sqrt(5)       # t(0.975, 4) = 2.776, sd = sqrt(2.5)
+    assert m == 3 and ci == pytest.approx([3 - h, 3 + h])
+    assert mean_ci95([7.0]) == (7.0, None)
+    assert t975(1) == 12.706 and t975(1000) == 1.96
+    g, gci = geomean_ci95([2.0, 8.0])
+    assert g == pytest.approx(4.0) and gci[0] < 4.0 < gci[1]
+
+
+def test_default_windows_cover_the_whole_trace_spread_over_prompts():
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml")
+    trace = load_trace(GREEDY)
+    starts = window_start_prompts(cfg, trace)
+    n, T = len(trace), cfg.run.generated_tokens
+    bounds = trace.prompt_bounds()
+    assert len(starts) == n // T == 11
+    assert starts[0] == 0 and starts == sorted(set(starts))
+    first = [int(bounds[p, 0]) for p in starts]
+    assert all(n - f >= T for f in first)          # every window fits
+    assert n - first[-1] < 2 * T                   # the last one reaches the end of the trace
+    # one window at the chosen prompt when asked
+    one = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml", ["run.windows=1", "run.trace_start_prompt=7"])
+    assert window_start_prompts(one, trace) == [7]
+    three = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml", ["run.windows=3"])
+    s3 = window_start_prompts(three, trace)
+    assert len(s3) == 3 and s3[0] == 0 and s3[1] > 20 and s3[2] > 45
+
+
+def test_summary_mean_and_interval_come_from_the_windows(tmp_path):
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    res = run_simulation(cfg)
+    s, w = res.summary, res.windows
+    assert s["windows"] == len(w) == 3 and s["generated_tokens"] == w["generated_tokens"].sum()
+    for k in ("throughput_tok_s", "tokens_per_j"):
+        m, ci = mean_ci95(w[k])
+        assert s[k] == pytest.approx(m) and s[f"{k}_ci95"] == pytest.approx(ci)
+        assert ci[0] < m < ci[1]
+    # each window is its own run: the same as running that window alone
+    solo = run_simulation(cfg.replace(["run.windows=1", "run.trace_start_prompt=1"])).summary
+    assert w.loc[1, "throughput_tok_s"] != w.loc[0, "throughput_tok_s"]
+    assert solo["generated_tokens"] == 24 and solo["windows"] == 1 and solo["throughput_tok_s_ci95"] is None
+    assert s["makespan_s"] == pytest.approx(w["makespan_s"].sum())
+    assert s["energy_j"] == pytest.approx(w["energy_j"].sum())
+
+
+def test_compare_reports_paired_ratio_intervals(tmp_path):
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    table, out = run_compare(cfg, ["async", "ahasd"], "async", str(tmp_path / "cmp"))
+    assert (out / "ahasd" / "windows.csv").is_file()
+    row = table.set_index("mode").loc["ahasd"]
+    wa = pd.read_csv(out / "ahasd" / "windows.csv")
+    wb = pd.read_csv(out / "async" / "windows.csv")
+    m, ci = mean_ci95(wa["throughput_tok_s"] / wb["throughput_tok_s"])
+    assert row["throughput_vs_async"] == pytest.approx(m)
+    assert [row["throughput_vs_async_ci95_low"], row["throughput_vs_async_ci95_high"]] == pytest.approx(ci)
+    base = table.set_index("mode").loc["async"]
+    assert base["throughput_vs_async"] == 1 and base["throughput_vs_async_ci95_low"] == 1
+
+
+def test_window_totals_add_up():
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    res = run_simulation(cfg)
+    s = res.summary
+    first = run_simulation(cfg.replace(["run.windows=1"])).summary     # window 0 alone: same run
+    assert first["device_busy_s"]["npu"] < s["device_busy_s"]["npu"] <= s["makespan_s"]
+    total_dyn = sum(v["dynamic"] + v["static"] for v in s["energy_breakdown_j"].values())
+    assert total_dyn == pytest.approx(s["energy_j"])
+    by_task = sum(e for devs in s["dynamic_energy_by_task_j"].values() for e in devs.values())
+    assert by_task == pytest.approx(sum(v["dynamic"] for v in s["energy_breakdown_j"].values()))
+    for d, u in s["device_utilization"].items():
+        assert u == pytest.approx(s["device_busy_s"][d] / s["makespan_s"])
+    assert 0.2 < s["device_utilization"]["npu"] <= 1.0
+
+
+def test_parallel_windows_give_the_same_result():
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    import json
+    a = run_simulation(cfg, workers=1).summary
+    b = run_simulation(cfg, workers=2).summary
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
