@@ -70,9 +70,13 @@ def _add_compare(sub) -> None:
              "Run several execution modes on the same config, trace slice and seed; write one run folder "
              "per mode plus compare.csv, and print throughput and energy efficiency relative to a baseline.")
     _config_options(c)
-    c.add_argument("--modes", required=True, metavar="M1,M2,...",
+    c.add_argument("--modes", default=None, metavar="M1,M2,...",
                    help="comma-separated mode names, each once (see `list`)")
-    c.add_argument("--baseline", default=None, metavar="MODE", help="mode to normalise against (default: the first)")
+    c.add_argument("--policies", default=None, metavar="P1,P2,...",
+                   help="instead of --modes: drafting policies run with the config's mode, e.g. "
+                        "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")
+    c.add_argument("--baseline", default=None, metavar="MODE",
+                   help="mode (or policy) to normalise against (default: the first)")
     c.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default: a new folder under results/); replaced as a whole")
     _dry(c, "comparison")
@@ -227,6 +231,26 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
+    if args.policies is not None:
+        if args.modes is not None:
+            raise InputError("compare: give --modes or --policies, not both")
+        from .compare import default_compare_dir, parse_policies, run_compare_policies
+        pols, base = parse_policies(args.policies, args.baseline)
+        if args.dry_run:
+            from .checks import dry_run
+            from .outdir import OutputFolder
+            out = Path(args.out) if args.out else default_compare_dir(cfg)
+            OutputFolder(out, "compare").check()
+            for p in pols:
+                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"]))[:-1]))
+            print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
+            return 0
+        table, out = run_compare_policies(cfg, pols, base, args.out)
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"results: {out}")
+        return 0
+    if args.modes is None:
+        raise InputError("compare: give --modes (or --policies)")
     modes, base = parse_modes(args.modes, args.baseline)
     if args.dry_run:
         from .checks import dry_run

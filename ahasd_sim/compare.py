@@ -1,4 +1,4 @@
-"""``compare``: several modes on the same config and trace windows, normalised to a baseline.
+"""``compare``: several modes (or drafting policies) on the same config and trace windows, normalised to a baseline.
 
 Every mode replays the same trace windows (``run.windows``), so ratios are paired: each
 window's ratio to the baseline is one sample, and the table gives their mean with a 95%
@@ -15,7 +15,7 @@ from .config.errors import InputError
 from .metrics.stats import mean_ci95
 from .outdir import OutputFolder
 from .output import atomic_write, default_out_dir, write_run
-from .simulation import load_run_windows, run_simulation
+from .simulation import load_run_trace, load_run_windows, run_simulation
 
 COLUMNS = ["mode", "windows", "throughput_tok_s", "throughput_tok_s_ci95_low", "throughput_tok_s_ci95_high",
            "energy_per_token_j", "tokens_per_j", "tokens_per_j_ci95_low", "tokens_per_j_ci95_high", "makespan_s",
@@ -23,25 +23,30 @@ COLUMNS = ["mode", "windows", "throughput_tok_s", "throughput_tok_s_ci95_low", "
            "duplicate_drafter_forwards"]
 
 
-def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
-    """(modes in order, baseline) from ``--modes``/``--baseline``; unknown or repeated modes are errors."""
+def _parse_names(text: str | list[str], baseline: str | None, registry, flag: str,
+                 noun: str, plural: str) -> tuple[list[str], str]:
+    """(names in order, baseline) from a comma-separated option; unknown or repeated names are errors."""
     from .config.errors import did_you_mean
-    from .modes import MODES
-    modes = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
-    if not modes or any(not m for m in modes):
-        raise InputError(f"--modes: expected comma-separated mode names, got {text!r}; valid modes: "
-                         f"{', '.join(sorted(MODES))}")
-    for m in modes + ([baseline] if baseline else []):
-        if m not in MODES:
-            raise InputError(f"--modes: unknown mode '{m}'{did_you_mean(m, MODES)}; valid modes: "
-                             f"{', '.join(sorted(MODES))}")
-    dup = sorted({m for m in modes if modes.count(m) > 1})
+    valid = ", ".join(sorted(registry))
+    names = [m.strip() for m in text.split(",")] if isinstance(text, str) else list(text)
+    if not names or any(not m for m in names):
+        raise InputError(f"{flag}: expected comma-separated {noun} names, got {text!r}; valid {plural}: {valid}")
+    for m in names + ([baseline] if baseline else []):
+        if m not in registry:
+            raise InputError(f"{flag}: unknown {noun} '{m}'{did_you_mean(m, registry)}; valid {plural}: {valid}")
+    dup = sorted({m for m in names if names.count(m) > 1})
     if dup:
-        raise InputError(f"--modes: mode '{dup[0]}' is listed more than once")
-    base = baseline or modes[0]
-    if base not in modes:
-        modes = [base, *modes]
-    return modes, base
+        raise InputError(f"{flag}: {noun} '{dup[0]}' is listed more than once")
+    base = baseline or names[0]
+    if base not in names:
+        names = [base, *names]
+    return names, base
+
+
+def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
+    """(modes in order, baseline) from ``--modes``/``--baseline``."""
+    from .modes import MODES
+    return _parse_names(text, baseline, MODES, "--modes", "mode", "modes")
 
 
 def default_compare_dir(cfg) -> Path:
@@ -75,6 +80,43 @@ def run_compare(cfg, modes: list[str] | str, baseline: str | None, out: str | Pa
                 lows.append(ci[0] if ci else m)
                 highs.append(ci[1] if ci else m)
             table[col], table[col + "_ci95_low"], table[col + "_ci95_high"] = means, lows, highs
+        atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
+        folder.commit()
+    return table, out_dir
+
+
+#: extra columns reported when the runs have them (mode moe_offload)
+MOE_COLUMNS = ["accepted_length_per_round", "expert_h2d_bytes", "expert_cache_hit_rate",
+               "experts_touched_per_verify", "throughput_tok_s_ci95_low", "throughput_tok_s_ci95_high"]
+
+
+def parse_policies(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
+    """(policies in order, baseline) from ``--policies``/``--baseline``."""
+    from .policies import POLICIES
+    return _parse_names(text, baseline, POLICIES, "--policies", "policy", "policies")
+
+
+def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, out: str | Path | None):
+    """Run each drafting policy with the config's mode (same trace slice, cache, seed); return
+    (table, output dir). Extra MoE columns (accepted length per round, H2D bytes, hit rate, CIs)
+    appear when the runs report them."""
+    policies, base = parse_policies(policies, baseline)
+    out_dir = Path(out) if out else default_compare_dir(cfg)
+    trace_parts = load_run_trace(cfg)
+    with OutputFolder(out_dir, "compare") as folder:
+        rows = []
+        for pol in policies:
+            pcfg = cfg.replace([f"run.policy={pol}"])
+            t0 = time.perf_counter()
+            res = run_simulation(pcfg, trace_parts)
+            write_run(res, pcfg, folder.stage / pol, time.perf_counter() - t0)
+            row = {"policy": pol, **{k: res.summary[k] for k in COLUMNS if k != "mode"}}
+            row.update({k: res.summary[k] for k in MOE_COLUMNS if k in res.summary})
+            rows.append(row)
+        table = pd.DataFrame(rows)
+        ref = table.set_index("policy").loc[base]
+        table["throughput_vs_" + base] = table["throughput_tok_s"] / ref["throughput_tok_s"]
+        table["energy_efficiency_vs_" + base] = table["tokens_per_j"] / ref["tokens_per_j"]
         atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir

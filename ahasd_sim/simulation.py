@@ -139,6 +139,9 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
         windows = [(cfg.run.trace_start_prompt, trace_parts)]
     else:
         windows = list(trace_parts)
+    from .modes import MODES
+    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
+        windows = windows[:1]   # the mode replays its whole trace once and cuts its own windows
     n = len(windows)
     results = None
     if workers > 1 and n > 1:
@@ -288,9 +291,15 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     summary["windows"] = len(results)
     summary["window_tokens"] = cfg.run.generated_tokens
     summary["window_start_prompts"] = [int(p) for p in start_prompts]
+    own = summary.pop("mode_windows", None) if len(results) == 1 else None
+    if own is not None:   # a mode that cuts its own windows (e.g. rounds of a tree trace)
+        table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
+        summary["windows"], summary["window_basis"] = own["n"], own["basis"]
     for k in WINDOW_MEANS:
+        if own is not None and k not in own:
+            continue
         m, ci = mean_ci95(table[k])
-        summary[k] = m
+        summary[k if own is None else f"{k}_window_mean"] = m
         summary[f"{k}_ci95"] = ci
         summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
     dec = summary["decode_makespan_s"]

@@ -144,6 +144,8 @@ CASES = [
     ("out-dry-run-foreign", "cli", lambda d: ["--config", str(good_cfg(d)), "--dry-run", "--out", str(foreign(d))], "refusing to replace it"),
     # ---- compare
     ("compare-repeated", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd,async,ahasd"], "mode 'ahasd' is listed more than once"),
+    ("compare-policies-repeated", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--policies", "svip,adaedl,svip"], "--policies: policy 'svip' is listed more than once"),
+    ("compare-policies-unknown", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--policies", "svip,adaedll"], "--policies: unknown policy 'adaedll' (did you mean 'adaedl'?)"),
     ("compare-unknown", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd,asink"], "unknown mode 'asink' (did you mean 'async'?)"),
     ("compare-empty", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", ","], "--modes: expected comma-separated"),
     ("compare-baseline", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd", "--baseline", "gpu"], "unknown mode 'gpu'"),

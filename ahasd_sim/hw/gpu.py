@@ -68,6 +68,17 @@ class GpuConfig:
                                   source="RTX 4090 Laptop TGP 80-150 W [4090L]")
     memory_source: str = param("own", doc="own device memory, or the mobile SoC's LPDDR5",
                                choices=("own", "lpddr5"))
+    # MoE expert FFN implementation (issue 15; validation/h200_moe_measured.csv)
+    moe_kernel: str = param("fused", doc="MoE expert FFN: one fused grouped kernel set per layer, or a "
+                            "loop over the experts hit (several kernels + a host sync each, as in HF "
+                            "transformers)", choices=("fused", "per_expert_loop"))
+    moe_fused_kernels: int = param(5, doc="kernels of one fused MoE layer (align/sort, grouped gate-up, "
+                                   "activation, grouped down, combine)", ge=0,
+                                   source="count of vLLM fused_moe's launches per layer (grade B/C)")
+    moe_loop_overhead_per_expert_us: float = param(
+        42.0, doc="per_expert_loop: launch/sync time per expert hit, beyond its bytes/FLOPs",
+        unit="us", ge=0, source="derived (grade C): 8 kernels x 4 us launch + ~10 us host sync "
+        "(torch.where) per expert; H200 eager measured 150 us (validation/h200_moe_measured.csv)")
 
     def validate(self) -> None:
         if self.reserved_gib >= self.memory_gib:

@@ -100,6 +100,9 @@ class Mode:
     name: ClassVar[str] = "base"
     #: devices that must be present on the platform (names from Platform.devices())
     required_devices: ClassVar[tuple[str, ...]] = ()
+    #: True for modes that replay their whole trace in one run and report their own windows
+    #: (summary field ``mode_windows``); ``run.windows`` then gives one simulation, not many
+    replays_own_windows: ClassVar[bool] = False
 
     def __init__(self, env: simpy.Environment, ctx: RunContext):
         self.env = env

@@ -74,6 +74,7 @@ __all__ = [
     "PAPER_PAIRS",
     "UnknownModelError",
     "get_model",
+    "moefied",
     "with_precision",
 ]
 
@@ -337,6 +338,26 @@ _SPECS = (
         "intermediate_size 6144 is unused.",
     ),
 )
+
+def moefied(spec: ModelSpec, n_experts: int, top_k: int) -> ModelSpec:
+    """A dense SwiGLU model's FFN split into ``n_experts`` equal neuron groups routed top-``top_k``
+    (MoEfication, Zhang et al., Findings of ACL 2022, https://arxiv.org/abs/2110.01786).  Same
+    weights (+ a d_model x n_experts router per layer); the partition is ours, so the name says
+    "MoEfied".  The tree traces route through this layout (issue 15/18)."""
+    if spec.is_moe or spec.d_ffn % n_experts:
+        raise ValueError(f"{spec.name}: d_ffn {spec.d_ffn} must split into {n_experts} equal experts")
+    active = (spec.param_count() - spec.n_layers * spec.n_ffn_matrices * spec.d_model * spec.d_ffn
+              * (1 - top_k / n_experts) + spec.n_layers * spec.d_model * n_experts)
+    return dataclasses.replace(
+        spec, name=f"{spec.name}-moefied-e{n_experts}k{top_k}",
+        display_name=f"MoEfied {spec.display_name} (E{n_experts} top-{top_k})", d_ffn=0,
+        n_experts=n_experts, n_active_experts=top_k, d_expert_ffn=spec.d_ffn // n_experts,
+        published_active_params_b=round(active / 1e9, 4),
+        notes=f"MoEfication of {spec.display_name}: FFN neurons partitioned into {n_experts} experts of "
+        f"{spec.d_ffn // n_experts}; active params derived (no published figure). Partition is ours.")
+
+
+_SPECS = _SPECS + tuple(moefied(s, e, 8) for s in _SPECS if s.name == "qwen2.5-coder-1.5b" for e in (64, 128))
 
 MODELS: Mapping[str, ModelSpec] = types.MappingProxyType({s.name: s for s in _SPECS})
 """Read-only registry, key -> spec."""

@@ -1,0 +1,350 @@
+"""``moe_offload``: tree speculative decoding of a MoE target whose experts live in host memory.
+
+Per round (one recorded tree of ``moe.tree_trace``): the drafter grows the tree level by level
+(on the GPU, or on a mobile NPU / LPDDR5-PIM drafter: ``moe.drafter_device``); after each level
+the tree policy (``run.policy``: eagle_fixed, eagle_dynamic, specfit, ecospec) may stop drafting;
+it then selects an ancestor-closed subtree, which the GPU verifies in one pass
+(:func:`ahasd_sim.moe.cost.schedule_verify`: dense part for all nodes, per layer the union of
+their recorded experts, missing experts copied over H2D into the expert cache first).
+The round commits the accepted path of the selected subtree plus one correction/bonus token.
+
+Replay semantics (as the tree-trace format states): every round is evaluated at its recorded
+root; a smaller subtree commits fewer tokens but the next round is the next recorded one (the
+rounds a smaller tree would take from its own next root are not re-simulated). Routing is never
+invented: the target's layer count, expert count and top-k must equal the trace's.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config.errors import ConfigError
+from ..moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
+from ..moe.cache import ExpertCache
+from ..moe.cost import MoeCostModel, schedule_verify
+from ..moe.predictor import RecallPredictor
+from ..moe.stats import window_samples
+from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
+from ..policies.tree_base import TreePolicy
+from ..workload.models import get_model, with_precision
+from .base import Mode, TaskCost, register_mode
+
+GIB = 2**30
+_TRACE_CACHE: dict[tuple[str, float], Any] = {}
+
+
+def load_tree_trace_cached(path: Path):
+    from ..workload.tree_traces import load_tree_trace
+    key = (str(path.resolve()), path.stat().st_mtime)
+    tt = _TRACE_CACHE.get(key)
+    if tt is None:
+        if len(_TRACE_CACHE) > 8:
+            _TRACE_CACHE.clear()
+        tt = _TRACE_CACHE[key] = load_tree_trace(path)
+    return tt
+
+
+def tree_of_round(tt, r: int) -> DraftTree:
+    sl = tt.nodes(r)
+    prompts = tt.header.get("prompts", [])
+    p = int(tt.round_prompt[r])
+    plen = int(prompts[p].get("prompt_len", 0)) if p < len(prompts) and isinstance(prompts[p], dict) else 0
+    parent = tt.node_parent[sl].astype(np.int64)
+    return DraftTree(parent=parent, q_prob=tt.node_q[sl].astype(float), correct=tt.node_accept[sl].astype(bool),
+                     experts=tt.node_moe_ids[sl].astype(np.int64), kv_len=plen + int(tt.round_pos[r]), index=r,
+                     extras={"expanded": tt.node_expanded[sl].astype(bool),
+                             "n_commit_recorded": int(tt.round_n_commit[r])},
+                     recorded_accepted=int(tt.round_accept_len[r]))
+
+
+@register_mode("moe_offload")
+class MoeOffloadMode(Mode):
+    replays_own_windows = True   # one pass over the tree trace; windows = blocks of rounds
+    """Tree drafting + GPU tree verification with experts offloaded to host memory."""
+
+    required_devices = ("gpu", "h2d")
+
+    def __init__(self, env, ctx):
+        super().__init__(env, ctx)
+        cfg, mc = ctx.cfg, ctx.cfg.moe
+        src = cfg.source_file
+        if not isinstance(self.policy, TreePolicy):
+            from ..policies import POLICIES
+            names = ", ".join(sorted(n for n, c in POLICIES.items() if getattr(c, "is_tree_policy", False)))
+            raise ConfigError(src, "run.policy", f"mode moe_offload needs a tree policy ({names}), got "
+                              f"'{cfg.run.policy}'")
+        self.policy.configure(cfg.tree_policy)
+        if not mc.tree_trace:
+            raise ConfigError(src, "moe.tree_trace", "mode moe_offload needs a tree trace file")
+        from ..simulation import resolve_data_path
+        path = resolve_data_path(mc.tree_trace, src)
+        if not path.is_file():
+            raise ConfigError(src, "moe.tree_trace", f"tree trace '{mc.tree_trace}' not found")
+        self.tt = load_tree_trace_cached(path)
+        self.tree_trace_path = str(mc.tree_trace)
+        target = get_model(cfg.run.target_model)
+        tt = self.tt
+        if not target.is_moe:
+            raise ConfigError(src, "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
+                              f"target (the trace routes E={tt.n_experts} top-{tt.moe_k}, e.g. "
+                              f"qwen2.5-coder-1.5b-moefied-e{tt.n_experts}k{tt.moe_k})")
+        if (target.n_layers, target.n_experts, target.n_active_experts) != (tt.n_layers, tt.n_experts, tt.moe_k):
+            raise ConfigError(src, "run.target_model",
+                              f"'{target.name}' has {target.n_layers} layers, {target.n_experts} experts, "
+                              f"top-{target.n_active_experts} but the tree trace recorded {tt.n_layers} layers, "
+                              f"{tt.n_experts} experts, top-{tt.moe_k}; refusing to invent routing")
+        dev = mc.drafter_device
+        if dev != "gpu" and getattr(ctx.platform, dev, None) is None:
+            raise ConfigError(src, "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
+                              f"(set {dev}.enabled: true)")
+        self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
+        self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
+        self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
+        L, E = tt.n_layers, tt.n_experts
+        total = L * E
+        if mc.cache_capacity_unit == "fraction":
+            if mc.cache_capacity > 1:
+                raise ConfigError(src, "moe.cache_capacity", f"a fraction must be <= 1, got {mc.cache_capacity}")
+            cap = int(round(mc.cache_capacity * total))
+        elif mc.cache_capacity_unit == "experts":
+            cap = int(mc.cache_capacity)
+        else:
+            cap = int(mc.cache_capacity * GIB // self.cm.expert_bytes)
+        cap = min(cap, total)
+        self.memory_split = self._memory_split(cap, src)
+        self.start_round = int(mc.trace_start_round)
+        if self.start_round >= len(tt):
+            raise ConfigError(src, "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
+        pop, self.profile = self._popularity(mc.profile_rounds)
+        self.cache = ExpertCache(L, E, cap, mc.cache_policy, mc.cache_scope, pop,
+                                 fill=mc.cache_initial == "popular")
+        self.predictor = RecallPredictor(mc.predictor_recall, E, ctx.rng)
+        self.h2d_free_s = 0.0
+        self.static_w = sum(ctx.platform.devices().values())
+        # per-round records (CI windows) and totals
+        self.rounds: list[dict] = []
+        self.copied_demand = 0
+        self.copied_prefetch = 0
+        self.copy_stall_s = 0.0
+        self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
+        self.layer_log: list = []
+
+    # ------------------------------------------------------------------ setup helpers
+    def _memory_split(self, cap: int, src: str) -> dict:
+        gpu = self.ctx.platform.gpu
+        mc = self.ctx.cfg.moe
+        dense = self.cm.dense_weight_bytes()
+        drafter = self.draft.weight_bytes() if mc.drafter_device == "gpu" else 0.0
+        kv = self.target.kv_bytes_per_token() * mc.kv_reserve_tokens
+        cache = cap * self.cm.expert_bytes
+        usable = gpu.usable_memory_bytes
+        if dense + drafter + kv + cache > usable:
+            raise ConfigError(src, "moe.cache_capacity",
+                              f"GPU memory: dense {dense / GIB:.2f} + drafter {drafter / GIB:.2f} + KV "
+                              f"{kv / GIB:.2f} + expert cache {cache / GIB:.2f} GiB exceed the usable "
+                              f"{usable / GIB:.2f} GiB of {gpu.cfg.name}")
+        return {"dense_weights_gib": dense / GIB, "drafter_weights_gib": drafter / GIB, "kv_reserve_gib": kv / GIB,
+                "expert_cache_gib": cache / GIB, "usable_gib": usable / GIB, "all_experts_gib":
+                self.cm.all_expert_bytes() / GIB, "expert_bytes": self.cm.expert_bytes,
+                "cache_capacity_experts": cap, "total_experts": self.tt.n_layers * self.tt.n_experts}
+
+    def _popularity(self, n_profile: int):
+        """Expert popularity from the committed tokens' routing of profile rounds: those just before
+        the replayed ones, else the trace's last rounds (flagged if the replay reaches them)."""
+        tt = self.tt
+        L, E = tt.n_layers, tt.n_experts
+        pop = np.zeros((L, E))
+        if n_profile <= 0:
+            return pop, {"rounds": [0, 0], "tokens": 0, "overlaps_replay": False}
+        if self.start_round > 0:
+            lo, hi = max(0, self.start_round - n_profile), self.start_round
+        else:
+            lo, hi = max(0, len(tt) - n_profile), len(tt)
+        c0 = int(tt.round_commit_offset[lo])
+        c1 = int(tt.round_commit_offset[hi - 1] + tt.round_n_commit[hi - 1])
+        cn = tt.commit_node[c0:c1]
+        cn = cn[cn >= 0]
+        ids = tt.node_moe_ids[cn].astype(np.int64)          # [n, L, k]
+        for layer in range(L):
+            pop[layer] += np.bincount(ids[:, layer, :].ravel(), minlength=E)[:E]
+        return pop, {"rounds": [int(lo), int(hi)], "tokens": int(len(cn)), "overlaps_replay": False}
+
+    # ------------------------------------------------------------------ run
+    def start(self):
+        self.env.process(self._loop())
+        return self.done
+
+    def _view(self, tree: DraftTree, pred, depth: int, draft_s: float, lm, next_s: float) -> TreeView:
+        res = self.cache.resident_mask.copy()
+        res.flags.writeable = False
+        return TreeView(parent=tree.parent, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
+                        drafted_depth=depth, predicted_experts=pred, resident=res, costs=lm,
+                        draft_time_s=draft_s, next_level_draft_s=next_s, recorded_depth=tree.max_depth,
+                        now_s=self.env.now)
+
+    def _level_tokens(self, tree: DraftTree, d: int) -> int:
+        """Drafter tokens forwarded to produce level d+1: the expanded nodes at depth d."""
+        exp = tree.extras.get("expanded")
+        at = tree.depth == d
+        if exp is None:
+            return int(len(np.unique(tree.parent[tree.depth == d + 1])))
+        return int((exp & at).sum())
+
+    def _prefetch(self, tree: DraftTree, pred, d: int, budget: list) -> float:
+        """Copy the predicted experts of the new level's nodes (FIFO copy stream); returns energy."""
+        col = self.col
+        nodes = np.flatnonzero(tree.depth == d)
+        now = self.env.now
+        n = 0
+        for v in nodes:
+            for layer in range(pred.shape[1]):
+                for e in pred[v, layer]:
+                    key = (layer, int(e))
+                    if budget[0] <= 0 or key in self.cache:
+                        continue
+                    start = max(now, self.h2d_free_s)
+                    end = start + self.cm.copy_s
+                    if not self.cache.insert(layer, int(e), end):
+                        continue
+                    col.busy("h2d", start, end, "prefetch")
+                    self.h2d_free_s = end
+                    budget[0] -= 1
+                    n += 1
+        e_j = self.cm.copy_energy_j(n)
+        col.energy("h2d", e_j, "prefetch")
+        self.copied_prefetch += n
+        return e_j
+
+    def _loop(self):
+        cfg, mc = self.ctx.cfg, self.ctx.cfg.moe
+        tt, col, ctr = self.tt, self.col, self.col.counters
+        r = self.start_round
+        while not self.done.triggered:
+            if r >= len(tt):
+                raise ConfigError(cfg.source_file, "run.generated_tokens",
+                                  f"{self.n_tokens} tokens need more rounds than the tree trace has "
+                                  f"({len(tt) - self.start_round} from moe.trace_start_round "
+                                  f"{self.start_round}; committed {self.committed})")
+            if self.profile["rounds"][0] <= r < self.profile["rounds"][1]:
+                self.profile["overlaps_replay"] = True
+            tree = tree_of_round(tt, r)
+            pred = self.predictor.predict(tree.experts)
+            lm = self.cm.linear_model(tree.kv_len)
+            round_start, energy0 = self.env.now, sum(col.dynamic_energy_j.values())
+            draft_s, d = 0.0, 0
+            budget = [mc.prefetch_max_experts_per_round]
+            view = self._view(tree, pred, 0, 0.0, lm, 0.0)
+            while d < tree.max_depth:
+                m = self._level_tokens(tree, d)
+                dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
+                yield from self.run_task(TaskCost(dur, energy, busy), "draft")
+                draft_s += dur
+                d += 1
+                ctr.discarded_draft_forwards += 0
+                if mc.prefetch:
+                    self._prefetch(tree, pred, d, budget)
+                nxt = 0.0
+                if d < tree.max_depth:
+                    nxt = self.cm.draft_level_cost(self._level_tokens(tree, d), tree.kv_len + d, self.costs)[0]
+                view = self._view(tree, pred, d, draft_s, lm, nxt)
+                if not self.policy.continue_drafting(view):
+                    break
+            sel = [int(v) for v in self.policy.select(view)]
+            if not is_ancestor_closed(tree.parent, sel) or any(tree.depth[v] > d for v in sel):
+                raise RuntimeError(f"policy {self.policy.name} selected an invalid subtree {sel} "
+                                   f"(drafted depth {d})")
+            unions = expert_union(tree.experts, sel)
+            t0 = self.env.now
+            res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
+                                  self.h2d_free_s, mc.overlap)
+            self.h2d_free_s = res.h2d_free_s
+            for a, b in res.copy_intervals:
+                col.busy("h2d", a, b, "expert_copy")
+            for rec in res.layers:
+                col.busy("gpu", rec.dense_start_s, rec.dense_end_s, "verify")
+                if rec.expert_end_s > rec.expert_start_s:
+                    col.busy("gpu", rec.expert_start_s, rec.expert_end_s, "verify_experts")
+                self.copy_stall_s += rec.expert_start_s - rec.dense_end_s
+            if res.end_s > res.layers[-1].expert_end_s:
+                col.busy("gpu", res.layers[-1].expert_end_s, res.end_s, "verify")
+            if self.keep_layer_log:
+                self.layer_log.append(res)
+            col.energy("gpu", self.cm.gpu_energy_j(res.gpu_busy_s), "verify")
+            col.energy("h2d", self.cm.copy_energy_j(res.copied_experts), "expert_copy")
+            self.copied_demand += res.copied_experts
+            yield self.env.timeout(max(0.0, res.end_s - self.env.now))
+            acc = accepted_length(tree, sel)
+            n_commit = min(acc + 1, tree.extras["n_commit_recorded"], self.n_tokens - self.committed)
+            ctr.verifications += 1
+            ctr.drafted_tokens += len(sel)
+            ctr.accepted_tokens += acc
+            ctr.rejected_tokens += len(sel) - acc
+            col.event(t0, "verify", position=self.committed, n_tokens=len(sel), accepted=acc,
+                      duration_s=self.env.now - t0, round=r, levels=d,
+                      experts_touched=res.distinct_total, expert_copies=res.copied_experts)
+            col.commit(range(self.committed, self.committed + n_commit))
+            self.committed += n_commit
+            self.frontier = self.committed
+            self.policy.on_tree_verified(len(sel), acc, d)
+            dur = self.env.now - round_start
+            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total,
+                                "energy_j": sum(col.dynamic_energy_j.values()) - energy0 + self.static_w * dur})
+            r += 1
+            if self.committed >= self.n_tokens:
+                self.done.succeed()
+
+    # ------------------------------------------------------------------ reporting
+    def summary_fields(self, summary: dict | None = None) -> dict[str, Any]:
+        rounds = self.rounds
+        nb = self.cm.expert_bytes
+        distinct = [x["distinct"] for x in rounds]
+        w = window_samples([x["tokens"] for x in rounds], [x["time_s"] for x in rounds],
+                           [x["energy_j"] for x in rounds], self.ctx.cfg.moe.ci_windows)
+        tm = self.tt.header.get("models", {})
+        return {
+            "trace": self.tree_trace_path,   # acceptance and routing come from the tree trace
+            "trace_models": {"drafter": tm.get("drafter", {}).get("name"),
+                             "target": tm.get("target", {}).get("name")},
+            "expert_h2d_bytes": float((self.copied_demand + self.copied_prefetch) * nb),
+            "expert_h2d_bytes_demand": float(self.copied_demand * nb),
+            "expert_h2d_bytes_prefetch": float(self.copied_prefetch * nb),
+            "expert_cache_hit_rate": self.cache.hit_rate,
+            "experts_touched_per_verify": float(np.mean(distinct)) if distinct else 0.0,
+            "experts_touched_per_layer_per_verify": (float(np.mean(distinct)) / self.tt.n_layers
+                                                     if distinct else 0.0),
+            "accepted_length_per_round": (self.col.counters.accepted_tokens / len(rounds)) if rounds else 0.0,
+            "expert_copy_stall_s": self.copy_stall_s,
+            # combined by simulation.combine_windows into the project-wide *_ci95 fields
+            "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",
+                             "n": len(w["throughput_tok_s"]), **w,
+                             "tokens_per_j": [1.0 / e if e > 0 else float("nan") for e in w["energy_per_token_j"]]},
+        }
+
+    def stats(self) -> dict[str, Any]:
+        tt = self.tt
+        m = tt.header.get("moe", {})
+        return {
+            "tree_trace": self.tree_trace_path,
+            "tree_trace_label": m.get("label", ""),
+            "tree_trace_constructed_example": bool(tt.header.get("constructed_example", False)),
+            "tree_trace_sha256": _sha256(self.tt.path),
+            "rounds": len(self.rounds),
+            "first_round": self.start_round,
+            "memory_split": self.memory_split,
+            "cache": self.cache.stats(),
+            "profile": self.profile,
+            "predictor_recall": self.predictor.recall,
+            "overlap": self.ctx.cfg.moe.overlap,
+            "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
+            "drafter_device": self.ctx.cfg.moe.drafter_device,
+        }
+
+
+def _sha256(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""

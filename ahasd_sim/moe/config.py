@@ -1,0 +1,111 @@
+"""Config sections ``moe`` (expert offload workload, GPU memory split, cache, predictor) and
+``tree_policy`` (tree-selection policies: eagle_fixed, eagle_dynamic, specfit, ecospec)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..config.fields import param
+from ..config.registry import config_section
+
+MOE_NOTE = "shared/reference moe-offload notes; SpecFit/EcoSpec abstracts (reconstruction [R])"
+EAGLE_SRC = "https://arxiv.org/abs/2406.16858 ; https://github.com/SafeAILab/EAGLE"
+SPECFIT_SRC = "SpecFit abstract (code announced at https://github.com/Chlience/SpecFit); [R] reconstruction"
+ECOSPEC_SRC = "https://arxiv.org/abs/2607.12696 (abstract only); [R] reconstruction"
+
+
+def _section(cls: type, doc: str):
+    return dataclasses.field(default_factory=cls, metadata={"doc": doc, "unit": None, "source": None,
+                                                            "ge": None, "gt": None, "le": None,
+                                                            "lt": None, "choices": None})
+
+
+@config_section("moe")
+@dataclass
+class MoeConfig:
+    """MoE expert offload (mode ``moe_offload``): experts in host memory, a GPU expert cache."""
+
+    tree_trace: str = param("", doc="tree trace file (draft trees with per-node verdicts and MoE routing); "
+                                    "relative paths: to the current directory, then the config, then the repository")
+    trace_start_round: int = param(0, doc="first tree round replayed", ge=0)
+    weight_bytes_per_param: float = param(2.0, doc="target/drafter weight precision on the GPU (2 = BF16, "
+                                          "0.5 = INT4); expert bytes follow", unit="B/param", gt=0,
+                                          source="BF16 serving default (Qwen3-30B-A3B expert 9.44 MB BF16)")
+    kv_bytes_per_elem: float = param(2.0, doc="KV-cache element width", unit="B", gt=0)
+    kv_reserve_tokens: int = param(4096, doc="KV tokens reserved in GPU memory (memory split)", unit="tokens",
+                                   ge=0, source="assumption: one 4k-token context")
+    cache_capacity: float = param(0.25, doc="expert-cache capacity, in the unit of cache_capacity_unit", ge=0)
+    cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB",
+                                     choices=("fraction", "experts", "gib"))
+    cache_policy: str = param("lru", doc="eviction policy", choices=("lru", "lfu", "static"),
+                              source=MOE_NOTE)
+    cache_scope: str = param("global", doc="one capacity for all layers, or capacity / layers per layer",
+                             choices=("global", "per_layer"))
+    cache_initial: str = param("popular", doc="initial contents: most popular experts of the profile rounds, or empty",
+                               choices=("popular", "empty"))
+    profile_rounds: int = param(64, doc="rounds (before the replayed ones if possible, else after) whose "
+                                "committed-token routing gives the popularity profile (static cache, initial fill)",
+                                unit="rounds", ge=0)
+    overlap: str = param("none", doc="none: a layer's missing experts are copied after its router runs; "
+                         "next_layer: copies for layer l+1 start with layer l (routing known one layer "
+                         "ahead, a pre-gating oracle)", choices=("none", "next_layer"),
+                         source="[R] per-layer copy/compute overlap (Pre-gated MoE / SP-MoE style)")
+    prefetch: bool = param(False, doc="during drafting, copy the experts the predictor expects for new "
+                           "draft nodes (draft-guided prefetch, SP-MoE style)")
+    prefetch_max_experts_per_round: int = param(64, doc="cap on prefetched experts per round", ge=0)
+    predictor_recall: float = param(1.0, doc="per-layer top-k recall of the routing predictor policies see "
+                                    "(1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
+                                    "modelled by its recall")
+    drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
+                                "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))
+    ci_windows: int = param(8, doc="contiguous windows of rounds used as samples for the 95% CIs", ge=2)
+
+
+@dataclass
+class EagleFixedParams:
+    """EAGLE-1 style static tree: at depth d keep the children of sibling rank < branching[d-1]."""
+
+    branching: list[int] = param([3, 2, 1, 1, 1], doc="children kept per node at each depth (27 nodes)",
+                                 source="[R] close to EAGLE-1's 26-node static tree; " + EAGLE_SRC)
+
+
+@dataclass
+class EagleDynamicParams:
+    """EAGLE-2/3: keep the N nodes of highest cumulative draft confidence (ancestor-closed)."""
+
+    total_nodes: int = param(60, doc="verified draft nodes N (EAGLE-2/3 default total_token 60, depth 5-7)",
+                             ge=1, source="[C] " + EAGLE_SRC)
+    max_depth: int = param(6, doc="draft levels", ge=1, source="[C] " + EAGLE_SRC)
+
+
+@dataclass
+class SpecFitParams:
+    """SpecFit: the ancestor-closed subtree maximising expected tokens / cycle time (exact)."""
+
+    max_depth: int = param(6, doc="most draft levels (the stop rule may end drafting earlier)", ge=1,
+                           source=SPECFIT_SRC)
+    max_nodes: int = param(64, doc="most verified draft nodes", ge=1, source="[R]")
+    stop_rule: bool = param(True, doc="stop drafting when an optimistic bound for one more level cannot "
+                            "beat the incumbent ratio", source=SPECFIT_SRC)
+    tolerance: float = param(1e-9, doc="Dinkelbach stop: F(lambda) <= tolerance", gt=0, source="[R]")
+
+
+@dataclass
+class EcoSpecParams:
+    """EcoSpec: greedy growth by P(v) - mu * (time of v's predicted new experts) / T_ref."""
+
+    mu: float = param(1.0, doc="weight of the predicted marginal expert cost (T_ref = root-only round time)",
+                      ge=0, source=ECOSPEC_SRC)
+    max_nodes: int = param(64, doc="most verified draft nodes", ge=1, source="[R]")
+    max_depth: int = param(6, doc="draft levels", ge=1, source="[R]")
+
+
+@config_section("tree_policy")
+@dataclass
+class TreePolicyConfig:
+    """Tree-selection policies of mode ``moe_offload`` (``run.policy``)."""
+
+    eagle_fixed: EagleFixedParams = _section(EagleFixedParams, "EAGLE static tree shape")
+    eagle_dynamic: EagleDynamicParams = _section(EagleDynamicParams, "EAGLE-2/3 top-N by confidence")
+    specfit: SpecFitParams = _section(SpecFitParams, "SpecFit throughput-optimal subtree")
+    ecospec: EcoSpecParams = _section(EcoSpecParams, "EcoSpec expert-cost-aware greedy")

@@ -1,0 +1,248 @@
+"""Tree-verification cost with expert offload, and the linear model SpecFit optimises.
+
+A verification pass over a tree of n tokens (draft nodes + the root) on the GPU:
+
+* per layer, the **dense part** (norms, attention over the context + tree, projections, router):
+  the GPU roofline of the target's non-expert operators for n tokens (:mod:`ahasd_sim.workload.ops`)
+  plus ``gpu.kernels_per_layer`` launches;
+* per layer, the **experts**: the union U_l of the top-k experts of the n tokens. Experts not
+  resident in the expert cache are copied over H2D, one copy per expert (``h2d.latency_us`` +
+  bytes / ``h2d.effective_gb_s`` each, FIFO on one copy stream) -- the layer's expert compute
+  starts only when every copy it needs has ended. Compute: the roofline of |U_l| experts' weights
+  and n*k token-expert pairs, plus ``gpu.moe_fused_kernels`` launches (``fused``) or
+  ``gpu.moe_loop_overhead_per_expert_us`` per expert hit (``per_expert_loop``);
+* once, the head (final norm, LM head, softmax over n positions).
+
+Energy: GPU (active - idle power) x busy time; H2D ``dma_pj_per_byte`` x bytes copied.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hw.cost import OpCost
+from ..workload.ops import forward_ops
+
+
+@dataclass(frozen=True)
+class LinearVerifyModel:
+    """SpecFit's cycle-time model (an offline profile of this cost model at one KV length):
+    T(S) = T_draft + c0 + c1*(|S|+1) + sum_l [c2*|U_l| + |U_l not resident| * fetch]."""
+
+    c0_s: float
+    c1_s: float
+    c2_s: float
+    fetch_s: float
+    n_layers: int
+
+    def item_cost(self, resident: bool) -> float:
+        return self.c2_s + (0.0 if resident else self.fetch_s)
+
+    def cycle_time(self, n_selected: int, unions, resident_mask: np.ndarray, draft_s: float = 0.0) -> float:
+        t = draft_s + self.c0_s + self.c1_s * (n_selected + 1)
+        for layer, u in enumerate(unions):
+            u = np.asarray(u, dtype=int)
+            miss = int((~resident_mask[layer, u]).sum()) if len(u) else 0
+            t += self.c2_s * len(u) + miss * self.fetch_s
+        return t
+
+
+class MoeCostModel:
+    def __init__(self, platform, target, draft, moe_cfg, kv_quantum: int = 16):
+        if platform.gpu is None or platform.h2d is None:
+            raise ValueError("moe_offload needs a GPU and an h2d link")
+        self.gpu, self.link, self.platform = platform.gpu, platform.h2d, platform
+        self.target, self.draft, self.moe_cfg = target, draft, moe_cfg
+        self.quantum = max(1, int(kv_quantum))
+        self.expert_bytes = float(target.expert_params() * target.weight_bytes_per_param)
+        self.copy_s = self.link.isolated_transfer_time_s(self.expert_bytes)
+        g = self.gpu.cfg
+        self.launch_s = g.launch_overhead_us * 1e-6
+        self.kernel = g.moe_kernel
+        self._dense: dict[tuple[int, int], tuple[float, float]] = {}
+        self._dyn_w = g.active_power_w - g.idle_power_w
+
+    # ------------------------------------------------------------------ bytes
+    def dense_weight_bytes(self) -> float:
+        """Everything but the routed experts (attention, norms, router, embeddings, head)."""
+        t = self.target
+        experts = t.n_layers * t.n_experts * t.expert_params()
+        return float((t.param_count() - experts) * t.weight_bytes_per_param)
+
+    def all_expert_bytes(self) -> float:
+        return self.expert_bytes * self.target.n_layers * self.target.n_experts
+
+    # ------------------------------------------------------------------ times
+    def _kv(self, kv: int) -> int:
+        return -(-max(0, int(kv)) // self.quantum) * self.quantum
+
+    def dense_times(self, n_tokens: int, kv: int) -> tuple[float, float]:
+        """(one layer's dense part, the head) in seconds for ``n_tokens`` tokens at context ``kv``."""
+        key = (int(n_tokens), self._kv(kv))
+        hit = self._dense.get(key)
+        if hit is None:
+            layer = head = 0.0
+            for op in forward_ops(self.target, key[0], key[1]):
+                if op.name.startswith("expert_"):
+                    continue
+                t = self.gpu.op_cost(op).duration_s
+                if op.per_layer:
+                    layer += t
+                else:
+                    head += t * op.layer_repeat
+            layer += self.gpu.cfg.kernels_per_layer * self.launch_s
+            hit = self._dense[key] = (layer, head)
+        return hit
+
+    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
+        """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts."""
+        if n_distinct <= 0:
+            return 0.0
+        t = self.target
+        pairs = n_tokens * t.n_active_experts
+        flops = 2.0 * pairs * t.expert_params()
+        act = pairs * (2 * t.d_model + 3 * t.d_expert_ffn) * t.act_bytes_per_elem
+        body = max(flops / self.gpu.effective_ops_s,
+                   (n_distinct * self.expert_bytes + act) / self.gpu.effective_bandwidth_bytes_s)
+        if self.kernel == "fused":
+            return body + self.gpu.cfg.moe_fused_kernels * self.launch_s
+        return body + n_distinct * self.gpu.cfg.moe_loop_overhead_per_expert_us * 1e-6
+
+    def gpu_energy_j(self, busy_s: float) -> float:
+        return self._dyn_w * busy_s
+
+    def copy_energy_j(self, n_experts: int) -> float:
+        return self.link.transfer_energy_j(n_experts * self.expert_bytes)
+
+    def linear_model(self, kv: int) -> LinearVerifyModel:
+        """Coefficients profiled from this model at context ``kv`` (finite differences)."""
+        L = self.target.n_layers
+        d1, head1 = self.dense_times(1, kv)
+        d33, head33 = self.dense_times(33, kv)
+        c1 = (L * (d33 - d1) + (head33 - head1)) / 32.0
+        c0 = L * d1 + head1 - c1
+        k = self.target.n_active_experts
+        c2 = self.expert_time_s(1, k + 1) - self.expert_time_s(1, k)
+        # the fixed per-layer part of expert compute (launches) goes to c0
+        c0 += L * (self.expert_time_s(1, k) - k * c2)
+        return LinearVerifyModel(c0, c1, c2, self.copy_s, L)
+
+    # ------------------------------------------------------------------ drafter
+    def draft_level_cost(self, n_tokens: int, kv: int, costs) -> tuple[float, dict, dict]:
+        """(duration, energy by device, busy by device) of one drafter forward over ``n_tokens``: on
+        the GPU at ``moe.weight_bytes_per_param``; on the NPU or the PIM drafter ranks with the run's
+        drafter spec (INT8, like the other modes)."""
+        dev = self.moe_cfg.drafter_device
+        ops = forward_ops(self.draft, int(n_tokens), self._kv(kv))
+        if dev == "gpu":
+            c: OpCost = self.gpu.forward_cost(ops)
+            return c.duration_s, dict(c.energy_j_by_device), {"gpu": c.duration_s}
+        if dev == "npu":  # mobile drafters run the run's (INT8) drafter spec, as everywhere else
+            c = self.platform.forward_cost(costs.ops(costs.draft, int(n_tokens), self._kv(kv)), "npu")
+            return c.duration_s, dict(c.energy_j_by_device), {"npu": c.duration_s}
+        task = costs._pim_forward(costs.ops(costs.draft, int(n_tokens), self._kv(kv)),
+                                  costs.partition.draft_ranks)
+        return task.duration_s, dict(task.energy_j), dict(task.busy_s)
+
+
+@dataclass
+class LayerRecord:
+    layer: int
+    dense_start_s: float
+    dense_end_s: float
+    copies: int
+    copy_start_s: float      # first copy of this layer (nan if none)
+    copy_end_s: float        # last copy of this layer (nan if none)
+    experts_ready_s: float   # every expert of the layer resident (copy ends, in-flight prefetches)
+    expert_start_s: float
+    expert_end_s: float
+    distinct: int
+
+
+@dataclass
+class VerifyResult:
+    end_s: float
+    gpu_busy_s: float
+    copied_experts: int
+    hits: int
+    misses: int
+    distinct_total: int
+    layers: list[LayerRecord]
+    h2d_free_s: float
+    copy_intervals: list[tuple[float, float]]
+
+
+def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, now_s: float,
+                    h2d_free_s: float, overlap: str = "none") -> VerifyResult:
+    """Analytic schedule of one verification pass starting at ``now_s``.
+
+    ``unions[l]``: distinct experts layer l needs. Copies go FIFO on one stream that is free from
+    ``h2d_free_s`` (earlier prefetches may still be in flight). Causality: the expert compute of a
+    layer starts at or after the end of every copy that brings one of its experts in (and after
+    the ready time of cached experts whose prefetch is still in flight).
+    """
+    L = len(unions)
+    dense_l, head = cost.dense_times(n_tokens, kv)
+    copy_s = cost.copy_s
+    ready = [0.0] * L
+    ncopies = [0] * L
+    cstart = [float("nan")] * L
+    cend = [float("nan")] * L
+    hits = misses = copied = 0
+    intervals: list[tuple[float, float]] = []
+
+    def fetch(layer: int, issue_s: float, pinned) -> None:
+        nonlocal hits, misses, copied, h2d_free_s
+        r = issue_s
+        for e in unions[layer]:
+            e = int(e)
+            if cache.access(layer, e):
+                hits += 1
+                rs = cache.ready_s((layer, e))
+                if rs > issue_s:
+                    cache.late_hits += 1
+                r = max(r, rs)
+            else:
+                misses += 1
+                start = max(issue_s, h2d_free_s)
+                end = start + copy_s
+                h2d_free_s = end
+                copied += 1
+                if ncopies[layer] == 0:
+                    cstart[layer] = start
+                cend[layer] = end
+                ncopies[layer] += 1
+                if intervals and abs(intervals[-1][1] - start) <= 1e-15:
+                    intervals[-1] = (intervals[-1][0], end)
+                else:
+                    intervals.append((start, end))
+                cache.insert(layer, e, end, pinned)
+                r = max(r, end)
+        ready[layer] = r
+
+    def keys(layer: int):
+        return {(layer, int(e)) for e in unions[layer]} if 0 <= layer < L else set()
+
+    t = now_s
+    busy = 0.0
+    records = []
+    if overlap == "next_layer" and L:
+        fetch(0, now_s, keys(0))
+    for layer in range(L):
+        d0, d1 = t, t + dense_l
+        if overlap == "next_layer":
+            if layer + 1 < L:
+                fetch(layer + 1, d0, keys(layer) | keys(layer + 1))
+        else:
+            fetch(layer, d1, keys(layer))  # routing of this layer is known once its router ran
+        e0 = max(d1, ready[layer])
+        e1 = e0 + cost.expert_time_s(n_tokens, len(unions[layer]))
+        busy += (d1 - d0) + (e1 - e0)
+        records.append(LayerRecord(layer, d0, d1, ncopies[layer], cstart[layer], cend[layer], ready[layer],
+                                   e0, e1, len(unions[layer])))
+        t = e1
+    end = t + head
+    busy += head
+    return VerifyResult(end, busy, copied, hits, misses, int(sum(len(u) for u in unions)), records,
+                        h2d_free_s, intervals)

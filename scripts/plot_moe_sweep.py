@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Figure + table of the MoE expert-offload sweeps (issue 15).
+
+Reads the results tables of ``hw_configs/sweeps/moe_cache_capacity.yaml`` and
+``moe_pcie_bandwidth.yaml`` (run them first with ``python -m ahasd_sim sweep``) and writes
+
+* ``<out>/moe_policies_sweep.png``: throughput (tok/s, 95% CI over windows as error bars) of each
+  tree policy vs expert-cache capacity and vs H2D bandwidth;
+* ``<out>/moe_policies_sweep.md``: the numbers, SpecFit's gain over the acceptance-maximising
+  selection (eagle_dynamic) at every point, accepted length per round and H2D GB.
+
+    python scripts/plot_moe_sweep.py --cache sweeps/moe_cache_capacity --pcie sweeps/moe_pcie_bandwidth \
+        --out docs/moe-offload
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+POLICIES = ["eagle_fixed", "eagle_dynamic", "specfit", "ecospec"]
+REF = "eagle_dynamic"
+
+
+def _load(d: Path, axis: str) -> pd.DataFrame:
+    df = pd.read_csv(d / "results.csv")
+    df = df[df["status"] == "ok"].copy()
+    df["x"] = df[axis].astype(float)
+    return df
+
+
+def _panel(ax, df, xlabel, log=False):
+    evictions = sorted(df["moe.cache_policy"].unique(), key=lambda e: ("lru", "lfu", "static").index(e)) \
+        if "moe.cache_policy" in df else [None]
+    colors = {}
+    for ev, style in zip(evictions, ("-", "--", ":")):
+        for pol in POLICIES:
+            sub = df[df["run.policy"] == pol]
+            if ev is not None:
+                sub = sub[sub["moe.cache_policy"] == ev]
+            sub = sub.sort_values("x")
+            if sub.empty:
+                continue
+            y = sub["throughput_tok_s"]
+            err = [(y - sub["throughput_tok_s_ci95_low"]).clip(lower=0),
+                   (sub["throughput_tok_s_ci95_high"] - y).clip(lower=0)]
+            lab = pol if ev is None else f"{pol} ({ev})"
+            h = ax.errorbar(sub["x"], y, yerr=err, marker="o", ms=3, capsize=2, ls=style, label=lab,
+                            color=colors.get(pol))
+            colors.setdefault(pol, h.lines[0].get_color())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("throughput (tok/s)")
+    if log:
+        ax.set_xscale("log", base=2)
+    ax.grid(alpha=0.3)
+
+
+def _table(df, axis_name) -> list[str]:
+    if "moe.cache_policy" in df and df["moe.cache_policy"].nunique() > 1:
+        out = []
+        for ev in sorted(df["moe.cache_policy"].unique()):
+            out += [f"### eviction {ev}", ""] + _table(df[df["moe.cache_policy"] == ev].drop(
+                columns=["moe.cache_policy"]), axis_name) + [""]
+        return out
+    lines = [f"| {axis_name} | policy | tok/s [95% CI] | accepted/round | nodes/round | levels drafted "
+             f"| experts touched/verify | H2D GB | hit rate | vs {REF} |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for x in sorted(df["x"].unique()):
+        at = df[df["x"] == x].drop_duplicates("run.policy").set_index("run.policy")
+        ref = at["throughput_tok_s"].get(REF, float("nan"))
+        for pol in POLICIES:
+            if pol not in at.index:
+                continue
+            r = at.loc[pol]
+            lines.append(f"| {x:g} | {pol} | {r['throughput_tok_s']:.1f} [{r['throughput_tok_s_ci95_low']:.1f}, "
+                         f"{r['throughput_tok_s_ci95_high']:.1f}] | {r['accepted_length_per_round']:.2f} | "
+                         f"{r['policy_stats.mean_nodes_verified']:.1f} | {r['policy_stats.mean_levels_drafted']:.2f} | "
+                         f"{r['experts_touched_per_verify']:.0f} | "
+                         f"{r['expert_h2d_bytes'] / 1e9:.2f} | {r['expert_cache_hit_rate']:.3f} | "
+                         f"{r['throughput_tok_s'] / ref - 1:+.1%} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cache", default="sweeps/moe_cache_capacity")
+    ap.add_argument("--pcie", default="sweeps/moe_pcie_bandwidth")
+    ap.add_argument("--recall", default="sweeps/moe_predictor_recall", help="optional predictor-recall sweep")
+    ap.add_argument("--out", default="docs/moe-offload")
+    ap.add_argument("--note", default="", help="a line printed under the table (e.g. which trace)")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = _load(Path(a.cache), "moe.cache_capacity")
+    pcie = _load(Path(a.pcie), "h2d.effective_gb_s")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    _panel(axes[0], cache, "expert-cache capacity (fraction of all experts; solid LRU, dashed LFU)")
+    _panel(axes[1], pcie, "H2D bandwidth (GB/s), cache 25%", log=True)
+    axes[0].legend(fontsize=6, ncol=2)
+    tr = cache["mode_stats.tree_trace"].iloc[0] if "mode_stats.tree_trace" in cache else ""
+    fig.suptitle(f"MoE expert offload, tree policies (H200 + PCIe; {Path(str(tr)).name})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "moe_policies_sweep.png", dpi=130)
+    lines = ["# MoE expert offload: tree policies vs cache capacity and H2D bandwidth", "",
+             "Generated by `scripts/plot_moe_sweep.py` from the sweeps `hw_configs/sweeps/moe_cache_capacity.yaml` "
+             "and `moe_pcie_bandwidth.yaml`. CIs: 95% t-intervals over windows of rounds.", ""]
+    if a.note:
+        lines += [a.note, ""]
+    lines += ["## vs expert-cache capacity", ""] + _table(cache, "capacity") + ["", "## vs H2D bandwidth (cache 25%)", ""] \
+        + _table(pcie, "GB/s") + [""]
+    rec_dir = Path(a.recall)
+    if (rec_dir / "results.csv").is_file():
+        rec = _load(rec_dir, "moe.predictor_recall")
+        ref = cache[(cache["run.policy"] == REF) & (cache["x"] == 0.25)]
+        if "moe.cache_policy" in ref:
+            ref = ref[ref["moe.cache_policy"] == "lru"]
+        ref = ref["throughput_tok_s"]
+        lines += ["## vs routing-predictor recall (cache 25%)", "",
+                  f"eagle_dynamic at cache 25% (needs no predictor): {ref.iloc[0]:.1f} tok/s" if len(ref) else "", "",
+                  "| recall | policy | tok/s [95% CI] | accepted/round | H2D GB |", "|---|---|---|---|---|"]
+        for _, r in rec.sort_values(["run.policy", "x"]).iterrows():
+            lines.append(f"| {r['x']:g} | {r['run.policy']} | {r['throughput_tok_s']:.1f} "
+                         f"[{r['throughput_tok_s_ci95_low']:.1f}, {r['throughput_tok_s_ci95_high']:.1f}] | "
+                         f"{r['accepted_length_per_round']:.2f} | {r['expert_h2d_bytes'] / 1e9:.2f} |")
+        lines.append("")
+    (out / "moe_policies_sweep.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
