@@ -1,6 +1,6 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
-Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``area``, ``traces stats``,
+Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
 ``validate``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 from .cli_common import ArgumentParser, add_version, run_guarded, warn
 from .config.errors import InputError
 
-EPILOG = ("Exit codes: 0 ok, 1 some sweep points failed, 2 bad input or unusable --out, 130 interrupted, "
-          "143 terminated. Docs: README.md, docs/config-reference.md, docs/sweeps.md.")
+EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
+          "130 interrupted, 143 terminated. Docs: README.md, docs/config-reference.md, docs/sweeps.md, docs/dse.md.")
 
 
 # ---------------------------------------------------------------- shared options
@@ -98,6 +98,22 @@ def _add_sweep(sub) -> None:
     s.add_argument("--no-progress", action="store_true", help="no progress display")
     _dry(s, "sweep: every point")
     _debug(s)
+
+
+def _add_optimize(sub) -> None:
+    from .dse.cli import optimize_arguments
+    optimize_arguments(_sub(sub, "optimize", "multi-objective design-space search (optuna) -> Pareto front",
+                            "Search a study's design space with optuna (NSGA-II by default) on the sweep executor; "
+                            "trials are stored in the study folder and a rerun resumes or extends the study. "
+                            "Writes trials.csv, pareto.csv, figures and report.md. See docs/dse.md."))
+
+
+def _add_sensitivity(sub) -> None:
+    from .dse.cli import sensitivity_arguments
+    sensitivity_arguments(_sub(sub, "sensitivity", "one-at-a-time tornado and Sobol indices of a study",
+                               "Rank a study's knobs by their effect on each objective: one-at-a-time around a "
+                               "base point (tornado chart, 95% CIs over trace windows) and Sobol indices "
+                               "(SALib). See docs/dse.md."))
 
 
 def _add_area(sub) -> None:
@@ -256,6 +272,16 @@ def cmd_sweep(args) -> int:
     return run_sweep_cli(args)
 
 
+def cmd_optimize(args) -> int:
+    from .dse.optimize import run_optimize_cli
+    return run_optimize_cli(args)
+
+
+def cmd_sensitivity(args) -> int:
+    from .dse.sensitivity import run_sensitivity_cli
+    return run_sensitivity_cli(args)
+
+
 def cmd_area(args) -> int:
     from .hw.area import area_table
     cfg = _load(args)
@@ -360,6 +386,8 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "run": (_add_run, cmd_run),
     "compare": (_add_compare, cmd_compare),
     "sweep": (_add_sweep, cmd_sweep),
+    "optimize": (_add_optimize, cmd_optimize),
+    "sensitivity": (_add_sensitivity, cmd_sensitivity),
     "area": (_add_area, cmd_area),
     "traces": (_add_traces, cmd_traces),
     "validate": (_add_validate, cmd_validate),

@@ -23,6 +23,21 @@ def test_run_writes_outputs(smoke_cfg_file, tmp_path, capsys):
     for k in REQUIRED:
         assert k in s, k
     assert s["seed"] == 3 and s["generated_tokens"] == 48
+    # the files hold what the library computes for the same config and seed
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import run_simulation
+    lib = run_simulation(load_config(smoke_cfg_file, seed=3)).summary
+    for k in ("throughput_tok_s", "makespan_s", "energy_j", "drafted_tokens", "accepted_tokens",
+              "wasted_draft_tokens", "device_busy_s"):
+        assert s[k] == pytest.approx(lib[k], rel=1e-12), k
+    import pandas as pd
+    e = pd.read_csv(out / "energy_breakdown.csv")
+    for dev, parts in lib["energy_breakdown_j"].items():
+        for kind, joules in parts.items():
+            row = e[(e["device"] == dev) & (e["kind"] == kind)]
+            assert len(row) == 1 and row["energy_j"].iloc[0] == pytest.approx(joules, rel=1e-12), (dev, kind)
+    ev = pd.read_csv(out / "events.csv")
+    assert (ev["event"] == "verify").sum() == lib["verifications"]
     assert "throughput" in capsys.readouterr().out
     # the resolved config reproduces the run
     out2 = tmp_path / "out2"

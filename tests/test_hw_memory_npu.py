@@ -108,11 +108,34 @@ def test_lpddr5_stream_time_and_energy():
     m = Lpddr5Memory(make_cfg().memory)
     n = 1e9
     assert m.stream_time_s(n) == pytest.approx(n / m.effective_bandwidth_bytes_s, rel=1e-12)
+    assert m.stream_time_s(0) == 0.0 and m.stream_time_s(0.5) == pytest.approx(0.5 / m.effective_bandwidth_bytes_s)
+    with pytest.raises(ValueError, match="nbytes must be >= 0, got -1"):
+        m.stream_time_s(-1)
     # one 2 KB row: 2048 x 8 x 4.5 pJ + 1.8 nJ activation
     assert m.read_energy_j(2048) == pytest.approx(2048 * 8 * 4.5e-12 + 1.8e-9, rel=1e-12)
     assert m.write_energy_j(2048) == pytest.approx(2048 * 8 * 4.5e-12 + 1.8e-9, rel=1e-12)
     assert m.background_power_w == pytest.approx(4 * 0.020)
     assert m.capacity_bytes == 64 * 2**30
+
+
+def test_lpddr5_traffic_classes():
+    m = Lpddr5Memory(make_cfg().memory)
+    assert m.class_bandwidth_bytes_s("random") < m.class_bandwidth_bytes_s("mixed") < m.class_bandwidth_bytes_s("sequential_read")
+    assert m.read_latency_ns() == m.read_latency_ns("hit") < m.read_latency_ns("miss")
+    with pytest.raises(ValueError, match="unknown traffic class 'bulk'; expected one of sequential_read, mixed, random"):
+        m.class_breakdown("bulk")
+
+
+def test_lpddr5_config_limits_and_messages():
+    make_cfg({"memory": {"data_rate_mts": 6400}})                       # the LPDDR5 maximum itself is fine
+    with pytest.raises(ConfigError, match=r"LPDDR5 tops out at 6400 MT/s, got data_rate_mts=6401(\.0)? \(set standard: LPDDR5X\)"):
+        make_cfg({"memory": {"data_rate_mts": 6401}})
+    with pytest.raises(ConfigError, match=r"trfc_ns \(3900.0\) must be < trefi_ns \(3900.0\)"):
+        make_cfg({"memory": {"trfc_ns": 3900.0}})                       # equal is refused too
+    with pytest.raises(ConfigError, match=r"page_bytes \(100\) must be a multiple of burst_bytes \(32\)"):
+        make_cfg({"memory": {"page_bytes": 100}})
+    with pytest.raises(ConfigError, match=r"interleaved_banks \(17\) > banks_per_channel \(16\)"):
+        make_cfg({"memory": {"interleaved_banks": 17}})
 
 
 def test_lpddr5_rejects_impossible_timing_and_rate():
@@ -258,8 +281,8 @@ def test_autoregressive_decode_cannot_beat_weight_streaming_bound():
 
 
 def test_real_workload_decode_bound_llama2_7b():
-    ops_mod = pytest.importorskip("ahasd_sim.workload.ops")
-    models = pytest.importorskip("ahasd_sim.workload.models")
+    from ahasd_sim.workload import models
+    from ahasd_sim.workload import ops as ops_mod
     p = Platform.build(make_cfg())
     m = models.get_model("llama2-7b")
     ops = ops_mod.forward_ops(m, 1, 512)

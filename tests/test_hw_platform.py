@@ -22,13 +22,25 @@ def test_opcost_seq_par_repeat():
     s = seq(a, b)
     assert (s.duration_s, dict(s.energy_j_by_device), s.bus_bytes, s.macs) == (4.0, {"npu": 3.0, "pim": 4.0}, 11, 6)
     p = par(a, b)
-    assert p.duration_s == 3.0 and p.energy_j == 7.0
+    assert (p.duration_s, dict(p.energy_j_by_device), p.bus_bytes, p.macs) == (3.0, {"npu": 3.0, "pim": 4.0}, 11, 6)
+    assert (par().duration_s, par().energy_j, par().macs) == (0.0, 0.0, 0.0)
     r = a.repeat(3)
-    assert r.duration_s == 3.0 and r.energy_of("npu") == 6.0 and r.bus_bytes == 30
-    assert (a + b).duration_s == 4.0
-    with pytest.raises(ValueError):
+    assert (r.duration_s, r.energy_of("npu"), r.bus_bytes, r.macs) == (3.0, 6.0, 30, 15)
+    z = a.repeat(0)
+    assert (z.duration_s, z.energy_j, z.bus_bytes, z.macs) == (0.0, 0.0, 0, 0)
+    with pytest.raises(ValueError, match="repeat count must be >= 0, got -1"):
+        a.repeat(-1)
+    assert a.energy_of("pim") == 0.0 and b.energy_of("pim") == 4.0
+    w = b.with_energy("pim", 0.5).with_energy("gts", 0.25)
+    assert (w.duration_s, dict(w.energy_j_by_device), w.bus_bytes, w.macs) == (3.0, {"npu": 1.0, "pim": 4.5, "gts": 0.25}, 1, 1)
+    assert (a + b).duration_s == 4.0 and a.then(b) == seq(a, b)
+    with pytest.raises(ValueError, match="OpCost.duration_s must be >= 0, got -1.0"):
         OpCost(-1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="OpCost.bus_bytes and OpCost.macs must be >= 0"):
+        OpCost(1.0, bus_bytes=-1)
+    with pytest.raises(ValueError, match="OpCost.bus_bytes and OpCost.macs must be >= 0"):
+        OpCost(1.0, macs=-1)
+    with pytest.raises(ValueError, match="OpCost energy of 'npu' must be >= 0, got -1.0"):
         OpCost(1.0, {"npu": -1.0})
     with pytest.raises(TypeError):
         a.energy_j_by_device["npu"] = 0.0  # frozen
@@ -44,18 +56,50 @@ def test_ledger_total_is_sum_of_actions_plus_static_power_times_time():
         ledger.add_cost(c, f"action{i}")
     makespan = 0.123
     ledger.charge_static_all(p.devices(), makespan)
-    dyn = sum(c.energy_j for c in actions)
-    static = sum(p.devices().values()) * makespan
-    assert ledger.total_j() == pytest.approx(dyn + static, rel=1e-12)
+    # expected per device, summed here from the actions' own per-device energies
+    dyn_by_dev: dict[str, float] = {}
+    for c in actions:
+        for dev, e in c.energy_j_by_device.items():
+            dyn_by_dev[dev] = dyn_by_dev.get(dev, 0.0) + e
     br = ledger.breakdown()
-    assert ledger.total_j() == sum(v for parts in br.values() for v in parts.values())  # exact
-    assert br["npu"]["static"] == pytest.approx(0.14 * makespan)
-    assert br["lpddr5"]["static"] == pytest.approx(0.08 * makespan)
-    assert br["aau"]["dynamic"] > 0 and br["pim"]["dynamic"] > 0
+    assert set(br) == set(p.devices()) | set(dyn_by_dev)
+    for dev in br:
+        assert br[dev]["dynamic"] == pytest.approx(dyn_by_dev.get(dev, 0.0), rel=1e-12), dev
+        assert ledger.device_j(dev, "dynamic") == pytest.approx(dyn_by_dev.get(dev, 0.0), rel=1e-12), dev
+    # static = the configured power x the time span (NPU 0.14 W, LPDDR5 0.08 W in make_cfg)
+    assert br["npu"]["static"] == pytest.approx(0.14 * makespan, rel=1e-12)
+    assert br["lpddr5"]["static"] == pytest.approx(0.08 * makespan, rel=1e-12)
+    assert ledger.device_j("npu", "static") == pytest.approx(0.14 * makespan, rel=1e-12)
+    assert ledger.device_j("npu") == pytest.approx(0.14 * makespan + dyn_by_dev["npu"], rel=1e-12)
+    total = sum(dyn_by_dev.values()) + sum(p.devices().values()) * makespan
+    assert ledger.total_j() == pytest.approx(total, rel=1e-12)
+    assert ledger.by_label()["static"] == pytest.approx(sum(p.devices().values()) * makespan, rel=1e-12)
+    assert ledger.by_label()["action0"] == pytest.approx(actions[0].energy_j, rel=1e-12)
+    assert ledger.charge_static("npu", 2.0, 0.5) == 1.0            # returns the joules charged
+    assert ledger.device_j("npu", "static") == pytest.approx(0.14 * makespan + 1.0, rel=1e-12)
+    other = EnergyLedger()
+    other.add("pim", "dynamic", 0.25, "x")
+    ledger.merge([other])
+    assert ledger.total_j() == pytest.approx(total + 1.0 + 0.25, rel=1e-12)
+    with pytest.raises(ValueError, match="finite and >= 0 J"):
+        ledger.add("npu", "dynamic", float("nan"))
+    with pytest.raises(ValueError, match=r"static power and time must be >= 0, got -1.0 W x 1.0 s"):
+        ledger.charge_static("npu", -1.0, 1.0)
+    with pytest.raises(ValueError, match="static power and time"):
+        ledger.charge_static("npu", -1.0, 0.0)     # -1 W x 0 s is 0 J, but the power is still wrong
+    with pytest.raises(ValueError, match="static power and time"):
+        ledger.charge_static("npu", 1.0, -1.0)
+    # zero is a valid energy, power and time (a link with no idle power, an empty run)
+    n = len(ledger.entries)
+    assert ledger.charge_static("h2d", 0.0, 1.0) == 0.0 and ledger.charge_static("npu", 1.0, 0.0) == 0.0
+    ledger.add("npu", "dynamic", 0.0)
+    assert len(ledger.entries) == n + 3 and ledger.entries[-1].label == ""
+    ledger.add_cost(actions[0])
+    assert {e.label for e in ledger.entries[-len(actions[0].energy_j_by_device):]} == {""}
     assert set(ledger.by_label()) >= {"action0", "static"}
     with pytest.raises(ValueError):
         ledger.add("npu", "dynamic", -1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="energy kind must be one of"):
         ledger.add("npu", "leakage", 1.0)
 
 

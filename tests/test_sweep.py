@@ -271,7 +271,7 @@ def test_progress_line_printer_shows_rate_and_eta():
 
 
 def test_dask_executor_on_local_in_process_cluster(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    import distributed   # in the `test` extra: CI must run this test, never skip it
     spec = write(tmp_path, "name: dk\n" + BASE + "modes: [async, ahasd]\npolicies: [adaedl, svip]\n")
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
@@ -326,8 +326,19 @@ def _die_on_marker(task):
     return run_point(task)
 
 
-@pytest.mark.skipif(__import__("multiprocessing").get_start_method() != "fork", reason="needs fork to patch workers")
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="the patched worker function reaches pool workers only through fork (POSIX)")
 def test_worker_process_death_is_a_failed_point(tmp_path, monkeypatch):
+    # Pool workers must see the patched run_point: fork them explicitly (Python 3.14 defaults
+    # to forkserver on Linux, where a patch in this process would not reach the workers).
+    import concurrent.futures as cf
+    import multiprocessing
+    real_pool = cf.ProcessPoolExecutor
+
+    def fork_pool(*a, **k):
+        return real_pool(*a, mp_context=multiprocessing.get_context("fork"), **k)
+
+    monkeypatch.setattr(runner_mod.cf, "ProcessPoolExecutor", fork_pool)
     monkeypatch.setattr(runner_mod, "run_point", _die_on_marker)
     spec = write(tmp_path, "name: k\n" + BASE + "axes: {pim.ranks: [16, 15, 14]}\n")
     res = run_sweep(spec, tmp_path / "out", workers=2, progress=False)

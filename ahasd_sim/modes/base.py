@@ -268,7 +268,10 @@ class Mode:
         for b in self.batches:
             if b.end <= c_new and q >= b.end:            # fully accepted
                 self.on_batch_resolved(b, b.length, fully_accepted=True, killed=False)
-                self.policy.on_verify(VerifyOutcome(b.length, b.length, b.length + (1 if b.end == c_new else 0),
+                # the target's token at b.end (bonus) was committed with this batch if it is the
+                # last committed token and no later batch drafted that position (else it counts there)
+                bonus = b.end == c_new - 1 and not any(o.start <= b.end < o.end for o in self.batches)
+                self.policy.on_verify(VerifyOutcome(b.length, b.length, b.length + (1 if bonus else 0),
                                                     now - b.t_start_s, now, round_id=b.round_id))
             elif b.start <= q < b.end and q < c_new:      # contains the rejected token
                 acc = q - b.start

@@ -1,0 +1,31 @@
+"""Options of ``optimize`` and ``sensitivity`` (their parsers are made by ``ahasd_sim.__main__``)."""
+from __future__ import annotations
+
+
+def _common(p) -> None:
+    p.add_argument("--config", required=True, metavar="STUDY.yaml",
+                   help="study file (e.g. hw_configs/studies/where_ahasd_wins.yaml; see docs/dse.md)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="parallel simulations (default: all cores; 1 runs in-process)")
+    p.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="study folder (default: studies/<name>); a folder of a different study is refused")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+
+
+def optimize_arguments(p) -> None:
+    _common(p)
+    p.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="finished trials the study holds when the command ends (default: 'trials:' of the study); "
+                        "a larger N extends a finished study")
+
+
+def sensitivity_arguments(p) -> None:
+    _common(p)
+    p.add_argument("--sobol-samples", type=int, default=None, metavar="N",
+                   help="Saltelli base samples (a power of two; N x (D + 2) design points; 0 = no Sobol indices; "
+                        "default: sensitivity.sobol_samples of the study)")

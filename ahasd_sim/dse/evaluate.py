@@ -1,0 +1,309 @@
+"""Evaluating design points: resolve configs, run them on the sweep executor, compute objectives.
+
+A design point (one optimiser trial, or one point of a sensitivity analysis) is the base
+config + ``base.set`` + the sampled parameter values. It is simulated once per named run
+(``runs:``, e.g. ``ahasd`` and ``operator_sync``) and per trace window (``windows:``); each
+simulation is one sweep point, stored in ``points/<run identity hash>/`` exactly as a sweep
+stores it (:func:`ahasd_sim.output.run_identity_hash`), so an unchanged simulation is never
+run twice, across trials, resumed studies and sensitivity analyses sharing a folder.
+
+Objectives are computed per window (a ratio objective divides the two runs of the same
+window) and averaged over windows; with two or more windows the 95% confidence half-width
+over windows (Student t) is reported next to the mean: one trace window is one sample.
+Without study windows, a plain objective takes the interval the simulator reports for it
+(``<metric>_ci95`` of summary.json, over the run's own trace windows) where there is one.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..config.errors import InputError
+from ..sweep.results import flatten
+from ..sweep.worker import ERROR, SUMMARY, is_done
+from .study import DERIVED, Study, config_value, eval_expr, quantities
+
+RUNNING = ".running"
+
+
+@dataclass
+class DesignPoint:
+    """One point of the design space and everything needed to evaluate it."""
+
+    key: Any                                   # trial number, or a label (sensitivity)
+    params: dict[str, Any]                     # parameter name -> value (label for categorical)
+    overrides: list[str] = field(default_factory=list)
+    configs: dict[tuple[str, int | None], Any] = field(default_factory=dict)   # (run, window) -> SimConfig
+    hashes: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    constraint_values: dict[str, float] = field(default_factory=dict)
+    infeasible: str | None = None              # why a constraint rejects the point (not simulated)
+    error: str | None = None                   # config resolution / run failure (one line)
+    values: list[float] | None = None          # objective means (study order)
+    ci95: list[float] | None = None            # objective 95% half-widths over windows (nan with one window)
+    metrics: dict[str, float] = field(default_factory=dict)   # "<run>/<metric>" means, for the tables
+
+    @property
+    def status(self) -> str:
+        if self.infeasible:
+            return "infeasible"
+        if self.error:
+            return "failed"
+        return "ok" if self.values is not None else "pending"
+
+
+def t95(n: int) -> float:
+    """Two-sided 95% Student-t quantile for ``n`` samples (n - 1 degrees of freedom)."""
+    if n < 2:
+        return float("nan")
+    try:
+        from scipy.stats import t
+        return float(t.ppf(0.975, n - 1))
+    except ImportError:  # scipy is optional: a table of the first values, normal beyond
+        table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+                 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+        df = n - 1
+        if df in table:
+            return table[df]
+        below = max(k for k in table if k < df) if df < 30 else None
+        return table[below] if below else 1.96 + 2.4 / df
+
+
+def mean_ci(samples: list[float]) -> tuple[float, float]:
+    """Mean and 95% confidence half-width (nan for fewer than two samples)."""
+    xs = [float(x) for x in samples]
+    n = len(xs)
+    if n == 0:
+        return float("nan"), float("nan")
+    m = sum(xs) / n
+    if n < 2:
+        return m, float("nan")
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return m, t95(n) * sd / math.sqrt(n)
+
+
+def windows_of(study: Study, windows: list[int] | None = None) -> list[int | None]:
+    w = windows if windows is not None else study.windows
+    return list(w) if w else [None]
+
+
+def window_overrides(cfg, window: int | None) -> list[str]:
+    """Overrides that make a run replay exactly one trace window starting at prompt ``window``
+    (``run.windows=1`` where the simulator has built-in multi-window runs)."""
+    if window is None:
+        return []
+    one = ["run.windows=1"] if hasattr(cfg.run, "windows") else []
+    return [*one, f"run.trace_start_prompt={window}"]
+
+
+def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | None = None) -> DesignPoint:
+    """Resolve the configs of a design point and check the constraints (nothing runs)."""
+    from ..output import run_identity_hash
+    pt = DesignPoint(key, dict(params))
+    for p in study.space:
+        pt.overrides += p.overrides(params[p.name])
+    try:
+        for run, ovr in study.runs.items():
+            for w in windows_of(study, windows):
+                extra = window_overrides(study.base, w)
+                cfg = study.base.replace([*pt.overrides, *ovr, *extra])
+                cfg.source_file = study.base.source_file
+                pt.configs[(run, w)] = cfg
+                pt.hashes[(run, w)] = run_identity_hash(cfg)
+        if study.constraints:   # on the design point itself (base + set + sampled values)
+            point_cfg = study.base.replace(pt.overrides)
+            point_cfg.source_file = study.base.source_file
+        for c in study.constraints:
+            v = eval_expr(c.tree, quantities(point_cfg, c.names))
+            pt.constraint_values[c.name] = v
+            if c.violation(v) > 0:
+                bound = f">= {c.min:g}" if c.min is not None and v < c.min else f"<= {c.max:g}"
+                pt.infeasible = pt.infeasible or f"{c.name} = {v:.4g}, needs {bound}"
+    except InputError as exc:
+        pt.error = str(exc).strip().strip('"').splitlines()[0]
+    except (ZeroDivisionError, OverflowError, ValueError) as exc:
+        pt.error = f"constraint cannot be evaluated: {exc}"
+    return pt
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _metric(study: Study, pt: DesignPoint, fields: dict[str, Any], run: str, w, metric: str) -> float:
+    if metric in DERIVED:
+        return float(quantities(pt.configs[(run, w)], {metric})[metric])
+    v = fields.get(metric)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"summary.json of run '{run}' has no numeric '{metric}'")
+    return float(v)
+
+
+#: per-run metrics copied into trials.csv next to the objectives
+TABLE_METRICS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "acceptance_rate")
+
+
+def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
+    """Read the finished run folders of ``pt`` and set its objective values (or its error)."""
+    summaries: dict[tuple[str, int | None], dict] = {}
+    for rw, h in pt.hashes.items():
+        d = points_dir / h
+        s = _read_json(d / SUMMARY)
+        if s is None:
+            err = _read_json(d / ERROR) or {}
+            pt.error = f"run '{rw[0]}'" + (f" window {rw[1]}" if rw[1] is not None else "") + \
+                f" failed: {err.get('type', 'error')}: {err.get('message', 'no summary.json')}"
+            return
+        summaries[rw] = flatten(s)
+    windows = sorted({w for (_, w) in pt.hashes}, key=lambda x: -1 if x is None else x)
+    values, cis = [], []
+    try:
+        for o in study.objectives:
+            per_w = []
+            for w in windows:
+                num = _metric(study, pt, summaries[(o.run, w)], o.run, w, o.metric)
+                if o.over:
+                    den = _metric(study, pt, summaries[(o.over, w)], o.over, w, o.metric)
+                    num = num / den if den != 0 else float("nan")
+                per_w.append(num)
+            m, ci = mean_ci(per_w)
+            if len(windows) == 1 and not o.is_ratio:   # the simulator's own interval over its windows
+                own = summaries[(o.run, windows[0])].get(f"{o.metric}_ci95")
+                if isinstance(own, (int, float)) and not isinstance(own, bool):
+                    ci = float(own)
+            values.append(m)
+            cis.append(ci)
+        for run in study.runs:
+            for mname in TABLE_METRICS:
+                vals = [summaries[(run, w)].get(mname) for w in windows]
+                if all(isinstance(v, (int, float)) for v in vals):
+                    pt.metrics[f"{run}/{mname}"] = mean_ci(vals)[0]
+    except ValueError as exc:
+        pt.error = str(exc)
+        return
+    if any(not math.isfinite(v) for v in values):
+        pt.error = "an objective is not finite (a ratio over a zero denominator?)"
+        return
+    pt.values, pt.ci95 = values, cis
+
+
+# ---------------------------------------------------------------- execution
+class Executor:
+    """The sweep executor (local process pool, in-process, or Dask) for batches of runs.
+
+    A Dask cluster is started once and kept for all batches (``close()`` ends it)."""
+
+    def __init__(self, executor: str = "local", workers: int | None = None, scheduler: str | None = None,
+                 dask_client: Any = None):
+        import os
+        from ..sweep.runner import EXECUTORS
+        if executor not in EXECUTORS:
+            raise InputError(f"unknown executor '{executor}' (expected one of {', '.join(EXECUTORS)})")
+        self.executor = executor
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        if self.workers < 1:
+            raise InputError(f"--workers must be >= 1, got {self.workers}")
+        self.scheduler = scheduler
+        self.client = dask_client
+        self._own: list[Any] = []
+
+    def _dask_client(self):
+        if self.client is None:
+            try:
+                from distributed import Client, LocalCluster
+            except ImportError:
+                raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
+            if self.scheduler:
+                try:
+                    self.client = Client(self.scheduler, timeout="20s")
+                except (OSError, TimeoutError) as exc:
+                    raise InputError(f"--scheduler {self.scheduler}: cannot connect ({exc})") from None
+                self._own.append(self.client)
+            else:
+                cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+                self.client = Client(cluster)
+                self._own += [self.client, cluster]
+        return self.client
+
+    def run(self, tasks: list[dict], on_done: Callable[[dict], None]) -> None:
+        from ..sweep import runner
+        if not tasks:
+            return
+        if self.executor == "dask":
+            runner._run_dask(tasks, self.workers, self.scheduler, on_done, client=self._dask_client())
+        elif self.workers == 1 or len(tasks) == 1:
+            runner._run_serial(tasks, on_done)
+        else:
+            runner._run_local(tasks, min(self.workers, len(tasks)), on_done)
+
+    def close(self) -> None:
+        for obj in self._own:
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - shutting down
+                pass
+        self._own = []
+        self.client = None
+
+
+def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, executor: Executor,
+             on_point: Callable[[DesignPoint], None] | None = None,
+             on_run: Callable[[dict], None] | None = None) -> list[DesignPoint]:
+    """Run every unfinished simulation of ``points`` (each distinct config once) and finish the
+    points as their runs complete (``on_point`` is called for each, in completion order).
+    Infeasible and unresolvable points are finished at once without running."""
+    points = list(points)
+    waiting: dict[str, list[DesignPoint]] = {}
+    remaining: dict[int, set[str]] = {}
+    tasks: list[dict] = []
+    queued: set[str] = set()
+
+    def done_point(pt: DesignPoint) -> None:
+        if not pt.infeasible and not pt.error:
+            finish(study, pt, points_dir)
+        if on_point:
+            on_point(pt)
+
+    for pt in points:
+        if pt.infeasible or pt.error:
+            done_point(pt)
+            continue
+        need = set()
+        for rw, h in pt.hashes.items():
+            d = points_dir / h
+            stale = d / RUNNING
+            if stale.exists():
+                stale.unlink()
+            if is_done(d):
+                continue
+            need.add(h)
+            waiting.setdefault(h, []).append(pt)
+            if h not in queued:
+                queued.add(h)
+                tasks.append({"hash": h, "dir": str(d), "config": pt.configs[rw]})
+        if not need:
+            done_point(pt)
+        else:
+            remaining[id(pt)] = need
+
+    def on_done(res: dict) -> None:
+        h = res.get("hash")
+        if on_run:
+            on_run(res)
+        for pt in waiting.pop(h, []):
+            left = remaining[id(pt)]
+            left.discard(h)
+            if not left:
+                done_point(pt)
+
+    executor.run(tasks, on_done)
+    return points
+
+
+__all__ = ["DesignPoint", "Executor", "evaluate", "finish", "mean_ci", "plan", "windows_of", "config_value"]

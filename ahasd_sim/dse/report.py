@@ -1,0 +1,197 @@
+"""Study outputs: trials.csv, pareto.csv, figures and report.md (all from the optuna storage)."""
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..output import atomic_write, atomic_write_text
+from ..sweep.progress import fmt_duration
+from .pareto import pareto_mask
+from .study import Study
+
+STATE = {"COMPLETE": "ok", "FAIL": "failed", "PRUNED": "infeasible", "RUNNING": "pending", "WAITING": "pending"}
+
+
+def trials_table(study: Study, ostudy) -> pd.DataFrame:
+    """One row per trial: number, status, parameters, objectives (+ ci95 with windows),
+    constraint values, per-run metrics, error, run folders; ``pareto`` marks the front."""
+    rows = []
+    onames = [o.name for o in study.objectives]
+    for t in ostudy.get_trials(deepcopy=False):
+        ua = t.user_attrs.get("record") or {}
+        row: dict[str, Any] = {"trial": t.number, "status": STATE.get(t.state.name, t.state.name.lower())}
+        for p in study.space:
+            row[p.name] = t.params.get(p.name)
+        vals = t.values if t.values is not None else [float("nan")] * len(onames)
+        cis = [float("nan") if c is None else c for c in (ua.get("ci95") or [None] * len(onames))]
+        for name, v, ci in zip(onames, vals, cis):
+            row[name] = v
+            row[f"{name}_ci95"] = ci
+        for c in study.constraints:
+            row[f"constraint:{c.name}"] = (ua.get("constraints") or {}).get(c.name)
+        for k, v in sorted((ua.get("metrics") or {}).items()):
+            row[k] = v
+        row["error"] = ua.get("error") or ua.get("infeasible")
+        row["runs"] = " ".join(f"{k}:{h}" for k, h in sorted((ua.get("hashes") or {}).items()))
+        dur = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start \
+            else None
+        row["duration_s"] = dur
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if len(df):
+        ok = (df["status"] == "ok").to_numpy()
+        mask = np.zeros(len(df), dtype=bool)
+        if ok.any():
+            mask[ok] = pareto_mask(df.loc[ok, onames].to_numpy(dtype=float), study.directions)
+        df.insert(2, "pareto", mask)
+    return df
+
+
+def _csv(df: pd.DataFrame, path: Path) -> None:
+    atomic_write(path, lambda fh: df.to_csv(fh, index=False))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ""
+        return f"{v:.4g}"
+    return str(v)
+
+
+def md_table(df: pd.DataFrame, cols: list[str], max_rows: int = 30) -> str:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.head(max_rows).iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "\\|") for c in cols) + " |")
+    if len(df) > max_rows:
+        lines.append(f"\n({len(df) - max_rows} more rows in the CSV)")
+    return "\n".join(lines)
+
+
+def write_figures(study: Study, df: pd.DataFrame, fig_dir: Path) -> list[Path]:
+    from ..plots.pareto import parallel_coordinates, pareto_2d
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return []
+    paths = []
+    objs = study.objectives
+    pairs = list(itertools.combinations(range(len(objs)), 2)) or [(0, 0)]
+    for i, j in pairs[:6]:
+        a, b = objs[i], objs[j]
+        name = f"pareto_{a.name}" + (f"__{b.name}" if j != i else "")
+        paths += pareto_2d(ok, a.name, b.name, a.direction, b.direction, fig_dir / name,
+                           front=ok["pareto"].to_numpy(), color_by=study.color_by,
+                           ref_x=1.0 if a.is_ratio else None, ref_y=1.0 if b.is_ratio else None,
+                           xlabel=f"{a.name}\n({a.describe()}, {a.direction})",
+                           ylabel=f"{b.name}\n({b.describe()}, {b.direction})")
+    front = ok[ok["pareto"]]
+    if len(front):
+        axes = [p.name for p in study.space] + [o.name for o in objs]
+        cats = {p.name: p.labels for p in study.space if p.kind == "categorical"}
+        logs = {p.name for p in study.space if p.log}
+        paths += parallel_coordinates(ok, front, axes, fig_dir / "parallel_front", categories=cats, log_axes=logs,
+                                      limits={p.name: (p.low, p.high) for p in study.space if p.kind != "categorical"})
+    return paths
+
+
+def write_outputs(study: Study, ostudy, out: Path, stats: dict[str, Any] | None = None) -> dict[str, Path]:
+    df = trials_table(study, ostudy)
+    _csv(df, out / "trials.csv")
+    front = df[df["pareto"]] if len(df) else df
+    onames = [o.name for o in study.objectives]
+    if len(front):
+        front = front.sort_values(onames[0], ascending=study.objectives[0].direction == "minimize")
+    _csv(front, out / "pareto.csv")
+    figs = write_figures(study, df, out / "figures") if len(df) else []
+    atomic_write_text(out / "report.md", report_md(study, df, front, figs, out, stats or {}))
+    return {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "report": out / "report.md"}
+
+
+def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Path], out: Path,
+              stats: dict[str, Any]) -> str:
+    n = len(df)
+    counts = df["status"].value_counts().to_dict() if n else {}
+    lines = [f"# Study `{study.name}`", ""]
+    if study.description:
+        lines += [study.description.strip(), ""]
+    lines += [f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} by "
+              "`python -m ahasd_sim optimize`; study file copied to `study.yaml`.", "",
+              f"* base config `{study.base_config.name}` with " + (", ".join(f"`{s}`" for s in study.base_set) or
+                                                                     "no overrides"),
+              "* runs per design point: " + ", ".join(f"`{r}`" + (f" ({', '.join(o)})" if o else "")
+                                                      for r, o in study.runs.items()),
+              f"* trace windows (run.trace_start_prompt): {study.windows or 'the base config one'}",
+              f"* sampler `{study.sampler['name']}`, seed {study.seed}",
+              f"* trials: {n} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"]
+    if stats.get("wall_s") is not None:
+        lines.append(f"* this invocation: {sum(stats['told'].values())} trials, {stats['computed_runs']} "
+                     f"simulations in {fmt_duration(stats['wall_s'])}"
+                     + (f" ({stats['resumed']} interrupted trials resumed)" if stats.get("resumed") else ""))
+    lines += ["", "## Search space", "", "| parameter | range |", "|---|---|"]
+    for p in study.space:
+        rng = ", ".join(map(str, p.labels)) if p.kind == "categorical" else \
+            f"[{p.low:g}, {p.high:g}] {p.kind}" + (" log" if p.log else "") + (f" step {p.step:g}" if p.step else "")
+        lines.append(f"| `{p.name}` | {rng} |")
+    if study.constraints:
+        lines += ["", "Constraints (checked before running; a violating point is `infeasible`, not simulated): "
+                  + "; ".join(f"`{c.expr}`" + (f" >= {c.min:g}" if c.min is not None else "")
+                              + (f" <= {c.max:g}" if c.max is not None else "") for c in study.constraints)]
+    lines += ["", "## Objectives", ""]
+    for o in study.objectives:
+        lines.append(f"* `{o.name}`: {o.direction} {o.describe()}")
+    onames = [o.name for o in study.objectives]
+    cols = ["trial", *[p.name for p in study.space], *onames]
+    if len(df) and df[[f"{o}_ci95" for o in onames]].notna().any().any():
+        cols += [f"{o}_ci95" for o in onames]
+    lines += ["", f"## Pareto front ({len(front)} trials)", ""]
+    if len(front):
+        lines.append(md_table(front, [c for c in cols if c in front.columns]))
+    else:
+        lines.append("No finished trial yet.")
+    ratio = [o for o in study.objectives if o.is_ratio]
+    ok = df[df["status"] == "ok"] if n else df
+    if ratio and len(ok):
+        win = np.ones(len(ok), dtype=bool)
+        for o in ratio:
+            good = ok[o.name] > 1.0 if o.direction == "maximize" else ok[o.name] < 1.0
+            win &= good.to_numpy()
+        names = " and ".join(f"`{o.name}`" for o in ratio)
+        pairs = sorted({f"`{o.run}` over `{o.over}`" for o in ratio})
+        lines += ["", f"## Where {', '.join(pairs)} is better on every ratio objective", "",
+                  f"{int(win.sum())} of {len(ok)} evaluated design points are better than 1 on {names} "
+                  "(maximised ratios > 1, minimised ratios < 1)."]
+        if win.any():
+            w = ok[win]
+            for o in ratio:
+                lines.append(f"* `{o.name}` among them: median {w[o.name].median():.4g}, "
+                             f"max {w[o.name].max():.4g}")
+            cats = [p for p in study.space if p.kind == "categorical"]
+            for p in cats:
+                vc = w[p.name].astype(str).value_counts()
+                allc = ok[p.name].astype(str).value_counts()
+                lines.append(f"* `{p.name}` among them: " + ", ".join(
+                    f"{k} {v}/{allc.get(k, 0)}" for k, v in vc.items()) + " (winners / evaluated)")
+            for p in [p for p in study.space if p.kind != "categorical"]:
+                lines.append(f"* `{p.name}` among them: {w[p.name].min():.4g} .. {w[p.name].max():.4g} "
+                             f"(evaluated {ok[p.name].min():.4g} .. {ok[p.name].max():.4g})")
+            wcols = [c for c in cols if c in w.columns]
+            lines += ["", md_table(w.sort_values(ratio[0].name, ascending=False), wcols, max_rows=15)]
+    if figs:
+        lines += ["", "## Figures", ""]
+        for f in figs:
+            if f.suffix == ".png":
+                rel = f.relative_to(out)
+                lines.append(f"![{f.stem}]({rel.as_posix()})")
+    failed = df[df["status"] == "failed"] if n else df
+    if len(failed):
+        lines += ["", f"## Failed trials ({len(failed)})", ""]
+        lines.append(md_table(failed, ["trial", "error"], max_rows=10))
+    lines += ["", "Files: `trials.csv` (every trial), `pareto.csv` (the front), `points/<hash>/` (one run folder "
+              "per simulation), `study.db` (optuna storage; resume or extend with `--trials N`).", ""]
+    return "\n".join(lines)

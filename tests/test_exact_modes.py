@@ -1,0 +1,196 @@
+"""Exact-outcome scenarios per mode with a recording, scripted drafting policy (issue 19).
+
+Tiny constructed traces, constant task latencies (modes_helpers.FixedCosts: draft 1 s per
+token on the drafter device, verify 5 s on the verifier), and a policy that drafts a
+scripted number of tokens per round and records every ``on_verify`` outcome. Each test
+derives, in its comments, the exact sequence of verifications, commits and rollbacks,
+the token counters and the device busy intervals, and asserts them all.
+"""
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from ahasd_sim.config import load_config
+from ahasd_sim.metrics.collector import Collector
+from ahasd_sim.modes import RunContext, get_mode
+from ahasd_sim.modes.replay import TraceReplay
+from ahasd_sim.policies.base import Decision, DraftPolicy
+
+from modes_helpers import FixedCosts, as_trace, synthetic_trace
+
+T, F = True, False
+
+
+class ScriptedPolicy(DraftPolicy):
+    """Drafts ``ks[i]`` tokens in round i (the last entry repeats); records what it is told."""
+
+    name = "scripted"
+
+    def __init__(self, config, ks):
+        super().__init__(config, np.random.default_rng(0))
+        self.ks = list(ks)
+        self.rounds = 0
+        self.outcomes: list[tuple] = []
+
+    def begin_round(self, ctx):
+        self.rounds += 1
+        return super().begin_round(ctx)
+
+    def decide(self, view):
+        k = self.ks[min(self.rounds - 1, len(self.ks) - 1)]
+        return self.bounded(view, Decision.STOP_AFTER if view.index_in_round + 1 >= k else Decision.CONTINUE)
+
+    def on_verify(self, outcome):
+        self.outcomes.append((outcome.n_drafted, outcome.n_accepted, outcome.n_committed,
+                              outcome.round_time_s, outcome.now_s))
+        return super().on_verify(outcome)
+
+
+def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None):
+    p = tmp_path / "cfg.yaml"
+    p.write_text("{}\n")
+    cfg = load_config(p, [f"run.mode={mode}", f"run.generated_tokens={n_tokens}", *overrides])
+    trace = as_trace(synthetic_trace(accept))
+    env = simpy.Environment()
+    col = Collector(devices=["npu", "pim", "gpu"])
+    policy = ScriptedPolicy(cfg.policy, ks)
+    ctx = RunContext(cfg=cfg, platform=None, costs=costs or FixedCosts(), replay=TraceReplay(trace, n_tokens),
+                     policy=policy, collector=col, rng=np.random.default_rng(0), n_tokens=n_tokens)
+    m = get_mode(mode)(env, ctx)
+    done = m.start()
+    env.run(until=simpy.AnyOf(env, [done, env.timeout(1e6)]))
+    assert done.triggered, "mode did not finish"
+    return m, col, policy, env.now
+
+
+def counters(col):
+    c = col.counters
+    return dict(drafted=c.drafted_tokens, accepted=c.accepted_tokens, rejected=c.rejected_tokens,
+                killed=c.killed_tokens, unverified_at_end=c.unverified_at_end, committed=c.committed_tokens,
+                verifications=c.verifications, rollbacks=c.rollbacks, offpath=c.offpath_drafted_tokens)
+
+
+def intervals(col, dev):
+    return [(s, e, label) for s, e, label in col.busy_intervals[dev]]
+
+
+# ------------------------------------------------------------------ synchronous modes
+SYNC_ACCEPT = [T, T, F, T, T, T, T, F, T, T, T, T]
+
+
+def _check_sync(col, policy, t, dev):
+    # Round 1 drafts pos 0,1,2 (t 0..3), verifies 3..8: pos 0,1 right, pos 2 wrong ->
+    #   2 accepted, 1 rejected, commit 0..2 (pos 2 = the target's correction), a rollback
+    #   (a rejection); outcome (drafted 3, accepted 2, committed 3, round time 8, at t=8).
+    # Round 2 drafts 3,4,5 (8..11), verifies 11..16: all right -> 3 accepted, commit 3..6
+    #   (pos 6 = bonus token); nothing rejected or killed: no rollback; outcome (3, 3, 4, 8, 16).
+    # Round 3 (k=2) drafts 7,8 (16..18): pos 7 is wrong, so pos 8 is drafted off-path; verify
+    #   18..23: 0 accepted, pos 7 rejected, commit pos 7 -> 8 tokens, done. Pos 8 was never
+    #   decided: unverified at the end. Outcome (2, 0, 1, 7, 23).
+    assert policy.outcomes == [(3, 2, 3, 8.0, 8.0), (3, 3, 4, 8.0, 16.0), (2, 0, 1, 7.0, 23.0)]
+    assert counters(col) == dict(drafted=8, accepted=5, rejected=2, killed=0, unverified_at_end=1, committed=8,
+                                 verifications=3, rollbacks=1, offpath=1)
+    assert t == 23.0
+    assert col.committed_positions == list(range(8))
+    d, v = "draft", "verify"
+    assert intervals(col, dev) == [(0, 1, d), (1, 2, d), (2, 3, d), (3, 8, v),
+                                   (8, 9, d), (9, 10, d), (10, 11, d), (11, 16, v),
+                                   (16, 17, d), (17, 18, d), (18, 23, v)]
+    # 1 J per busy second on the busy device
+    assert col.dynamic_energy_j[dev] == 23.0
+
+
+def test_gpu_only_sync_rounds_exact(tmp_path):
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", SYNC_ACCEPT, 8, [3, 3, 2])
+    _check_sync(col, policy, t, "gpu")
+
+
+def test_operator_sync_rounds_exact(tmp_path):
+    # FixedCosts maps an operator_sync drafter forward to 1 s and a target pass to 5 s on "npu"
+    m, col, policy, t = run_scripted(tmp_path, "operator_sync", SYNC_ACCEPT, 8, [3, 3, 2])
+    _check_sync(col, policy, t, "npu")
+
+
+def test_sync_bonus_token_ends_the_run_exactly(tmp_path):
+    # k=4 on an all-right trace, 5 tokens: drafts 0..3 (0..4), verify 4..9 accepts all 4 and
+    # commits 0..4 including the bonus token pos 4 -> done after one round, nothing pending.
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 10, 5, [4])
+    assert policy.outcomes == [(4, 4, 5, 9.0, 9.0)]
+    assert counters(col) == dict(drafted=4, accepted=4, rejected=0, killed=0, unverified_at_end=0, committed=5,
+                                 verifications=1, rollbacks=0, offpath=0)
+    # 6 tokens: a bonus token (pos 4) that does not end the run; round 2 drafts pos 5 (9..10)
+    # and verifies it (10..15): commit 5 (+ bonus 6, capped at the run length 6).
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 10, 6, [4, 1])
+    assert policy.outcomes == [(4, 4, 5, 9.0, 9.0), (1, 1, 1, 6.0, 15.0)]
+    assert counters(col)["accepted"] == 5 and counters(col)["unverified_at_end"] == 0 and t == 15.0
+
+
+# ------------------------------------------------------------------ asynchronous modes
+ASYNC = ["ahasd.feedback_latency_ns=0"]   # integer-second timelines (the 20 ns poll delay is tested elsewhere)
+
+
+def test_async_rejection_rollback_and_kills_exact(tmp_path):
+    # k=2, draft 1 s (PIM), verify 5 s (NPU), pos 1 wrong, run of 4 tokens.
+    # Drafter (gen 0): pos 0,1 at 0..2 -> batch [0,2) pushed at 2; pos 2,3 (off-path: after the
+    #   wrong pos 1) -> [2,4) at 4; pos 4,5 (off-path) -> [4,6) at 6; pos 6 runs 6..7.
+    # Verifier: idle 0..2, verifies [0,2) at 2..7 (it is resumed before the drafter at t=7, its
+    #   event being older): pos 0 right, pos 1 wrong -> accepted 1, rejected 1, commit 0,1;
+    #   frontier 6 -> the 4 drafts at 2..5 are killed, rollback 1, gen 1.
+    #   Outcome of round 0: (2 drafted, 1 accepted, 2 committed, 7 - 0, at 7).
+    # Drafter at 7: its pos-6 forward finished on a dead chain -> drafted and killed (1 more).
+    #   Restarts at pos 2: pos 2,3 at 7..9 -> [2,4) at 9; pos 4,5 -> [4,6) at 11; 6,7 -> [6,8)
+    #   at 13; pos 8 runs 13..14.
+    # Verifier: drops the two dead gen-0 batches, idle 7..9, verifies [2,4) at 9..14: both
+    #   right -> commit 2,3 (the bonus token at 4 is cut by the run length 4): done at 14.
+    #   Outcome: (2, 2, 2 committed, 14 - 7, at 14); drafts 4..7 stay unverified.
+    m, col, policy, t = run_scripted(tmp_path, "async", [T, F] + [T] * 20, 4, [2], ASYNC)
+    assert t == 14.0
+    assert policy.outcomes == [(2, 1, 2, 7.0, 7.0), (2, 2, 2, 7.0, 14.0)]
+    assert counters(col) == dict(drafted=13, accepted=3, rejected=1, killed=5, unverified_at_end=4, committed=4,
+                                 verifications=2, rollbacks=1, offpath=4)
+    assert col.counters.npu_idle_draft_exhausted_s == 4.0
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.0, 14.0, "verify")]
+    assert intervals(col, "pim") == [(float(i), float(i + 1), "draft") for i in range(14)]
+    assert col.committed_positions == [0, 1, 2, 3]
+
+
+def test_ahasd_edc_stop_waits_for_every_verification_exact(tmp_path):
+    # EDC only (no TVC), PHT counters 0: every prediction is "stop", so after each batch the
+    # drafter waits for the verifier's feedback; control latencies 0. k=2, pos 3 wrong, 6 tokens.
+    # Batch [0,2): drafted 0..2, verified 2..7: both right -> commit 0,1 + bonus 2 (c=3).
+    # Drafter resumes at 7 from pos 3: [3,5) drafted 7..9 (pos 4 off-path, after the wrong
+    #   pos 3), verified 9..14: pos 3 wrong -> commit 3 (correction), 1 rejected, pos 4 killed
+    #   (it is in the verified batch but after the rejection), rollback 1. Nothing beyond: the
+    #   drafter was waiting for this feedback.
+    # [4,6) drafted 14..16, verified 16..21: both right -> commit 4,5 (bonus cut at 6): done.
+    m, col, policy, t = run_scripted(
+        tmp_path, "ahasd", [T, T, T, F] + [T] * 20, 6, [2],
+        ASYNC + ["ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0",
+                 "ahasd.edc_config.decision_latency_ns=0"])
+    assert t == 21.0
+    # 6 drafted = 2 + 0 + 2 accepted + 1 rejected + 1 killed
+    assert counters(col) == dict(drafted=6, accepted=4, rejected=1, killed=1, unverified_at_end=0, committed=6,
+                                 verifications=3, rollbacks=1, offpath=1)
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.0, 14.0, "verify"), (16.0, 21.0, "verify")]
+    assert intervals(col, "pim") == [(0.0, 1.0, "draft"), (1.0, 2.0, "draft"), (7.0, 8.0, "draft"),
+                                     (8.0, 9.0, "draft"), (14.0, 15.0, "draft"), (15.0, 16.0, "draft")]
+    # committed per round: 0,1 + bonus 2 -> 3; correction 3 -> 1; 4,5 (bonus cut at 6) -> 2
+    assert policy.outcomes == [(2, 2, 3, 7.0, 7.0), (2, 0, 1, 7.0, 14.0), (2, 2, 2, 7.0, 21.0)]
+    st = m.edc.stats
+    assert (st.predictions, st.suppressed_batches, st.resolved_predictions, st.rollbacks) == (3, 3, 3, 1)
+    # LEHT holds only bucket 0 (every batch has mean entropy 0.5 nats < 1.25)
+    assert set(m.edc.leht) == {0}
+
+
+def test_policy_is_told_every_committed_token_once(tmp_path):
+    # Bug found while writing these scenarios: in the async modes the bonus token of a fully
+    # accepted batch was credited only when the batch ended exactly at the committed point,
+    # i.e. when the run length had cut the bonus (credited though not committed) and never
+    # when it was committed. The rounds' n_committed must add up to the committed tokens.
+    for mode, extra in (("async", ASYNC), ("ahasd", ASYNC + ["ahasd.tvc=false",
+                                                              "ahasd.edc_config.pht_counter_init=0"])):
+        for accept in ([T] * 30, [T, T, T, F] * 8, [T, F] * 15):
+            m, col, policy, t = run_scripted(tmp_path, mode, accept, 12, [2, 3, 1], extra)
+            # rounds killed by an earlier rejection are not reported, but commit nothing either
+            assert sum(o[2] for o in policy.outcomes) == 12, (mode, accept, policy.outcomes)
