@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .base import Decision, DraftPolicy, DraftTokenView, VerifyOutcome, register_policy
+from .base import CONTINUE, STOP_DISCARD, Decision, DraftPolicy, DraftTokenView, VerifyOutcome, register_policy
 
 
 @register_policy("adaedl")
@@ -48,8 +48,8 @@ class AdaEdlPolicy(DraftPolicy):
 
     def decide(self, view: DraftTokenView) -> Decision:
         fail = self.lower_bound(view.entropy_nats) < self.lam
-        d = self.bounded(view, Decision.STOP_DISCARD if fail else Decision.CONTINUE)
-        if fail and d is not Decision.CONTINUE:
+        d = self.bounded(view, STOP_DISCARD if fail else CONTINUE)   # module aliases: per-token path
+        if fail and d is not CONTINUE:
             self.bound_stops += 1
         return d
 

@@ -45,6 +45,11 @@ class Decision(enum.Enum):
     STOP_DISCARD = "stop_discard"  # drop this token (forward spent), end the round (AdaEDL)
 
 
+# Module-level aliases for the per-token hot paths: reading an Enum member through its class
+# costs ~0.1 us in CPython 3.11 (a local/global name ~0.01 us); policies call bounded() per token.
+CONTINUE, STOP_AFTER, STOP_DISCARD = Decision.CONTINUE, Decision.STOP_AFTER, Decision.STOP_DISCARD
+
+
 @dataclass(frozen=True, slots=True)
 class DraftTokenView:
     """What the drafter knows about the token it just produced (no target info)."""
@@ -168,20 +173,20 @@ class DraftPolicy:
         min_k = min(min_k, max_k)
         i = view.index_in_round
         if i >= max_k:                       # beyond the cap (should not be asked)
-            decision = Decision.STOP_DISCARD
+            decision = STOP_DISCARD
         else:
-            if decision is Decision.STOP_DISCARD and i < min_k:
-                decision = Decision.STOP_AFTER
-            if decision is Decision.STOP_AFTER and i + 1 < min_k:
-                decision = Decision.CONTINUE
-            if decision is Decision.CONTINUE and i + 1 >= max_k:
-                decision = Decision.STOP_AFTER
-        if decision is Decision.STOP_DISCARD:
+            if decision is STOP_DISCARD and i < min_k:
+                decision = STOP_AFTER
+            if decision is STOP_AFTER and i + 1 < min_k:
+                decision = CONTINUE
+            if decision is CONTINUE and i + 1 >= max_k:
+                decision = STOP_AFTER
+        if decision is STOP_DISCARD:
             self.discarded_tokens += 1
             rec.kept = i
         else:
             rec.kept = i + 1
-        if decision is not Decision.CONTINUE:
+        if decision is not CONTINUE:
             rec.closed = True
         return decision
 
