@@ -85,8 +85,13 @@ class Collector:
         self.dynamic_energy_by_label_j[(device, label)] += energy_j
 
     def energy_map(self, energy_by_device: dict[str, float], label: str) -> None:
+        # energy() inlined: this runs once per simulated task
+        total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
         for dev, e in energy_by_device.items():
-            self.energy(dev, e, label)
+            if e < 0:
+                raise ValueError(f"negative energy {e} J for {dev}/{label}")
+            total[dev] += e
+            by_label[(dev, label)] += e
 
     def offchip(self, label: str, nbytes: float) -> None:
         self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + nbytes
