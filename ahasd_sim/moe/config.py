@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..config.fields import param
 from ..config.registry import config_section
 
-MOE_NOTE = "shared/reference moe-offload notes; SpecFit/EcoSpec abstracts (reconstruction [R])"
+MOE_NOTE = "docs/references.md#moe-offload (SpecFit/EcoSpec abstracts; our reconstruction)"
 EAGLE_SRC = "https://arxiv.org/abs/2406.16858 ; https://github.com/SafeAILab/EAGLE"
 SPECFIT_SRC = "SpecFit abstract (code announced at https://github.com/Chlience/SpecFit); [R] reconstruction"
 ECOSPEC_SRC = "https://arxiv.org/abs/2607.12696 (abstract only); [R] reconstruction"
