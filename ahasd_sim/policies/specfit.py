@@ -1,5 +1,5 @@
 """``specfit``: verify the ancestor-closed subtree that maximises predicted throughput
-E(S) / T(S) (SpecFit; reconstruction, see ``docs/moe-offload.md``).
+E(S) / T(S) (SpecFit; reconstruction, see ``docs/moe_offload.md``).
 
 E(S) = 1 + sum of cumulative draft confidences P(v) over S. T(S) = drafting time so far +
 c0 + c1 (|S| + 1) + sum over layers of c2 |U_l| + fetch x |U_l not resident|, with U_l the union
