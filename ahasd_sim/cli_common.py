@@ -76,6 +76,14 @@ def run_guarded(body: Callable[[], int], debug: bool = False) -> int:
     install_signal_handlers()
     try:
         return int(body() or 0)
+    except ModuleNotFoundError as exc:
+        # before user_errors(): evaluating that clause imports the simulator (and pandas), which
+        # would fail again with a traceback when a dependency is what is missing
+        if debug:
+            raise
+        print(f"error: Python module '{exc.name}' is not installed; install ahasd_sim with its "
+              f"dependencies (pip install -e . , plus the extra a feature names)", file=sys.stderr)
+        return EXIT_USAGE
     except user_errors() as exc:
         if debug:
             raise

@@ -244,3 +244,29 @@ def test_build_ships_the_data_folders(tmp_path):
     for rel in ("hw_configs/ahasd_mobile.yaml", "hw_configs/sweeps/smoke.yaml", "traces/qwc-0.5b-1.5b_greedy.npz",
                 "validation/h200_measured.csv"):
         assert (data / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
+
+
+def test_missing_dependency_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """A missing module must not re-raise while the handler imports the simulator (which needs
+    pandas): the handler for it comes first and names the module."""
+    import builtins
+
+    from ahasd_sim.cli_common import EXIT_USAGE, run_guarded
+
+    real_import = builtins.__import__
+
+    def no_pandas(name, *args, **kwargs):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+        return real_import(name, *args, **kwargs)
+
+    def body():
+        import pandas  # noqa: F401 - stands for any command body that needs it
+        return 0
+
+    for mod in [m for m in list(__import__("sys").modules) if m == "ahasd_sim.simulation"]:
+        monkeypatch.delitem(__import__("sys").modules, mod)   # force user_errors() to re-import it
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    assert run_guarded(body) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pandas' is not installed" in err[0]
