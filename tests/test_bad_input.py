@@ -146,6 +146,7 @@ CASES = [
     ("compare-repeated", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd,async,ahasd"], "mode 'ahasd' is listed more than once"),
     ("compare-policies-repeated", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--policies", "svip,adaedl,svip"], "--policies: policy 'svip' is listed more than once"),
     ("compare-policies-unknown", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--policies", "svip,adaedll"], "--policies: unknown policy 'adaedll' (did you mean 'adaedl'?)"),
+    ("tree-policy-in-chain-mode", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.policy=specfit"], "run.policy: policy 'specfit' selects draft trees; use it with run.mode moe_offload"),
     ("compare-unknown", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd,asink"], "unknown mode 'asink' (did you mean 'async'?)"),
     ("compare-empty", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", ","], "--modes: expected comma-separated"),
     ("compare-baseline", "cli", lambda d: ["compare", "--config", str(good_cfg(d)), "--modes", "ahasd", "--baseline", "gpu"], "unknown mode 'gpu'"),

@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import simpy
 
-from ..config.errors import did_you_mean
+from ..config.errors import ConfigError, did_you_mean
 from ..metrics.collector import Collector
 from ..policies.base import DraftPolicy, RoundContext, VerifyOutcome
 from .replay import TraceReplay
@@ -103,8 +103,15 @@ class Mode:
     #: True for modes that replay their whole trace in one run and report their own windows
     #: (summary field ``mode_windows``); ``run.windows`` then gives one simulation, not many
     replays_own_windows: ClassVar[bool] = False
+    #: True for modes that draft trees (their policies select subtrees, chain policies do not fit)
+    drafts_trees: ClassVar[bool] = False
 
     def __init__(self, env: simpy.Environment, ctx: RunContext):
+        if getattr(ctx.policy, "is_tree_policy", False) and not self.drafts_trees:
+            tree_modes = ", ".join(sorted(n for n, c in MODES.items() if c.drafts_trees))
+            raise ConfigError(ctx.cfg.source_file, "run.policy",
+                              f"policy '{ctx.cfg.run.policy}' selects draft trees; use it with run.mode "
+                              f"{tree_modes}, not '{ctx.cfg.run.mode}'")
         self.env = env
         self.ctx = ctx
         self.replay = ctx.replay

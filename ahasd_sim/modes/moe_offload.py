@@ -63,6 +63,7 @@ def tree_of_round(tt, r: int) -> DraftTree:
 @register_mode("moe_offload")
 class MoeOffloadMode(Mode):
     replays_own_windows = True   # one pass over the tree trace; windows = blocks of rounds
+    drafts_trees = True
     """Tree drafting + GPU tree verification with experts offloaded to host memory."""
 
     required_devices = ("gpu", "h2d")
