@@ -416,3 +416,18 @@ def test_an_extended_study_does_not_propose_its_first_trials_again(tmp_path):
     trials = optuna.load_study(study_name="res", storage=f"sqlite:///{tmp_path / 'x' / 'study.db'}").get_trials()
     first, later = [t.params for t in trials[:3]], [t.params for t in trials[3:]]
     assert len(later) == 3 and not any(p in first for p in later)
+
+
+@pytest.mark.parametrize("data, hint", [
+    (b"name: a\nname: b\n", "duplicate key"),
+    ("name: bad\n".encode("utf-16"), "UTF-16"),
+])
+def test_study_file_gets_the_strict_yaml_reader(tmp_path, capsys, data, hint):
+    # the study loader shares the sweep/config YAML reader: duplicate keys and non-UTF-8 text
+    # are one-line errors, as for every other input file
+    p = tmp_path / "s.yaml"
+    p.write_bytes(data)
+    rc = main(["optimize", "--config", str(p), "--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and hint in err, err
+    assert not (tmp_path / "o").exists()

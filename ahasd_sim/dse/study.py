@@ -42,11 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..config.errors import ConfigError, InputError, did_you_mean
-from ..config.loader import SimConfig, load_config
-from ..sweep.spec import NAME_RE, _check_config_key, _check_keys, _dotted_keys, _parse_set, format_value
+from ..config.loader import SimConfig
+from ..sweep.spec import (NAME_RE, _check_config_key, _check_keys, _dotted_keys, _parse_set, format_value,
+                          read_spec_header)
 
 STUDY_KEYS = ("name", "description", "base", "runs", "windows", "space", "constraints", "objectives",
               "sampler", "seed", "trials", "batch_size", "color_by", "sensitivity")
@@ -418,42 +417,7 @@ def _windows(src: Path, where: str, v: Any) -> list[int] | None:
 def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
     """Read and strictly validate a study file. ``check_metrics`` runs the base point once
     (short) so that objective metrics are checked against a real summary.json."""
-    src = Path(path)
-    if not src.is_file():
-        raise _err(src, "", "study file not found")
-    try:
-        raw = yaml.safe_load(src.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise _err(src, "", f"YAML parse error{where}: {getattr(exc, 'problem', None) or 'invalid YAML'}") from None
-    if not isinstance(raw, dict):
-        raise _err(src, "", "expected a mapping at the top level")
-    _check_keys(src, "", raw, STUDY_KEYS)
-    name = raw.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise _err(src, "name", f"expected a folder-safe name (letters, digits, _ . -), got {name!r}")
-    desc = raw.get("description") or ""
-    if not isinstance(desc, str):
-        raise _err(src, "description", "expected a string")
-
-    base = raw.get("base")
-    if base is None:
-        raise _err(src, "base", "required: the base config file (relative to the study file)")
-    if isinstance(base, str):
-        base = {"config": base}
-    if not isinstance(base, dict):
-        raise _err(src, "base", "expected a file name or a mapping with 'config' and optional 'set'")
-    _check_keys(src, "base", base, BASE_KEYS)
-    if not isinstance(base.get("config"), str):
-        raise _err(src, "base.config", "required: a config file name")
-    base_cfg = src.parent / base["config"]
-    if not base_cfg.is_file():
-        raise _err(src, "base.config", f"config file '{base['config']}' not found (looked in {src.parent})")
-    try:
-        plain = load_config(base_cfg)
-    except InputError as exc:
-        raise _err(src, "base.config", f"cannot load: {exc}") from None
+    src, raw, name, desc, base, base_cfg, plain = read_spec_header(path, "study file", STUDY_KEYS)
     known = set(_dotted_keys(plain.to_dict()))
     base_set = _parse_set(src, "base.set", base.get("set"), known)
     try:

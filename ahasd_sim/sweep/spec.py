@@ -302,17 +302,18 @@ def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
 
 
 # ------------------------------------------------------------------ loading
-def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read and strictly validate a sweep YAML file."""
+def read_spec_header(path: str | Path, what: str, top_keys: tuple[str, ...]):
+    """The common head of sweep and study files, strictly validated: ``(source path, raw
+    mapping, name, description, base mapping, base config path, loaded base SimConfig)``."""
     from ..config import yamlio
     from ..paths import resolve_input_file
     src = resolve_input_file(path)
     if not src.is_file() and not src.is_dir():
-        raise _err(src, "", "sweep file not found")
-    raw = yamlio.load_file(src, "sweep file")
+        raise _err(src, "", f"{what} not found")
+    raw = yamlio.load_file(src, what)
     if not isinstance(raw, dict):
         raise _err(src, "", "expected a mapping at the top level")
-    _check_keys(src, "", raw, SPEC_KEYS)
+    _check_keys(src, "", raw, top_keys)
 
     name = raw.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -323,7 +324,7 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
 
     base = raw.get("base")
     if base is None:
-        raise _err(src, "base", "required: the base config file (relative to the sweep file)")
+        raise _err(src, "base", f"required: the base config file (relative to the {what})")
     if isinstance(base, str):
         base = {"config": base}
     if not isinstance(base, dict):
@@ -335,9 +336,16 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     if not base_cfg.is_file():
         raise _err(src, "base.config", f"config file '{base['config']}' not found (looked in {src.parent})")
     try:
-        plain = load_config(base_cfg).to_dict()
+        plain = load_config(base_cfg)
     except InputError as exc:
         raise _err(src, "base.config", f"cannot load: {exc}") from None
+    return src, raw, name, desc, base, base_cfg, plain
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and strictly validate a sweep YAML file."""
+    src, raw, name, desc, base, base_cfg, plain_cfg = read_spec_header(path, "sweep file", SPEC_KEYS)
+    plain = plain_cfg.to_dict()
     known = set(_dotted_keys(plain))
     base_set = _parse_set(src, "base.set", base.get("set"), known)
 
