@@ -33,11 +33,10 @@ def config_warnings(cfg: SimConfig) -> list[str]:
 def dry_run(cfg: SimConfig) -> list[str]:
     """Build every part of the run without simulating; return report lines. Raises the same
     one-line errors a run would."""
-    from .hw.platform import Platform
     from .modes import get_mode
     from .modes.costs import StepCosts
     from .policies import make_policy, policy_needs_fit_data
-    from .simulation import _config_error, _in_config_file, load_run_trace, resolve_data_path, trace_models
+    from .simulation import _config_error, _in_config_file, build_platform, load_run_trace, resolve_data_path, trace_models
     from .workload.models import get_model
 
     run = cfg.run
@@ -51,14 +50,7 @@ def dry_run(cfg: SimConfig) -> list[str]:
             models[key] = get_model(getattr(run, key))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
-    try:
-        platform = Platform.build(cfg)
-    except ConfigError as exc:
-        raise _in_config_file(cfg, exc) from None
-    missing = [d for d in mode_cls.required_devices if getattr(platform, d, None) is None]
-    if missing:
-        raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
-                            f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    platform = build_platform(cfg, mode_cls)
     _full, sim_trace, heldout = load_run_trace(cfg)
     try:
         StepCosts(platform, models["draft_model"], models["target_model"], cfg)

@@ -24,7 +24,7 @@ from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
-from .workload.models import get_model, with_precision
+from .workload.models import get_model
 from .workload.traces import Trace, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
@@ -57,6 +57,20 @@ def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
 def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
     """A hardware-model error (raised without a file) re-attributed to the run's config file."""
     return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
+
+
+def build_platform(cfg: SimConfig, mode_cls) -> Platform:
+    """The configured hardware, checked to hold every device the mode needs (config errors
+    are re-attributed to the config file)."""
+    try:
+        platform = Platform.build(cfg)
+    except ConfigError as exc:
+        raise _in_config_file(cfg, exc) from None
+    missing = [d for d in mode_cls.required_devices if getattr(platform, d, None) is None]
+    if missing:
+        raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
+                            f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    return platform
 
 
 def _load_full_trace(cfg: SimConfig) -> Trace:
@@ -181,14 +195,7 @@ def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], i
     except ValueError as exc:
         raise _config_error(cfg, "run.target_model", str(exc).strip('"')) from None
 
-    try:
-        platform = Platform.build(cfg)
-    except ConfigError as exc:
-        raise _in_config_file(cfg, exc) from None
-    missing = [d for d in mode_cls.required_devices if getattr(platform, d, None) is None]
-    if missing:
-        raise _config_error(cfg, "run.mode", f"mode '{run.mode}' needs device(s) {', '.join(missing)}, "
-                            f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    platform = build_platform(cfg, mode_cls)
     _full, sim_trace, heldout = trace_parts
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
     rng = np.random.default_rng(seed)
