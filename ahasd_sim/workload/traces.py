@@ -282,35 +282,28 @@ def replay_fixed_k(accept: np.ndarray, k: int) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 # loading / validation
 # ----------------------------------------------------------------------------------------
-def _read_header(path: str, z) -> dict:
-    if "header_json" not in z.files:
-        raise TraceError(path, "missing 'header_json' entry (not an ahasd trace file)")
-    try:
-        raw = z["header_json"]
-        text = str(raw[()] if raw.ndim == 0 else raw.reshape(-1)[0])
-        hdr = json.loads(text)
-    except TraceError:
-        raise
-    except Exception as exc:  # corrupt member, bad JSON
-        raise TraceError(path, f"'header_json' unreadable ({type(exc).__name__}: {exc})")
-    if not isinstance(hdr, dict):
-        raise TraceError(path, "'header_json' is not a JSON object")
-    return hdr
-
-
-def load_trace(path, validate: bool = True) -> Trace:
-    """Read and (by default) validate a trace ``.npz``; raises :class:`TraceError`."""
-    path = os.fspath(path)
+def read_npz(path: str, check_header, error: type[TraceError] = TraceError,
+             what: str = "an ahasd trace file") -> tuple[dict, Dict[str, np.ndarray]]:
+    """``(header, columns)`` of a trace archive (chain or tree). ``check_header(path, header)``
+    runs before any column is read; every failure is one ``error`` line."""
     if not os.path.exists(path):
-        raise TraceError(path, "file not found")
+        raise error(path, "file not found")
     try:
         z = np.load(path, allow_pickle=False)
     except Exception as exc:
-        raise TraceError(path, f"not a readable .npz archive, file corrupt or truncated ({type(exc).__name__}: {exc})")
+        raise error(path, f"not a readable .npz archive, file corrupt or truncated ({type(exc).__name__}: {exc})")
     try:
         if not hasattr(z, "files"):
-            raise TraceError(path, "not an .npz archive (single .npy array)")
-        header = _read_header(path, z)
+            raise error(path, "not an .npz archive (single .npy array)")
+        if "header_json" not in z.files:
+            raise error(path, f"missing 'header_json' entry (not {what})")
+        try:
+            raw = z["header_json"]
+            header = json.loads(str(raw[()] if raw.ndim == 0 else raw.reshape(-1)[0]))
+        except Exception as exc:  # corrupt member, bad JSON
+            raise error(path, f"'header_json' unreadable ({type(exc).__name__}: {exc})")
+        if not isinstance(header, dict):
+            raise error(path, "'header_json' is not a JSON object")
         check_header(path, header)
         cols: Dict[str, np.ndarray] = {}
         for name in z.files:
@@ -319,13 +312,20 @@ def load_trace(path, validate: bool = True) -> Trace:
             try:
                 cols[name] = np.asarray(z[name])
             except Exception as exc:
-                raise TraceError(path, f"column {name!r} unreadable, file corrupt or truncated "
-                                       f"({type(exc).__name__}: {exc})")
+                raise error(path, f"column {name!r} unreadable, file corrupt or truncated "
+                                  f"({type(exc).__name__}: {exc})")
     finally:
         try:
             z.close()
         except Exception:
             pass
+    return header, cols
+
+
+def load_trace(path, validate: bool = True) -> Trace:
+    """Read and (by default) validate a trace ``.npz``; raises :class:`TraceError`."""
+    path = os.fspath(path)
+    header, cols = read_npz(path, check_header)
     if validate:
         validate_columns(path, header, cols)
     return Trace(cols, header, path)

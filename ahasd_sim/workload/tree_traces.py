@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .traces import TraceError
+from .traces import TraceError, read_npz
 
 FORMAT_NAME = "ahasd-tree-trace"
 FORMAT_VERSION = 1
@@ -281,37 +281,7 @@ def accepted_path(parent: np.ndarray, accept: np.ndarray, depth: np.ndarray) -> 
 def load_tree_trace(path, validate: bool = True) -> TreeTrace:
     """Read and (by default) validate a tree trace ``.npz``; raises :class:`TreeTraceError`."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise TreeTraceError(path, "file not found")
-    try:
-        z = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise TreeTraceError(path, f"not a readable .npz archive, file corrupt or truncated "
-                                   f"({type(exc).__name__}: {exc})")
-    try:
-        if not hasattr(z, "files"):
-            raise TreeTraceError(path, "not an .npz archive (single .npy array)")
-        if "header_json" not in z.files:
-            raise TreeTraceError(path, "missing 'header_json' entry (not an ahasd tree trace)")
-        try:
-            raw = z["header_json"]
-            header = json.loads(str(raw[()] if raw.ndim == 0 else raw.reshape(-1)[0]))
-        except Exception as exc:
-            raise TreeTraceError(path, f"'header_json' unreadable ({type(exc).__name__}: {exc})")
-        if not isinstance(header, dict):
-            raise TreeTraceError(path, "'header_json' is not a JSON object")
-        check_header(path, header)
-        cols = {}
-        for name in z.files:
-            if name == "header_json":
-                continue
-            try:
-                cols[name] = np.asarray(z[name])
-            except Exception as exc:
-                raise TreeTraceError(path, f"column {name!r} unreadable, file corrupt or truncated "
-                                           f"({type(exc).__name__}: {exc})")
-    finally:
-        z.close()
+    header, cols = read_npz(path, check_header, TreeTraceError, "an ahasd tree trace")
     if validate:
         validate_columns(path, header, cols)
     return TreeTrace(cols, header, path)
