@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -96,8 +97,49 @@ def test_ratio_arithmetic_on_synthetic_results():
     assert "boom" in text      # the failed point is listed
 
 
-def test_reproduce_script_end_to_end_small(tmp_path):
+def _capture_figures(monkeypatch) -> dict:
+    """Record every figure the code saves, by file stem (``save_figure`` writes each format
+    through ``ahasd_sim.output.atomic_write``, whose path names the figure)."""
+    from matplotlib.figure import Figure
+    import ahasd_sim.output as output
+    captured: dict = {}
+    writing: list = []
+    orig_savefig, orig_write = Figure.savefig, output.atomic_write
+
+    def atomic_write(path, writer, mode="w"):
+        writing.append(Path(path).stem)
+        try:
+            return orig_write(path, writer, mode)
+        finally:
+            writing.pop()
+
+    def savefig(self, fname, *args, **kwargs):
+        captured[writing[-1] if writing else Path(str(fname)).stem] = self
+        return orig_savefig(self, fname, *args, **kwargs)
+
+    monkeypatch.setattr(output, "atomic_write", atomic_write)
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return captured
+
+
+def _bar_containers(ax):
+    from matplotlib.container import BarContainer
+    return [c for c in ax.containers if isinstance(c, BarContainer)]
+
+
+def _t_interval_of_logs(ratios) -> tuple[float, float, float]:
+    """(geomean, low, high) of paired ratios: Student t interval of the mean of the logs,
+    t(0.975, n-1) from the standard table (n = 2 windows here: 12.706)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    assert len(logs) == 2
+    h = 12.706 * logs.std(ddof=1) / np.sqrt(len(logs))
+    m = logs.mean()
+    return float(np.exp(m)), float(np.exp(m - h)), float(np.exp(m + h))
+
+
+def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     """The script on a one-pair, one-algorithm copy of the shipped spec and the smoke trace."""
+    figs = _capture_figures(monkeypatch)
     text = paper.DEFAULT_SPEC.read_text().replace("../", str(ROOT / "hw_configs") + "/")
     text = text.replace("policies: [specdecpp, svip, adaedl, banditspec]", "policies: [adaedl]")
     text = text.replace("  - [opt-1.3b, opt-6.7b]\n", "").replace("  - [palm-like-8b, palm-like-30b]\n", "")
@@ -121,10 +163,45 @@ def test_reproduce_script_end_to_end_small(tmp_path):
         assert f"| AHASD ({kv}) | operator_sync (SpecPIM-style) |" in report
     wt = pd.read_csv(out / "windows.csv")
     assert len(wt) == 22 and set(wt["window"]) == {0, 1}
-    assert (out / "figures" / "ci_ratios.png").stat().st_size > 1000
     norm = pd.read_csv(out / "normalised.csv")
     assert norm.loc[norm["variant"] == "gpu_only", "throughput_tok_s_ratio"].tolist() == pytest.approx([1.0])
-    figs = sorted(p.name for p in (out / "figures").iterdir())
-    for stem in ("ablation", "sota", "timeline", "distributions", "heatmap_ahasd_vs_gpu", "ladder_lines"):
-        assert f"{stem}.pdf" in figs and f"{stem}.png" in figs
-        assert (out / "figures" / f"{stem}.pdf").stat().st_size > 1000
+    files = sorted(p.name for p in (out / "figures").iterdir())
+    for stem in ("ci_ratios", "ablation", "sota", "timeline", "distributions", "heatmap_ahasd_vs_gpu", "ladder_lines"):
+        assert f"{stem}.pdf" in files and f"{stem}.png" in files and stem in figs
+
+    # ci_ratios: one bar per (KV option, baseline) at the geomean of the paired per-window ratios of
+    # windows.csv, error bars spanning their 95% t interval (recomputed here from the window values)
+    by = {v: wt[wt["variant"] == v].sort_values("window") for v in set(wt["variant"])}
+    kvs = [v for v in ("ahasd", "ahasd_wait", "ahasd_layer_pipelined") if v in by]
+    assert kvs == ["ahasd", "ahasd_wait", "ahasd_layer_pipelined"]
+    fig = figs["ci_ratios"]
+    assert len(fig.axes) == 2
+    for ax, metric, label in zip(fig.axes, ("throughput_tok_s", "tokens_per_j"),
+                                 ("Throughput ratio", "Energy-efficiency ratio")):
+        assert ax.get_ylabel() == f"{label}\n(geomean, 95% CI)"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["vs async (+AAU)", "vs operator_sync", "vs GPU-only"]
+        bars = _bar_containers(ax)
+        assert [c.get_label() for c in bars] == [f"AHASD ({kv})" for kv in ("recompute", "wait", "layer_pipelined")]
+        for v, cont in zip(kvs, bars):
+            assert len(cont.patches) == 3
+            segs = cont.errorbar.lines[2][0].get_segments()
+            for patch, seg, den in zip(cont.patches, segs, ("plus_aau", "specpim", "gpu_only")):
+                ratios = by[v][metric].to_numpy() / by[den][metric].to_numpy()
+                g, lo, hi = _t_interval_of_logs(ratios)
+                assert patch.get_height() == pytest.approx(g, rel=1e-9)
+                assert sorted(seg[:, 1]) == pytest.approx([lo, hi], rel=1e-9)
+
+    # ablation / sota: one bar series per variant, bars at the variant's metric over GPU-only's
+    # (one model pair, one policy, one seed: the pair's group and the geo-mean group are that ratio)
+    ok = df.set_index("variant")
+    for stem, variants in (("ablation", paper.LADDER), ("sota", paper.SOTA)):
+        fig = figs[stem]
+        assert len(fig.axes) == 2
+        for ax, metric, label in zip(fig.axes, ("throughput_tok_s", "tokens_per_j"),
+                                     ("Throughput", "Energy efficiency")):
+            assert ax.get_ylabel() == f"{label}\n(x GPU-only)"
+            bars = _bar_containers(ax)
+            assert [c.get_label() for c in bars] == [paper.SHORT[v] for v in variants]
+            for v, cont in zip(variants, bars):
+                want = ok.loc[v, metric] / ok.loc["gpu_only", metric]
+                assert [p.get_height() for p in cont.patches] == pytest.approx([want, want], rel=1e-9)

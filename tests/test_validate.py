@@ -23,15 +23,25 @@ HEADLINE = re.compile(r"Median absolute error, bf16 decode\+verify steps with CU
 @pytest.fixture(scope="module")
 def validate_run(tmp_path_factory):
     """One run of the real command on the committed CSV and config (about a second)."""
+    from matplotlib.figure import Figure
     out = tmp_path_factory.mktemp("validate")
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    figs: list = []
+    orig = Figure.savefig
+
+    def savefig(self, *args, **kwargs):      # keep the saved figure to check what it plots
+        if self not in figs:
+            figs.append(self)
+        return orig(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(buf):
+        mp.setattr(Figure, "savefig", savefig)
         rc = main(["validate", "--out", str(out)])
-    return rc, buf.getvalue(), out
+    return rc, buf.getvalue(), out, figs
 
 
 def test_validate_reproduces_the_printed_median_error(validate_run):
-    rc, text, out = validate_run
+    rc, text, out, _figs = validate_run
     assert rc == 0
     m = HEADLINE.search(text)
     assert m, text[-2000:]
@@ -50,13 +60,38 @@ def test_validate_reproduces_the_printed_median_error(validate_run):
     # H2D pinned copies are simulated too; int8 rows are not
     assert (pts["group"] == "h2d").sum() == (meas["kind"] == "h2d_pinned").sum()
     assert not (pts["dtype"] == "int8wo").any()
-    for f in ("validation_plot.pdf", "validation_plot.png"):
-        assert (out / f).stat().st_size > 1000
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("validation_plot")) == [
+        "validation_plot.pdf", "validation_plot.png"]
+
+
+def _scatter_points(ax) -> np.ndarray:
+    from matplotlib.collections import PathCollection
+    pts = [c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)]
+    return np.concatenate(pts) if pts else np.empty((0, 2))
+
+
+def test_validation_plot_shows_every_point_at_its_measured_and_simulated_latency(validate_run):
+    _rc, _text, out, figs = validate_run
+    assert len(figs) == 1
+    left, right = figs[0].axes
+    pts = pd.read_csv(out / ERRORS_CSV)
+    g = pts[pts["group"] == "graph"]
+    for ax, sel in ((left, pts), (right, g)):
+        assert ax.get_xlabel() == "measured latency (ms)" and ax.get_ylabel() == "simulated latency (ms)"
+        assert ax.get_xscale() == ax.get_yscale() == "log"
+        got = _scatter_points(ax)
+        want = np.column_stack([sel["measured_s"], sel["simulated_s"]]) * 1e3
+        assert len(got) == len(sel)
+        order = lambda a: a[np.lexsort((a[:, 1], a[:, 0]))]   # noqa: E731
+        np.testing.assert_allclose(order(np.asarray(got, dtype=float)), order(want), rtol=2e-5)   # the CSV keeps 6 digits
+        # the y = x reference line
+        x, y = ax.lines[0].get_data()
+        np.testing.assert_array_equal(x, y)
 
 
 def test_config_launch_overhead_is_the_least_squares_value(validate_run):
     """The YAML states that launch_overhead_us is the least-squares fit; validate recomputes it."""
-    _, text, _ = validate_run
+    _, text, _, _ = validate_run
     m = re.search(r"launch_overhead_us for this config's other parameters: ([0-9.]+) us \(config: ([0-9.]+) us\)", text)
     assert m
     assert float(m.group(1)) == pytest.approx(float(m.group(2)), abs=0.01)
