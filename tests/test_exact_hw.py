@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+import math
+
 from ahasd_sim.hw import Lpddr5Memory, Npu
 from test_hw_helpers import make_cfg
+from test_hw_helpers import Op, linear
 from test_hw_memory_npu import OpDims
 
 
@@ -134,3 +137,258 @@ def test_operator_sync_tier_takes_the_max_of_its_devices():
     assert cost.busy_s["pim"] == pytest.approx(busy_pim, rel=1e-12)
     # the two devices overlap inside tiers: the forward is shorter than their busy times added
     assert cost.duration_s < busy_npu + busy_pim
+
+
+# ------------------------------------------------------------------ NPU energy, exact (issue 19)
+# op_cost energy (hw/npu.py docstring): MACs x pJ/MAC (array) or element-ops x pJ/op (vector)
+# + scratchpad bytes x 8 x pJ/bit + bus bytes x DMA pJ/B; the DRAM side of the bus bytes goes to
+# the memory model, written bytes (KV appends, spilled outputs) as writes and the rest as reads.
+from dataclasses import dataclass  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from ahasd_sim.hw import Aau, Gts, PimMemory  # noqa: E402
+
+
+@dataclass(frozen=True)
+class OpKv(OpDims):
+    kv_write_bytes: float = 0.0
+
+
+def _npu_mem(npu=None, **mem):
+    # distinct read and write energies so that a read/write mix-up shows
+    cfg = make_cfg({"npu": npu or {}, "memory": {"read_pj_per_bit": 4.0, "write_pj_per_bit": 6.0, **mem}})
+    m = Lpddr5Memory(cfg.memory)
+    return Npu(cfg.npu, m), m
+
+
+def test_npu_array_op_energy_and_time_exact():
+    npu, mem = _npu_mem()
+    # n = 10 tokens, K = 192, N = 64 (3 folds, 2 per chip, 274 cycles: see the test above)
+    op = OpKv(kind="gemm", n_tokens=10, macs=10 * 192 * 64, weight_bytes=192 * 64, act_bytes_in=1920,
+              act_bytes_out=640, kv_bytes=1000.0, kv_write_bytes=300.0, k_dim=192, n_dim=64)
+    bw = 4e9
+    c = npu.op_cost(op, bw)
+    bus = 192 * 64 + 1000                      # weights once (activations fit) + KV read and written
+    assert c.bus_bytes == bus and c.macs == 10 * 192 * 64
+    compute_s = 274 / (1e9 * 0.9)
+    assert bus / bw > compute_s                # memory bound here
+    assert c.duration_s == pytest.approx(bus / bw + 200e-9, rel=1e-12)
+    # SPM: bus fill + weights into the array once + one 64-byte row per token per pass + outputs
+    spm = bus + 192 * 64 + 3 * 10 * 64 + 640
+    npu_j = 10 * 192 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + bus * 2.0e-12
+    assert c.energy_of("npu") == pytest.approx(npu_j, rel=1e-12)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 300) + mem.write_energy_j(300), rel=1e-12)
+    # compute bound with a fast bus
+    assert npu.op_cost(op, 1e15).duration_s == pytest.approx(compute_s + 200e-9, rel=1e-12)
+    # without a memory model only the NPU is charged
+    assert Npu(npu.cfg).op_cost(op, bw).energy_j_by_device == {"npu": pytest.approx(npu_j, rel=1e-12)}
+
+
+def test_npu_one_token_op_without_token_count_attribute():
+    """A GEMV given without ``n_tokens`` is one token (not two, not an error)."""
+    npu, mem = _npu_mem()
+    op = SimpleNamespace(kind="gemv", macs=128 * 64, weight_bytes=128 * 64, act_bytes_in=128, act_bytes_out=64,
+                         k_dim=128, n_dim=64)
+    c = npu.op_cost(op, 1e9)
+    spm = 128 * 64 + 128 * 64 + 2 * 1 * 64 + 64          # 2 folds, one token each
+    assert c.energy_of("npu") == pytest.approx(128 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + 128 * 64 * 2e-12, rel=1e-12)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(128 * 64), rel=1e-12)
+
+
+@pytest.mark.parametrize("act_out, spilled", [(192, False), (194, True)])
+def test_npu_activation_spill_threshold(act_out, spilled):
+    # smallest SPM the config accepts (one double-buffered 64x64 tile per chip): 16 KiB; half of
+    # each chip's 8 KiB holds activations -> 4096 B; working set = inputs + outputs / 2 chips
+    npu, mem = _npu_mem({"spm_bytes": 16384})
+    op = OpKv(kind="gemm", n_tokens=4, macs=4 * 64 * 64, weight_bytes=64 * 64, act_bytes_in=4000,
+              act_bytes_out=act_out, k_dim=64, n_dim=64)
+    b = npu.analyse(op, 1e9)
+    act = 4000 + act_out if spilled else 0
+    chunks = 2 if spilled else 1            # ceil(4097 / 4096) re-reads of the weights
+    assert b.weight_reads == chunks
+    assert b.bus_bytes == 64 * 64 * chunks + act
+    c = npu.op_cost(op, 1e9)
+    written = act_out if spilled else 0
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(b.bus_bytes - written)
+                                                  + mem.write_energy_j(written), rel=1e-12)
+
+
+def test_npu_vector_op_energy_and_time_exact():
+    npu, mem = _npu_mem()
+    op = Op(kind="nonlinear", nonlinear_class="softmax", elements=1000, act_bytes_in=1000, act_bytes_out=900,
+            weight_bytes=64)
+    c = npu.op_cost(op, 1e9)
+    cycles = math.ceil(3 * 1000 / (2 * 2048)) + 8
+    assert c.duration_s == pytest.approx(max(cycles / (1e9 * 0.8), 64 / 1e9) + 200e-9, rel=1e-12)
+    spm = 64 + 1000 + 900 + 64                 # bus fill (the weights) + inputs + outputs + weights
+    assert c.macs == 0 and c.bus_bytes == 64
+    assert c.energy_of("npu") == pytest.approx(3000 * 0.47e-12 + spm * 8 * 0.05e-12 + 64 * 2e-12, rel=1e-12)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(64), rel=1e-12)
+    # one element still takes the pipeline; zero elements (or none given) cost only the overhead
+    one = npu.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=1), 1e9)
+    assert one.duration_s == pytest.approx((1 + 8) / (1e9 * 0.8) + 200e-9, rel=1e-12)
+    assert one.energy_of("npu") == pytest.approx(2 * 0.47e-12, rel=1e-12)
+    bare = SimpleNamespace(kind="nonlinear", nonlinear_class="gelu", macs=0, weight_bytes=0, act_bytes_in=0,
+                           act_bytes_out=0)
+    z = npu.op_cost(bare, 1e9)
+    assert z.duration_s == pytest.approx(200e-9, rel=1e-12) and z.energy_of("npu") == 0.0
+    assert "lpddr5" not in z.energy_j_by_device           # nothing crossed the bus
+
+
+def test_npu_forward_cost_repeats_each_op_by_its_layers():
+    npu = Npu(make_cfg().npu)
+    a = OpDims(kind="gemm", n_tokens=10, macs=10 * 192 * 64, weight_bytes=192 * 64, act_bytes_in=1920,
+               act_bytes_out=640, k_dim=192, n_dim=64, layer_repeat=3)
+    b = Op(kind="nonlinear", nonlinear_class="softmax", elements=1000, layer_repeat=2)
+    ca, cb = npu.op_cost(a, 1e10), npu.op_cost(b, 1e10)
+    f = npu.forward_cost([a, b], 1e10)
+    assert f.duration_s == pytest.approx(3 * ca.duration_s + 2 * cb.duration_s, rel=1e-12)
+    assert f.energy_of("npu") == pytest.approx(3 * ca.energy_of("npu") + 2 * cb.energy_of("npu"), rel=1e-12)
+    assert f.macs == 3 * 10 * 192 * 64 and f.bus_bytes == 3 * 192 * 64
+
+
+def test_npu_peaks_and_dims_exact():
+    npu = Npu(make_cfg({"npu": {"chips": 3, "array_rows": 32, "array_cols": 16, "freq_ghz": 1.5,
+                                "vector_macs_per_cycle": 100, "spm_bytes": 2**20}}).npu)
+    assert npu.macs_per_cycle == 3 * 32 * 16
+    assert npu.peak_ops_s == 3 * 32 * 16 * 2 * 1.5e9 and npu.peak_tops == pytest.approx(3 * 32 * 16 * 2 * 1.5e-3)
+    assert npu.vector_peak_ops_s == 3 * 100 * 2 * 1.5e9
+    assert npu.static_power_w == 0.14
+    # an op without k/n: K = N = round(sqrt(macs / n))
+    assert npu.gemm_dims(Op(kind="gemm", n_tokens=4, macs=4 * 30 * 30), 4) == (4, 30, 30)
+    assert npu.gemm_dims(Op(kind="gemm", n_tokens=2, macs=2 * 50), 2) == (2, 7, 7)     # sqrt(50) = 7.07
+    with pytest.raises(ValueError, match=r"mem_bw_bytes_s must be > 0, got 0"):
+        npu.analyse(Op(kind="gemm", macs=1), 0)
+    with pytest.raises(ValueError, match="NPU cannot run op kind 'conv'"):
+        npu.analyse(Op(kind="conv"), 1e9)
+
+
+@pytest.mark.parametrize("cls, expected", [("silu", "gelu"), ("SwiGLU", "gelu"), ("relu", "gelu"),
+                                           ("rmsnorm", "layernorm"), ("attention", "attention_score"),
+                                           ("sum", "reduction"), ("max", "reduction"), ("Softmax", "softmax")])
+def test_nonlinear_class_aliases(cls, expected):
+    from ahasd_sim.hw.npu import nonlinear_class_of
+    assert nonlinear_class_of(Op(kind="nonlinear", nonlinear_class=cls)) == expected
+
+
+def test_nonlinear_class_errors():
+    from ahasd_sim.hw.npu import nonlinear_class_of
+    assert nonlinear_class_of(Op(kind="reduction")) == "reduction"
+    with pytest.raises(ValueError) as ei:
+        nonlinear_class_of(Op(name="n1", kind="nonlinear"))
+    assert str(ei.value) == "op 'n1' has no nonlinear_class"
+    with pytest.raises(ValueError) as ei:
+        nonlinear_class_of(Op(name="n2", kind="nonlinear", nonlinear_class="tanh"))
+    assert str(ei.value) == ("unknown nonlinear class 'tanh' of op 'n2'; expected one of gelu, softmax, layernorm, "
+                             "reduction, attention_score")
+
+
+# ------------------------------------------------------------------ PIM, AAU, GTS exact (issue 19)
+def _pim(**pim):
+    cfg = make_cfg({"pim": pim})
+    return PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+
+
+def test_pim_roofline_tie_is_bandwidth_bound():
+    # integer rates so that the two times are the same float: 256 GB/s and 128 GOPS per rank;
+    # bytes = 4 x MACs -> bytes / 256e9 = 2 MACs / 128e9
+    p = _pim(unit_gops_int8=128.0, internal_bw_gb_s=256.0)
+    op = Op(kind="gemv", macs=1024.0, weight_bytes=4096.0)
+    assert p.bound(op, 1) == "bandwidth"
+    assert p.bound(Op(kind="gemv", macs=1024.0, weight_bytes=4095.0), 1) == "compute"
+    assert p.bound(Op(kind="gemv", macs=1024.0, weight_bytes=4097.0), 3) == "bandwidth"
+
+
+def test_pim_capacity_power_and_kv_write_bytes():
+    p = _pim(rank_capacity_gib=2.0, ranks=8, static_mw_per_rank=3.0, vectors_per_weight_read=2)
+    assert p.rank_capacity_bytes == 2 * 2**30 and p.capacity_bytes == 8 * 2 * 2**30
+    assert p.static_power_w == pytest.approx(8 * 3.0e-3, rel=1e-12)
+    assert p.total_units == 8
+    # 5 tokens, 2 vectors held: ceil(5/2) = 3 passes over the weights and the KV read; the KV
+    # written (new tokens' K/V) is written once
+    op = OpKv(kind="attention", n_tokens=5, macs=0.0, weight_bytes=100.0, kv_bytes=1000.0, kv_write_bytes=40.0)
+    assert p.bytes_read(op) == 3 * 100 + 3 * (1000 - 40) + 40
+    assert p.bytes_read(SimpleNamespace(weight_bytes=100.0)) == 100.0      # one token, no KV
+    with pytest.raises(ValueError, match=r"ranks must be in 1\.\.8, got 9"):
+        p.gemv_cost(op, 9)
+    with pytest.raises(ValueError, match=r"ranks must be in 1\.\.8, got 0"):
+        p.gemv_cost(op, 0)
+    assert p.gemv_cost(op, 8).duration_s == pytest.approx(p.bytes_read(op) / (8 * 256e9) + 100e-9, rel=1e-12)
+
+
+def test_pim_gemv_energy_exact():
+    cfg = make_cfg({"memory": {"page_bytes": 1024, "act_pre_nj_per_row": 2.5}})
+    p = PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+    op = linear(1, 512, 256)
+    c = p.gemv_cost(op, 3)
+    nbytes = 512 * 256
+    assert c.energy_j_by_device == {"pim": pytest.approx(nbytes * 8 * 0.8e-12 + nbytes * 0.3e-12
+                                                         + nbytes / 1024 * 2.5e-9, rel=1e-12)}
+    assert c.bus_bytes == 0 and c.macs == nbytes
+    t = max(nbytes / (3 * 256e9), 2 * nbytes / (3 * 102.4e9)) + 100e-9
+    assert c.duration_s == pytest.approx(t, rel=1e-12)
+    # without a memory model there are no row activations to charge
+    bare = PimMemory(cfg.pim).gemv_cost(op, 3)
+    assert bare.energy_of("pim") == pytest.approx(nbytes * 8 * 0.8e-12 + nbytes * 0.3e-12, rel=1e-12)
+
+
+def test_aau_offload_bytes_and_roundtrip():
+    a = Aau(make_cfg({"pim": {"aau": {"offload_bytes_per_element": 2.0, "offload_roundtrip_us": 7.0}}}).pim.aau)
+    # the op's own activation bytes (in + out) when it states them
+    assert a.offload_transfer_bytes(Op(kind="nonlinear", elements=10, act_bytes_in=30.0, act_bytes_out=5.0)) == 35.0
+    assert a.offload_transfer_bytes(Op(kind="nonlinear", elements=10, act_bytes_in=0.0, act_bytes_out=5.0)) == 5.0
+    assert a.offload_transfer_bytes(Op(kind="nonlinear", elements=10, act_bytes_in=3.0)) == 3.0
+    # else each element goes each way at offload_bytes_per_element
+    assert a.offload_transfer_bytes(Op(kind="nonlinear", elements=10)) == 2 * 10 * 2.0
+    assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear", elements=10)) == 40.0
+    assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear")) == 0.0
+    assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear", elements=None)) == 0.0
+    assert a.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12)
+    p = PimMemory(make_cfg({"pim": {"aau": {"offload_bytes_per_element": 2.0, "offload_roundtrip_us": 7.0}}}).pim)
+    assert p.offload_transfer_bytes(Op(kind="nonlinear", elements=3)) == 12.0
+    assert p.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12)
+
+
+def test_aau_static_power_and_edge_cases():
+    cfg = make_cfg({"pim": {"aau": {"static_power_mw": 4.0}, "ranks": 6}}).pim
+    p = PimMemory(cfg)
+    assert p.aau.n_units == 6 and p.aau.enabled
+    assert p.aau.static_power_w == pytest.approx(6 * 4.0e-3, rel=1e-12)
+    off = Aau(make_cfg({"pim": {"aau": {"enabled": False}}}).pim.aau, n_units=6)
+    assert off.static_power_w == 0.0 and not off.enabled
+    a = Aau(make_cfg().pim.aau)
+    assert a.cycles("gelu", 0) == 0 and a.cycles("softmax", -5) == 0
+    assert a.cycles("gelu", 16) == 8 + 2 and a.cycles("gelu", 17) == 8 + 4
+    assert a.cycles("reduction", 2) == 8 + 1 + 1
+    # the elements split over n_aau units (rounded up), energy for all of them
+    c = a.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=33), n_aau=2)
+    assert c.duration_s == pytest.approx((8 + 2 * 2) / 0.8e9, rel=1e-12)      # ceil(33/2) = 17 -> 2 vectors
+    assert c.energy_j_by_device == {"aau": pytest.approx(33 * 0.8e-12, rel=1e-12)}
+    assert a.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=33), n_aau=0).duration_s == \
+        pytest.approx((8 + 2 * 3) / 0.8e9, rel=1e-12)                          # at least one unit
+    assert a.op_cost(SimpleNamespace(kind="reduction")).duration_s == 0.0
+    with pytest.raises(ValueError) as ei:
+        a.op_cost(Op(name="mm", kind="gemm"))
+    assert str(ei.value) == "AAU runs nonlinear/reduction ops, not 'gemm' (mm)"
+    with pytest.raises(ValueError) as ei:
+        off.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=1))
+    assert str(ei.value) == "AAU disabled (pim.aau.enabled: false): offload the op to the host instead"
+    with pytest.raises(ValueError) as ei:
+        PimMemory(make_cfg().pim).gemv_cost(Op(name="g", kind="nonlinear"), 1)
+    assert str(ei.value) == "PIM GEMV engines run gemm/gemv/attention ops, not 'nonlinear' (g); send it to the AAU or the host"
+
+
+def test_gts_switch_and_static_power_exact():
+    on = Gts(make_cfg({"pim": {"gts": {"switch_cycles": 3, "switch_pj": 20.0}}}).pim.gts, 0.8)
+    c = on.switch_cost()
+    assert c.duration_s == pytest.approx(3 / 0.8e9, rel=1e-12)
+    assert c.energy_j_by_device == {"gts": pytest.approx(20e-12, rel=1e-12)}
+    assert on.enabled and on.static_power_w == pytest.approx(0.5e-3, rel=1e-12)
+    off = Gts(make_cfg({"pim": {"gts": {"enabled": False, "coarse_switch_us": 12.0, "coarse_switch_uj": 4.0}}}).pim.gts,
+              0.8)
+    c = off.switch_cost()
+    assert c.duration_s == pytest.approx(12e-6, rel=1e-12)
+    assert c.energy_j_by_device == {"gts": pytest.approx(4e-6, rel=1e-12)}
+    assert not off.enabled and off.static_power_w == 0.0
+    assert PimMemory(make_cfg({"pim": {"clock_ghz": 0.5}}).pim).gts.switch_cost().duration_s == \
+        pytest.approx(1 / 0.5e9, rel=1e-12)
