@@ -1,4 +1,5 @@
-"""Sweep worker functions in-process: error records, the Dask file path, materialising (issue 19)."""
+"""Sweep worker functions in-process (error records, the Dask file path, materialising) and the
+sweep runner's bookkeeping (issue 19)."""
 from __future__ import annotations
 
 import json
@@ -126,3 +127,338 @@ def test_run_point_files_returns_no_hidden_files_and_cleans_up(tmp_path, monkeyp
     res = w.run_point_files({"hash": "hh", "config": object()})
     assert res["files"] == {"summary.json": b"{}"}
     assert list(tmp_path.iterdir()) == []                 # the private folder is gone
+
+
+# ================================================================== sweep runner (sweep/runner.py)
+# In-process (workers=1, or the pool logic with a scripted pool) with a stand-in for the
+# simulation that writes what a finished or failed point writes, so that the runner's own
+# bookkeeping (layout, resume, limits, duplicates, markers, counts, messages) is checked exactly.
+import io  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from ahasd_sim.config.errors import InputError, OutputError  # noqa: E402
+from ahasd_sim.output import atomic_write_text, to_json  # noqa: E402
+from ahasd_sim.sweep import runner as r  # noqa: E402
+from ahasd_sim.sweep.spec import load_sweep_spec, spec_identity  # noqa: E402
+
+RSPEC = f"""name: rs
+base:
+  config: {PAPER_PLATFORM}
+  set:
+    run.trace: {SMOKE_TRACE}
+    run.generated_tokens: 16
+variants:
+  a: {{set: {{run.mode: async}}}}
+  a_again: {{set: {{run.mode: async}}}}
+  b: {{set: {{run.mode: ahasd}}}}
+  bad: {{set: {{npu.chips: 0}}}}
+seeds: [1, 2]
+"""
+
+
+@pytest.fixture
+def fake_sim(monkeypatch):
+    """Points of mode 'ahasd' with seed 2 fail; the others write a summary. Records the calls."""
+    calls = []
+
+    def simulate_into(cfg, out_dir):
+        calls.append((cfg.run.mode, cfg.run.seed))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.run.mode == "ahasd" and cfg.run.seed == 2:
+            rec = w.error_record(RuntimeError("planned failure"), 0.25)
+            w.write_error(out_dir, rec)
+            return "failed", {"error_type": rec["type"], "error": rec["message"], "wall_time_s": 0.25}
+        atomic_write_text(out_dir / w.SUMMARY, to_json({"throughput_tok_s": 10.0 * cfg.run.seed,
+                                                         "mode": cfg.run.mode}))
+        atomic_write_text(out_dir / "meta.json", to_json({"wall_time_s": 0.5}))
+        return "ok", {"wall_time_s": 0.5}
+
+    monkeypatch.setattr(w, "_simulate_into", simulate_into)
+    return calls
+
+
+def _spec(tmp_path, text=RSPEC):
+    p = tmp_path / "rs.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_sweep_layout_counts_duplicates_and_invalid_points(tmp_path, fake_sim):
+    src = _spec(tmp_path)
+    out = tmp_path / "out"
+    res = r.run_sweep(src, out, workers=1, progress=False)
+    # 4 variants x 2 seeds = 8 points; a and a_again resolve to the same runs (run once each);
+    # 'bad' does not resolve: failed without running
+    assert sorted(fake_sim) == [("ahasd", 1), ("ahasd", 2), ("async", 1), ("async", 2)]
+    assert (res.n_points, res.n_ok, res.n_failed, res.n_pending) == (8, 5, 3, 0)
+    assert (res.n_cached, res.n_computed) == (0, 4)
+    assert res.out_dir == out and len(res.points) == 8
+    t = res.table
+    assert list(t["variant"]) == ["a", "a", "a_again", "a_again", "b", "b", "bad", "bad"]
+    assert list(t["seed"]) == [1, 2] * 4
+    assert list(t["status"]) == ["ok", "ok", "ok", "ok", "ok", "failed", "failed", "failed"]
+    assert list(t["point"][:2]) == list(t["point"][2:4]) and t["point"].nunique() == 6
+    assert list(t["throughput_tok_s"][:5]) == [10.0, 20.0, 10.0, 20.0, 10.0]
+    assert t.loc[5, "error"] == "planned failure" and t.loc[5, "error_type"] == "RuntimeError"
+    assert t.loc[6, "error_type"] == "ConfigError" and "npu.chips: expected >= 1, got 0" in t.loc[6, "error"]
+    assert res.failed_dirs == sorted({out / "points" / h for h in t.loc[5:, "point"]})
+    assert len(res.failed_dirs) == 3
+    # files: spec copy, sweep.json, points.csv, results.csv (same as the table)
+    assert (out / "spec.yaml").read_text() == RSPEC
+    meta = json.loads((out / "sweep.json").read_text())
+    spec = load_sweep_spec(src)
+    assert {k: meta[k] for k in ("spec_file", "spec_sha256_12", "name", "points")} == {
+        "spec_file": str(src), "spec_sha256_12": spec_identity(spec), "name": "rs", "points": 8}
+    pts = pd.read_csv(out / "points.csv")
+    assert list(pts.columns) == ["index", "point", "config_file", "variant", "seed", "overrides"]
+    assert list(pts["index"]) == list(range(8)) and list(pts["point"]) == list(t["point"])
+    assert pts.loc[0, "overrides"].split() == [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=16",
+                                               "run.mode=async"]
+    assert list(pts["seed"]) == [1, 2] * 4
+    on_disk = pd.read_csv(out / "results.csv")
+    assert list(on_disk["status"]) == list(t["status"]) and list(on_disk["point"]) == list(t["point"])
+    assert sorted(p.name for p in out.iterdir()) == ["points", "points.csv", "results.csv", "spec.yaml",
+                                                     "sweep.json"]
+    assert res.points_per_s == pytest.approx(4 / res.wall_s)
+    # again: the finished points are reused, the failed simulation is retried (and fails again),
+    # the invalid point fails again without running
+    fake_sim.clear()
+    again = r.run_sweep(src, out, workers=1, progress=False)
+    assert fake_sim == [("ahasd", 2)]
+    assert (again.n_cached, again.n_computed, again.n_ok, again.n_failed) == (3, 1, 5, 3)   # distinct finished runs
+    assert json.loads((out / "sweep.json").read_text())["created_utc"] == meta["created_utc"]
+
+
+def test_sweep_limit_leaves_points_pending_and_resumes(tmp_path, fake_sim):
+    src = _spec(tmp_path)
+    out = tmp_path / "out"
+    res = r.run_sweep(src, out, workers=1, progress=False, limit=2)
+    assert fake_sim == [("async", 1), ("async", 2)]
+    assert (res.n_ok, res.n_failed, res.n_pending, res.n_computed) == (4, 2, 2, 2)
+    assert list(res.table["status"]) == ["ok", "ok", "ok", "ok", "pending", "pending", "failed", "failed"]
+    res = r.run_sweep(src, out, workers=1, progress=False, limit=1)
+    assert fake_sim[2:] == [("ahasd", 1)] and res.n_pending == 1 and res.n_cached == 2
+    res = r.run_sweep(src, out, workers=1, progress=False, limit=0)
+    assert fake_sim[3:] == [] and res.n_pending == 1 and res.n_computed == 0 and res.points_per_s is None
+    res = r.run_sweep(src, out, workers=1, progress=False)
+    assert fake_sim[3:] == [("ahasd", 2)] and res.n_pending == 0 and res.n_cached == 3
+
+
+def test_sweep_progress_lines(tmp_path, fake_sim):
+    buf = io.StringIO()
+    out = tmp_path / "out"
+    r.run_sweep(_spec(tmp_path), out, workers=1, progress=True, stream=buf)
+    assert f"rs: 8 points, 4 to run, 0 finished earlier, folder {out}\n" in buf.getvalue()
+
+
+def test_sweep_folder_checks(tmp_path, fake_sim):
+    src = _spec(tmp_path)
+    spec = load_sweep_spec(src)
+    ident = spec_identity(spec)
+    out = tmp_path / "out"
+    r._check_folder(spec, out)                           # missing: fine
+    out.mkdir()
+    (out / ".lock").write_text("")
+    r._check_folder(spec, out)                           # only a lock: fine
+    (out / "b.txt").write_text("x")
+    (out / "a.txt").write_text("x")
+    with pytest.raises(OutputError) as ei:
+        r._check_folder(spec, out)
+    assert str(ei.value) == (f"--out {out}: folder exists and is not a sweep folder (it contains '.lock'); "
+                             "choose a new folder")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sweep.json").write_text(json.dumps({"spec_sha256_12": "abc", "spec_file": "x.yaml"}))
+    with pytest.raises(OutputError) as ei:
+        r._check_folder(spec, other, flag="--into")
+    assert str(ei.value) == (f"--into {other}: holds another sweep (from x.yaml, spec abc; this one is {ident}); "
+                             "a changed sweep goes into a new --out (or remove the folder to start over)")
+    (other / "sweep.json").write_text(json.dumps({"spec_sha256_12": ident}))
+    r._check_folder(spec, other)
+    # a folder from before sweep.json: its spec.yaml decides
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "spec.yaml").write_text(RSPEC.replace("name: rs", "name: rs   # same, reformatted"))
+    r._check_folder(spec, old)
+    (old / "spec.yaml").write_text(RSPEC.replace("seeds: [1, 2]", "seeds: [1]"))
+    with pytest.raises(OutputError) as ei:
+        r._check_folder(spec, old)
+    assert str(ei.value) == (f"--out {old}: holds another sweep (its spec.yaml differs from {src}); "
+                             "use another --out, or remove the folder to start over")
+    (old / "spec.yaml").write_text("a: [")
+    with pytest.raises(OutputError, match="its spec.yaml differs"):
+        r._check_folder(spec, old)
+    # run_sweep refuses before writing anything
+    with pytest.raises(OutputError):
+        r.run_sweep(src, out, workers=1, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "a.txt", "b.txt"] and fake_sim == []
+
+
+def test_clean_stale_removes_only_markers_staging_and_temporaries(tmp_path):
+    pts = tmp_path / "points"
+    r._clean_stale(pts)                                   # no folder yet: nothing to do
+    d = pts / "h1"
+    d.mkdir(parents=True)
+    (pts / "stray.txt").write_text("x")                   # a file next to the point folders
+    for name in (r.RUNNING, ".summary.json.tmp", "summary.json", ".keep", "x.tmp", ".staging-note"):
+        (d / name).write_text("x")
+    (d / ".staging-1").mkdir()
+    (d / ".staging-1" / "f").write_text("x")
+    (d / "sub.tmp").mkdir()
+    r._clean_stale(pts)
+    assert sorted(p.name for p in d.iterdir()) == [".keep", ".staging-note", "sub.tmp", "summary.json", "x.tmp"]
+    assert (pts / "stray.txt").is_file()
+
+
+def test_pool_entry_marks_the_point_while_it_runs(tmp_path, monkeypatch):
+    seen = []
+
+    def run_point(task):
+        seen.append((Path(task["dir"]) / r.RUNNING).is_file())
+        if task["hash"] == "boom":
+            raise RuntimeError("x")
+        return {"hash": task["hash"], "status": "ok"}
+
+    monkeypatch.setattr(r, "run_point", run_point)
+    d = tmp_path / "p" / "h"
+    assert r._pool_entry({"hash": "h", "dir": str(d)}) == {"hash": "h", "status": "ok"}
+    assert seen == [True] and sorted(p.name for p in d.iterdir()) == []
+    with pytest.raises(RuntimeError):
+        r._pool_entry({"hash": "boom", "dir": str(d)})
+    assert seen == [True, True] and not (d / r.RUNNING).exists()
+
+
+def test_broken_pool_reruns_unstarted_points_and_isolates_the_killer(tmp_path, monkeypatch):
+    """_run_local's recovery: points that had not started go to a fresh pool; points whose
+    marker says they were running are re-run alone; one that breaks its own pool is failed."""
+    tasks = [{"hash": h, "dir": str(tmp_path / h)} for h in ("a", "b", "c", "d")]
+    rounds = []
+
+    def pool_round(todo, workers, on_done):
+        rounds.append(([t["hash"] for t in todo], workers))
+        n = len(rounds)
+        if n == 1:   # a finishes; the pool breaks while b and c run (markers) and d waits
+            on_done({"hash": "a", "status": "ok"})
+            for t in todo[1:3]:
+                Path(t["dir"]).mkdir(parents=True, exist_ok=True)
+                (Path(t["dir"]) / r.RUNNING).touch()
+            return todo[1:]
+        if todo[0]["hash"] == "b":   # b alone breaks its pool again: the culprit
+            return list(todo)
+        for t in todo:
+            on_done({"hash": t["hash"], "status": "ok"})
+        return []
+
+    monkeypatch.setattr(r, "_pool_round", pool_round)
+    done = []
+    r._run_local(tasks, 3, done.append)
+    assert rounds == [(["a", "b", "c", "d"], 3), (["d"], 3), (["b"], 1), (["c"], 1)]
+    assert [x["hash"] for x in done] == ["a", "d", "b", "c"]
+    died = done[2]
+    assert died == {"hash": "b", "status": "failed", "error_type": "RuntimeError",
+                    "error": "worker process died while running this point (killed, or out of memory?)"}
+    rec = json.loads((tmp_path / "b" / w.ERROR).read_text())
+    assert rec["message"] == died["error"] and rec["traceback"] == ""
+    assert not (tmp_path / "b" / r.RUNNING).exists() and not (tmp_path / "c" / r.RUNNING).exists()
+
+
+def test_check_sweep_args_and_announce():
+    with pytest.raises(InputError) as ei:
+        r.check_sweep_args("slurm", None, None)
+    assert str(ei.value) == "unknown executor 'slurm' (expected one of local, dask)"
+    with pytest.raises(InputError) as ei:
+        r.check_sweep_args("local", 0, None)
+    assert str(ei.value) == "--workers must be >= 1, got 0"
+    r.check_sweep_args("local", 1, None)
+    r.check_sweep_args("local", None, "")
+    with pytest.raises(InputError) as ei:
+        r.check_sweep_args("local", 2, "tcp://h:1")
+    assert str(ei.value) == "--scheduler tcp://h:1 needs --executor dask (the local executor has no scheduler)"
+
+    class S:
+        source = Path("s.yaml")
+
+    buf = io.StringIO()
+    r.announce(S, r.LARGE_SWEEP_POINTS, buf)
+    r.announce(S, r.MAX_SWEEP_POINTS - r.MAX_SWEEP_POINTS + 1, buf)
+    assert buf.getvalue() == ""
+    r.announce(S, r.LARGE_SWEEP_POINTS + 1, buf)
+    assert buf.getvalue() == ("warning: s.yaml: 10,001 points; resolving them alone takes a while and the sweep "
+                              "folder grows by a run folder per point (progress follows)\n")
+    buf = io.StringIO()
+    r.announce(S, r.MAX_SWEEP_POINTS, buf)
+    assert buf.getvalue().startswith("warning: s.yaml: 250,000 points;")
+    with pytest.raises(InputError) as ei:
+        r.announce(S, r.MAX_SWEEP_POINTS + 1, buf)
+    assert str(ei.value) == ("s.yaml: the sweep has 250,001 points, more than 250,000; split it into several "
+                             "sweeps or use combine: zip")
+    assert (r.LARGE_SWEEP_POINTS, r.MAX_SWEEP_POINTS) == (10_000, 250_000)
+
+
+def test_summarize_text(tmp_path):
+    rows = [{"point": "p0", "status": "ok", "error_type": None, "error": None}]
+    rows += [{"point": f"f{i}", "status": "failed", "error_type": "E", "error": f"bad {i}"} for i in range(12)]
+    rows += [{"point": "f0", "status": "failed", "error_type": "E", "error": "bad 0"},
+             {"point": "q", "status": "pending", "error_type": None, "error": None}]
+    res = r.SweepResult(tmp_path, [], pd.DataFrame(rows), n_cached=3, n_computed=4, wall_s=2.0)
+    lines = r.summarize(res).splitlines()
+    assert lines[0] == (f"sweep {tmp_path}: 15 points, 1 ok, 13 failed, 1 pending; computed 4, reused 3 finished "
+                        "in 00:02 (2.00 points/s)")
+    assert lines[1] == f"results: {tmp_path / 'results.csv'}"
+    assert lines[2] == "13 point(s) failed; see error.json in:"
+    assert lines[3:13] == [f"  {tmp_path / 'points' / f'f{i}'}: E: bad {i}" for i in range(10)]
+    assert lines[13:] == ["  ... and 2 more (status column of results.csv)"]
+    ok = r.SweepResult(tmp_path, [], pd.DataFrame(rows[:1]), n_computed=0, wall_s=0.0)
+    assert r.summarize(ok).splitlines() == [f"sweep {tmp_path}: 1 points, 1 ok, 0 failed; computed 0, reused 0 "
+                                            "finished in 00:00", f"results: {tmp_path / 'results.csv'}"]
+    empty = r.SweepResult(tmp_path, [], pd.DataFrame())
+    assert (empty.n_points, empty.n_ok, empty.n_failed) == (0, 0, 0)
+    assert r.default_out_dir(type("S", (), {"name": "nm"})) == Path("sweeps") / "nm"
+    assert list(r.iter_point_dirs(res))[:2] == [tmp_path / "points" / "p0", tmp_path / "points" / "f0"]
+    assert len(list(r.iter_point_dirs(res))) == 14
+
+
+def test_dry_run_sweep_report(tmp_path, monkeypatch, capsys):
+    import ahasd_sim.checks as checks
+    built = []
+
+    def dry_run(cfg):
+        built.append((cfg.run.mode, cfg.run.seed))
+        if cfg.run.mode == "ahasd":
+            raise ValueError("would not start\nsecond line")
+
+    monkeypatch.setattr(checks, "dry_run", dry_run)
+    src = _spec(tmp_path)
+    out = tmp_path / "out"
+    assert r.dry_run_sweep(load_sweep_spec(src), out, progress=False) == 2
+    text = capsys.readouterr().out.splitlines()
+    assert sorted(built) == [("ahasd", 1), ("ahasd", 2), ("async", 1), ("async", 2)]
+    assert text[0] == (f"sweep rs ({src}): 8 points, 4 distinct runs, 4 would fail; output folder {out}: "
+                       "0 of them already finished there")
+    assert text[1] == "axes: variant, seed"
+    assert text[2] == "  point 4 (variant=b, seed=1): would not start"
+    assert text[3] == "  point 5 (variant=b, seed=2): would not start"
+    assert text[4].startswith("  point 6 (variant=bad, seed=1): ") and "npu.chips" in text[4]
+    assert text[-1] == "dry run: nothing was simulated or written"
+    assert not out.exists()
+    monkeypatch.setattr(checks, "dry_run", lambda cfg: None)
+    ok = _spec(tmp_path, RSPEC.replace("  bad: {set: {npu.chips: 0}}\n", ""))
+    assert r.dry_run_sweep(load_sweep_spec(ok), out, progress=False) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("6 points, 4 distinct runs, 0 would fail; output folder "
+                                                            f"{out}: 0 of them already finished there")
+
+
+def test_run_sweep_cli_exit_codes(tmp_path, fake_sim, capsys):
+    import argparse
+    src = _spec(tmp_path)
+    args = argparse.Namespace(config=str(src), executor="local", workers=1, scheduler=None, dry_run=False,
+                              out=str(tmp_path / "out"), no_progress=True, debug=True)
+    assert r.run_sweep_cli(args) == 1                  # some points failed
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[0].startswith(f"sweep {tmp_path / 'out'}: 8 points, 5 ok, 3 failed;")
+    assert cap.err.count('"message"') == 3             # --debug prints each failed folder's error.json
+    ok = _spec(tmp_path, RSPEC.replace("  bad: {set: {npu.chips: 0}}\n", "").replace("seeds: [1, 2]", "seeds: [1]"))
+    args.config, args.out, args.debug = str(ok), str(tmp_path / "ok"), False
+    assert r.run_sweep_cli(args) == 0
