@@ -203,8 +203,8 @@ def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], i
         costs = StepCosts(platform, draft, target, cfg)
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
-    fit = heldout if policy_needs_fit_data(run.policy) else None
     try:
+        fit = heldout if policy_needs_fit_data(run.policy) else None
         policy = make_policy(run.policy, cfg.policy, rng, fit)
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
