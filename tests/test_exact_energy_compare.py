@@ -242,3 +242,197 @@ def test_sweep_resume_retries_failed_points_and_clears_stale_markers(tmp_path, m
     assert sorted(p.name for p in failed_dir.iterdir() if p.name.startswith(".")) == []
     df = pd.read_csv(out / "results.csv")
     assert sorted(df["status"]) == ["ok", "ok"]
+
+
+# ================================================================== simulation.py (issue 19)
+# Window placement, held-out parts, error attribution and the combination of windows, with
+# expectations derived by hand from the smoke trace (3 prompts x 24 positions) and from
+# constructed per-window summaries.
+from ahasd_sim import simulation as sim  # noqa: E402
+from ahasd_sim.workload.traces import load_trace  # noqa: E402
+
+
+def _smoke_cfg(*extra):
+    return load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.timeline=false", *extra])
+
+
+@pytest.mark.parametrize("tokens, windows, starts", [
+    (16, 0, [0, 1, 2]),      # 72 // 16 = 4 windows wanted, 3 prompts fit
+    (16, 2, [0, 2]),         # spread: first and last prompt that fits
+    (16, 3, [0, 1, 2]),
+    (30, 0, [0, 1]),         # 72 // 30 = 2; prompt 2 (24 positions left) does not fit 30
+    (30, 3, [0, 1]),
+    (48, 0, [0]),            # 72 // 48 = 1 window
+    (48, 2, [0, 1]),         # prompt 1 leaves exactly 48
+    (49, 0, [0]),
+    (72, 0, [0]),
+])
+def test_window_start_prompts_on_the_smoke_trace(tokens, windows, starts):
+    cfg = _smoke_cfg(f"run.generated_tokens={tokens}", f"run.windows={windows}")
+    assert sim.window_start_prompts(cfg, load_trace(SMOKE_TRACE)) == starts
+
+
+def test_window_start_prompts_single_and_too_long():
+    trace = load_trace(SMOKE_TRACE)
+    assert sim.window_start_prompts(_smoke_cfg("run.windows=1", "run.trace_start_prompt=2",
+                                               "run.generated_tokens=8"), trace) == [2]
+    with pytest.raises(ConfigError) as ei:
+        sim.window_start_prompts(_smoke_cfg("run.generated_tokens=73", "run.windows=0"), trace)
+    assert str(ei.value) == (f"{PAPER_PLATFORM}: run.generated_tokens: 73 tokens do not fit in the trace "
+                             "(72 positions); lower it")
+
+
+@pytest.mark.parametrize("tokens, first, heldout", [
+    (16, 0, (24, 72)),       # whole prompts after the slice [0, 16)
+    (16, 1, (48, 72)),       # slice [24, 40): prompt 2 follows
+    (30, 1, (0, 24)),        # slice [24, 54) reaches into prompt 2: the prompts before it
+    (16, 2, (0, 48)),        # slice [48, 64): nothing after, prompts 0 and 1 before
+    (72, 0, None),           # the whole trace: nothing held out
+])
+def test_load_run_trace_slices_and_held_out_part(tokens, first, heldout):
+    cfg = _smoke_cfg(f"run.generated_tokens={tokens}", "run.windows=1", f"run.trace_start_prompt={first}")
+    full = load_trace(SMOKE_TRACE)
+    trace, sl, held = sim.load_run_trace(cfg)
+    start = int(full.prompt_bounds()[first, 0])
+    assert len(trace) == 72 and len(sl) == tokens
+    assert (sl["tgt_tok"] == full["tgt_tok"][start:start + tokens]).all()
+    if heldout is None:
+        assert held is None
+    else:
+        assert len(held) == heldout[1] - heldout[0]
+        assert (held["tgt_tok"] == full["tgt_tok"][heldout[0]:heldout[1]]).all()
+    # the window list: (start prompt, the same three parts)
+    (p, parts), = sim.load_run_windows(cfg)
+    assert p == first and len(parts[1]) == tokens
+
+
+def test_run_errors_name_the_file_and_key(tmp_path):
+    def err(*extra, exc=ConfigError):
+        with pytest.raises(exc) as ei:
+            run_simulation(_smoke_cfg("run.generated_tokens=8", "run.windows=1", *extra))
+        return str(ei.value)
+
+    f = str(PAPER_PLATFORM)
+    assert err("run.trace=nope.npz") == f"{f}: run.trace: trace file 'nope.npz' not found"
+    assert err("run.mode=warp").startswith(f"{f}: run.mode: ") and "warp" in err("run.mode=warp")
+    assert err("run.draft_model=gpt-9").startswith(f"{f}: run.draft_model: ")
+    assert err("run.target_model=gpt-9").startswith(f"{f}: run.target_model: ")
+    assert err("run.policy=oracle9") == (f"{f}: run.policy: unknown policy 'oracle9'; valid policies: adaedl, "
+                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, fixed, specdecpp, specfit, "
+                                         "svip")
+    assert err("run.mode=async", "pim.enabled=false") == (
+        f"{f}: run.mode: mode 'async' needs device(s) pim, which this platform does not enable "
+        "(set pim.enabled: true)")
+    assert err("run.mode=async", "pim.enabled=false", "npu.enabled=false", "gpu.enabled=true") == (
+        f"{f}: run.mode: mode 'async' needs device(s) npu, pim, which this platform does not enable "
+        "(set npu.enabled: true)")
+    # a time limit that no task fits in: the first task (the NPU's prefill) runs throughout
+    msg = err("run.mode=async", "run.max_sim_time_s=1e-12", exc=sim.SimulationTimeLimit)
+    assert msg == (f"{f}: run.max_sim_time_s: mode 'async' committed only 0 of 8 tokens in 1e-12 s of simulated "
+                   "time; bottleneck: npu (100% busy); the hardware is too slow for this run: "
+                   "raise run.max_sim_time_s, or check the hardware values")
+
+
+def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, pv_acc, verifs, thr):
+    summary = {c: None for c in sim.WINDOW_COLUMNS[2:]}
+    summary.update({
+        "generated_tokens": tokens, "makespan_s": makespan, "prefill_s": prefill, "decode_makespan_s": makespan - prefill,
+        "energy_j": energy, "throughput_tok_s": thr, "tokens_per_j": 2.0 * thr, "energy_per_token_j": 1.0 / thr,
+        "throughput_e2e_tok_s": thr / 2, "tokens_per_j_e2e": thr / 4,
+        "accepted_tokens": acc, "rejected_tokens": rej, "killed_tokens": killed, "preverify_accepted_tokens": pv_acc,
+        "verifications": verifs, "acceptance_rate": 0.123, "mean_accepted_per_verify": 9.9,
+        "device_busy_s": busy, "device_idle_s": {}, "device_utilization": {},
+        "energy_breakdown_j": {"npu": {"dynamic": energy / 2, "static": energy / 2}},
+        "mode_stats": {"some_rate": float(i + 1), "some_count": 10 * (i + 1), "label": f"w{i}", "flag": bool(i)},
+        "trace_sha256": f"sha{i}", "policy": "fixed", "mode": "async", "seed": 5 + i, "platform": {"x": i},
+        "policy_stats": {"k": i}, "draft_length_histogram": {"2": 1 + i}, "drafted_tokens": acc + rej + killed,
+    })
+    ev = pd.DataFrame({"t": [float(i)]})
+    en = pd.DataFrame({"device": ["npu", "npu"], "kind": ["dynamic", "static"], "energy_j": [energy / 2, energy / 2]})
+    return sim.RunResult(summary, ev, en, {"window": i}, {"k": i})
+
+
+def test_combine_windows_totals_pooled_rates_and_intervals():
+    cfg = _smoke_cfg("run.generated_tokens=16")
+    w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5, "pim": 0.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5,
+                      thr=10.0)
+    w1 = _fake_window(1, 16, 3.0, 1.0, 6.0, {"npu": 2.5, "pim": 3.5}, acc=8, rej=6, killed=2, pv_acc=0, verifs=3,
+                      thr=14.0)
+    res = sim.combine_windows(cfg, [w0, w1], [0, 2])
+    s = res.summary
+    assert (s["generated_tokens"], s["makespan_s"], s["energy_j"], s["prefill_s"]) == (32, 5.0, 10.0, 1.5)
+    assert s["decode_makespan_s"] == 3.5 and s["throughput_tok_s_pooled"] == 32 / 3.5
+    assert s["device_busy_s"] == {"npu": 4.0, "pim": 4.0}
+    assert s["device_idle_s"] == {"npu": 1.0, "pim": 1.0}
+    assert s["device_utilization"] == {"npu": 0.8, "pim": 0.8}
+    # pooled counters: 20 accepted of 20 + 9 + 3 verified; NPU-verified accepted per verification
+    assert s["acceptance_rate"] == 20 / 32 and s["mean_accepted_per_verify"] == (20 - 2) / 8
+    assert (s["accepted_tokens"], s["rejected_tokens"], s["killed_tokens"], s["verifications"]) == (20, 9, 3, 8)
+    # window means with the t interval (n = 2: t = 12.706, sd = |a - b| / sqrt 2)
+    h = 12.706 * (14.0 - 10.0) / math.sqrt(2) / math.sqrt(2)
+    assert s["throughput_tok_s"] == 12.0
+    assert s["throughput_tok_s_ci95"] == pytest.approx([12.0 - h, 12.0 + h], rel=1e-12)
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == pytest.approx((12 - h, 12 + h))
+    assert s["tokens_per_j"] == 24.0 and s["energy_per_token_j"] == pytest.approx((0.1 + 1 / 14) / 2)
+    assert s["throughput_e2e_tok_s"] == 6.0 and s["tokens_per_j_e2e"] == 3.0
+    # other entries: numbers by name (rates averaged, counts/seconds/joules added), strings and
+    # flags from the first window, the first window's identity
+    assert s["mode_stats"] == {"some_rate": 1.5, "some_count": 30, "label": "w0", "flag": False}
+    assert s["draft_length_histogram"] == {"2": 3}
+    assert s["energy_breakdown_j"] == {"npu": {"dynamic": 5.0, "static": 5.0}}
+    assert (s["trace_sha256"], s["seed"], s["platform"], s["policy"], s["mode"]) == ("sha0", 5, {"x": 0}, "fixed",
+                                                                                    "async")
+    assert (s["windows"], s["window_tokens"], s["window_start_prompts"]) == (2, 16, [0, 2])
+    assert res.policy_stats == {"k": 1} and res.timeline == {"window": 0}
+    # windows.csv: one row per window, in WINDOW_COLUMNS order
+    assert list(res.windows.columns) == sim.WINDOW_COLUMNS
+    assert list(res.windows["start_prompt"]) == [0, 2] and list(res.windows["throughput_tok_s"]) == [10.0, 14.0]
+    assert list(res.events["window"]) == [0, 1]
+    assert res.energy.to_dict("records") == [{"device": "npu", "kind": "dynamic", "energy_j": 5.0},
+                                             {"device": "npu", "kind": "static", "energy_j": 5.0}]
+
+
+def test_combine_one_window_and_a_mode_with_its_own_windows():
+    cfg = _smoke_cfg("run.generated_tokens=16")
+    w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5, thr=10.0)
+    s = sim.combine_windows(cfg, [w0], [1]).summary
+    assert s["throughput_tok_s"] == 10.0 and s["throughput_tok_s_ci95"] is None
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (10.0, 10.0)
+    assert s["acceptance_rate"] == 0.123 and s["windows"] == 1 and s["window_start_prompts"] == [1]
+    assert s["throughput_tok_s_pooled"] == 16 / 1.5
+    own = _fake_window(0, 16, 2.0, 0.0, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=0, verifs=5, thr=10.0)
+    own.summary["mode_windows"] = {"n": 3, "basis": "rounds", "throughput_tok_s": [1.0, 2.0, 6.0]}
+    res = sim.combine_windows(cfg, [own], [0])
+    s = res.summary
+    assert (s["windows"], s["window_basis"]) == (3, "rounds") and "mode_windows" not in s
+    assert s["throughput_tok_s_window_mean"] == 3.0 and s["throughput_tok_s"] == 10.0
+    h = 4.303 * math.sqrt(7.0) / math.sqrt(3)       # t(0.975, 2); sd of 1, 2, 6 = sqrt(7)
+    assert s["throughput_tok_s_ci95"] == pytest.approx([3 - h, 3 + h], rel=1e-12)
+    assert "tokens_per_j_ci95" not in s and list(res.windows["window"]) == [0, 1, 2]
+    # no decode time: no pooled throughput
+    zero = _fake_window(0, 0, 0.0, 0.0, 0.0, {}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
+    assert sim.combine_windows(cfg, [zero], [0]).summary["throughput_tok_s_pooled"] == 0.0
+
+
+def test_merge_rules():
+    m = sim._merge
+    assert m([1, 2, 3]) == 6                                   # integers are counts
+    assert m([1.0, 2.0]) == 1.5                                # other floats are rates: mean
+    for key in ("busy_s", "x_j", "offchip_bytes", "drafted_tokens", "dynamic", "static"):
+        assert m([1.0, 2.0], key) == 3.0, key
+    assert m([1.0, 2.0], "ratio_jx") == 1.5
+    assert m([True, False]) is True and m(["a", "b"]) == "a" and m([[1], [2]]) == [1]
+    assert m([1.0, "x"]) == 1.0 and m([1, True]) == 1          # mixed: the first window's value
+    assert m([{"a": 1.0, "b": 2}, {"a": 3.0, "c": 4.0}]) == {"a": 2.0, "b": 2, "c": 4.0}
+    assert m([{"a": 1.0}, {"a": 3.0}], "device_busy_s") == {"a": 4.0}
+    assert m([{"n": {"a": 1.0}}, {"n": {"a": 3.0}}], "energy_breakdown_j") == {"n": {"a": 4.0}}
+    assert m([{"a": 1.0}, None]) == {"a": 1.0}
+
+
+def test_trace_models_and_by_task():
+    trace = load_trace(SMOKE_TRACE)
+    assert sim.trace_models(trace) == {"drafter": "Qwen2.5-Coder-0.5B-Instruct (AWQ->GGUF, mixed Q5_0/Q8_0/Q6_K/Q4_K)",
+                                       "target": "Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M)"}
+    assert sim.trace_models(type("T", (), {"header": {}})()) == {"drafter": None, "target": None}
+    assert sim._by_task({("npu", "verify"): 1.0, ("pim", "draft"): 2.0, ("npu", "draft"): 3.0}) == {
+        "draft": {"npu": 3.0, "pim": 2.0}, "verify": {"npu": 1.0}}
