@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from ahasd_sim.config import load_config
-from ahasd_sim.config.errors import ConfigError
+from ahasd_sim.config.errors import ConfigError, InputError
 from ahasd_sim.hw.platform import Platform
 from ahasd_sim.modes import base as mode_base
 from ahasd_sim.simulation import run_simulation
@@ -436,3 +436,70 @@ def test_trace_models_and_by_task():
     assert sim.trace_models(type("T", (), {"header": {}})()) == {"drafter": None, "target": None}
     assert sim._by_task({("npu", "verify"): 1.0, ("pim", "draft"): 2.0, ("npu", "draft"): 3.0}) == {
         "draft": {"npu": 3.0, "pim": 2.0}, "verify": {"npu": 1.0}}
+
+
+# ------------------------------------------------------------------ compare: paired window intervals
+def _fake_compare(monkeypatch, per_run):
+    """compare with the simulation replaced by given per-window metrics (key: mode or policy)."""
+    import ahasd_sim.compare as cmp
+    written = []
+
+    def run_simulation(cfg, parts):
+        key = cfg.run.mode if cfg.run.mode in per_run else cfg.run.policy
+        thr, tpj, extra = per_run[key]
+        w = pd.DataFrame({"window": range(len(thr)), "throughput_tok_s": thr, "tokens_per_j": tpj})
+        summary = {c: None for c in cmp.COLUMNS}
+        summary.update({"mode": cfg.run.mode, "windows": len(thr), "throughput_tok_s": sum(thr) / len(thr),
+                        "tokens_per_j": sum(tpj) / len(tpj), **extra})
+        return sim.RunResult(summary, pd.DataFrame(), pd.DataFrame(), None, {}, windows=w)
+
+    monkeypatch.setattr(cmp, "run_simulation", run_simulation)
+    monkeypatch.setattr(cmp, "write_run", lambda res, cfg, d, wall: written.append(Path(d).name))
+    return cmp, written
+
+
+def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
+    cmp, written = _fake_compare(monkeypatch, {"async": ([10.0, 20.0], [2.0, 4.0], {}),
+                                               "ahasd": ([15.0, 20.0], [1.0, 4.0], {})})
+    cfg = _smoke_cfg("run.generated_tokens=16", "run.windows=2")
+    table, out = cmp.run_compare(cfg, "ahasd,async", "async", tmp_path / "c")
+    assert written == ["ahasd", "async"] and out == tmp_path / "c"     # the order given
+    t = table.set_index("mode")
+    # ahasd / async per window: throughput 1.5 and 1.0, tokens/J 0.5 and 1.0; n = 2, t = 12.706,
+    # sd = 0.5 / sqrt 2 -> half width 12.706 x 0.25
+    h = 12.706 * 0.25
+    assert t.loc["ahasd", "throughput_vs_async"] == 1.25
+    assert [t.loc["ahasd", "throughput_vs_async_ci95_low"], t.loc["ahasd", "throughput_vs_async_ci95_high"]] == \
+        pytest.approx([1.25 - h, 1.25 + h], rel=1e-12)
+    assert t.loc["ahasd", "energy_efficiency_vs_async"] == 0.75
+    assert [t.loc["ahasd", "energy_efficiency_vs_async_ci95_low"],
+            t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.75 - h, 0.75 + h], rel=1e-12)
+    assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
+                                "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
+    assert list(table.columns) == cmp.COLUMNS + [f"{n}_vs_async{s}" for n in ("throughput", "energy_efficiency")
+                                                 for s in ("", "_ci95_low", "_ci95_high")]
+    csv = pd.read_csv(out / "compare.csv")
+    assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.25 + h, rel=1e-12)
+    # default folder: next to the run's default output, suffixed _compare
+    from ahasd_sim.output import default_out_dir
+    d = cmp.default_compare_dir(cfg)
+    assert d.parent == default_out_dir(cfg).parent and d.name.endswith("_compare")
+
+
+def test_compare_policies_ratios_and_moe_columns(tmp_path, monkeypatch):
+    cmp, written = _fake_compare(monkeypatch, {
+        "fixed": ([10.0], [2.0], {"expert_h2d_bytes": 5.0}),
+        "adaedl": ([25.0], [3.0], {"expert_h2d_bytes": 7.0, "expert_cache_hit_rate": 0.5})})
+    cfg = _smoke_cfg("run.generated_tokens=16", "run.windows=1", "run.mode=ahasd")
+    table, out = cmp.run_compare_policies(cfg, "adaedl", "fixed", tmp_path / "p")
+    assert written == ["fixed", "adaedl"] and list(table["policy"]) == ["fixed", "adaedl"]
+    t = table.set_index("policy")
+    assert t.loc["adaedl", "throughput_vs_fixed"] == 2.5 and t.loc["fixed", "throughput_vs_fixed"] == 1.0
+    assert t.loc["adaedl", "energy_efficiency_vs_fixed"] == 1.5
+    assert list(t["expert_h2d_bytes"]) == [5.0, 7.0] and t.loc["adaedl", "expert_cache_hit_rate"] == 0.5
+    assert "mode" not in table.columns and (out / "compare.csv").is_file()
+    from ahasd_sim.compare import parse_policies
+    assert parse_policies("svip, adaedl", None) == (["svip", "adaedl"], "svip")
+    with pytest.raises(InputError) as ei:
+        parse_policies("svip,oracle", None)
+    assert str(ei.value).startswith("--policies: unknown policy 'oracle'; valid policies: adaedl, banditspec")
