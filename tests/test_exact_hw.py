@@ -146,6 +146,7 @@ def test_operator_sync_tier_takes_the_max_of_its_devices():
 from dataclasses import dataclass  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
+from ahasd_sim.config import ConfigError  # noqa: E402
 from ahasd_sim.hw import Aau, Gts, PimMemory  # noqa: E402
 
 
@@ -392,3 +393,57 @@ def test_gts_switch_and_static_power_exact():
     assert not off.enabled and off.static_power_w == 0.0
     assert PimMemory(make_cfg({"pim": {"clock_ghz": 0.5}}).pim).gts.switch_cost().duration_s == \
         pytest.approx(1 / 0.5e9, rel=1e-12)
+
+
+def test_npu_paths_and_breakdown_fields():
+    npu = Npu(make_cfg().npu)
+    # a matrix op with MACs runs on the array; one MAC is enough
+    b = npu.analyse(OpDims(kind="gemv", n_tokens=1, macs=1, weight_bytes=1, k_dim=1, n_dim=1), 0.5)
+    assert (b.unit, b.passes, b.weight_reads) == ("array", 1, 1)
+    assert b.cycles == 64 + 4 + 126 and b.memory_s == 1 / 0.5
+    # a matrix op without MACs and an elementwise op that states MACs both go to the vector unit
+    v = npu.analyse(Op(kind="gemv", macs=0, weight_bytes=100.0), 1e9)
+    assert (v.unit, v.passes, v.cycles, v.weight_reads, v.bus_bytes) == ("vector", 0, 0, 1, 100.0)
+    v = npu.analyse(Op(kind="nonlinear", nonlinear_class="gelu", macs=50, elements=4096), 1e9)
+    assert (v.unit, v.passes, v.cycles) == ("vector", 0, 2 * 4096 // 4096 + 8)
+    assert v.compute_s == pytest.approx(10 / 0.8e9, rel=1e-12)
+
+
+def test_npu_spilled_ops_without_weights_and_vector_spill():
+    npu = Npu(make_cfg({"npu": {"spm_bytes": 16384}}).npu)          # 4096 B of activations per chip
+    # no weights: nothing to re-read, one pass over the (spilled) activations
+    b = npu.analyse(OpDims(kind="gemm", n_tokens=4, macs=4 * 64 * 64, weight_bytes=0, act_bytes_in=5000,
+                           act_bytes_out=100, k_dim=64, n_dim=64), 1e9)
+    assert (b.weight_reads, b.bus_bytes) == (1, 5100)
+    # one weight byte: ceil(5050 / 4096) = 2 reads of it
+    b = npu.analyse(OpDims(kind="gemm", n_tokens=4, macs=4 * 64 * 64, weight_bytes=1, act_bytes_in=5000,
+                           act_bytes_out=100, k_dim=64, n_dim=64), 1e9)
+    assert (b.weight_reads, b.bus_bytes) == (2, 2 + 5100)
+    # a spilled vector op reads its weights once, its KV, and its activations in and out
+    v = npu.analyse(Op(kind="nonlinear", nonlinear_class="gelu", elements=10, weight_bytes=7.0, kv_bytes=100.0,
+                       act_bytes_in=5000.0, act_bytes_out=300.0), 1e9)
+    assert (v.unit, v.bus_bytes, v.weight_reads) == ("vector", 7 + 100 + 5300, 1)
+    # the smallest scratchpad the NPU accepts holds one double-buffered tile per chip: 2 x 64 x 64 x 2 B
+    with pytest.raises(ConfigError) as ei:
+        make_cfg({"npu": {"spm_bytes": 16383}})
+    assert str(ei.value) == "npu: spm_bytes (16383) cannot hold one double-buffered weight tile per chip"
+
+
+def test_npu_dims_of_ops_with_one_or_no_stated_dimension():
+    npu = Npu(make_cfg().npu)
+    # only one of k_dim / n_dim: K = N = round(sqrt(MACs / tokens)) like an op without either
+    k_only = SimpleNamespace(kind="gemm", n_tokens=2, macs=2 * 30 * 30, k_dim=128)
+    n_only = SimpleNamespace(kind="gemm", n_tokens=2, macs=2 * 30 * 30, n_dim=128)
+    bare = SimpleNamespace(kind="gemm", n_tokens=2, macs=2 * 30 * 30)
+    for op in (k_only, n_only, bare):
+        assert npu.gemm_dims(op, 2) == (2, 30, 30)
+        assert npu.fold_geometry(op, 2) == (1, 2, 64)      # ceil(900 / 4096) = 1 fold, T = 2 tokens
+    assert npu.gemm_dims(Op(kind="gemm", n_tokens=3, macs=3), 3) == (3, 1, 1)
+    assert npu.gemm_dims(Op(kind="gemm", n_tokens=3, macs=0.5), 3) == (3, 1, 1)   # never below 1
+    # input stationary with more tokens than columns: ceil(K/R) x ceil(M/C) folds, streamed N
+    isd = Npu(make_cfg({"npu": {"chips": 1, "array_rows": 32, "array_cols": 32, "dataflow": "is"}}).npu)
+    assert isd.fold_geometry(OpDims(kind="gemm", n_tokens=40, macs=40 * 70 * 100, k_dim=70, n_dim=100), 40) == \
+        (3 * 2, 100, 32)
+    osd = Npu(make_cfg({"npu": {"chips": 1, "array_rows": 32, "array_cols": 32, "dataflow": "os"}}).npu)
+    assert osd.fold_geometry(OpDims(kind="gemm", n_tokens=40, macs=40 * 70 * 100, k_dim=70, n_dim=100), 40) == \
+        (2 * 4, 70, 0)
