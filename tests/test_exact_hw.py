@@ -447,3 +447,119 @@ def test_npu_dims_of_ops_with_one_or_no_stated_dimension():
     osd = Npu(make_cfg({"npu": {"chips": 1, "array_rows": 32, "array_cols": 32, "dataflow": "os"}}).npu)
     assert osd.fold_geometry(OpDims(kind="gemm", n_tokens=40, macs=40 * 70 * 100, k_dim=70, n_dim=100), 40) == \
         (2 * 4, 70, 0)
+
+
+# ------------------------------------------------------------------ LPDDR5 classes, refresh, latency (issue 19)
+# Default LPDDR5-6400 x16 channel: 12.8 GB/s, 32-byte burst = 2.5 ns, tCK = 1.25 ns, tCCD_S 2 nCK
+# = 2.5 ns, tCCD_L 3 nCK = 3.75 ns, 2 KB pages = 64 bursts; tRCD = tRP = 20, tRAS 40, tRRD 5,
+# tFAW 40 ns; tRFCab 350, tRFCpb 140, tREFI 3900 ns; 16 banks.
+def _mem(**mem):
+    return Lpddr5Memory(make_cfg({"memory": mem}).memory)
+
+
+@pytest.mark.parametrize("mem, col", [
+    # reads = writes = 16 bursts (read fraction 0.5): 32 x 2.5 = 80 ns of data per switch pair;
+    # read->write RL + BL/n + 2 - WL = 17 + 2 + 2 - 9 = 12 nCK = 15 ns, write->read WL + BL/n + tWTR_S
+    # = 9 + 2 + 5 = 16 nCK = 20 ns
+    ({"mixed_read_fraction": 0.5}, 80 / (80 + 15 + 20)),
+    # a read latency shorter than the write latency cannot give a negative turnaround
+    ({"mixed_read_fraction": 0.5, "read_latency_nck": 1}, 80 / (80 + 0 + 20)),
+    # 3 reads per write: 64 bursts = 160 ns per switch pair
+    ({"mixed_read_fraction": 0.75}, 160 / (160 + 35)),
+    ({"mixed_read_fraction": 0.5, "rw_batch_bursts": 4, "twtr_s_nck": 1}, 20 / (20 + 15 + 15)),
+    # only reads or only writes: no turnaround
+    ({"mixed_read_fraction": 1.0}, 1.0),
+    ({"mixed_read_fraction": 0.0}, 1.0),
+])
+def test_mixed_class_turnarounds(mem, col):
+    b = _mem(**mem, mixed_controller_efficiency=0.9).class_breakdown("mixed")
+    assert b.column_efficiency == pytest.approx(col, rel=1e-12)
+    assert b.row_efficiency == 1.0 and b.controller_efficiency == 0.9 and b.traffic_class == "mixed"
+    assert b.refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12)
+
+
+@pytest.mark.parametrize("mem, interval", [
+    ({}, 10.0),                                                       # tFAW / 4 binds
+    ({"tfaw_ns": 0.0, "trrd_ns": 7.0}, 7.0),                          # tRRD binds
+    ({"tfaw_ns": 0.0, "trrd_ns": 0.0, "interleaved_banks": 1}, 60.0),  # one bank: tRC = tRAS + tRP
+    # 2 banks, 1 queued request: 2 x (1 - 1/2) = 1 busy bank; 2 requests: 2 x (1 - 1/4) = 1.5
+    ({"tfaw_ns": 0.0, "trrd_ns": 0.0, "interleaved_banks": 2, "controller_queue_depth": 1}, 60.0),
+    ({"tfaw_ns": 0.0, "trrd_ns": 0.0, "interleaved_banks": 2, "controller_queue_depth": 2}, 40.0),
+    ({"tfaw_ns": 0.0, "trrd_ns": 0.0, "tras_ns": 1.0, "trp_ns": 1.0, "interleaved_banks": 1}, 2.5),  # the burst
+])
+def test_random_class_access_interval(mem, interval):
+    m = _mem(**mem, random_controller_efficiency=0.8)
+    assert m.random_access_interval_ns() == pytest.approx(interval, rel=1e-12)
+    b = m.class_breakdown("random")
+    assert b.column_efficiency == pytest.approx(2.5 / interval, rel=1e-12)
+    assert (b.row_efficiency, b.controller_efficiency, b.traffic_class) == (1.0, 0.8, "random")
+    assert m.class_bandwidth_bytes_s("random") == pytest.approx(
+        51.2e9 * 2.5 / interval * (1 - 350 / 3900) * 0.8, rel=1e-12)
+
+
+def test_traffic_class_selects_the_simulators_bandwidth():
+    for tc in ("sequential_read", "mixed", "random"):
+        m = _mem(traffic_class=tc)
+        assert m.bandwidth_breakdown.traffic_class == tc
+        assert m.effective_bandwidth_bytes_s == m.class_bandwidth_bytes_s(tc)
+        assert m.stream_time_s(1e6) == pytest.approx(1e6 / m.class_bandwidth_bytes_s(tc), rel=1e-12)
+    assert _mem(traffic_class="random").effective_bandwidth_bytes_s == pytest.approx(
+        51.2e9 * 0.25 * (1 - 350 / 3900), rel=1e-12)
+    m = _mem()
+    with pytest.raises(ValueError) as ei:
+        m.class_breakdown("burst")
+    assert str(ei.value) == "unknown traffic class 'burst'; expected one of sequential_read, mixed, random"
+    with pytest.raises(ValueError) as ei:
+        m.stream_time_s(-1)
+    assert str(ei.value) == "nbytes must be >= 0, got -1"
+    assert m.stream_time_s(0) == 0.0
+
+
+def test_refresh_modes_and_their_limits():
+    assert _mem().refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12)
+    # per bank: one bank out for tRFCpb every tREFI / 16, a 16-bank stream loses 1/16 of that
+    assert _mem(refresh_mode="per_bank").refresh_efficiency == pytest.approx(1 - 140 / 3900, rel=1e-12)
+    assert _mem(refresh_mode="per_bank", banks_per_channel=8, interleaved_banks=8,
+                trfc_pb_ns=100.0).refresh_efficiency == pytest.approx(1 - 100 / 3900, rel=1e-12)
+    with pytest.raises(ConfigError) as ei:
+        make_cfg({"memory": {"trfc_ns": 3900.0}})
+    assert str(ei.value) == "memory: trfc_ns (3900.0) must be < trefi_ns (3900.0)"
+    with pytest.raises(ConfigError) as ei:
+        make_cfg({"memory": {"trfc_pb_ns": 243.75}})
+    assert str(ei.value) == "memory: trfc_pb_ns (243.75) must be < trefi_ns / banks_per_channel (243.75)"
+    make_cfg({"memory": {"trfc_pb_ns": 243.7}})
+    with pytest.raises(ConfigError) as ei:
+        make_cfg({"memory": {"interleaved_banks": 17}})
+    assert str(ei.value) == "memory: interleaved_banks (17) > banks_per_channel (16)"
+    with pytest.raises(ConfigError) as ei:
+        make_cfg({"memory": {"page_bytes": 2047}})
+    assert str(ei.value) == "memory: page_bytes (2047) must be a multiple of burst_bytes (32)"
+
+
+def test_read_latencies_and_the_random_read_fixed_point():
+    m = _mem()
+    # CAS 1 + RL 17 = 18 nCK = 22.5 ns, + 2.5 ns burst
+    assert m.read_latency_ns("hit") == pytest.approx(25.0, rel=1e-12)
+    assert m.read_latency_ns("miss") == pytest.approx(45.0, rel=1e-12)
+    assert m.read_latency_ns("conflict") == pytest.approx(65.0, rel=1e-12)
+    with pytest.raises(ValueError) as ei:
+        m.read_latency_ns("open")
+    assert str(ei.value) == "row must be 'hit', 'miss' or 'conflict', got 'open'"
+    assert m.random_read_miss_fraction(100.0) == pytest.approx(16 * 100 / 3900, rel=1e-12)
+    assert m.random_read_miss_fraction(243.75) == 1.0 and m.random_read_miss_fraction(1e4) == 1.0
+    # t = f(t) x 45 + (1 - f(t)) x 65 with f(t) = 16 t / 3900  ->  t = 65 / (1 + 320 / 3900)
+    assert m.random_read_latency_ns() == pytest.approx(65 / (1 + 320 / 3900), rel=1e-9)
+    # every read a miss (refresh interval short against 16 banks x the latency)
+    short = _mem(trefi_ns=400.0, trfc_ns=100.0, trfc_pb_ns=10.0)
+    assert short.random_read_latency_ns() == pytest.approx(45.0, rel=1e-12)
+
+
+def test_lpddr5_energy_power_capacity_exact():
+    m = _mem(read_pj_per_bit=4.0, write_pj_per_bit=5.0, act_pre_nj_per_row=2.0, channels=2,
+             background_mw_per_channel=30.0, capacity_gib=8.0)
+    assert m.read_energy_j(4096) == pytest.approx(4096 * 8 * 4e-12 + 2 * 2e-9, rel=1e-12)
+    assert m.write_energy_j(4096) == pytest.approx(4096 * 8 * 5e-12 + 2 * 2e-9, rel=1e-12)
+    assert m.static_power_w == m.background_power_w == pytest.approx(0.06, rel=1e-12)
+    assert m.capacity_bytes == 8 * 2**30
+    assert m.tck_ns == 1.25 and m.nck_ns(4) == 5.0 and m.trc_ns == 60.0
+    assert m.peak_bandwidth_bytes_s == 2 * 12.8e9 and m.burst_time_ns == pytest.approx(2.5, rel=1e-12)
