@@ -196,3 +196,18 @@ def test_edc_llr_starts_at_zero_and_follows_live_batches():
 def test_edc_bucket_with_a_smaller_entropy_range():
     e = EntropyHistoryControl(EdcConfig(entropy_max_nats=4.0))     # 8 bins of 0.5 nats
     assert [e.bucket(h) for h in (-1.0, 0.0, 0.49, 0.6, 1.0, 3.99, 4.0)] == [0, 0, 0, 1, 2, 7, 7]
+
+
+def test_tvc_extra_tokens_and_next_draft_length():
+    # C_left 90 ns at 30 ns/token -> 3 tokens of time; tokens the same pass must also process
+    # (the NPU's in-flight tokens under preverify_kv: recompute) come off that budget
+    t = _tvc()
+    assert [t.decide(49_870e-9, 500, extra_tokens=k) for k in (0, 1, 2, 3, 5)] == [3, 2, 1, 0, 0]
+    # the cap applies to what is left: C_left 160 ns -> 5 tokens of time, 1 extra -> 4 (cap 5)
+    capped = TimeAwarePreverifyControl(TvcConfig(max_preverify_tokens=5), 100.0 * 500, 500, 40.0, 4, 120.0, 4)
+    assert capped.decide(49_800e-9, 500, extra_tokens=1) == 4
+    assert capped.decide(0.0, 500, extra_tokens=100) == 5
+    # the next draft's own length instead of the table's mean: 8 tokens x 10 ns = 80 ns
+    # -> C_left = 50,000 - (49,870 + 80) = 50 ns -> 1 token
+    assert t.decide(49_870e-9, 500, next_draft_len=8) == 1
+    assert t.decide(49_870e-9, 500, next_draft_len=0) == 4       # 130 ns -> 4
