@@ -260,6 +260,24 @@ class _Sec:
     table: dict[str, float] = dataclasses.field(default_factory=dict)
     inner: _Inner = dataclasses.field(default_factory=_Inner)
     anything: typing.Any = param(None, doc="any value")
+    choice: str | None = param(None, doc="optional choice", choices=("a", "b"))
+
+
+@dataclasses.dataclass
+class _Checked:
+    """A section whose constructor and validate() refuse values."""
+
+    x: int = param(0, doc="x")
+
+    def __post_init__(self):
+        if self.x == 1:
+            raise ValueError("x must not be 1")
+
+    def validate(self):
+        if self.x == 2:
+            raise ValueError("x must not be 2")
+        if self.x == 3:
+            raise ConfigError("elsewhere.yaml", "other.key", "x must not be 3")
 
 
 def test_typed_build_of_optional_tuple_and_mapping_fields():
@@ -303,3 +321,32 @@ def test_describe_sections_rows():
     assert rows["pim.aau.lanes"]["default"] == 16          # nested sections are walked
     assert rows["policy.banditspec.arms"]["default"] == [1, 2, 3, 4] and rows["policy.banditspec.arms"]["type"] == "a list"
     assert rows["run.mode"]["source"] == "" and rows["run.timeline"]["type"] == "true or false"
+
+
+def test_section_constructor_and_validate_errors_name_the_section():
+    from ahasd_sim.config.loader import _build_dataclass
+    prov = {"": "f.yaml", "sec.x": "g.yaml"}
+
+    def msg(x):
+        with pytest.raises(ConfigError) as ei:
+            _build_dataclass(_Checked, {"x": x}, "sec.", prov)
+        return str(ei.value)
+
+    # the section's own source is the file that set its keys' parent: f.yaml here
+    assert msg(1) == "f.yaml: sec: x must not be 1"
+    assert msg(2) == "f.yaml: sec: x must not be 2"
+    assert msg(3) == "elsewhere.yaml: other.key: x must not be 3"       # a ConfigError passes unchanged
+    assert _build_dataclass(_Checked, {"x": 4}, "sec.", prov).x == 4
+    # an optional choice left at None is not checked against the choices
+    assert _build_dataclass(_Sec, {"required": 1}, "sec.", prov).choice is None
+    with pytest.raises(ConfigError) as ei:
+        _build_dataclass(_Sec, {"required": 1, "choice": "c"}, "sec.", prov)
+    assert str(ei.value) == "f.yaml: sec.choice: expected one of a, b, got 'c'"
+
+
+def test_empty_section_and_deep_override(tmp_path):
+    p = write(tmp_path, "a.yaml", "npu:\nrun: {seed: 3}\n")
+    cfg = load_config(p)
+    assert cfg.npu.chips == 2 and cfg.run.seed == 3        # an empty section is the defaults
+    deep = "[" * 40 + "]" * 40
+    assert _err(tmp_path, "{}\n", [f"run.mode={deep}"]) == "--set: run.mode: nested too deeply (more than 32 levels)"
