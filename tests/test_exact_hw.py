@@ -563,3 +563,38 @@ def test_lpddr5_energy_power_capacity_exact():
     assert m.capacity_bytes == 8 * 2**30
     assert m.tck_ns == 1.25 and m.nck_ns(4) == 5.0 and m.trc_ns == 60.0
     assert m.peak_bandwidth_bytes_s == 2 * 12.8e9 and m.burst_time_ns == pytest.approx(2.5, rel=1e-12)
+
+
+def test_npu_token_count_without_dims_and_tiny_bus_traffic():
+    npu, mem = _npu_mem()
+    # no k/n dims: K x N = MACs / tokens -> 8192 / 1 = 2 tiles of 64 x 64 (with 2 tokens it would be 1)
+    assert npu.analyse(Op(kind="gemv", n_tokens=1, macs=8192.0), 1e9).passes == 2
+    assert npu.analyse(SimpleNamespace(kind="gemv", macs=8192.0, weight_bytes=0.0, act_bytes_in=0.0,
+                                       act_bytes_out=0.0), 1e9).passes == 2
+    # a single byte over the bus is charged to DRAM too
+    c = npu.op_cost(OpDims(kind="gemv", n_tokens=1, macs=1, weight_bytes=1, k_dim=1, n_dim=1), 1e9)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(1), rel=1e-12)
+
+
+def test_npu_spilled_energy_with_kv_writes():
+    npu, mem = _npu_mem({"spm_bytes": 16384})
+    op = OpKv(kind="gemm", n_tokens=4, macs=4 * 64 * 64, weight_bytes=64 * 64, act_bytes_in=4000,
+              act_bytes_out=194, kv_bytes=50.0, kv_write_bytes=20.0, k_dim=64, n_dim=64)
+    c = npu.op_cost(op, 1e9)
+    bus = 2 * 64 * 64 + 50 + 4194              # weights read twice (2 chunks) + KV + spilled activations
+    assert c.bus_bytes == bus
+    # written: the KV appended and the spilled outputs
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 214) + mem.write_energy_j(214), rel=1e-12)
+    spm = bus + 64 * 64 * 2 + 1 * 4 * 64 + 194           # 1 tile pass of 4 tokens
+    assert c.energy_of("npu") == pytest.approx(4 * 64 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + bus * 2e-12, rel=1e-12)
+
+
+def test_nonlinear_class_of_ops_without_the_attribute():
+    from ahasd_sim.hw.npu import nonlinear_class_of
+    assert nonlinear_class_of(SimpleNamespace(kind="reduction")) == "reduction"
+    with pytest.raises(ValueError) as ei:
+        nonlinear_class_of(SimpleNamespace(kind="nonlinear"))
+    assert str(ei.value) == "op namespace(kind='nonlinear') has no nonlinear_class"
+    with pytest.raises(ValueError) as ei:
+        nonlinear_class_of(SimpleNamespace(kind="nonlinear", nonlinear_class="tanh"))
+    assert str(ei.value).startswith("unknown nonlinear class 'tanh' of op namespace(kind='nonlinear', ")
