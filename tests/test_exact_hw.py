@@ -598,3 +598,43 @@ def test_nonlinear_class_of_ops_without_the_attribute():
     with pytest.raises(ValueError) as ei:
         nonlinear_class_of(SimpleNamespace(kind="nonlinear", nonlinear_class="tanh"))
     assert str(ei.value).startswith("unknown nonlinear class 'tanh' of op namespace(kind='nonlinear', ")
+
+
+def test_partition_reserves_inputs_and_limits():
+    p = _pim(partition_policy="min_fit", rank_capacity_gib=1.0, ranks=4)
+    gib = 2.0**30
+    # exactly one rank each (no reserve by default: one byte more would need a second rank)
+    part = p.partition(gib, gib)
+    assert (part.draft_ranks, part.target_ranks, part.spare_ranks) == (1, 1, 2)
+    assert (part.draft_bytes, part.target_bytes, part.rank_capacity_bytes) == (gib, gib, gib)
+    # the target may get its own KV reserve; the draft reserve applies to both otherwise
+    part = p.partition(gib / 2, gib / 2, gib / 4, target_kv_reserve_bytes=gib)
+    assert (part.draft_ranks, part.target_ranks) == (1, 2) and part.target_bytes == 1.5 * gib
+    part = p.partition(gib / 2, gib / 2, gib)
+    assert (part.draft_ranks, part.target_ranks) == (2, 2)          # 1.5 GiB each: all 4 ranks
+    assert p.partition(0.5, 0.5).draft_bytes == 0.5                 # any positive size
+    for d, t in ((0, 1), (1, 0), (0, 0), (-1, 5)):
+        with pytest.raises(ValueError) as ei:
+            p.partition(d, t)
+        assert str(ei.value) == "partition needs positive draft and target sizes"
+    with pytest.raises(ConfigError) as ei:
+        p.partition(2 * gib, 2.5 * gib, 0.25 * gib)
+    assert ei.value.source == "" and ei.value.key_path == "pim.ranks"
+    assert ei.value.message == ("draft model 2.15 GB + target model 2.68 GB (+ KV reserve 0.54 GB) need 3 + 3 ranks "
+                                "of 1 GiB in distinct ranks, but the device has 4 ranks (4.3 GB)")
+
+
+def test_pim_reads_of_ops_without_token_or_write_attributes():
+    p = _pim()                                              # one vector per weight read
+    assert p.bytes_read(SimpleNamespace(weight_bytes=100.0)) == 100.0
+    assert p.bytes_read(SimpleNamespace(weight_bytes=100.0, n_tokens=0)) == 100.0        # at least one token
+    # KV read once per token; without kv_write_bytes nothing of it is a write
+    assert p.bytes_read(SimpleNamespace(weight_bytes=0.0, kv_bytes=10.0, n_tokens=3)) == 30.0
+    with pytest.raises(ValueError) as ei:
+        p.gemv_cost(SimpleNamespace(kind="nonlinear"), 1)
+    assert str(ei.value) == "PIM GEMV engines run gemm/gemv/attention ops, not 'nonlinear' (); send it to the AAU or the host"
+    with pytest.raises(ValueError) as ei:
+        p.aau.op_cost(SimpleNamespace(kind="gemm"))
+    assert str(ei.value) == "AAU runs nonlinear/reduction ops, not 'gemm' ()"
+    # one byte of activations is the op's own figure (not the per-element estimate)
+    assert p.aau.offload_transfer_bytes(Op(kind="nonlinear", elements=10, act_bytes_in=1.0)) == 1.0
