@@ -33,23 +33,23 @@ class _Model:
 
 
 class _Drafter:
-    """The extender's interface, same logits as the drafter ``_Model``; records KV calls."""
+    """``record_tree.SeqLlama``'s interface, same logits as the drafter ``_Model``; records KV calls."""
 
     def __init__(self):
-        self.path = None
+        self.prefilled = None
         self.forked = []
 
-    def build_path(self, prompt_tokens, path_tokens):
-        self.path = (list(prompt_tokens), list(path_tokens))
-
-    def fork(self, seq, length):
-        self.forked.append((seq, length))
-
-    def drop(self, seq):
+    def seq_rm(self, seq, p0=-1, p1=-1):
         pass
 
-    def _run(self, items):
-        return [_logits(tok, pos, 2) for tok, pos, _seq, flag in items if flag]
+    def seq_cp(self, src, dst, p0=-1, p1=-1):
+        self.forked.append((src, dst, p0, p1))
+
+    def prefill(self, toks, pos0):
+        self.prefilled = (list(toks), pos0)
+
+    def decode(self, toks, pos, seqs, logits):
+        return np.stack([_logits(t, p, 2) for t, p, flag in zip(toks, pos, logits) if flag])
 
 
 @pytest.fixture
@@ -88,8 +88,8 @@ def test_extension_equals_a_direct_long_recording(eos, mode):
     full = [t for t in np.flatnonzero(short["rollout_len"] == 3)
             if short["rollout_tok"][short["rollout_offset"][t] + 2] != EOS]
     assert stats["extended"] == len(full)
-    assert drf.path == ([3, 5, 1, 4], list(short["tgt_tok"][:-1]))
-    assert [length for _seq, length in drf.forked] == [4 + t for t in full]
+    assert drf.prefilled == ([3, 5, 1, 4] + list(short["tgt_tok"][:-1]), 0)
+    assert [p1 for _src, _dst, _p0, p1 in drf.forked] == [4 + t for t in full]
     # the same logits recompute the recorded steps exactly
     assert stats["same_token"] == stats["steps"] == 3 * len(full)
     assert stats["max_abs_dp"] < 1e-6

@@ -6,8 +6,9 @@ draft deeper than ``L_max`` past a rejection need longer rollouts.  Re-recording
 would re-run the target too; the off-path continuation depends on the drafter alone, so this
 tool re-runs only the drafter:
 
-1. rebuild the drafter's KV cache for prompt + on-path tokens, one token per decode as the
-   recorder did (``record_chain.record_prompt``);
+1. rebuild the drafter's KV cache for prompt + on-path tokens (batched prefill: the recorder
+   decoded the path one token at a time, which is 10-20x slower on a CPU and gives the same
+   values up to kernel round-off);
 2. for each rollout that reached the old ``L_max`` without an end-of-sequence token, fork the
    path's KV at ``t``, **teacher-force** the recorded proposal and the recorded rollout tokens
    (so the first ``L_max_old`` tokens stay exactly as recorded), then continue free-running
@@ -43,83 +44,12 @@ import numpy as np
 from . import traces as T
 from .record_chain import (EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file,
                            softmax)
+from .record_tree import SeqLlama
 
 EXTENDER_VERSION = "extend_rollouts/1.0"
 
 
-class _Drafter:
-    """One llama.cpp context: sequence 0 holds prompt + path, sequences 1..n_seq-1 the rollouts."""
-
-    def __init__(self, path: str, n_ctx: int, n_threads: int, n_seq: int, n_batch: int = 512,
-                 extra_bufts: bool = False):
-        import llama_cpp as L
-        import llama_cpp.llama_cpp as C
-        self.L = L
-        default = C.llama_model_default_params
-        if not extra_bufts:
-            # no extra CPU buffer types (AMX / repacked weights): the AMX kernels of a native
-            # build crash on VMs that report AMX but do not grant it (see traces/README.md)
-            def _params():
-                p = default()
-                p.use_extra_bufts = False
-                return p
-            C.llama_model_default_params = _params
-        try:
-            self.llm = L.Llama(model_path=path, n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads,
-                               n_threads_batch=n_threads, logits_all=False, verbose=False)
-        finally:
-            C.llama_model_default_params = default
-        p = L.llama_context_params.from_buffer_copy(self.llm.context_params)
-        p.n_seq_max, p.kv_unified = n_seq, True
-        self.ctx = L.llama_init_from_model(self.llm._model.model, p)
-        if not self.ctx:
-            raise RuntimeError("llama_init_from_model failed for the multi-sequence context")
-        self.n_seq = n_seq
-        self.n_batch = n_batch
-        self.n_vocab = int(self.llm.n_vocab())
-        self.batch = L.llama_batch_init(n_batch, 0, 1)
-        self.mem = L.llama_get_memory(self.ctx)
-
-    def tokenize(self, text: str):
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-    def _run(self, items):
-        """Decode ``items`` = [(token, pos, seq, want_logits)] in one batch; logits rows in order."""
-        L, b = self.L, self.batch
-        assert len(items) <= self.n_batch
-        b.n_tokens = len(items)
-        want = []
-        for j, (tok, pos, seq, flag) in enumerate(items):
-            b.token[j], b.pos[j], b.n_seq_id[j] = int(tok), int(pos), 1
-            b.seq_id[j][0] = int(seq)
-            b.logits[j] = 1 if flag else 0
-            if flag:
-                want.append(j)
-        rc = L.llama_decode(self.ctx, b)
-        if rc != 0:
-            raise RuntimeError(f"llama_decode failed with code {rc}")
-        return [np.ctypeslib.as_array(L.llama_get_logits_ith(self.ctx, j), shape=(self.n_vocab,)).copy()
-                for j in want]
-
-    def build_path(self, prompt_tokens, path_tokens) -> None:
-        """KV of seq 0 = prompt (one batch) + path tokens one decode each, as the recorder did."""
-        self.L.llama_memory_clear(self.mem, True)
-        P = len(prompt_tokens)
-        for c0 in range(0, P, self.n_batch):
-            c1 = min(P, c0 + self.n_batch)
-            self._run([(prompt_tokens[i], i, 0, i == P - 1) for i in range(c0, c1)])
-        for t, tok in enumerate(path_tokens):
-            self._run([(tok, P + t, 0, True)])
-
-    def fork(self, seq: int, length: int) -> None:
-        self.L.llama_memory_seq_rm(self.mem, seq, -1, -1)
-        self.L.llama_memory_seq_cp(self.mem, 0, seq, 0, length)
-
-    def drop(self, seq: int) -> None:
-        self.L.llama_memory_seq_rm(self.mem, seq, -1, -1)
-
-
-def extend_prompt(drf: _Drafter, prompt_tokens, cols, hdr, prompt_index: int, L_new: int,
+def extend_prompt(drf: SeqLlama, prompt_tokens, cols, hdr, prompt_index: int, L_new: int,
                   batch: int):
     """Extend one prompt's rollouts.  ``cols`` are the prompt's columns (rollouts re-based at 0).
 
@@ -135,8 +65,9 @@ def extend_prompt(drf: _Drafter, prompt_tokens, cols, hdr, prompt_index: int, L_
             for t in range(n) if ln[t] > 0}
     todo = [t for t, s in sorted(seqs.items()) if len(s) == L_old and s[-1][0] not in EOS_IDS]
     stats = {"steps": 0, "same_token": 0, "max_abs_dp": 0.0, "max_abs_dH": 0.0, "sum_abs_dH": 0.0}
-    if todo:
-        drf.build_path(prompt_tokens, cols["tgt_tok"][: n - 1])
+    if todo:  # seq 0 = prompt + path (the KV every rollout forks from)
+        drf.seq_rm(0)
+        drf.prefill([int(x) for x in prompt_tokens] + [int(x) for x in cols["tgt_tok"][: n - 1]], 0)
     rngs = {}
 
     def choose(q, t):
@@ -150,12 +81,15 @@ def extend_prompt(drf: _Drafter, prompt_tokens, cols, hdr, prompt_index: int, L_
 
     for c in range(0, len(todo), batch):
         chunk = todo[c:c + batch]
-        items = []
+        toks, poss, seq_ids = [], [], []
         for b, t in enumerate(chunk):
-            drf.fork(b + 1, P + t)
+            drf.seq_rm(b + 1)
+            drf.seq_cp(0, b + 1, 0, P + t)
             forced = [int(cols["drf_tok"][t])] + [tok for tok, _, _ in seqs[t]]
-            items += [(tok, P + t + j, b + 1, True) for j, tok in enumerate(forced)]
-        rows = drf._run(items)
+            toks += forced
+            poss += range(P + t, P + t + len(forced))
+            seq_ids += [[b + 1]] * len(forced)
+        rows = drf.decode(toks, poss, seq_ids, [True] * len(toks))
         cur, pos, alive = {}, {}, []
         for b, t in enumerate(chunk):
             mine = rows[b * (L_old + 1):(b + 1) * (L_old + 1)]
@@ -178,7 +112,8 @@ def extend_prompt(drf: _Drafter, prompt_tokens, cols, hdr, prompt_index: int, L_
                 cur[b], pos[b] = r, P + t + L_old + 1
                 alive.append(b)
         while alive:
-            rows = drf._run([(cur[b], pos[b], b + 1, True) for b in alive])
+            rows = drf.decode([cur[b] for b in alive], [pos[b] for b in alive], [[b + 1] for b in alive],
+                              [True] * len(alive))
             nxt = []
             for row, b in zip(rows, alive):
                 t = chunk[b]
@@ -190,7 +125,7 @@ def extend_prompt(drf: _Drafter, prompt_tokens, cols, hdr, prompt_index: int, L_
                     nxt.append(b)
             alive = nxt
         for b in range(len(chunk)):
-            drf.drop(b + 1)
+            drf.seq_rm(b + 1)
     new_len = np.array([len(seqs.get(t, ())) for t in range(n)], dtype=np.int16)
     flat = [x for t in range(n) for x in seqs.get(t, ())]
     out = {"rollout_len": new_len,
@@ -272,7 +207,7 @@ def main(argv=None) -> int:
         if hashlib.sha256(p["text"].encode()).hexdigest()[:16] != info["text_sha256"]:
             raise SystemExit(f"prompt {info['index']}: text differs from the one recorded (sha256)")
         if drf is None:
-            drf = _Drafter(args.drafter, args.n_ctx, args.threads, n_seq=args.batch + 1,
+            drf = SeqLlama(args.drafter, args.n_ctx, args.threads, n_seq=args.batch + 1,
                            extra_bufts=args.extra_bufts)
         toks = drf.tokenize(chatml(p["text"]))
         if len(toks) != info["prompt_len"]:
@@ -313,9 +248,9 @@ def main(argv=None) -> int:
         bver = None
     hdr["rollout_extension"] = {
         "generator": "ahasd_sim.workload.extend_rollouts", "version": EXTENDER_VERSION,
-        "from_L_max": tr.L_max, "to_L_max": args.L_max, "method": "drafter only; recorded proposal and "
-        "rollout tokens teacher-forced, then free-running as the recorder (greedy argmax / the recorder's "
-        "per-position random stream)", "rollouts_extended": tot["extended"],
+        "from_L_max": tr.L_max, "to_L_max": args.L_max, "method": "drafter only; path KV prefilled in "
+        "batches; recorded proposal and rollout tokens teacher-forced, then free-running as the recorder "
+        "(greedy argmax / the recorder's per-position random stream)", "rollouts_extended": tot["extended"],
         "backend_version": bver, "threads": args.threads, "batch": args.batch, "extra_bufts": args.extra_bufts,
         "hardware": f"{os.cpu_count()} CPU cores, n_threads={args.threads}",
         "date": _dt.date.today().isoformat(),
