@@ -54,12 +54,12 @@ def test_tvc_tables_average_per_unit_ratios_not_totals():
     t = TimeAwarePreverifyControl(TvcConfig(table_entries=2), 7.0, 1, 7.0, 1, 7.0, 1)
     t.record_npu(1000e-9, 10)
     t.record_npu(1000e-9, 40)
-    assert t.predicted_npu_ns(100) == pytest.approx(6250.0, rel=1e-12)     # seconds -> ns exactly
+    assert t.predicted_npu_ns(100) == pytest.approx(6250.0, rel=1e-12, abs=0)     # seconds -> ns exactly
     # PDCT: (30 ns, 3) and (80 ns, 2): mean ratio (10 + 40)/2 = 25 ns/token; mean length 2.5
     t.record_draft(30e-9, 3)
     t.record_draft(80e-9, 2)
-    assert t.pdct.mean_per_unit() == pytest.approx(25.0)
-    assert t.pdct.mean_length() == pytest.approx(2.5)
+    assert t.pdct.mean_per_unit() == pytest.approx(25.0, rel=1e-12, abs=0)
+    assert t.pdct.mean_length() == pytest.approx(2.5, rel=1e-12, abs=0)
     # PVCT: (20 ns, 1) and (60 ns, 4): (20 + 15)/2 = 17.5 ns/token
     t.record_preverify(20e-9, 1)
     t.record_preverify(60e-9, 4)
@@ -78,14 +78,14 @@ def test_tvc_tables_average_per_unit_ratios_not_totals():
 
 def test_tvc_fifo_replaces_oldest_and_ignores_empty_records():
     t = TimeAwarePreverifyControl(TvcConfig(table_entries=3), 300.0, 3, 1.0, 1, 1.0, 1)  # preload 100 ns/token
-    assert t.predicted_npu_ns(1) == pytest.approx(100.0)
+    assert t.predicted_npu_ns(1) == pytest.approx(100.0, rel=1e-12, abs=0)
     t.record_npu(400e-9, 1)          # [100, 100, 400] -> mean 200
-    assert t.predicted_npu_ns(1) == pytest.approx(200.0)
+    assert t.predicted_npu_ns(1) == pytest.approx(200.0, rel=1e-12, abs=0)
     t.record_npu(1e-6, 0)            # a zero-length record carries no rate: ignored
-    assert t.predicted_npu_ns(1) == pytest.approx(200.0)
+    assert t.predicted_npu_ns(1) == pytest.approx(200.0, rel=1e-12, abs=0)
     t.record_npu(700e-9, 1)          # [100, 400, 700] -> 400
     t.record_npu(1000e-9, 1)         # [400, 700, 1000] -> 700 (oldest preload gone)
-    assert t.predicted_npu_ns(1) == pytest.approx(700.0)
+    assert t.predicted_npu_ns(1) == pytest.approx(700.0, rel=1e-12, abs=0)
     assert len(t.nvct.items) == 3
 
 
@@ -135,7 +135,7 @@ def test_edc_pht_counter_walk_is_exact():
     assert (e.stats.predictions, e.stats.continue_predictions, e.stats.suppressed_batches) == (2, 1, 1)
     # all other 511 entries are untouched
     assert e.pht[1:] == [1] * 511
-    assert e.stats.accuracy == pytest.approx(2 / 3)
+    assert e.stats.accuracy == pytest.approx(2 / 3, rel=1e-12, abs=0)
 
 
 def test_edc_circular_history_layout():

@@ -69,18 +69,18 @@ def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, m
     br = s["energy_breakdown_j"]
     assert set(br) == set(powers) | set(expected_dyn)
     for dev in br:
-        assert br[dev]["static"] == pytest.approx(powers.get(dev, 0.0) * makespan, rel=1e-12), dev
-        assert br[dev]["dynamic"] == pytest.approx(expected_dyn.get(dev, 0.0), rel=1e-9), dev
+        assert br[dev]["static"] == pytest.approx(powers.get(dev, 0.0) * makespan, rel=1e-12, abs=0), dev
+        assert br[dev]["dynamic"] == pytest.approx(expected_dyn.get(dev, 0.0), rel=1e-9, abs=0), dev
     total = sum(powers.values()) * makespan + sum(expected_dyn.values())
-    assert s["energy_j"] == pytest.approx(total, rel=1e-9)
+    assert s["energy_j"] == pytest.approx(total, rel=1e-9, abs=0)
     # decode-only energy per token leaves out the prompt prefills: their tasks' energy and all
     # static power while they ran (every device waits for a prefill)
     prefill_tasks = [c for label, c in tasks if label.startswith("prefill")]
     prefill_s = sum(m.prefill_s for m in ms)
     assert 0 < prefill_s <= sum(c.duration_s for c in prefill_tasks) * (1 + 1e-12)   # they may overlap
     prefill_j = sum(e for c in prefill_tasks for e in c.energy_j.values()) + sum(powers.values()) * prefill_s
-    assert s["prefill_energy_j"] == pytest.approx(prefill_j, rel=1e-9)
-    assert s["energy_per_token_j"] == pytest.approx((total - prefill_j) / s["generated_tokens"], rel=1e-9)
+    assert s["prefill_energy_j"] == pytest.approx(prefill_j, rel=1e-9, abs=0)
+    assert s["energy_per_token_j"] == pytest.approx((total - prefill_j) / s["generated_tokens"], rel=1e-9, abs=0)
     # static energy is a real share of the run (so charging power instead of power x time shows)
     assert sum(powers.values()) * makespan > 0.01 * total
     # NPU static power comes from its config key
@@ -110,22 +110,22 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
     base = runs["operator_sync"]
     for m, s in runs.items():
         assert t.loc[m, "throughput_vs_operator_sync"] == pytest.approx(
-            s["throughput_tok_s"] / base["throughput_tok_s"], rel=1e-12)
+            s["throughput_tok_s"] / base["throughput_tok_s"], rel=1e-12, abs=0)
         assert t.loc[m, "energy_efficiency_vs_operator_sync"] == pytest.approx(
-            s["tokens_per_j"] / base["tokens_per_j"], rel=1e-9)
+            s["tokens_per_j"] / base["tokens_per_j"], rel=1e-9, abs=0)
     # two different schemes: the non-baseline ratio is not 1 (an inverted ratio would be its reciprocal)
     r = t.loc["ahasd", "throughput_vs_operator_sync"]
     assert abs(r - 1.0) > 0.01
     csv = pd.read_csv(out / "compare.csv")
     assert list(csv.columns) == list(table.columns) and list(csv["mode"]) == ["ahasd", "operator_sync"]
-    assert csv.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-9)
+    assert csv.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-9, abs=0)
     # --out is used when given, and a second compare into the same folder replaces the first
     given = tmp_path / "given"
     _t, out1 = run_compare(cfg, "ahasd,operator_sync", "operator_sync", given)
     assert out1 == given and (given / "compare.csv").is_file()
     table2, out2 = run_compare(cfg, "operator_sync,ahasd", None, given)
     assert out2 == given and list(table2["mode"]) == ["operator_sync", "ahasd"]
-    assert table2.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-12)
+    assert table2.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("text, baseline, expected", [
@@ -371,9 +371,9 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
     # window means with the t interval (n = 2: t = 12.706, sd = |a - b| / sqrt 2)
     h = 12.706 * (14.0 - 10.0) / math.sqrt(2) / math.sqrt(2)
     assert s["throughput_tok_s"] == 12.0
-    assert s["throughput_tok_s_ci95"] == pytest.approx([12.0 - h, 12.0 + h], rel=1e-12)
-    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == pytest.approx((12 - h, 12 + h))
-    assert s["tokens_per_j"] == 24.0 and s["energy_per_token_j"] == pytest.approx((0.1 + 1 / 14) / 2)
+    assert s["throughput_tok_s_ci95"] == pytest.approx([12.0 - h, 12.0 + h], rel=1e-12, abs=0)
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == pytest.approx((12 - h, 12 + h), rel=1e-12, abs=0)
+    assert s["tokens_per_j"] == 24.0 and s["energy_per_token_j"] == pytest.approx((0.1 + 1 / 14) / 2, rel=1e-12, abs=0)
     assert s["throughput_e2e_tok_s"] == 6.0 and s["tokens_per_j_e2e"] == 3.0
     # other entries: numbers by name (rates averaged, counts/seconds/joules added), strings and
     # flags from the first window, the first window's identity
@@ -407,7 +407,7 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
     assert (s["windows"], s["window_basis"]) == (3, "rounds") and "mode_windows" not in s
     assert s["throughput_tok_s_window_mean"] == 3.0 and s["throughput_tok_s"] == 10.0
     h = 4.303 * math.sqrt(7.0) / math.sqrt(3)       # t(0.975, 2); sd of 1, 2, 6 = sqrt(7)
-    assert s["throughput_tok_s_ci95"] == pytest.approx([3 - h, 3 + h], rel=1e-12)
+    assert s["throughput_tok_s_ci95"] == pytest.approx([3 - h, 3 + h], rel=1e-12, abs=0)
     assert "tokens_per_j_ci95" not in s and list(res.windows["window"]) == [0, 1, 2]
     # no decode time: no pooled throughput
     zero = _fake_window(0, 0, 0.0, 0.0, 0.0, {}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
@@ -470,16 +470,16 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
     h = 12.706 * 0.25
     assert t.loc["ahasd", "throughput_vs_async"] == 1.25
     assert [t.loc["ahasd", "throughput_vs_async_ci95_low"], t.loc["ahasd", "throughput_vs_async_ci95_high"]] == \
-        pytest.approx([1.25 - h, 1.25 + h], rel=1e-12)
+        pytest.approx([1.25 - h, 1.25 + h], rel=1e-12, abs=0)
     assert t.loc["ahasd", "energy_efficiency_vs_async"] == 0.75
     assert [t.loc["ahasd", "energy_efficiency_vs_async_ci95_low"],
-            t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.75 - h, 0.75 + h], rel=1e-12)
+            t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.75 - h, 0.75 + h], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
     assert list(table.columns) == cmp.COLUMNS + [f"{n}_vs_async{s}" for n in ("throughput", "energy_efficiency")
                                                  for s in ("", "_ci95_low", "_ci95_high")]
     csv = pd.read_csv(out / "compare.csv")
-    assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.25 + h, rel=1e-12)
+    assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.25 + h, rel=1e-12, abs=0)
     # default folder: next to the run's default output, suffixed _compare
     from ahasd_sim.output import default_out_dir
     d = cmp.default_compare_dir(cfg)

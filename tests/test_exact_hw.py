@@ -26,26 +26,26 @@ def _row_eff(**mem):
 # bank cycle = max(tRAS, tRCD + t_row_data) + tRP; t_row = max(t_row_data, bank_cycle / banks, tFAW / 4, tRRD)
 def test_row_limit_trrd_term():
     # tFAW 0, 16 banks: bank cycle (40 + 20)/16 = 3.75; tRRD 12.5 ns binds -> 5 / 12.5 = 0.4
-    assert _row_eff(page_bytes=64, tfaw_ns=0.0, trrd_ns=12.5) == pytest.approx(0.4, rel=1e-12)
+    assert _row_eff(page_bytes=64, tfaw_ns=0.0, trrd_ns=12.5) == pytest.approx(0.4, rel=1e-12, abs=0)
 
 
 def test_row_limit_tras_term():
     # one bank: bank cycle = max(tRAS 80, tRCD 20 + 5) + tRP 20 = 100 ns -> 5 / 100
-    assert _row_eff(page_bytes=64, interleaved_banks=1, tras_ns=80.0) == pytest.approx(0.05, rel=1e-12)
+    assert _row_eff(page_bytes=64, interleaved_banks=1, tras_ns=80.0) == pytest.approx(0.05, rel=1e-12, abs=0)
 
 
 def test_row_limit_trcd_and_trp_terms():
     # one bank: max(tRAS 40, tRCD 50 + 5) + tRP 20 = 75 ns -> 5/75
-    assert _row_eff(page_bytes=64, interleaved_banks=1, trcd_ns=50.0) == pytest.approx(5 / 75, rel=1e-12)
+    assert _row_eff(page_bytes=64, interleaved_banks=1, trcd_ns=50.0) == pytest.approx(5 / 75, rel=1e-12, abs=0)
     # tRP 45: max(40, 25) + 45 = 85 ns -> 5/85
-    assert _row_eff(page_bytes=64, interleaved_banks=1, trp_ns=45.0) == pytest.approx(5 / 85, rel=1e-12)
+    assert _row_eff(page_bytes=64, interleaved_banks=1, trp_ns=45.0) == pytest.approx(5 / 85, rel=1e-12, abs=0)
 
 
 def test_row_limit_banks_divide_the_bank_cycle():
     # 4 banks: 2 KB pages, t_row_data 160 ns; bank cycle max(40, 180) + 20 = 200 -> 200/4 = 50 < 160 -> 1.0
-    assert _row_eff(interleaved_banks=4) == pytest.approx(1.0)
+    assert _row_eff(interleaved_banks=4) == pytest.approx(1.0, rel=1e-12, abs=0)
     # 64 B pages, 2 banks, tFAW 0, tRRD 0: bank cycle (40 + 20)/2 = 30 ns -> 5/30
-    assert _row_eff(page_bytes=64, interleaved_banks=2, tfaw_ns=0.0, trrd_ns=0.0) == pytest.approx(5 / 30, rel=1e-12)
+    assert _row_eff(page_bytes=64, interleaved_banks=2, tfaw_ns=0.0, trrd_ns=0.0) == pytest.approx(5 / 30, rel=1e-12, abs=0)
 
 
 # ------------------------------------------------------------------ NPU tile passes over chips
@@ -98,12 +98,12 @@ def test_preverify_runs_the_target_on_the_targets_ranks():
     wrong = sum(p.pim_op_cost(op, part.draft_ranks).duration_s * op.layer_repeat for op in ops)
     assert abs(expected - wrong) > 1e-3 * expected
     pv = sc.preverify(n, kv)
-    assert pv.duration_s == pytest.approx(expected, rel=1e-12)
-    assert pv.busy_s == {"pim": pytest.approx(expected, rel=1e-12)}
+    assert pv.duration_s == pytest.approx(expected, rel=1e-12, abs=0)
+    assert pv.busy_s == {"pim": pytest.approx(expected, rel=1e-12, abs=0)}
     # and drafting runs the drafter on the drafter's ranks
     d_ops = sc.ops(sc.draft, 1, kv)
     assert sc.draft_token(kv).duration_s == pytest.approx(
-        sum(p.pim_op_cost(op, part.draft_ranks).duration_s * op.layer_repeat for op in d_ops), rel=1e-12)
+        sum(p.pim_op_cost(op, part.draft_ranks).duration_s * op.layer_repeat for op in d_ops), rel=1e-12, abs=0)
 
 
 def test_operator_sync_tier_takes_the_max_of_its_devices():
@@ -132,9 +132,9 @@ def test_operator_sync_tier_takes_the_max_of_its_devices():
         busy_npu += t_npu * rep
         busy_pim += t_pim * rep
     cost = sc.opsync_forward("target", n, kv, {"target": mapping, "draft": {}})
-    assert cost.duration_s == pytest.approx(dur, rel=1e-12)
-    assert cost.busy_s["npu"] == pytest.approx(busy_npu, rel=1e-12)
-    assert cost.busy_s["pim"] == pytest.approx(busy_pim, rel=1e-12)
+    assert cost.duration_s == pytest.approx(dur, rel=1e-12, abs=0)
+    assert cost.busy_s["npu"] == pytest.approx(busy_npu, rel=1e-12, abs=0)
+    assert cost.busy_s["pim"] == pytest.approx(busy_pim, rel=1e-12, abs=0)
     # the two devices overlap inside tiers: the forward is shorter than their busy times added
     assert cost.duration_s < busy_npu + busy_pim
 
@@ -173,16 +173,16 @@ def test_npu_array_op_energy_and_time_exact():
     assert c.bus_bytes == bus and c.macs == 10 * 192 * 64
     compute_s = 274 / (1e9 * 0.9)
     assert bus / bw > compute_s                # memory bound here
-    assert c.duration_s == pytest.approx(bus / bw + 200e-9, rel=1e-12)
+    assert c.duration_s == pytest.approx(bus / bw + 200e-9, rel=1e-12, abs=0)
     # SPM: bus fill + weights into the array once + one 64-byte row per token per pass + outputs
     spm = bus + 192 * 64 + 3 * 10 * 64 + 640
     npu_j = 10 * 192 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + bus * 2.0e-12
-    assert c.energy_of("npu") == pytest.approx(npu_j, rel=1e-12)
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 300) + mem.write_energy_j(300), rel=1e-12)
+    assert c.energy_of("npu") == pytest.approx(npu_j, rel=1e-12, abs=0)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 300) + mem.write_energy_j(300), rel=1e-12, abs=0)
     # compute bound with a fast bus
-    assert npu.op_cost(op, 1e15).duration_s == pytest.approx(compute_s + 200e-9, rel=1e-12)
+    assert npu.op_cost(op, 1e15).duration_s == pytest.approx(compute_s + 200e-9, rel=1e-12, abs=0)
     # without a memory model only the NPU is charged
-    assert Npu(npu.cfg).op_cost(op, bw).energy_j_by_device == {"npu": pytest.approx(npu_j, rel=1e-12)}
+    assert Npu(npu.cfg).op_cost(op, bw).energy_j_by_device == {"npu": pytest.approx(npu_j, rel=1e-12, abs=0)}
 
 
 def test_npu_one_token_op_without_token_count_attribute():
@@ -192,8 +192,8 @@ def test_npu_one_token_op_without_token_count_attribute():
                          k_dim=128, n_dim=64)
     c = npu.op_cost(op, 1e9)
     spm = 128 * 64 + 128 * 64 + 2 * 1 * 64 + 64          # 2 folds, one token each
-    assert c.energy_of("npu") == pytest.approx(128 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + 128 * 64 * 2e-12, rel=1e-12)
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(128 * 64), rel=1e-12)
+    assert c.energy_of("npu") == pytest.approx(128 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + 128 * 64 * 2e-12, rel=1e-12, abs=0)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(128 * 64), rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("act_out, spilled", [(192, False), (194, True)])
@@ -211,7 +211,7 @@ def test_npu_activation_spill_threshold(act_out, spilled):
     c = npu.op_cost(op, 1e9)
     written = act_out if spilled else 0
     assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(b.bus_bytes - written)
-                                                  + mem.write_energy_j(written), rel=1e-12)
+                                                  + mem.write_energy_j(written), rel=1e-12, abs=0)
 
 
 def test_npu_vector_op_energy_and_time_exact():
@@ -220,19 +220,19 @@ def test_npu_vector_op_energy_and_time_exact():
             weight_bytes=64)
     c = npu.op_cost(op, 1e9)
     cycles = math.ceil(3 * 1000 / (2 * 2048)) + 8
-    assert c.duration_s == pytest.approx(max(cycles / (1e9 * 0.8), 64 / 1e9) + 200e-9, rel=1e-12)
+    assert c.duration_s == pytest.approx(max(cycles / (1e9 * 0.8), 64 / 1e9) + 200e-9, rel=1e-12, abs=0)
     spm = 64 + 1000 + 900 + 64                 # bus fill (the weights) + inputs + outputs + weights
     assert c.macs == 0 and c.bus_bytes == 64
-    assert c.energy_of("npu") == pytest.approx(3000 * 0.47e-12 + spm * 8 * 0.05e-12 + 64 * 2e-12, rel=1e-12)
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(64), rel=1e-12)
+    assert c.energy_of("npu") == pytest.approx(3000 * 0.47e-12 + spm * 8 * 0.05e-12 + 64 * 2e-12, rel=1e-12, abs=0)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(64), rel=1e-12, abs=0)
     # one element still takes the pipeline; zero elements (or none given) cost only the overhead
     one = npu.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=1), 1e9)
-    assert one.duration_s == pytest.approx((1 + 8) / (1e9 * 0.8) + 200e-9, rel=1e-12)
-    assert one.energy_of("npu") == pytest.approx(2 * 0.47e-12, rel=1e-12)
+    assert one.duration_s == pytest.approx((1 + 8) / (1e9 * 0.8) + 200e-9, rel=1e-12, abs=0)
+    assert one.energy_of("npu") == pytest.approx(2 * 0.47e-12, rel=1e-12, abs=0)
     bare = SimpleNamespace(kind="nonlinear", nonlinear_class="gelu", macs=0, weight_bytes=0, act_bytes_in=0,
                            act_bytes_out=0)
     z = npu.op_cost(bare, 1e9)
-    assert z.duration_s == pytest.approx(200e-9, rel=1e-12) and z.energy_of("npu") == 0.0
+    assert z.duration_s == pytest.approx(200e-9, rel=1e-12, abs=0) and z.energy_of("npu") == 0.0
     assert "lpddr5" not in z.energy_j_by_device           # nothing crossed the bus
 
 
@@ -243,8 +243,8 @@ def test_npu_forward_cost_repeats_each_op_by_its_layers():
     b = Op(kind="nonlinear", nonlinear_class="softmax", elements=1000, layer_repeat=2)
     ca, cb = npu.op_cost(a, 1e10), npu.op_cost(b, 1e10)
     f = npu.forward_cost([a, b], 1e10)
-    assert f.duration_s == pytest.approx(3 * ca.duration_s + 2 * cb.duration_s, rel=1e-12)
-    assert f.energy_of("npu") == pytest.approx(3 * ca.energy_of("npu") + 2 * cb.energy_of("npu"), rel=1e-12)
+    assert f.duration_s == pytest.approx(3 * ca.duration_s + 2 * cb.duration_s, rel=1e-12, abs=0)
+    assert f.energy_of("npu") == pytest.approx(3 * ca.energy_of("npu") + 2 * cb.energy_of("npu"), rel=1e-12, abs=0)
     assert f.macs == 3 * 10 * 192 * 64 and f.bus_bytes == 3 * 192 * 64
 
 
@@ -252,7 +252,7 @@ def test_npu_peaks_and_dims_exact():
     npu = Npu(make_cfg({"npu": {"chips": 3, "array_rows": 32, "array_cols": 16, "freq_ghz": 1.5,
                                 "vector_macs_per_cycle": 100, "spm_bytes": 2**20}}).npu)
     assert npu.macs_per_cycle == 3 * 32 * 16
-    assert npu.peak_ops_s == 3 * 32 * 16 * 2 * 1.5e9 and npu.peak_tops == pytest.approx(3 * 32 * 16 * 2 * 1.5e-3)
+    assert npu.peak_ops_s == 3 * 32 * 16 * 2 * 1.5e9 and npu.peak_tops == pytest.approx(3 * 32 * 16 * 2 * 1.5e-3, rel=1e-12, abs=0)
     assert npu.vector_peak_ops_s == 3 * 100 * 2 * 1.5e9
     assert npu.static_power_w == 0.14
     # an op without k/n: K = N = round(sqrt(macs / n))
@@ -303,7 +303,7 @@ def test_pim_roofline_tie_is_bandwidth_bound():
 def test_pim_capacity_power_and_kv_write_bytes():
     p = _pim(rank_capacity_gib=2.0, ranks=8, static_mw_per_rank=3.0, vectors_per_weight_read=2)
     assert p.rank_capacity_bytes == 2 * 2**30 and p.capacity_bytes == 8 * 2 * 2**30
-    assert p.static_power_w == pytest.approx(8 * 3.0e-3, rel=1e-12)
+    assert p.static_power_w == pytest.approx(8 * 3.0e-3, rel=1e-12, abs=0)
     assert p.total_units == 8
     # 5 tokens, 2 vectors held: ceil(5/2) = 3 passes over the weights and the KV read; the KV
     # written (new tokens' K/V) is written once
@@ -314,7 +314,7 @@ def test_pim_capacity_power_and_kv_write_bytes():
         p.gemv_cost(op, 9)
     with pytest.raises(ValueError, match=r"ranks must be in 1\.\.8, got 0"):
         p.gemv_cost(op, 0)
-    assert p.gemv_cost(op, 8).duration_s == pytest.approx(p.bytes_read(op) / (8 * 256e9) + 100e-9, rel=1e-12)
+    assert p.gemv_cost(op, 8).duration_s == pytest.approx(p.bytes_read(op) / (8 * 256e9) + 100e-9, rel=1e-12, abs=0)
 
 
 def test_pim_gemv_energy_exact():
@@ -324,13 +324,13 @@ def test_pim_gemv_energy_exact():
     c = p.gemv_cost(op, 3)
     nbytes = 512 * 256
     assert c.energy_j_by_device == {"pim": pytest.approx(nbytes * 8 * 0.8e-12 + nbytes * 0.3e-12
-                                                         + nbytes / 1024 * 2.5e-9, rel=1e-12)}
+                                                         + nbytes / 1024 * 2.5e-9, rel=1e-12, abs=0)}
     assert c.bus_bytes == 0 and c.macs == nbytes
     t = max(nbytes / (3 * 256e9), 2 * nbytes / (3 * 102.4e9)) + 100e-9
-    assert c.duration_s == pytest.approx(t, rel=1e-12)
+    assert c.duration_s == pytest.approx(t, rel=1e-12, abs=0)
     # without a memory model there are no row activations to charge
     bare = PimMemory(cfg.pim).gemv_cost(op, 3)
-    assert bare.energy_of("pim") == pytest.approx(nbytes * 8 * 0.8e-12 + nbytes * 0.3e-12, rel=1e-12)
+    assert bare.energy_of("pim") == pytest.approx(nbytes * 8 * 0.8e-12 + nbytes * 0.3e-12, rel=1e-12, abs=0)
 
 
 def test_aau_offload_bytes_and_roundtrip():
@@ -344,17 +344,17 @@ def test_aau_offload_bytes_and_roundtrip():
     assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear", elements=10)) == 40.0
     assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear")) == 0.0
     assert a.offload_transfer_bytes(SimpleNamespace(kind="nonlinear", elements=None)) == 0.0
-    assert a.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12)
+    assert a.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12, abs=0)
     p = PimMemory(make_cfg({"pim": {"aau": {"offload_bytes_per_element": 2.0, "offload_roundtrip_us": 7.0}}}).pim)
     assert p.offload_transfer_bytes(Op(kind="nonlinear", elements=3)) == 12.0
-    assert p.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12)
+    assert p.offload_roundtrip_s == pytest.approx(7e-6, rel=1e-12, abs=0)
 
 
 def test_aau_static_power_and_edge_cases():
     cfg = make_cfg({"pim": {"aau": {"static_power_mw": 4.0}, "ranks": 6}}).pim
     p = PimMemory(cfg)
     assert p.aau.n_units == 6 and p.aau.enabled
-    assert p.aau.static_power_w == pytest.approx(6 * 4.0e-3, rel=1e-12)
+    assert p.aau.static_power_w == pytest.approx(6 * 4.0e-3, rel=1e-12, abs=0)
     off = Aau(make_cfg({"pim": {"aau": {"enabled": False}}}).pim.aau, n_units=6)
     assert off.static_power_w == 0.0 and not off.enabled
     a = Aau(make_cfg().pim.aau)
@@ -363,10 +363,10 @@ def test_aau_static_power_and_edge_cases():
     assert a.cycles("reduction", 2) == 8 + 1 + 1
     # the elements split over n_aau units (rounded up), energy for all of them
     c = a.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=33), n_aau=2)
-    assert c.duration_s == pytest.approx((8 + 2 * 2) / 0.8e9, rel=1e-12)      # ceil(33/2) = 17 -> 2 vectors
-    assert c.energy_j_by_device == {"aau": pytest.approx(33 * 0.8e-12, rel=1e-12)}
+    assert c.duration_s == pytest.approx((8 + 2 * 2) / 0.8e9, rel=1e-12, abs=0)      # ceil(33/2) = 17 -> 2 vectors
+    assert c.energy_j_by_device == {"aau": pytest.approx(33 * 0.8e-12, rel=1e-12, abs=0)}
     assert a.op_cost(Op(kind="nonlinear", nonlinear_class="gelu", elements=33), n_aau=0).duration_s == \
-        pytest.approx((8 + 2 * 3) / 0.8e9, rel=1e-12)                          # at least one unit
+        pytest.approx((8 + 2 * 3) / 0.8e9, rel=1e-12, abs=0)                          # at least one unit
     assert a.op_cost(SimpleNamespace(kind="reduction")).duration_s == 0.0
     with pytest.raises(ValueError) as ei:
         a.op_cost(Op(name="mm", kind="gemm"))
@@ -382,17 +382,17 @@ def test_aau_static_power_and_edge_cases():
 def test_gts_switch_and_static_power_exact():
     on = Gts(make_cfg({"pim": {"gts": {"switch_cycles": 3, "switch_pj": 20.0}}}).pim.gts, 0.8)
     c = on.switch_cost()
-    assert c.duration_s == pytest.approx(3 / 0.8e9, rel=1e-12)
-    assert c.energy_j_by_device == {"gts": pytest.approx(20e-12, rel=1e-12)}
-    assert on.enabled and on.static_power_w == pytest.approx(0.5e-3, rel=1e-12)
+    assert c.duration_s == pytest.approx(3 / 0.8e9, rel=1e-12, abs=0)
+    assert c.energy_j_by_device == {"gts": pytest.approx(20e-12, rel=1e-12, abs=0)}
+    assert on.enabled and on.static_power_w == pytest.approx(0.5e-3, rel=1e-12, abs=0)
     off = Gts(make_cfg({"pim": {"gts": {"enabled": False, "coarse_switch_us": 12.0, "coarse_switch_uj": 4.0}}}).pim.gts,
               0.8)
     c = off.switch_cost()
-    assert c.duration_s == pytest.approx(12e-6, rel=1e-12)
-    assert c.energy_j_by_device == {"gts": pytest.approx(4e-6, rel=1e-12)}
+    assert c.duration_s == pytest.approx(12e-6, rel=1e-12, abs=0)
+    assert c.energy_j_by_device == {"gts": pytest.approx(4e-6, rel=1e-12, abs=0)}
     assert not off.enabled and off.static_power_w == 0.0
     assert PimMemory(make_cfg({"pim": {"clock_ghz": 0.5}}).pim).gts.switch_cost().duration_s == \
-        pytest.approx(1 / 0.5e9, rel=1e-12)
+        pytest.approx(1 / 0.5e9, rel=1e-12, abs=0)
 
 
 def test_npu_paths_and_breakdown_fields():
@@ -406,7 +406,7 @@ def test_npu_paths_and_breakdown_fields():
     assert (v.unit, v.passes, v.cycles, v.weight_reads, v.bus_bytes) == ("vector", 0, 0, 1, 100.0)
     v = npu.analyse(Op(kind="nonlinear", nonlinear_class="gelu", macs=50, elements=4096), 1e9)
     assert (v.unit, v.passes, v.cycles) == ("vector", 0, 2 * 4096 // 4096 + 8)
-    assert v.compute_s == pytest.approx(10 / 0.8e9, rel=1e-12)
+    assert v.compute_s == pytest.approx(10 / 0.8e9, rel=1e-12, abs=0)
 
 
 def test_npu_spilled_ops_without_weights_and_vector_spill():
@@ -473,9 +473,9 @@ def _mem(**mem):
 ])
 def test_mixed_class_turnarounds(mem, col):
     b = _mem(**mem, mixed_controller_efficiency=0.9).class_breakdown("mixed")
-    assert b.column_efficiency == pytest.approx(col, rel=1e-12)
+    assert b.column_efficiency == pytest.approx(col, rel=1e-12, abs=0)
     assert b.row_efficiency == 1.0 and b.controller_efficiency == 0.9 and b.traffic_class == "mixed"
-    assert b.refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12)
+    assert b.refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("mem, interval", [
@@ -489,12 +489,12 @@ def test_mixed_class_turnarounds(mem, col):
 ])
 def test_random_class_access_interval(mem, interval):
     m = _mem(**mem, random_controller_efficiency=0.8)
-    assert m.random_access_interval_ns() == pytest.approx(interval, rel=1e-12)
+    assert m.random_access_interval_ns() == pytest.approx(interval, rel=1e-12, abs=0)
     b = m.class_breakdown("random")
-    assert b.column_efficiency == pytest.approx(2.5 / interval, rel=1e-12)
+    assert b.column_efficiency == pytest.approx(2.5 / interval, rel=1e-12, abs=0)
     assert (b.row_efficiency, b.controller_efficiency, b.traffic_class) == (1.0, 0.8, "random")
     assert m.class_bandwidth_bytes_s("random") == pytest.approx(
-        51.2e9 * 2.5 / interval * (1 - 350 / 3900) * 0.8, rel=1e-12)
+        51.2e9 * 2.5 / interval * (1 - 350 / 3900) * 0.8, rel=1e-12, abs=0)
 
 
 def test_traffic_class_selects_the_simulators_bandwidth():
@@ -502,9 +502,9 @@ def test_traffic_class_selects_the_simulators_bandwidth():
         m = _mem(traffic_class=tc)
         assert m.bandwidth_breakdown.traffic_class == tc
         assert m.effective_bandwidth_bytes_s == m.class_bandwidth_bytes_s(tc)
-        assert m.stream_time_s(1e6) == pytest.approx(1e6 / m.class_bandwidth_bytes_s(tc), rel=1e-12)
+        assert m.stream_time_s(1e6) == pytest.approx(1e6 / m.class_bandwidth_bytes_s(tc), rel=1e-12, abs=0)
     assert _mem(traffic_class="random").effective_bandwidth_bytes_s == pytest.approx(
-        51.2e9 * 0.25 * (1 - 350 / 3900), rel=1e-12)
+        51.2e9 * 0.25 * (1 - 350 / 3900), rel=1e-12, abs=0)
     m = _mem()
     with pytest.raises(ValueError) as ei:
         m.class_breakdown("burst")
@@ -516,11 +516,11 @@ def test_traffic_class_selects_the_simulators_bandwidth():
 
 
 def test_refresh_modes_and_their_limits():
-    assert _mem().refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12)
+    assert _mem().refresh_efficiency == pytest.approx(1 - 350 / 3900, rel=1e-12, abs=0)
     # per bank: one bank out for tRFCpb every tREFI / 16, a 16-bank stream loses 1/16 of that
-    assert _mem(refresh_mode="per_bank").refresh_efficiency == pytest.approx(1 - 140 / 3900, rel=1e-12)
+    assert _mem(refresh_mode="per_bank").refresh_efficiency == pytest.approx(1 - 140 / 3900, rel=1e-12, abs=0)
     assert _mem(refresh_mode="per_bank", banks_per_channel=8, interleaved_banks=8,
-                trfc_pb_ns=100.0).refresh_efficiency == pytest.approx(1 - 100 / 3900, rel=1e-12)
+                trfc_pb_ns=100.0).refresh_efficiency == pytest.approx(1 - 100 / 3900, rel=1e-12, abs=0)
     with pytest.raises(ConfigError) as ei:
         make_cfg({"memory": {"trfc_ns": 3900.0}})
     assert str(ei.value) == "memory: trfc_ns (3900.0) must be < trefi_ns (3900.0)"
@@ -539,30 +539,30 @@ def test_refresh_modes_and_their_limits():
 def test_read_latencies_and_the_random_read_fixed_point():
     m = _mem()
     # CAS 1 + RL 17 = 18 nCK = 22.5 ns, + 2.5 ns burst
-    assert m.read_latency_ns("hit") == pytest.approx(25.0, rel=1e-12)
-    assert m.read_latency_ns("miss") == pytest.approx(45.0, rel=1e-12)
-    assert m.read_latency_ns("conflict") == pytest.approx(65.0, rel=1e-12)
+    assert m.read_latency_ns("hit") == pytest.approx(25.0, rel=1e-12, abs=0)
+    assert m.read_latency_ns("miss") == pytest.approx(45.0, rel=1e-12, abs=0)
+    assert m.read_latency_ns("conflict") == pytest.approx(65.0, rel=1e-12, abs=0)
     with pytest.raises(ValueError) as ei:
         m.read_latency_ns("open")
     assert str(ei.value) == "row must be 'hit', 'miss' or 'conflict', got 'open'"
-    assert m.random_read_miss_fraction(100.0) == pytest.approx(16 * 100 / 3900, rel=1e-12)
+    assert m.random_read_miss_fraction(100.0) == pytest.approx(16 * 100 / 3900, rel=1e-12, abs=0)
     assert m.random_read_miss_fraction(243.75) == 1.0 and m.random_read_miss_fraction(1e4) == 1.0
     # t = f(t) x 45 + (1 - f(t)) x 65 with f(t) = 16 t / 3900  ->  t = 65 / (1 + 320 / 3900)
-    assert m.random_read_latency_ns() == pytest.approx(65 / (1 + 320 / 3900), rel=1e-9)
+    assert m.random_read_latency_ns() == pytest.approx(65 / (1 + 320 / 3900), rel=1e-9, abs=0)
     # every read a miss (refresh interval short against 16 banks x the latency)
     short = _mem(trefi_ns=400.0, trfc_ns=100.0, trfc_pb_ns=10.0)
-    assert short.random_read_latency_ns() == pytest.approx(45.0, rel=1e-12)
+    assert short.random_read_latency_ns() == pytest.approx(45.0, rel=1e-12, abs=0)
 
 
 def test_lpddr5_energy_power_capacity_exact():
     m = _mem(read_pj_per_bit=4.0, write_pj_per_bit=5.0, act_pre_nj_per_row=2.0, channels=2,
              background_mw_per_channel=30.0, capacity_gib=8.0)
-    assert m.read_energy_j(4096) == pytest.approx(4096 * 8 * 4e-12 + 2 * 2e-9, rel=1e-12)
-    assert m.write_energy_j(4096) == pytest.approx(4096 * 8 * 5e-12 + 2 * 2e-9, rel=1e-12)
-    assert m.static_power_w == m.background_power_w == pytest.approx(0.06, rel=1e-12)
+    assert m.read_energy_j(4096) == pytest.approx(4096 * 8 * 4e-12 + 2 * 2e-9, rel=1e-12, abs=0)
+    assert m.write_energy_j(4096) == pytest.approx(4096 * 8 * 5e-12 + 2 * 2e-9, rel=1e-12, abs=0)
+    assert m.static_power_w == m.background_power_w == pytest.approx(0.06, rel=1e-12, abs=0)
     assert m.capacity_bytes == 8 * 2**30
     assert m.tck_ns == 1.25 and m.nck_ns(4) == 5.0 and m.trc_ns == 60.0
-    assert m.peak_bandwidth_bytes_s == 2 * 12.8e9 and m.burst_time_ns == pytest.approx(2.5, rel=1e-12)
+    assert m.peak_bandwidth_bytes_s == 2 * 12.8e9 and m.burst_time_ns == pytest.approx(2.5, rel=1e-12, abs=0)
 
 
 def test_npu_token_count_without_dims_and_tiny_bus_traffic():
@@ -573,7 +573,7 @@ def test_npu_token_count_without_dims_and_tiny_bus_traffic():
                                        act_bytes_out=0.0), 1e9).passes == 2
     # a single byte over the bus is charged to DRAM too
     c = npu.op_cost(OpDims(kind="gemv", n_tokens=1, macs=1, weight_bytes=1, k_dim=1, n_dim=1), 1e9)
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(1), rel=1e-12)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(1), rel=1e-12, abs=0)
 
 
 def test_npu_spilled_energy_with_kv_writes():
@@ -584,9 +584,9 @@ def test_npu_spilled_energy_with_kv_writes():
     bus = 2 * 64 * 64 + 50 + 4194              # weights read twice (2 chunks) + KV + spilled activations
     assert c.bus_bytes == bus
     # written: the KV appended and the spilled outputs
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 214) + mem.write_energy_j(214), rel=1e-12)
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(bus - 214) + mem.write_energy_j(214), rel=1e-12, abs=0)
     spm = bus + 64 * 64 * 2 + 1 * 4 * 64 + 194           # 1 tile pass of 4 tokens
-    assert c.energy_of("npu") == pytest.approx(4 * 64 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + bus * 2e-12, rel=1e-12)
+    assert c.energy_of("npu") == pytest.approx(4 * 64 * 64 * 0.17e-12 + spm * 8 * 0.05e-12 + bus * 2e-12, rel=1e-12, abs=0)
 
 
 def test_nonlinear_class_of_ops_without_the_attribute():

@@ -19,13 +19,13 @@ def pim_of(tree=None) -> PimMemory:
 
 def test_pim_rates_per_unit_and_total_scope():
     p = pim_of()
-    assert p.total_ops_s == pytest.approx(16 * 102.4e9)          # per-unit reading: 1.64 TOPS
-    assert p.rank_ops_s == pytest.approx(102.4e9)
-    assert p.rank_internal_bw_bytes_s == pytest.approx(256e9)
+    assert p.total_ops_s == pytest.approx(16 * 102.4e9, rel=1e-12, abs=0)          # per-unit reading: 1.64 TOPS
+    assert p.rank_ops_s == pytest.approx(102.4e9, rel=1e-12, abs=0)
+    assert p.rank_internal_bw_bytes_s == pytest.approx(256e9, rel=1e-12, abs=0)
     t = pim_of({"pim": {"gops_scope": "total", "bw_scope": "total"}})
-    assert t.total_ops_s == pytest.approx(102.4e9)
-    assert t.rank_ops_s == pytest.approx(102.4e9 / 16)
-    assert t.rank_internal_bw_bytes_s == pytest.approx(256e9 / 16)
+    assert t.total_ops_s == pytest.approx(102.4e9, rel=1e-12, abs=0)
+    assert t.rank_ops_s == pytest.approx(102.4e9 / 16, rel=1e-12, abs=0)
+    assert t.rank_internal_bw_bytes_s == pytest.approx(256e9 / 16, rel=1e-12, abs=0)
 
 
 def test_pim_gemv_compute_bound_regime():
@@ -36,7 +36,7 @@ def test_pim_gemv_compute_bound_regime():
     t_bw = op.weight_bytes / (2 * 256e9)
     assert t_cmp > t_bw
     assert p.bound(op, 2) == "compute"
-    assert c.duration_s == pytest.approx(t_cmp + 100e-9, rel=1e-12)
+    assert c.duration_s == pytest.approx(t_cmp + 100e-9, rel=1e-12, abs=0)
     assert c.bus_bytes == 0  # bank-local
 
 
@@ -47,7 +47,7 @@ def test_pim_gemv_bandwidth_bound_regime():
     t_bw = op.weight_bytes / (2 * 256e9)
     assert 2 * op.macs / (2 * 4096e9) < t_bw
     assert p.bound(op, 2) == "bandwidth"
-    assert c.duration_s == pytest.approx(t_bw + 100e-9, rel=1e-12)
+    assert c.duration_s == pytest.approx(t_bw + 100e-9, rel=1e-12, abs=0)
 
 
 def test_pim_gemv_is_min_of_bandwidth_and_compute_rates():
@@ -56,7 +56,7 @@ def test_pim_gemv_is_min_of_bandwidth_and_compute_rates():
     op = linear(1, 2048, 8192)
     for r in (1, 3, 7):
         rate = min(r * 256e9, r * 102.4e9 * op.weight_bytes / (2 * op.macs))  # bytes/s
-        assert p.gemv_cost(op, r).duration_s == pytest.approx(op.weight_bytes / rate, rel=1e-12)
+        assert p.gemv_cost(op, r).duration_s == pytest.approx(op.weight_bytes / rate, rel=1e-12, abs=0)
 
 
 def test_pim_multi_token_rereads_weights_per_held_vector():
@@ -66,11 +66,11 @@ def test_pim_multi_token_rereads_weights_per_held_vector():
         one, eight = linear(1, 4096, 4096), linear(8, 4096, 4096)
         bw = 2 * 256e9
         t1, t8 = p.gemv_cost(one, 2).duration_s, p.gemv_cost(eight, 2).duration_s
-        assert t1 == pytest.approx(4096 * 4096 / bw)                        # bandwidth bound
-        assert t8 == pytest.approx(reads * 4096 * 4096 / bw)
+        assert t1 == pytest.approx(4096 * 4096 / bw, rel=1e-12, abs=0)                        # bandwidth bound
+        assert t8 == pytest.approx(reads * 4096 * 4096 / bw, rel=1e-12, abs=0)
     # default (AiM: one input vector in the global buffer): no free weight reuse
     p = pim_of({"pim": {"unit_gops_int8": 1e6, "op_overhead_ns": 0.0}})
-    assert p.gemv_cost(linear(8, 4096, 4096), 2).duration_s == pytest.approx(8 * p.gemv_cost(linear(1, 4096, 4096), 2).duration_s)
+    assert p.gemv_cost(linear(8, 4096, 4096), 2).duration_s == pytest.approx(8 * p.gemv_cost(linear(1, 4096, 4096), 2).duration_s, rel=1e-12, abs=0)
 
 
 def test_pim_attention_reads_kv_in_ranks_and_energy():
@@ -81,7 +81,7 @@ def test_pim_attention_reads_kv_in_ranks_and_energy():
             kv_bytes=4096 * 1024, act_bytes_in=4096, act_bytes_out=32 * 1024)
     c = p.gemv_cost(op, 2)
     e = (4096 * 1024 * 8 * 0.8e-12 + op.macs * 0.3e-12 + 4096 * 1024 / 2048 * 1.8e-9)
-    assert c.energy_of("pim") == pytest.approx(e, rel=1e-12)
+    assert c.energy_of("pim") == pytest.approx(e, rel=1e-12, abs=0)
     with pytest.raises(ValueError, match="AAU"):
         p.gemv_cost(elementwise("gelu", 100), 2)
 
@@ -116,9 +116,9 @@ def test_partition_striped_uses_every_rank_and_respects_capacity():
     assert (part.draft_ranks, part.target_ranks, part.shared_ranks, part.spare_ranks) == (12, 14, 10, 0)
     assert part.draft_rank_ids == tuple(range(12)) and part.target_rank_ids == tuple(range(2, 16))
     assert set(part.draft_rank_ids) | set(part.target_rank_ids) == set(range(16))
-    assert part.target_shared_fraction == pytest.approx(10 / 14)
+    assert part.target_shared_fraction == pytest.approx(10 / 14, rel=1e-12, abs=0)
     # the fullest (shared) rank holds one slice of each model
-    assert part.max_rank_fill == pytest.approx((6.738e9 / 12 + 13.016e9 / 14) / (4 * 2**30))
+    assert part.max_rank_fill == pytest.approx((6.738e9 / 12 + 13.016e9 / 14) / (4 * 2**30), rel=1e-12, abs=0)
     # capacity respected: a model pair that fits min_fit but whose slices overflow a shared rank
     # (4 ranks of 1 GiB: 0.9 + 1.8 GiB need 1 + 2 ranks; striped shares one rank that would hold
     # 0.45 + 0.6 GiB)
@@ -151,16 +151,16 @@ def test_aau_cycles_match_formulas():
 def test_aau_op_cost_time_energy_and_class_aliases():
     a = Aau(make_cfg().pim.aau)
     c = a.op_cost(elementwise("softmax", 4096))
-    assert c.duration_s == pytest.approx((8 + 3 * 256) / 0.8e9)
-    assert c.energy_of("aau") == pytest.approx(4096 * 1.2e-12)
+    assert c.duration_s == pytest.approx((8 + 3 * 256) / 0.8e9, rel=1e-12, abs=0)
+    assert c.energy_of("aau") == pytest.approx(4096 * 1.2e-12, rel=1e-12, abs=0)
     silu = Op(kind="nonlinear", elements=160, nonlinear_class="silu")
-    assert a.op_cost(silu).duration_s == pytest.approx((8 + 2 * 10) / 0.8e9)
+    assert a.op_cost(silu).duration_s == pytest.approx((8 + 2 * 10) / 0.8e9, rel=1e-12, abs=0)
     rms = Op(kind="nonlinear", elements=160, nonlinear_class="rmsnorm")
-    assert a.op_cost(rms).energy_of("aau") == pytest.approx(160 * 1.0e-12)
+    assert a.op_cost(rms).energy_of("aau") == pytest.approx(160 * 1.0e-12, rel=1e-12, abs=0)
     # split over 2 AAUs: half the elements each, same total energy
     c2 = a.op_cost(elementwise("softmax", 4096), n_aau=2)
-    assert c2.duration_s == pytest.approx((8 + 3 * 128) / 0.8e9)
-    assert c2.energy_j == pytest.approx(c.energy_j)
+    assert c2.duration_s == pytest.approx((8 + 3 * 128) / 0.8e9, rel=1e-12, abs=0)
+    assert c2.energy_j == pytest.approx(c.energy_j, rel=1e-12, abs=0)
     with pytest.raises(ValueError):
         a.op_cost(Op(kind="nonlinear", elements=10, nonlinear_class="tanh-ish"))
 
@@ -175,9 +175,9 @@ def test_aau_disabled_offloads_to_host_over_the_bus():
     c = p.pim_op_cost(op, 2)
     npu = p.npu_op_cost(op)
     mem = p.memory
-    assert c.duration_s == pytest.approx(5e-6 + nbytes / mem.effective_bandwidth_bytes_s + npu.duration_s)
+    assert c.duration_s == pytest.approx(5e-6 + nbytes / mem.effective_bandwidth_bytes_s + npu.duration_s, rel=1e-12, abs=0)
     assert c.bus_bytes == nbytes
-    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(nbytes / 2) + mem.write_energy_j(nbytes / 2))
+    assert c.energy_of("lpddr5") == pytest.approx(mem.read_energy_j(nbytes / 2) + mem.write_energy_j(nbytes / 2), rel=1e-12, abs=0)
     with pytest.raises(ValueError, match="disabled"):
         p.aau.op_cost(op)
     # with the AAU it stays in memory
@@ -188,8 +188,8 @@ def test_aau_disabled_offloads_to_host_over_the_bus():
 def test_gts_switch_cost_enabled_and_coarse():
     g = Gts(make_cfg().pim.gts, 0.8)
     c = g.switch_cost()
-    assert c.duration_s == pytest.approx(1.25e-9)
-    assert c.energy_of("gts") == pytest.approx(50e-12)
+    assert c.duration_s == pytest.approx(1.25e-9, rel=1e-12, abs=0)
+    assert c.energy_of("gts") == pytest.approx(50e-12, rel=1e-12, abs=0)
     coarse = Gts(make_cfg({"pim": {"gts": {"enabled": False}}}).pim.gts, 0.8).switch_cost()
-    assert coarse.duration_s == pytest.approx(10e-6)
-    assert coarse.energy_of("gts") == pytest.approx(5e-6)
+    assert coarse.duration_s == pytest.approx(10e-6, rel=1e-12, abs=0)
+    assert coarse.energy_of("gts") == pytest.approx(5e-6, rel=1e-12, abs=0)
