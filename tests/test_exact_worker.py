@@ -462,3 +462,165 @@ def test_run_sweep_cli_exit_codes(tmp_path, fake_sim, capsys):
     ok = _spec(tmp_path, RSPEC.replace("  bad: {set: {npu.chips: 0}}\n", "").replace("seeds: [1, 2]", "seeds: [1]"))
     args.config, args.out, args.debug = str(ok), str(tmp_path / "ok"), False
     assert r.run_sweep_cli(args) == 0
+
+
+def _cli_args(src, out, **kw):
+    import argparse
+    base = dict(config=str(src), executor="local", workers=1, scheduler=None, dry_run=False, out=out,
+                no_progress=True, debug=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_run_sweep_cli_passes_its_options_and_reports_interrupts(tmp_path, monkeypatch, capsys):
+    src = _spec(tmp_path)
+    seen = {}
+
+    def run_sweep(spec, out, **kw):
+        seen.update(kw, out=out, name=spec.name)
+        return r.SweepResult(Path(out or "x"), [], pd.DataFrame({"point": ["p"], "status": ["pending"]}))
+
+    monkeypatch.setattr(r, "run_sweep", run_sweep)
+    assert r.run_sweep_cli(_cli_args(src, "o", workers=3, no_progress=False)) == 1      # a point is pending
+    assert seen == {"workers": 3, "executor": "local", "scheduler": None, "progress": True, "out": "o", "name": "rs"}
+    # Ctrl-C: the message points at the folder when results.csv was written, and the interrupt goes on
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(spec, out, **kw):
+        d = Path(out) if out else r.default_out_dir(spec)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "results.csv").write_text("point,status\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(r, "run_sweep", interrupted)
+    capsys.readouterr()
+    with pytest.raises(KeyboardInterrupt):
+        r.run_sweep_cli(_cli_args(src, None))
+    out = Path("sweeps") / "rs"
+    assert capsys.readouterr().err == (f"stopped: finished points are kept in {out / 'points'} and listed in "
+                                       f"{out / 'results.csv'}; run the same command again to compute only the "
+                                       "missing ones\n")
+    monkeypatch.setattr(r, "run_sweep", lambda spec, out, **kw: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        r.run_sweep_cli(_cli_args(src, str(tmp_path / "empty")))
+    assert capsys.readouterr().err == ""                      # nothing written: nothing to point at
+
+
+def test_run_sweep_cli_dry_run_and_debug(tmp_path, monkeypatch, capsys, fake_sim):
+    import ahasd_sim.checks as checks
+    monkeypatch.setattr(checks, "dry_run", lambda cfg: None)
+    src = _spec(tmp_path)
+    out = tmp_path / "o"
+    assert r.run_sweep_cli(_cli_args(src, str(out), dry_run=True)) == 2        # the 'bad' variant
+    text = capsys.readouterr().out
+    assert f"output folder {out}: 0 of them" in text and not out.exists() and fake_sim == []
+    # without --debug no error.json is printed
+    assert r.run_sweep_cli(_cli_args(src, str(out))) == 1
+    assert capsys.readouterr().err == ""
+    # a finished point is counted by the dry run
+    assert r.run_sweep_cli(_cli_args(src, str(out), dry_run=True)) == 2
+    assert f"output folder {out}: 3 of them already finished there" in capsys.readouterr().out
+
+
+def test_dry_run_lists_ten_failures_and_counts_the_rest(tmp_path, monkeypatch, capsys):
+    import ahasd_sim.checks as checks
+    monkeypatch.setattr(checks, "dry_run", lambda cfg: None)
+    seeds = list(range(1, 13))
+    src = _spec(tmp_path, RSPEC.replace("seeds: [1, 2]", f"seeds: {seeds}"))
+    assert r.dry_run_sweep(load_sweep_spec(src), tmp_path / "o", progress=False) == 2
+    lines = capsys.readouterr().out.splitlines()
+    bad = [ln for ln in lines if ln.startswith("  point ")]
+    assert len(bad) == 10 and bad[0].startswith("  point 36 (variant=bad, seed=1): ")
+    assert "  ... and 2 more" in lines
+    src = _spec(tmp_path, RSPEC.replace("seeds: [1, 2]", "seeds: [1, 2, 3, 4, 5]"))
+    assert r.dry_run_sweep(load_sweep_spec(src), tmp_path / "o", progress=False) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert len([ln for ln in lines if ln.startswith("  point ")]) == 5 and not any("more" in ln for ln in lines)
+
+
+def test_pool_round_in_worker_processes(tmp_path, monkeypatch):
+    """One real process pool (forked, so the stand-in below is what the workers run)."""
+    import multiprocessing as mp
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("needs the fork start method to hand the stand-in to the workers")
+    real_pool = r.cf.ProcessPoolExecutor
+    monkeypatch.setattr(r.cf, "ProcessPoolExecutor",
+                        lambda **kw: real_pool(mp_context=mp.get_context("fork"), **kw))
+
+    def run_point(task):
+        if task["hash"] == "die":
+            os._exit(3)
+        if task["hash"] == "raise":
+            raise RuntimeError("cannot run")
+        return {"hash": task["hash"], "status": "ok", "marker": (Path(task["dir"]) / r.RUNNING).is_file()}
+
+    import os
+    monkeypatch.setattr(r, "run_point", run_point)
+    done = []
+    tasks = [{"hash": h, "dir": str(tmp_path / h)} for h in ("a", "raise", "b")]
+    assert r._pool_round(tasks, 2, done.append) == []
+    by = {d["hash"]: d for d in done}
+    assert by["a"] == {"hash": "a", "status": "ok", "marker": True} and by["b"]["marker"] is True
+    assert by["raise"] == {"hash": "raise", "status": "failed", "error_type": "RuntimeError", "error": "cannot run"}
+    assert json.loads((tmp_path / "raise" / w.ERROR).read_text())["message"] == "cannot run"
+    assert not (tmp_path / "a" / r.RUNNING).exists()
+    # a worker that dies breaks the pool: its task comes back, with its marker left in place
+    done.clear()
+    broken = r._pool_round([{"hash": "die", "dir": str(tmp_path / "die")}], 1, done.append)
+    assert [t["hash"] for t in broken] == ["die"] and done == []
+    assert (tmp_path / "die" / r.RUNNING).is_file()
+
+
+class _FakeFuture:
+    def __init__(self, key, fn, task):
+        self.key, self.fn, self.task, self.cancelled = key, fn, task, False
+
+    def result(self):
+        return self.fn(self.task)
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class _FakeClient:
+    """What _run_dask uses of a distributed.Client, run in this process."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, task, key, pure):
+        assert pure is False
+        f = _FakeFuture(key, fn, task)
+        self.submitted.append(f)
+        return f
+
+
+def test_run_dask_bookkeeping_with_a_client(tmp_path, monkeypatch):
+    import distributed
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(list(futs)))
+
+    def files_of(task):
+        if task["hash"] == "lost":
+            raise OSError("worker lost")
+        return {"hash": task["hash"], "status": "ok", "files": {"summary.json": b"{}", "meta.json": b"{\"a\": 1}"}}
+
+    monkeypatch.setattr(r, "run_point_files", files_of)
+    client = _FakeClient()
+    done = []
+    tasks = [{"hash": h, "dir": str(tmp_path / h)} for h in ("a", "lost")]
+    r._run_dask(tasks, 1, None, done.append, client=client)
+    assert [f.key for f in client.submitted] == ["ahasd-point-a", "ahasd-point-lost"]
+    assert done == [{"hash": "a", "status": "ok"},
+                    {"hash": "lost", "status": "failed", "error_type": "OSError", "error": "worker lost"}]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["meta.json", "summary.json"]
+    assert (tmp_path / "a" / "meta.json").read_bytes() == b"{\"a\": 1}"
+    assert json.loads((tmp_path / "lost" / w.ERROR).read_text())["type"] == "OSError"
+
+    # an interrupt cancels every submitted future and propagates
+    def stop(res):
+        raise KeyboardInterrupt
+
+    client = _FakeClient()
+    with pytest.raises(KeyboardInterrupt):
+        r._run_dask(tasks[:1] + [{"hash": "c", "dir": str(tmp_path / "c")}], 1, None, stop, client=client)
+    assert [f.cancelled for f in client.submitted] == [True, True]
