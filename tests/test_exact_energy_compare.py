@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from pathlib import Path
 
 import pandas as pd
@@ -503,3 +504,36 @@ def test_compare_policies_ratios_and_moe_columns(tmp_path, monkeypatch):
     with pytest.raises(InputError) as ei:
         parse_policies("svip,oracle", None)
     assert str(ei.value).startswith("--policies: unknown policy 'oracle'; valid policies: adaedl, banditspec")
+
+
+def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
+    from types import SimpleNamespace
+    from ahasd_sim.hw.pim import RankPartition
+    cfg = _smoke_cfg()
+    p = Platform.build(cfg)
+    mode = SimpleNamespace(costs=SimpleNamespace(partition=RankPartition(3, 5, 8, 1.0, 2.0, 4.0)))
+    d = sim.describe_platform(p, mode)
+    assert d == {"memory_peak_bandwidth_gb_s": pytest.approx(51.2, rel=1e-12, abs=0),
+                 "memory_effective_bandwidth_gb_s": pytest.approx(p.memory.effective_bandwidth_bytes_s / 1e9,
+                                                                  rel=1e-12, abs=0),
+                 "npu_peak_tops": pytest.approx(2 * 64 * 64 * 2 * 1e9 / 1e12, rel=1e-12, abs=0),
+                 "pim_draft_ranks": 3, "pim_target_ranks": 5}
+    gpu = Platform.build(_smoke_cfg("gpu.enabled=true", "npu.enabled=false", "pim.enabled=false"))
+    d = sim.describe_platform(gpu, SimpleNamespace(costs=SimpleNamespace()))
+    assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}
+    assert d["gpu_effective_bandwidth_gb_s"] == pytest.approx(gpu.gpu.effective_bandwidth_bytes_s / 1e9,
+                                                              rel=1e-12, abs=0)
+    # a model that does not fit the PIM ranks: the hardware model's error (no file) names the run's file
+    with pytest.raises(ConfigError) as ei:
+        run_simulation(_smoke_cfg("run.generated_tokens=8", "run.windows=1", "run.mode=async",
+                                  "pim.partition_policy=min_fit", "pim.ranks=2"))
+    e = ei.value
+    assert (e.source, e.key_path) == (str(PAPER_PLATFORM), "pim.ranks")
+    assert e.message.startswith("draft model ") and e.message.endswith("but the device has 2 ranks (8.6 GB)")
+
+
+def test_loader_type_names_of_other_types():
+    from ahasd_sim.config.loader import _type_name
+    assert _type_name(Path) == "Path"
+    assert _type_name(typing.Any) == "Any"
+    assert _type_name(3) == "3"                   # no __name__: its text
