@@ -82,6 +82,21 @@ def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, m
     prefill_j = sum(e for c in prefill_tasks for e in c.energy_j.values()) + sum(powers.values()) * prefill_s
     assert s["prefill_energy_j"] == pytest.approx(prefill_j, rel=1e-9, abs=0)
     assert s["energy_per_token_j"] == pytest.approx((total - prefill_j) / s["generated_tokens"], rel=1e-9, abs=0)
+    # the energy table: per device its dynamic and static energy, in device order
+    assert res.energy.to_dict("records") == [
+        {"device": dev, "kind": kind, "energy_j": pytest.approx(v, rel=1e-9, abs=0)}
+        for dev in sorted(br) for kind, v in (("dynamic", expected_dyn.get(dev, 0.0)),
+                                              ("static", powers.get(dev, 0.0) * makespan))]
+    # rates: decode-only figures leave out the prefill time and energy, end-to-end ones keep them
+    # (pooled over the windows here; the per-window figures are averaged separately)
+    n = s["generated_tokens"]
+    assert n == 32 * len(ms)
+    assert s["decode_makespan_s"] == pytest.approx(makespan - prefill_s, rel=1e-12, abs=0)
+    assert s["throughput_tok_s_pooled"] == pytest.approx(n / (makespan - prefill_s), rel=1e-12, abs=0)
+    # device busy time: what the recorded tasks say each device worked
+    for dev in ("npu", "pim"):
+        worked = sum(c.busy_s.get(dev, 0.0) for _label, c in tasks)
+        assert s["device_busy_s"][dev] == pytest.approx(worked, rel=1e-9, abs=0), dev
     # static energy is a real share of the run (so charging power instead of power x time shows)
     assert sum(powers.values()) * makespan > 0.01 * total
     # NPU static power comes from its config key
@@ -537,3 +552,13 @@ def test_loader_type_names_of_other_types():
     assert _type_name(Path) == "Path"
     assert _type_name(typing.Any) == "Any"
     assert _type_name(3) == "3"                   # no __name__: its text
+
+
+def test_devices_that_never_work_are_reported_idle():
+    res = run_simulation(_smoke_cfg("run.mode=gpu_only", "gpu.enabled=true", "gpu.memory_gib=80", "run.generated_tokens=8",
+                                    "run.windows=1", "run.policy=fixed"))
+    s = res.summary
+    assert set(s["device_busy_s"]) == {"gpu", "npu", "pim"}
+    assert s["device_busy_s"]["npu"] == 0.0 and s["device_busy_s"]["pim"] == 0.0
+    assert s["device_idle_s"]["npu"] == s["makespan_s"] and s["device_utilization"]["pim"] == 0.0
+    assert s["platform"]["npu_peak_tops"] == pytest.approx(16.384, rel=1e-12, abs=0)
