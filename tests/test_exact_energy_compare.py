@@ -562,3 +562,16 @@ def test_devices_that_never_work_are_reported_idle():
     assert s["device_busy_s"]["npu"] == 0.0 and s["device_busy_s"]["pim"] == 0.0
     assert s["device_idle_s"]["npu"] == s["makespan_s"] and s["device_utilization"]["pim"] == 0.0
     assert s["platform"]["npu_peak_tops"] == pytest.approx(16.384, rel=1e-12, abs=0)
+    # what was run, as configured
+    from ahasd_sim import __version__
+    assert (s["ahasd_sim_version"], s["mode"], s["policy"], s["draft_model"], s["target_model"], s["trace"],
+            s["seed"]) == (__version__, "gpu_only", "fixed", "llama2-7b", "llama2-13b", str(SMOKE_TRACE), 0)
+    assert s["trace_models"] == sim.trace_models(load_trace(SMOKE_TRACE))
+    # 8 tokens from the first prompt: one prompt start, one prefill
+    assert s["prefills"] == 1 and s["prefill_s"] > 0
+    # decode-only and end-to-end rates of the (single) window
+    mk, pf = s["makespan_s"], s["prefill_s"]
+    assert s["throughput_tok_s"] == pytest.approx(8 / (mk - pf), rel=1e-12, abs=0)
+    assert s["throughput_e2e_tok_s"] == pytest.approx(8 / mk, rel=1e-12, abs=0)
+    assert s["tokens_per_j"] == pytest.approx(8 / (s["energy_j"] - s["prefill_energy_j"]), rel=1e-12, abs=0)
+    assert s["tokens_per_j_e2e"] == pytest.approx(8 / s["energy_j"], rel=1e-12, abs=0)
