@@ -364,23 +364,24 @@ def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, p
         "policy_stats": {"k": i}, "draft_length_histogram": {"2": 1 + i}, "drafted_tokens": acc + rej + killed,
     })
     ev = pd.DataFrame({"t": [float(i)]})
-    en = pd.DataFrame({"device": ["npu", "npu"], "kind": ["dynamic", "static"], "energy_j": [energy / 2, energy / 2]})
+    en = pd.DataFrame({"device": ["npu", "npu", "aau"], "kind": ["dynamic", "static", "dynamic"],
+                       "energy_j": [energy / 2, energy / 2, 0.25]})
     return sim.RunResult(summary, ev, en, {"window": i}, {"k": i})
 
 
 def test_combine_windows_totals_pooled_rates_and_intervals():
     cfg = _smoke_cfg("run.generated_tokens=16")
-    w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5, "pim": 0.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5,
+    w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5, "pim": 1.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5,
                       thr=10.0)
-    w1 = _fake_window(1, 16, 3.0, 1.0, 6.0, {"npu": 2.5, "pim": 3.5}, acc=8, rej=6, killed=2, pv_acc=0, verifs=3,
+    w1 = _fake_window(1, 16, 3.0, 1.0, 6.0, {"npu": 2.5, "pim": 3.0}, acc=8, rej=6, killed=2, pv_acc=0, verifs=3,
                       thr=14.0)
     res = sim.combine_windows(cfg, [w0, w1], [0, 2])
     s = res.summary
     assert (s["generated_tokens"], s["makespan_s"], s["energy_j"], s["prefill_s"]) == (32, 5.0, 10.0, 1.5)
     assert s["decode_makespan_s"] == 3.5 and s["throughput_tok_s_pooled"] == 32 / 3.5
-    assert s["device_busy_s"] == {"npu": 4.0, "pim": 4.0}
-    assert s["device_idle_s"] == {"npu": 1.0, "pim": 1.0}
-    assert s["device_utilization"] == {"npu": 0.8, "pim": 0.8}
+    assert s["device_busy_s"] == {"npu": 4.0, "pim": 4.5}
+    assert s["device_idle_s"] == {"npu": 1.0, "pim": 0.5}
+    assert s["device_utilization"] == {"npu": 0.8, "pim": 0.9}
     # pooled counters: 20 accepted of 20 + 9 + 3 verified; NPU-verified accepted per verification
     assert s["acceptance_rate"] == 20 / 32 and s["mean_accepted_per_verify"] == (20 - 2) / 8
     assert (s["accepted_tokens"], s["rejected_tokens"], s["killed_tokens"], s["verifications"]) == (20, 9, 3, 8)
@@ -403,9 +404,12 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
     # windows.csv: one row per window, in WINDOW_COLUMNS order
     assert list(res.windows.columns) == sim.WINDOW_COLUMNS
     assert list(res.windows["start_prompt"]) == [0, 2] and list(res.windows["throughput_tok_s"]) == [10.0, 14.0]
-    assert list(res.events["window"]) == [0, 1]
+    assert list(res.windows["window"]) == [0, 1] and list(res.windows["generated_tokens"]) == [16, 16]
+    assert list(res.events["window"]) == [0, 1] and list(res.events.index) == [0, 1]
+    # energy rows in order of first appearance, summed over the windows
     assert res.energy.to_dict("records") == [{"device": "npu", "kind": "dynamic", "energy_j": 5.0},
-                                             {"device": "npu", "kind": "static", "energy_j": 5.0}]
+                                             {"device": "npu", "kind": "static", "energy_j": 5.0},
+                                             {"device": "aau", "kind": "dynamic", "energy_j": 0.5}]
 
 
 def test_combine_one_window_and_a_mode_with_its_own_windows():
@@ -417,7 +421,8 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
     assert s["acceptance_rate"] == 0.123 and s["windows"] == 1 and s["window_start_prompts"] == [1]
     assert s["throughput_tok_s_pooled"] == 16 / 1.5
     own = _fake_window(0, 16, 2.0, 0.0, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=0, verifs=5, thr=10.0)
-    own.summary["mode_windows"] = {"n": 3, "basis": "rounds", "throughput_tok_s": [1.0, 2.0, 6.0]}
+    own.summary["mode_windows"] = {"n": 3, "basis": "rounds", "throughput_tok_s": [1.0, 2.0, 6.0],
+                                   "throughput_e2e_tok_s": [1.0, 1.0, 1.0]}
     res = sim.combine_windows(cfg, [own], [0])
     s = res.summary
     assert (s["windows"], s["window_basis"]) == (3, "rounds") and "mode_windows" not in s
@@ -425,9 +430,26 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
     h = 4.303 * math.sqrt(7.0) / math.sqrt(3)       # t(0.975, 2); sd of 1, 2, 6 = sqrt(7)
     assert s["throughput_tok_s_ci95"] == pytest.approx([3 - h, 3 + h], rel=1e-12, abs=0)
     assert "tokens_per_j_ci95" not in s and list(res.windows["window"]) == [0, 1, 2]
+    assert list(res.windows.columns) == ["window", "throughput_tok_s", "throughput_e2e_tok_s"]
+    assert s["throughput_e2e_tok_s_window_mean"] == 1.0 and s["throughput_e2e_tok_s_ci95"] == [1.0, 1.0]
     # no decode time: no pooled throughput
     zero = _fake_window(0, 0, 0.0, 0.0, 0.0, {}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
     assert sim.combine_windows(cfg, [zero], [0]).summary["throughput_tok_s_pooled"] == 0.0
+    # two windows with nothing verified and no time: rates 0, not a division error or 1
+    z = [_fake_window(i, 0, 0.0, 0.0, 0.0, {"npu": 0.0}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
+         for i in (0, 1)]
+    for w in z:
+        del w.summary["preverify_accepted_tokens"]
+    s = sim.combine_windows(cfg, z, [0, 1]).summary
+    assert (s["acceptance_rate"], s["mean_accepted_per_verify"], s["device_utilization"]) == (0.0, 0.0, {"npu": 0.0})
+    # short windows (well under a second) still get their utilisation
+    short = [_fake_window(i, 4, 0.25, 0.0, 1.0, {"npu": 0.2}, acc=4, rej=0, killed=0, pv_acc=0, verifs=2, thr=1.0)
+             for i in (0, 1)]
+    for w in short:
+        del w.summary["preverify_accepted_tokens"]
+    s = sim.combine_windows(cfg, short, [0, 1]).summary
+    assert s["device_utilization"] == {"npu": pytest.approx(0.8, rel=1e-12, abs=0)}
+    assert s["mean_accepted_per_verify"] == 2.0 and s["acceptance_rate"] == 1.0
 
 
 def test_merge_rules():
