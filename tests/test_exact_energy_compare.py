@@ -97,6 +97,19 @@ def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, m
     for dev in ("npu", "pim"):
         worked = sum(c.busy_s.get(dev, 0.0) for _label, c in tasks)
         assert s["device_busy_s"][dev] == pytest.approx(worked, rel=1e-9, abs=0), dev
+    # every token counter of the collector is reported under its own name (summed over windows)
+    import dataclasses
+    from ahasd_sim.metrics.collector import TokenCounters
+    for f in dataclasses.fields(TokenCounters):
+        key = "generated_tokens" if f.name == "committed_tokens" else f.name
+        assert s[key] == pytest.approx(sum(getattr(m.col.counters, f.name) for m in ms), rel=1e-12, abs=0), key
+    assert s["wasted_draft_tokens"] == sum(m.col.counters.rejected_tokens + m.col.counters.killed_tokens for m in ms)
+    acc = sum(m.col.counters.accepted_tokens for m in ms)
+    verified = acc + s["rejected_tokens"] + s["killed_tokens"]
+    assert s["acceptance_rate"] == pytest.approx(acc / verified, rel=1e-12, abs=0)
+    assert s["mean_accepted_per_verify"] == pytest.approx(
+        (acc - s["preverify_accepted_tokens"]) / s["verifications"], rel=1e-12, abs=0)
+    assert s["offchip_bytes"] == pytest.approx(sum(s["offchip_bytes_by_task"].values()), rel=1e-12, abs=0)
     # static energy is a real share of the run (so charging power instead of power x time shows)
     assert sum(powers.values()) * makespan > 0.01 * total
     # NPU static power comes from its config key
