@@ -350,3 +350,23 @@ def test_empty_section_and_deep_override(tmp_path):
     assert cfg.npu.chips == 2 and cfg.run.seed == 3        # an empty section is the defaults
     deep = "[" * 40 + "]" * 40
     assert _err(tmp_path, "{}\n", [f"run.mode={deep}"]) == "--set: run.mode: nested too deeply (more than 32 levels)"
+
+
+def test_dump_layout_and_override_details(tmp_path):
+    from ahasd_sim.config.loader import _to_plain
+    p = write(tmp_path, "a.yaml", "npu: {chips: 2}\n")
+    text = dump_config(load_config(p))
+    lines = text.splitlines()
+    # block style, sections in the config's order (run first), keys in field order
+    assert lines[0] == "run:" and lines[1].startswith("  mode: ")
+    assert "[" not in text and "{" not in text
+    assert "    arms:\n    - 1\n    - 2\n" in text
+    # only the first '=' separates key and value
+    assert load_config(p, ["run.trace=a=b.npz"]).run.trace == "a=b.npz"
+    # a mapping given with --set owns its keys, also those the file had set
+    assert _err(tmp_path, "npu: {chips: 2}\n", ["npu={chips: 0}"]) == "--set: npu.chips: expected >= 1, got 0"
+    # an empty section has no key to suggest
+    assert _err(tmp_path, "npu: {}\n", ["npu=3"]) == "--set: npu: is a section, not a value: set one of its keys, e.g. npu.KEY=..."
+    assert _to_plain(_Sec(required=1, table={"a": 1.0}, pair=(1, 2))) == {
+        "required": 1, "opt": None, "pair": [1, 2], "table": {"a": 1.0}, "inner": {"x": 1}, "anything": None,
+        "choice": None}
