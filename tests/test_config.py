@@ -370,3 +370,10 @@ def test_dump_layout_and_override_details(tmp_path):
     assert _to_plain(_Sec(required=1, table={"a": 1.0}, pair=(1, 2))) == {
         "required": 1, "opt": None, "pair": [1, 2], "table": {"a": 1.0}, "inner": {"x": 1}, "anything": None,
         "choice": None}
+
+
+def test_section_error_from_an_override_names_the_config_file(tmp_path):
+    # the NPU section-level check fails on a value given with --set: the section itself comes from
+    # the config file (its defaults), so the file is named
+    assert _err(tmp_path, "{}\n", ["npu.spm_bytes=1000"]) == (
+        "FILE: npu: spm_bytes (1000) cannot hold one double-buffered weight tile per chip")
