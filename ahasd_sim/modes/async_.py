@@ -20,6 +20,7 @@ import simpy
 from ..policies.base import Decision
 from .base import Batch, Mode, TaskCost, register_mode
 from .costs import scaled
+from .fastq import FastLock, FastStore
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,14 @@ class Feedback:
 
 
 class BoundedQueue:
-    """A SimPy store with occupancy statistics; producers block when it is full."""
+    """A bounded FIFO with occupancy statistics; producers block when it is full.
+
+    SimPy ``Store`` semantics through :class:`~ahasd_sim.modes.fastq.FastStore` (same event
+    order, fewer events); ``put`` and ``get`` are generators (``yield from``)."""
 
     def __init__(self, env: simpy.Environment, capacity: int, name: str):
         self.env = env
-        self.store = simpy.Store(env, capacity=capacity)
+        self.store = FastStore(env, capacity)
         self.name = name
         self.capacity = capacity
         self.pushes = 0
@@ -43,14 +47,13 @@ class BoundedQueue:
 
     def put(self, item):
         t0 = self.env.now
-        ev = self.store.put(item)
-        if not ev.triggered:          # full: the producer blocks until a consumer pops
-            yield ev
+        if (yield from self.store.put(item)):   # full: the producer blocked until a consumer popped
             self.full_block_s += self.env.now - t0
         self.pushes += 1
         self.max_occupancy = max(self.max_occupancy, len(self.store.items))
 
     def get(self):
+        """Generator returning the oldest item (blocks while empty)."""
         return self.store.get()
 
     @property
@@ -74,7 +77,7 @@ class AsyncMode(Mode):
         self.acfg = acfg
         self.unverified = BoundedQueue(env, acfg.unverified_queue_batches, "unverified_draft")
         self.feedback = BoundedQueue(env, acfg.feedback_queue_entries, "feedback")
-        self.npu = simpy.Resource(env, 1)
+        self.npu = FastLock(env)
         self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
         self.drafter_stall_s = 0.0
         self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
@@ -104,7 +107,7 @@ class AsyncMode(Mode):
 
     def _drain_feedback(self):
         while self.feedback.items:
-            yield self.feedback.get()
+            yield from self.feedback.get()
             self.queue_ops += 1
 
     def _drafter(self):
@@ -205,7 +208,7 @@ class AsyncMode(Mode):
     def _wait_feedback(self):
         """Block the drafter until the verifier reports something."""
         t0 = self.env.now
-        yield self.feedback.get()
+        yield from self.feedback.get()
         self.queue_ops += 1
         if self.feedback_latency_s > 0:        # the control CPU sees it at its next poll
             yield self.env.timeout(self.feedback_latency_s)
@@ -227,14 +230,14 @@ class AsyncMode(Mode):
                 if taken_end > self.committed:
                     return taken_end
                 t0 = self.env.now
-                item = yield self.unverified.get()
+                item = yield from self.unverified.get()
                 ctr.npu_idle_draft_exhausted_s += self.env.now - t0
             else:
                 nxt = self.unverified.items[0]
                 live = nxt.gen == self.gen and nxt.end > self.committed
                 if live and taken_end > self.committed and nxt.end - self.committed > cap:
                     return taken_end
-                item = yield self.unverified.get()
+                item = yield from self.unverified.get()
             self.queue_ops += 1
             if item.gen != self.gen or item.end <= self.committed:
                 continue  # killed by a rollback (already counted) or committed by pre-verification

@@ -17,6 +17,7 @@ import simpy
 from ..config.errors import ConfigError, did_you_mean
 from ..metrics.collector import Collector
 from ..policies.base import DraftPolicy, RoundContext, VerifyOutcome
+from .fastq import FastLock
 from .replay import TraceReplay
 
 MODES: dict[str, type["Mode"]] = {}
@@ -153,9 +154,12 @@ class Mode:
         reqs = []
         if resources:
             for res in resources.values():
-                req = res.request()
+                if type(res) is FastLock:
+                    req = yield from res.acquire()
+                else:
+                    req = res.request()
+                    yield req
                 reqs.append((res, req))
-                yield req
         start = self.env.now + delay_s
         if cost.duration_s > 0 or delay_s > 0:
             token = object()
