@@ -11,7 +11,10 @@ processing would change nothing:
   (a put that found room while no getter waited, a release while no request waited);
 * the event a process yields for a put/get/request that succeeds at once, when no other
   event is scheduled at the current instant (:func:`nothing_else_now`): SimPy would process
-  it next, so the process continues at once, before and after in the same order.
+  it next, so the process continues at once, before and after in the same order;
+* likewise a timeout that would be the next event processed (:func:`advance`, :func:`sleep`):
+  the clock moves to its time and the process goes on (a run of drafter forwards inside one
+  NPU pass, or every task of a synchronous mode, then costs no event at all).
 
 What remains is scheduled exactly as SimPy schedules it, so a simulation's event order (and
 every number it reports) is unchanged; ``tests/test_fastq.py`` checks this against SimPy on
@@ -32,6 +35,26 @@ def nothing_else_now(env) -> bool:
     the next one processed, so the process may continue without yielding it."""
     q = env._queue
     return not q or q[0][0] > env._now
+
+
+def advance(env, delay: float) -> bool:
+    """Advance the clock by ``delay`` without an event if a timeout of ``delay`` scheduled now
+    would be the next event processed (every scheduled event is later): SimPy would pop it
+    next and resume the process at ``now + delay`` with nothing in between. Returns False (the
+    clock untouched) otherwise; the caller then yields ``env.timeout(delay)``."""
+    t = env._now + delay            # the time SimPy's schedule() computes for the timeout
+    q = env._queue
+    if q and q[0][0] <= t:
+        return False
+    env._now = t
+    return True
+
+
+def sleep(env, delay: float):
+    """``yield from sleep(env, d)``: same as ``yield env.timeout(d)``, without the event when
+    :func:`advance` allows."""
+    if not advance(env, delay):
+        yield env.timeout(delay)
 
 
 def resumed(env, value: Any = None) -> Event:

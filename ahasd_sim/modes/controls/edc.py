@@ -43,6 +43,7 @@ class EntropyHistoryControl:
         self.llr = 0
         self.pht = [cfg.pht_counter_init] * (1 << (2 * cfg.bucket_bits + cfg.llr_bits))
         self.stats = EdcStats()
+        self._shift = cfg.history_order == "shift_newest_h0"
 
     # ---------------------------------------------------------------- helpers
     def bucket(self, mean_entropy_nats: float) -> int:
@@ -51,7 +52,7 @@ class EntropyHistoryControl:
         return min(self.n_buckets - 1, b)
 
     def _insert(self, table: list[int], bucket: int, which: str) -> None:
-        if self.cfg.history_order == "shift_newest_h0":
+        if self._shift:
             table.pop()
             table.insert(0, bucket)
         else:
