@@ -119,6 +119,7 @@ class AsyncMode(Mode):
         ctr = self.col.counters
         my_gen = self.gen
         chain_start = self.committed
+        chain_wrong = replay.first_wrong(chain_start)   # drafts after it are off-path
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
         round_start = env.now
@@ -133,6 +134,7 @@ class AsyncMode(Mode):
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
+                chain_wrong = replay.first_wrong(chain_start)
                 round_tokens = []
                 round_start = env.now
                 round_id = policy.begin_round(self.round_context())
@@ -153,7 +155,8 @@ class AsyncMode(Mode):
                     self.contended_drafts += 1
                 delay = self.take_drafter_delay()
                 self._pim_busy_until_s = env.now + delay + cost.duration_s
-                yield from self.run_task(cost, "draft", delay_s=delay)
+                if not self.task_if_next(cost, "draft", delay):
+                    yield from self.run_task(cost, "draft", delay_s=delay)
                 if done.triggered:
                     return
                 if my_gen != self.gen:    # the chain was rolled back while this forward ran
@@ -167,7 +170,7 @@ class AsyncMode(Mode):
                 ctr.discarded_draft_forwards += 1
             else:
                 ctr.drafted_tokens += 1
-                if replay.is_off_path(pos, chain_start):
+                if pos > chain_wrong:     # replay.is_off_path(pos, chain_start)
                     ctr.offpath_drafted_tokens += 1
                     if replay.is_synthetic(pos, chain_start):
                         ctr.offpath_synthetic_tokens += 1
@@ -196,8 +199,8 @@ class AsyncMode(Mode):
         self.queue_ops += 1
         if gen == self.gen:
             self.batches.append(batch)
-        self.col.event(self.env.now, "batch_pushed", position=batch.start, n_tokens=batch.length,
-                       mean_entropy_nats=batch.mean_entropy_nats)
+        self.col.events.append({"time_s": self.env.now, "event": "batch_pushed", "position": batch.start,
+                                "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
         return batch if gen == self.gen else None
 
     def take_drafter_delay(self) -> float:

@@ -175,6 +175,18 @@ class Mode:
                 res.release(req)
         return start
 
+    def task_if_next(self, cost: TaskCost, label: str, delay_s: float = 0.0) -> bool:
+        """:meth:`run_task` without resources, done at once (clock advanced, task recorded) when
+        its timeout would be the next event processed (:func:`~.fastq.advance`); returns False,
+        having done nothing, otherwise. Saves the generator of ``run_task`` on per-token paths:
+        ``if not self.task_if_next(c, l): yield from self.run_task(c, l)``."""
+        env = self.env
+        start = env.now + delay_s
+        if (cost.duration_s > 0 or delay_s > 0) and not advance(env, delay_s + cost.duration_s):
+            return False
+        self.col.task(cost, label, start)
+        return True
+
     # ------------------------------------------------------------ prompts
     def prefill_costs(self, prompt_len: int) -> list[tuple[str, TaskCost]]:
         """Prefill of a new prompt: both models over its prompt tokens, on the host (the NPU,
