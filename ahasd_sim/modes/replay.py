@@ -125,7 +125,7 @@ class TraceReplay:
         """The drafter-visible view of the token drafted at ``pos`` in a chain (None past the slice)."""
         if pos >= self.n_positions or pos >= self._prompt_end_list[chain_start]:
             return None          # past the slice, or a draft chain would cross into the next prompt
-        q = self.first_wrong(chain_start)
+        q = self._next_wrong_list[chain_start]   # first_wrong(chain_start): chain_start <= pos < n
         if pos <= q:
             return new_view(index_in_round, self._H_list[pos], self._p_tok_list[pos],
                             self._p_top1_list[pos], self._topk[pos], now_s)

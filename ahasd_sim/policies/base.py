@@ -208,7 +208,9 @@ class DraftPolicy:
         records the decision in the round's book-keeping, so every policy's
         ``decide`` should return through this method.
         """
-        rec = self.current_round(view.now_s)
+        rec = self._current
+        if rec is None or rec.closed:       # current_round(), inlined for the open-round case
+            rec = self.current_round(view.now_s)
         ctx = rec.ctx
         min_k = ctx.min_tokens if lo is None else max(ctx.min_tokens, lo)
         max_k = ctx.max_tokens if hi is None else min(ctx.max_tokens, hi)
