@@ -58,6 +58,7 @@ class Collector:
         #: tasks still running: token -> (start_s, {device: busy_s}); read when a run hits its time limit
         self.in_flight: dict[object, tuple[float, dict[str, float]]] = {}
         self._last_end: dict[str, float] = defaultdict(float)
+        self._plans: dict[tuple[int, str], tuple] = {}   # (id(cost), label) -> what task() records
 
     def busy(self, device: str, start_s: float, end_s: float, label: str) -> None:
         """Record that ``device`` worked on ``label`` in [start_s, end_s)."""
@@ -76,28 +77,43 @@ class Collector:
         """Record a finished task (a :class:`~ahasd_sim.modes.base.TaskCost` started at
         ``start_s``): each device's busy interval, the dynamic energy and the off-chip bytes.
         Same checks and records as :meth:`busy`, :meth:`energy_map` and :meth:`offchip`, inlined:
-        this runs once per simulated task."""
-        last_end, busy_total = self._last_end, self._busy_s
-        for dev, busy in cost.busy_s.items():
-            if busy > 0:
-                end_s = start_s + busy
-                if end_s < start_s:
-                    raise OverlapError(f"{dev}: negative interval {start_s}..{end_s} ({label})")
-                if start_s < last_end[dev] - 1e-12 * max(1.0, abs(start_s)):
-                    raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
-                                       f"({last_end[dev]})")
-                last_end[dev] = end_s
-                busy_total[dev] += end_s - start_s
-                if self.keep_intervals:
-                    self.busy_intervals[dev].append((start_s, end_s, label))
+        this runs once per simulated task. What a (cost, label) records is read once into a
+        plan (:meth:`_plan`); the same cost objects recur (costs are cached per task size)."""
+        plan = self._plans.get((id(cost), label))
+        if plan is None or plan[0] is not cost:
+            plan = self._plan(cost, label)
+        last_end = self._last_end
+        tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))  # 1e-12*max(1,|t|)
+        for dev, busy in plan[1]:
+            end_s = start_s + busy
+            if end_s < start_s:
+                raise OverlapError(f"{dev}: negative interval {start_s}..{end_s} ({label})")
+            if start_s < last_end[dev] - tol:
+                raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
+                                   f"({last_end[dev]})")
+            last_end[dev] = end_s
+            self._busy_s[dev] += end_s - start_s
+            if self.keep_intervals:
+                self.busy_intervals[dev].append((start_s, end_s, label))
         total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
+        for dev, key, e in plan[2]:
+            total[dev] += e
+            by_label[key] += e
+        if cost.offchip_bytes:
+            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
+
+    def _plan(self, cost, label: str) -> tuple:
+        """(cost, ((device, busy_s) with busy_s > 0), ((device, (device, label), energy_j))) of a
+        task, in the cost's dict order (so sums add in the same order as a direct loop)."""
         for dev, e in cost.energy_j.items():
             if e < 0:
                 raise ValueError(f"negative energy {e} J for {dev}/{label}")
-            total[dev] += e
-            by_label[(dev, label)] += e
-        if cost.offchip_bytes:
-            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
+        plan = (cost, tuple((d, b) for d, b in cost.busy_s.items() if b > 0),
+                tuple((d, (d, label), e) for d, e in cost.energy_j.items()))
+        if len(self._plans) > 4096:     # one-off costs (stretched, extra time) must not pile up
+            self._plans.clear()
+        self._plans[(id(cost), label)] = plan   # holds ``cost``: its id is not reused meanwhile
+        return plan
 
     def busy_until(self, device: str, now_s: float) -> float:
         """Busy time of ``device`` up to ``now_s``, counting the running part of unfinished tasks."""
