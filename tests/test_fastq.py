@@ -39,7 +39,7 @@ class SimpyLockAdapter:
         self.r.release(token)
 
 
-def _scenario(seed: int, fast: bool) -> list:
+def _scenario(seed: int, fast: bool, try_put: bool = False) -> list:
     rnd = random.Random(seed)
     env = simpy.Environment()
     cap = rnd.choice([1, 1, 2, 3, 8])
@@ -59,7 +59,10 @@ def _scenario(seed: int, fast: bool) -> list:
     def producer(k):
         for i in range(rnd.randint(5, 25)):
             yield from wait(next(it, 1))
-            blocked = yield from store.put((k, i))
+            if try_put and k % 2 == 0 and store.try_put((k, i)):   # the plain-call fast path
+                blocked = False
+            else:
+                blocked = yield from store.put((k, i))
             log.append((env.now, "put", k, i, blocked, len(store.items)))
 
     def consumer():
@@ -102,6 +105,20 @@ def test_same_order_as_simpy(seed):
     ref = _scenario(seed, fast=False)
     assert len(ref) > 20
     assert _scenario(seed, fast=True) == ref
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_try_put_same_order_as_simpy(seed):
+    """``FastStore.try_put`` (else ``put``) gives SimPy's order too: it puts only when ``put``
+    would not block, exactly as ``put`` would."""
+    assert _scenario(seed, fast=True, try_put=True) == _scenario(seed, fast=False)
+
+
+def test_try_put_refuses_without_side_effects_when_put_would_block():
+    env = simpy.Environment()
+    store = FastStore(env, 1)
+    assert store.try_put("a") and store.items == ["a"]
+    assert not store.try_put("b") and store.items == ["a"] and not store._putters
 
 
 def test_scenarios_exercise_blocking_and_waiting():

@@ -50,7 +50,20 @@ class BoundedQueue:
         if (yield from self.store.put(item)):   # full: the producer blocked until a consumer popped
             self.full_block_s += self.env.now - t0
         self.pushes += 1
-        self.max_occupancy = max(self.max_occupancy, len(self.store.items))
+        n = len(self.store.items)
+        if n > self.max_occupancy:
+            self.max_occupancy = n
+
+    def try_put(self, item) -> bool:
+        """:meth:`put` as a plain call when the producer would not block (see
+        :meth:`FastStore.try_put`); False, having done nothing, otherwise."""
+        if not self.store.try_put(item):
+            return False
+        self.pushes += 1
+        n = len(self.store.items)
+        if n > self.max_occupancy:
+            self.max_occupancy = n
+        return True
 
     def get(self):
         """Generator returning the oldest item (blocks while empty)."""
@@ -102,7 +115,8 @@ class AsyncMode(Mode):
 
     def _signal_feedback(self, restart: bool):
         fb = Feedback(self.gen, self.committed, restart)
-        yield from self.feedback.put(fb)
+        if not self.feedback.try_put(fb):         # plain call unless the queue is full
+            yield from self.feedback.put(fb)
         self.queue_ops += 1
 
     def _drain_feedback(self):
@@ -195,7 +209,8 @@ class AsyncMode(Mode):
         batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies),
                       round_id=round_id)
         self.on_batch_drafted(batch, self.env.now - round_start)
-        yield from self.unverified.put(batch)
+        if not self.unverified.try_put(batch):    # plain call unless the queue is full
+            yield from self.unverified.put(batch)
         self.queue_ops += 1
         if gen == self.gen:
             self.batches.append(batch)

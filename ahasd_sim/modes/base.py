@@ -74,10 +74,11 @@ class Batch:
     edc_bucket: int = 0
     edc_continue: bool = True
     round_id: int | None = None
+    #: first position after the batch (start + length; read on every queue and commit scan)
+    end: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def end(self) -> int:
-        return self.start + self.length
+    def __post_init__(self):
+        self.end = self.start + self.length
 
 
 @dataclass
@@ -162,7 +163,7 @@ class Mode:
                     yield req
                 reqs.append((res, req))
         env, col = self.env, self.col
-        start = env.now + delay_s
+        start = env._now + delay_s      # env.now without the property call
         if (cost.duration_s > 0 or delay_s > 0) and not advance(env, delay_s + cost.duration_s):
             in_flight = col.in_flight
             token = object()
@@ -181,7 +182,7 @@ class Mode:
         having done nothing, otherwise. Saves the generator of ``run_task`` on per-token paths:
         ``if not self.task_if_next(c, l): yield from self.run_task(c, l)``."""
         env = self.env
-        start = env.now + delay_s
+        start = env._now + delay_s      # env.now without the property call
         if (cost.duration_s > 0 or delay_s > 0) and not advance(env, delay_s + cost.duration_s):
             return False
         self.col.task(cost, label, start)

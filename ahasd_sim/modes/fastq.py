@@ -91,6 +91,21 @@ class FastStore:
             self.items.append(item)
             p.succeed()
 
+    def try_put(self, item: Any) -> bool:
+        """:meth:`put` as a plain call when it would not block (no blocked put waits and there is
+        room): puts ``item`` exactly as ``put`` does and returns True; otherwise returns False
+        having done nothing (then ``yield from put(item)``)."""
+        if self._putters or len(self.items) >= self.capacity:
+            return False
+        self.items.append(item)
+        if self._getters:                   # SimPy's put event would serve it when processed
+            env = self.env
+            ev = Event(env)
+            ev.callbacks.append(self._serve_getter)
+            ev._ok = True
+            env.schedule(ev)
+        return True
+
     def put(self, item: Any):
         """Put ``item``; blocks while the store is full. Returns True if the producer blocked."""
         env = self.env

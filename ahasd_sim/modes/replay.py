@@ -104,7 +104,7 @@ class TraceReplay:
         return self._prompt_len[min(pos, self.n_positions - 1)]
 
     def kv_len_at(self, pos: int) -> int:
-        return self._kv_list[min(pos, self.n_positions - 1)]
+        return self._kv_list[pos] if pos < self.n_positions else self._kv_list[self.n_positions - 1]
 
     def first_wrong(self, chain_start: int) -> int:
         if chain_start >= self.n_positions:

@@ -48,7 +48,8 @@ class AdaEdlPolicy(DraftPolicy):
 
     def decide(self, view: DraftTokenView) -> Decision:
         # lower_bound(view.entropy_nats) < lambda, inlined (once per drafter forward)
-        fail = 1.0 - math.sqrt(self.gamma_ent * max(view.entropy_nats, 0.0)) < self.lam
+        h = view.entropy_nats
+        fail = 1.0 - math.sqrt(self.gamma_ent * (0.0 if 0.0 > h else h)) < self.lam   # max(h, 0.0)
         d = self.bounded(view, STOP_DISCARD if fail else CONTINUE)   # module aliases: per-token path
         if fail and d is not CONTINUE:
             self.bound_stops += 1

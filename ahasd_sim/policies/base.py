@@ -212,10 +212,13 @@ class DraftPolicy:
         if rec is None or rec.closed:       # current_round(), inlined for the open-round case
             rec = self.current_round(view.now_s)
         ctx = rec.ctx
+        # max()/min() written as comparisons (the same values; this runs once per drafted token)
         min_k = ctx.min_tokens if lo is None else max(ctx.min_tokens, lo)
         max_k = ctx.max_tokens if hi is None else min(ctx.max_tokens, hi)
-        max_k = max(max_k, 0)
-        min_k = min(min_k, max_k)
+        if 0 > max_k:
+            max_k = 0
+        if max_k < min_k:
+            min_k = max_k
         i = view.index_in_round
         if i >= max_k:                       # beyond the cap (should not be asked)
             decision = STOP_DISCARD

@@ -52,8 +52,10 @@ class EntropyHistoryControl:
     # ---------------------------------------------------------------- helpers
     def bucket(self, mean_entropy_nats: float) -> int:
         """Bucket id of a batch: 8 equal bins over [0, H_max]."""
-        b = math.floor(self.n_buckets * max(0.0, mean_entropy_nats) / self.cfg.entropy_max_nats)
-        return min(self.n_buckets - 1, b)
+        h = mean_entropy_nats    # max(0.0, h) and min(n - 1, b) as comparisons (same values)
+        b = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self.cfg.entropy_max_nats)
+        top = self.n_buckets - 1
+        return b if b < top else top
 
     def _insert(self, table: list[int], bucket: int, which: str) -> None:
         if self._shift:
@@ -85,7 +87,8 @@ class EntropyHistoryControl:
             self.leht.insert(0, bucket)
         else:
             self._insert(self.leht, bucket, "leht")
-        self.llr = min(self.llr_max, max(0, live_unverified_batches))
+        live = live_unverified_batches if live_unverified_batches > 0 else 0
+        self.llr = live if live < self.llr_max else self.llr_max   # min(llr_max, max(0, live))
         idx = self.index()
         cont = self.pht[idx] >= 2  # counter MSB
         st = self.stats
