@@ -182,10 +182,15 @@ class Mode:
         having done nothing, otherwise. Saves the generator of ``run_task`` on per-token paths:
         ``if not self.task_if_next(c, l): yield from self.run_task(c, l)``."""
         env = self.env
-        start = env._now + delay_s      # env.now without the property call
-        if (cost.duration_s > 0 or delay_s > 0) and not advance(env, delay_s + cost.duration_s):
-            return False
-        self.col.task(cost, label, start)
+        now = env._now                  # env.now without the property call
+        d = cost.duration_s
+        if d > 0 or delay_s > 0:        # fastq.advance(env, delay_s + d), inlined
+            t = now + (delay_s + d)
+            q = env._queue
+            if q and q[0][0] <= t:
+                return False
+            env._now = t
+        self.col.task(cost, label, now + delay_s)
         return True
 
     # ------------------------------------------------------------ prompts

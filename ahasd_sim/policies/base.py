@@ -253,7 +253,14 @@ class DraftPolicy:
         pending = self._pending
         match: RoundRecord | None = None
         if outcome.round_id is not None:
-            match = next((r for r in pending if r.index == outcome.round_id), None)
+            # pending holds consecutive indices (appended in order, removed from the left only):
+            # look the round up by offset; scan only if that does not hit it
+            rid = outcome.round_id
+            k = rid - pending[0].index if pending else -1
+            if 0 <= k < len(pending) and pending[k].index == rid:
+                match = pending[k]
+            else:
+                match = next((r for r in pending if r.index == rid), None)
         else:
             same = [r for r in pending if r.kept == outcome.n_drafted]
             start = outcome.now_s - outcome.round_time_s
