@@ -312,8 +312,13 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     dec = summary["decode_makespan_s"]
     summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
     events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
-    ev = pd.concat(events, ignore_index=True) if events else results[0].events
-    en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+    # one window: its (already RangeIndex-ed) table as is, and its energy rows, which are one per
+    # (device, kind) already (what the concat and the group-by sum would give back)
+    ev = (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else results[0].events
+    if len(results) == 1:
+        en = results[0].energy
+    else:
+        en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
     return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
 
 
