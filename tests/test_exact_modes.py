@@ -9,6 +9,7 @@ the token counters and the device busy intervals, and asserts them all.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import simpy
 
 from ahasd_sim.config import load_config
@@ -23,38 +24,96 @@ T, F = True, False
 
 
 class ScriptedPolicy(DraftPolicy):
-    """Drafts ``ks[i]`` tokens in round i (the last entry repeats); records what it is told."""
+    """Drafts ``ks[i]`` tokens in round i (the last entry repeats); records what it is told.
+
+    ``discard``: end each round by discarding the forward after its k-th token (AdaEDL-like)
+    instead of stopping after it; ``raw``: always answer CONTINUE without the round bounds,
+    so the mode's own cap ends the round. Records every round context, id, view and outcome.
+    """
 
     name = "scripted"
 
-    def __init__(self, config, ks):
+    def __init__(self, config, ks, discard=False, raw=False):
         super().__init__(config, np.random.default_rng(0))
         self.ks = list(ks)
+        self.discard, self.raw = discard, raw
         self.rounds = 0
         self.outcomes: list[tuple] = []
+        self.round_ids: list[int] = []
+        self.contexts: list[tuple] = []
+        self.views: list[tuple] = []
 
     def begin_round(self, ctx):
         self.rounds += 1
-        return super().begin_round(ctx)
+        self.contexts.append((ctx.now_s, ctx.min_tokens, ctx.max_tokens))
+        rid = super().begin_round(ctx)
+        self.round_ids.append(rid)
+        return rid
 
     def decide(self, view):
+        self.views.append((self.rounds, view.index_in_round, view.entropy_nats, view.now_s))
+        if self.raw:
+            return Decision.CONTINUE
         k = self.ks[min(self.rounds - 1, len(self.ks) - 1)]
+        if self.discard:
+            return self.bounded(view, Decision.STOP_DISCARD if view.index_in_round >= k else Decision.CONTINUE)
         return self.bounded(view, Decision.STOP_AFTER if view.index_in_round + 1 >= k else Decision.CONTINUE)
 
     def on_verify(self, outcome):
         self.outcomes.append((outcome.n_drafted, outcome.n_accepted, outcome.n_committed,
                               outcome.round_time_s, outcome.now_s))
+        self.outcome_round_ids = getattr(self, "outcome_round_ids", []) + [outcome.round_id]
         return super().on_verify(outcome)
 
 
-def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None):
+class RecordingCosts(FixedCosts):
+    """FixedCosts that log every cost asked for, with its token count and KV length."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.calls: list[tuple] = []
+        self.mapping_asked: list[int] = []
+
+    def draft_token(self, kv_len):
+        self.calls.append(("draft", kv_len))
+        return super().draft_token(kv_len)
+
+    def verify(self, n_tokens, kv_len):
+        self.calls.append(("verify", n_tokens, kv_len))
+        return super().verify(n_tokens, kv_len)
+
+    def preverify(self, n_tokens, kv_len):
+        self.calls.append(("preverify", n_tokens, kv_len))
+        return super().preverify(n_tokens, kv_len)
+
+    def gpu_draft_token(self, kv_len):
+        self.calls.append(("draft", kv_len))
+        return super().gpu_draft_token(kv_len)
+
+    def gpu_verify(self, n_tokens, kv_len):
+        self.calls.append(("verify", n_tokens, kv_len))
+        return super().gpu_verify(n_tokens, kv_len)
+
+    def opsync_mapping(self, k):
+        self.mapping_asked.append(k)
+        self.mapping = {"draft": {"q_proj": "pim"}, "target": {"q_proj": "npu"}}
+        return self.mapping
+
+    def opsync_forward(self, role, n, kv, mapping):
+        assert mapping is self.mapping       # the mapping searched once, at construction
+        self.calls.append(("draft", kv) if role == "draft" else ("verify", n, kv))
+        assert role == "target" or n == 1
+        return super().opsync_forward(role, n, kv, mapping)
+
+
+def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None, entropy=0.5, **policy_kw):
     p = tmp_path / "cfg.yaml"
     p.write_text("{}\n")
     cfg = load_config(p, [f"run.mode={mode}", f"run.generated_tokens={n_tokens}", *overrides])
-    trace = as_trace(synthetic_trace(accept))
+    trace = as_trace(synthetic_trace(accept, entropy))
     env = simpy.Environment()
     col = Collector(devices=["npu", "pim", "gpu"])
-    policy = ScriptedPolicy(cfg.policy, ks)
+    policy = ScriptedPolicy(cfg.policy, ks, **policy_kw)
     ctx = RunContext(cfg=cfg, platform=None, costs=costs or FixedCosts(), replay=TraceReplay(trace, n_tokens),
                      policy=policy, collector=col, rng=np.random.default_rng(0), n_tokens=n_tokens)
     m = get_mode(mode)(env, ctx)
@@ -110,6 +169,77 @@ def test_operator_sync_rounds_exact(tmp_path):
     # FixedCosts maps an operator_sync drafter forward to 1 s and a target pass to 5 s on "npu"
     m, col, policy, t = run_scripted(tmp_path, "operator_sync", SYNC_ACCEPT, 8, [3, 3, 2])
     _check_sync(col, policy, t, "npu")
+
+
+def test_sync_rounds_ask_the_right_costs_views_and_contexts(tmp_path):
+    # The SYNC_ACCEPT rounds of _check_sync, now checking what the mode asks for. The trace's
+    # prompt is 100 tokens and position p is the p-th response token: KV length 100 + p.
+    # Drafter forward at pos p: KV 100 + p. A round from s verifying d drafts: d + 1 tokens
+    # (the drafts and the token before them) over the KV before s: (d + 1, 100 + s).
+    # Entropies: position p has 0.01 (p + 1); the off-path pos 8 (after the wrong pos 7)
+    # shows the first recorded rollout value after pos 7 (2.0 nats).
+    ent = 0.01 * (np.arange(12) + 1)
+    for mode in ("gpu_only", "operator_sync"):
+        costs = RecordingCosts()
+        m, col, policy, t = run_scripted(tmp_path, mode, SYNC_ACCEPT, 8, [3, 3, 2], costs=costs, entropy=ent,
+                                         overrides=["policy.min_tokens=1", "policy.max_tokens=6"])
+        assert costs.calls == [("draft", 100), ("draft", 101), ("draft", 102), ("verify", 4, 100),
+                               ("draft", 103), ("draft", 104), ("draft", 105), ("verify", 4, 103),
+                               ("draft", 107), ("draft", 108), ("verify", 3, 107)], mode
+        if mode == "operator_sync":
+            assert costs.mapping_asked == [4]          # operator_sync.mapping_draft_len, searched once
+            assert m.stats() == {"mapping_draft_len": 4, "mapping": costs.mapping}
+        # rounds begin at 0, 8 and 16 with the configured bounds; outcomes carry their round's id
+        assert policy.contexts == [(0.0, 1, 6), (8.0, 1, 6), (16.0, 1, 6)]
+        assert policy.round_ids == [0, 1, 2] and policy.outcome_round_ids == [0, 1, 2]
+        # each view: (round, index in round, entropy, time: the view is taken when the forward
+        # of that token starts)
+        e = [pytest.approx(x) for x in ent]
+        assert policy.views == [(1, 0, e[0], 0.0), (1, 1, e[1], 1.0), (1, 2, e[2], 2.0),
+                                (2, 0, e[3], 8.0), (2, 1, e[4], 9.0), (2, 2, e[5], 10.0),
+                                (3, 0, e[7], 16.0), (3, 1, 2.0, 17.0)]
+        # events: one per drafter forward (position, 1 s) and per verification (start, drafts,
+        # accepted, 5 s)
+        ev = [(x["event"], x["time_s"], x["position"], x.get("n_tokens"), x.get("accepted"), x["duration_s"])
+              for x in col.events]
+        d = [("draft_token", float(ts), pos, None, None, 1.0) for ts, pos in
+             ((0, 0), (1, 1), (2, 2), (8, 3), (9, 4), (10, 5), (16, 7), (17, 8))]
+        assert ev == [*d[:3], ("verify", 3.0, 0, 3, 2, 5.0), *d[3:6], ("verify", 11.0, 3, 3, 3, 5.0),
+                      *d[6:], ("verify", 18.0, 7, 2, 0, 5.0)]
+        _check_sync(col, policy, t, "gpu" if mode == "gpu_only" else "npu")
+
+
+def test_sync_discarded_forwards_are_charged_and_counted(tmp_path):
+    # Each round keeps 2 tokens and discards the forward of the 3rd (AdaEDL-like), all right:
+    # round 1 drafts pos 0,1 and runs pos 2's forward (0..3), verifies 3..8: 2 accepted, commit
+    # 0,1 + bonus 2; round 2 from pos 3: forwards 3,4,5 (8..11), verify 11..16: commit 3,4 +
+    # bonus 5 -> 6 tokens, done. The discarded forward at pos 2 (pos 5) is not reused: the next
+    # round starts after the bonus token. 6 forwards, 4 drafted, 2 discarded, 0 reused.
+    for mode in ("gpu_only", "operator_sync"):
+        m, col, policy, t = run_scripted(tmp_path, mode, [T] * 12, 6, [2], discard=True)
+        c = col.counters
+        assert (c.drafter_forwards, c.drafted_tokens, c.discarded_draft_forwards, c.reused_drafter_forwards,
+                c.duplicate_drafter_forwards) == (6, 4, 2, 0, 0)
+        assert policy.outcomes == [(2, 2, 3, 8.0, 8.0), (2, 2, 3, 8.0, 16.0)] and t == 16.0
+        dev = "gpu" if mode == "gpu_only" else "npu"
+        assert [(s, e) for s, e, _ in intervals(col, dev)] == [
+            (0, 1), (1, 2), (2, 3), (3, 8), (8, 9), (9, 10), (10, 11), (11, 16)]
+
+
+def test_sync_round_cap_and_end_of_trace_end_a_round(tmp_path):
+    # A policy that never stops: the mode's cap (policy.max_tokens = 2) ends every round.
+    # All right, 6 tokens: drafts 0,1 (0..2), verify 2..7 commits 0,1 + bonus 2; drafts 3,4
+    # (7..9), verify 9..14 commits 3,4,5: done at 14.
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 12, 6, [1], raw=True,
+                                     overrides=["policy.max_tokens=2"])
+    assert policy.outcomes == [(2, 2, 3, 7.0, 7.0), (2, 2, 3, 7.0, 14.0)] and t == 14.0
+    assert col.counters.drafted_tokens == 4
+    # A trace of exactly 8 positions, k = 4: round 1 drafts 0..3 (0..4), verify 4..9 commits
+    # 0..4; round 2 drafts 5,6,7 (9..12) and finds no position 8 to draft: it verifies the 3
+    # (12..17), committing 5,6,7 (the bonus would be past the trace) -> done at 17.
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 8, 8, [4])
+    assert policy.outcomes == [(4, 4, 5, 9.0, 9.0), (3, 3, 3, 8.0, 17.0)] and t == 17.0
+    assert col.counters.drafted_tokens == 7 and col.committed_positions == list(range(8))
 
 
 def test_sync_bonus_token_ends_the_run_exactly(tmp_path):
