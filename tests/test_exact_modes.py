@@ -324,3 +324,84 @@ def test_policy_is_told_every_committed_token_once(tmp_path):
             m, col, policy, t = run_scripted(tmp_path, mode, accept, 12, [2, 3, 1], extra)
             # rounds killed by an earlier rejection are not reported, but commit nothing either
             assert sum(o[2] for o in policy.outcomes) == 12, (mode, accept, policy.outcomes)
+
+
+# ------------------------------------------------------------------ ahasd: TVC pre-verification
+TVC = ["ahasd.edc_config.pht_counter_init=0", "ahasd.tvc_config.preload_kv_len=100", "ahasd.feedback_latency_ns=0",
+       "ahasd.edc_config.decision_latency_ns=0", "ahasd.tvc_config.decision_latency_ns=0"]
+
+
+@pytest.mark.parametrize("kv_policy", ["wait", "recompute", "layer_pipelined"])
+def test_ahasd_tvc_preverification_exact(tmp_path, kv_policy):
+    # k=2, all right, 8 tokens; draft 1 s, verify 20 s (4 equal layers), pre-verify 1 s per
+    # token (4 equal layers), GTS switches free, control latencies 0. EDC never predicts
+    # "continue" here (counters start at 0; a fully accepted batch raises its own entry to 1).
+    # TVC tables (4 entries) preloaded at KV 100 and draft length 4: NPU 20 s / 100 KV,
+    # drafting 4 s / 4 tokens, pre-verification 4 s / 4 tokens. KV length at pos p: 100 + p.
+    #
+    # Drafter: [0,2) pushed at 2 (the idle verifier takes it: no TVC, keep drafting), [2,4) at
+    # 4. NPU verifies [0,2) 2..22. At 4 EDC says stop; TVC (PDCT now 4,4,2,2 s over 4,4,2,2
+    # tokens: mean length 3, 1 s/token): C_left = 20 s x 100/100 - (2 s running + 3 s) = 15 s,
+    # 1 s per pre-verified token -> 15 (recompute: minus the NPU's 3 in-flight inputs = 12),
+    # capped at 8; PIM can check from pos 3 (the NPU's bonus position 2 + 1) to the frontier
+    # 4: L_pv = 1, pos 3.
+    #   wait:      PIM holds until the NPU pass ends (22), pre-verifies 22..23; the NPU commits
+    #              0,1,2 at 22, waits for PIM (1 s), PIM commits pos 3 at 23. The drafter (held
+    #              in the pre-verification) drafts [4,6) 23..25; NPU 25..45. At 27 ([6,8)):
+    #              C_npu = 20 s x 104/100 (NVCT now all 20 s / 100), C_left = 20.8 - 2 - 2 =
+    #              16.8 s -> L_pv 1 (pos 7); PIM waits to 45, 45..46; NPU commits 4,5,6 at 45,
+    #              waits 1 s, PIM commits 7 at 46: done. Waits for KV 18 + 18 s.
+    #   recompute: PIM rebuilds the KV of the NPU's inputs 0,1,2 and checks pos 3: 4 tokens,
+    #              4..8; the result waits (the NPU has not committed up to pos 3). The drafter
+    #              drafts [4,6) 8..10 and, with a pre-verification pending, idles until feedback
+    #              (22: NPU commits 0,1,2, the pending result pos 3). Drafts [6,8) 22..24; NPU
+    #              verifies [4,6) 22..42; at 24 L_pv = 1 again (pos 7), 4 tokens 24..28 (KV
+    #              4..6 rebuilt); drafts [8,10) 28..30, idles; at 42 the NPU commits 4,5,6 and
+    #              the pending result 7: done. Pos 8,9 drafted and never verified.
+    #   layer_pipelined: PIM layer l of pos 3 waits for the NPU's layer l (ends 2 + 5 (l+1)):
+    #              layers start at 7, 12, 17, 22 and take 0.25 s: span 4..22.25 (PIM busy 1 s,
+    #              waiting 17.25 s), and PVCT learns 18.25 s for 1 token. The NPU commits 0,1,2
+    #              at 22, waits 0.25 s, PIM commits 3 at 22.25; [4,6) drafted 22.25..24.25, NPU
+    #              24.25..44.25; at 26.25 PVCT's mean is (1 + 1 + 1 + 18.25)/4 = 5.3125 s per
+    #              token: floor(16.8 / 5.3125) = 3, L_pv 1 (pos 7): layers at 29.25 .. 44.25,
+    #              span 26.25..44.5; the NPU commits 4,5,6 at 44.25, waits 0.25 s: done at 44.5.
+    m, col, _, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, f"ahasd.preverify_kv={kv_policy}"],
+                                costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    m.finalize()          # checks the KV reads against the NPU passes
+    st = m.tvc.stats
+    assert (st.decisions, st.inserted, st.successful, st.wasted, st.tokens_preverified, st.tokens_committed,
+            st.early_rejections) == (2, 2, 2, 0, 2, 2, 0)
+    c = col.counters
+    assert (c.accepted_tokens, c.preverify_accepted_tokens, c.verifications, c.rejected_tokens) == (8, 2, 2, 0)
+    pv = m.stats()["preverify"]
+    assert pv["kv_causality_violations"] == 0 and pv["kv_reads_checked"] == 2 and pv["kv"] == kv_policy
+    d, p = "draft", "preverify"
+    if kv_policy == "wait":
+        assert t == 46.0
+        assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (25.0, 45.0, "verify")]
+        assert intervals(col, "pim") == [(0, 1, d), (1, 2, d), (2, 3, d), (3, 4, d), (22, 23, p),
+                                         (23, 24, d), (24, 25, d), (25, 26, d), (26, 27, d), (45, 46, p)]
+        assert (st.npu_wait_for_preverify_s, pv["pim_waiting_for_kv_s"], pv["recomputed_tokens"]) == (2.0, 36.0, 0)
+        assert (c.drafted_tokens, c.unverified_at_end, m.edc_idle_waits) == (8, 0, 0)
+    elif kv_policy == "recompute":
+        assert t == 42.0
+        assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (22.0, 42.0, "verify")]
+        assert intervals(col, "pim") == [(0, 1, d), (1, 2, d), (2, 3, d), (3, 4, d), (4, 8, p), (8, 9, d),
+                                         (9, 10, d), (22, 23, d), (23, 24, d), (24, 28, p), (28, 29, d), (29, 30, d)]
+        assert (st.npu_wait_for_preverify_s, pv["pim_waiting_for_kv_s"], pv["recomputed_tokens"]) == (0.0, 0.0, 6)
+        assert (c.drafted_tokens, c.unverified_at_end, m.edc_idle_waits) == (10, 2, 2)
+        # PVCT learns 4 s for the 4 tokens each pass processed
+        assert list(m.tvc.pvct.items) == [(4e9, 4)] * 4
+    else:
+        assert t == 44.5
+        assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (24.25, 44.25, "verify")]
+        assert intervals(col, "pim") == [(0, 1, d), (1, 2, d), (2, 3, d), (3, 4, d), (4, 5, p), (22.25, 23.25, d),
+                                         (23.25, 24.25, d), (24.25, 25.25, d), (25.25, 26.25, d), (26.25, 27.25, p)]
+        assert (st.npu_wait_for_preverify_s, pv["pim_waiting_for_kv_s"], pv["recomputed_tokens"]) == (0.5, 34.5, 0)
+        assert (c.drafted_tokens, c.unverified_at_end, m.edc_idle_waits) == (8, 0, 0)
+        assert list(m.tvc.pvct.items) == [(4e9, 4), (4e9, 4), (18.25e9, 1), (18.25e9, 1)]
+        assert m.kv_ledger.reads == [(2, 2, [7.0, 12.0, 17.0, 22.0]), (6, 6, [29.25, 34.25, 39.25, 44.25])]
+    # every batch was fully accepted (none killed), and EDC predicted "stop" for all 4 (5 with
+    # recompute's extra batch [8,10), never resolved)
+    assert m.edc.stats.continue_predictions == 0
+    assert m.edc.stats.predictions == (5 if kv_policy == "recompute" else 4)

@@ -70,17 +70,8 @@ def test_edc_only_stalls_drafter_until_feedback(tmp_path):
     assert col.committed_positions == list(range(6))
 
 
-def test_tvc_preverifies_and_commits(tmp_path):
-    # EDC always says stop (counters 0 and only decremented), TVC on: while the NPU verifies a long
-    # pass (verify 20 s), PIM (1 s/token) pre-verifies the next tokens and commits them.
-    m, col, t = run_mode(tmp_path, "ahasd", [T] * 40, 16,
-                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
-                          "ahasd.tvc_config.preload_kv_len=100"],
-                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=20.0,
-                                                                      preverify_per_token_s=1.0))
-    st = m.tvc.stats
-    assert st.inserted >= 1 and st.tokens_committed >= 1
-    assert col.committed_positions == list(range(16))
+# (the TVC pre-verification scenarios, with every count and interval derived, are in
+# test_exact_modes.py::test_ahasd_tvc_preverification_exact)
 
 
 def test_full_unverified_queue_blocks_the_drafter(tmp_path):
@@ -148,12 +139,22 @@ def test_offpath_beyond_recorded_rollout_uses_labelled_synthetic_fallback(tmp_pa
     # drafter keeps drafting (no stall) with synthetic drafts counted apart, drawn from the
     # trace's own off-path values (here all 3.0 nats), and every such draft dies.
     accept = ([T] * 3 + [F]) * 10
+    # 4 tokens, pos 3 wrong, k=2, draft 1 s, verify 8.25 s: the NPU verifies [0,2) 2..10.25
+    # (commit 0,1 + bonus 2), then everything pending (pos 3 on) 10.25..18.5: pos 3 rejected,
+    # its correction commits the 4th token: done. The drafter never stopped: pos 0..17 drafted
+    # by 18; pos 4..17 are off-path (after the wrong pos 3); the recording has 1 rollout token
+    # (pos 4), so pos 5..17 are synthetic (13).
+    m, col, t = run_mode(tmp_path, "async", accept, 4, ["run.policy=fixed", "policy.fixed.k=2"],
+                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.25),
+                         rollout_len=1, rollout_entropy=3.0)
+    c = col.counters
+    assert t == 18.5
+    assert (c.drafted_tokens, c.offpath_drafted_tokens, c.offpath_synthetic_tokens) == (18, 14, 13)
+    assert (c.accepted_tokens, c.rejected_tokens, c.unverified_at_end) == (3, 1, 14)
+    assert col.committed_positions == list(range(4))
     m, col, t = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=2"],
                          costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.0),
                          rollout_len=1, rollout_entropy=3.0)
-    c = col.counters
-    assert c.offpath_synthetic_tokens > 0
-    assert c.offpath_drafted_tokens > c.offpath_synthetic_tokens
     assert col.committed_positions == list(range(20))
     r = m.replay
     q = r.first_wrong(0)
