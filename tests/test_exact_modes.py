@@ -86,6 +86,14 @@ class RecordingCosts(FixedCosts):
         self.calls.append(("preverify", n_tokens, kv_len))
         return super().preverify(n_tokens, kv_len)
 
+    def prefill(self, role, n_tokens):
+        self.calls.append(("prefill", role, n_tokens))
+        return super().prefill(role, n_tokens)
+
+    def gpu_prefill(self, role, n_tokens):
+        self.calls.append(("prefill", role, n_tokens))
+        return super().gpu_prefill(role, n_tokens)
+
     def gpu_draft_token(self, kv_len):
         self.calls.append(("draft", kv_len))
         return super().gpu_draft_token(kv_len)
@@ -106,11 +114,18 @@ class RecordingCosts(FixedCosts):
         return super().opsync_forward(role, n, kv, mapping)
 
 
-def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None, entropy=0.5, **policy_kw):
+def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None, entropy=0.5, prompts=None,
+                 **policy_kw):
+    """``prompts``: [(prompt length, response length), ...] covering the trace (default: one
+    prompt of 100 tokens)."""
     p = tmp_path / "cfg.yaml"
     p.write_text("{}\n")
     cfg = load_config(p, [f"run.mode={mode}", f"run.generated_tokens={n_tokens}", *overrides])
-    trace = as_trace(synthetic_trace(accept, entropy))
+    trace = synthetic_trace(accept, entropy)
+    if prompts is not None:
+        trace.prompt_len = np.concatenate([np.full(n, plen) for plen, n in prompts])
+        trace.pos_in_response = np.concatenate([np.arange(n) for _, n in prompts])
+    trace = as_trace(trace)
     env = simpy.Environment()
     col = Collector(devices=["npu", "pim", "gpu"])
     policy = ScriptedPolicy(cfg.policy, ks, **policy_kw)
@@ -183,7 +198,7 @@ def test_sync_rounds_ask_the_right_costs_views_and_contexts(tmp_path):
         costs = RecordingCosts()
         m, col, policy, t = run_scripted(tmp_path, mode, SYNC_ACCEPT, 8, [3, 3, 2], costs=costs, entropy=ent,
                                          overrides=["policy.min_tokens=1", "policy.max_tokens=6"])
-        assert costs.calls == [("draft", 100), ("draft", 101), ("draft", 102), ("verify", 4, 100),
+        assert costs.calls == [("prefill", "target", 100), ("prefill", "draft", 100), ("draft", 100), ("draft", 101), ("draft", 102), ("verify", 4, 100),
                                ("draft", 103), ("draft", 104), ("draft", 105), ("verify", 4, 103),
                                ("draft", 107), ("draft", 108), ("verify", 3, 107)], mode
         if mode == "operator_sync":
@@ -240,6 +255,37 @@ def test_sync_round_cap_and_end_of_trace_end_a_round(tmp_path):
     m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 8, 8, [4])
     assert policy.outcomes == [(4, 4, 5, 9.0, 9.0), (3, 3, 3, 8.0, 17.0)] and t == 17.0
     assert col.counters.drafted_tokens == 7 and col.committed_positions == list(range(8))
+
+
+def test_sync_redrafting_a_position_on_a_new_chain_is_no_duplicate(tmp_path):
+    # k=3, pos 1 wrong, 5 tokens. Round 1 drafts 0,1,2 (0..3), verify 3..8: pos 0 accepted,
+    # pos 1 rejected (commit 0 + correction 1), pos 2 (drafted after the wrong token) killed:
+    # rollback 1, new chain. Round 2 drafts 2,3,4 (8..11) -- pos 2 again, on the new chain --
+    # verify 11..16: all right, commit 2,3,4 (bonus cut at 5). Outcomes (3,1,2,8,8) and
+    # (3,3,3,8,16); 6 forwards, none a duplicate.
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T, F] + [T] * 10, 5, [3])
+    assert policy.outcomes == [(3, 1, 2, 8.0, 8.0), (3, 3, 3, 8.0, 16.0)]
+    assert counters(col) == dict(drafted=6, accepted=4, rejected=1, killed=1, unverified_at_end=0, committed=5,
+                                 verifications=2, rollbacks=1, offpath=1)
+    c = col.counters
+    assert (c.drafter_forwards, c.duplicate_drafter_forwards) == (6, 0)
+
+
+def test_each_prompt_is_prefilled_with_its_own_length(tmp_path):
+    # Prompt 0 (50 tokens) has a 1-token response (pos 0), prompt 1 (80 tokens) starts at pos
+    # 1. Every mode prefills both models over prompt 0 first, then over prompt 1 once pos 0 is
+    # committed: a draft chain never crosses into the next prompt (the round at pos 0 drafts
+    # only pos 0, and its pass commits just pos 0: the bonus position is the next prompt's).
+    for mode, extra in (("operator_sync", []), ("async", ASYNC), ("ahasd", [*ASYNC, "ahasd.tvc=false"])):
+        costs = RecordingCosts()
+        m, col, policy, t = run_scripted(tmp_path, mode, [T] * 12, 4, [3], extra, costs=costs,
+                                         prompts=[(50, 1), (80, 11)])
+        prefills = [c for c in costs.calls if c[0] == "prefill"]
+        assert prefills == [("prefill", "target", 50), ("prefill", "draft", 50),
+                            ("prefill", "target", 80), ("prefill", "draft", 80)], mode
+        assert m.prefills == 2 and col.committed_positions == [0, 1, 2, 3]
+        # the first verification checks pos 0 alone, at prompt 0's KV (50): 2 tokens
+        assert [c for c in costs.calls if c[0] == "verify"][0] == ("verify", 2, 50), mode
 
 
 def test_sync_bonus_token_ends_the_run_exactly(tmp_path):
@@ -365,8 +411,19 @@ def test_ahasd_tvc_preverification_exact(tmp_path, kv_policy):
     #              24.25..44.25; at 26.25 PVCT's mean is (1 + 1 + 1 + 18.25)/4 = 5.3125 s per
     #              token: floor(16.8 / 5.3125) = 3, L_pv 1 (pos 7): layers at 29.25 .. 44.25,
     #              span 26.25..44.5; the NPU commits 4,5,6 at 44.25, waits 0.25 s: done at 44.5.
+    costs = RecordingCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0)
     m, col, _, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, f"ahasd.preverify_kv={kv_policy}"],
-                                costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+                                costs=costs)
+    # the TVC tables are preloaded from the costs at KV 100 and draft length 4: an NPU pass of
+    # 4 drafts (5 tokens), one drafter forward (x 4), a pre-verification of 4 tokens
+    assert costs.calls[:3] == [("verify", 5, 100), ("draft", 100), ("preverify", 4, 100)]
+    # pre-verifications: pos 3 at the KV before it (wait, layer_pipelined: 103) or, rebuilding
+    # the NPU's inputs, 4 tokens at the NPU pass's KV (recompute: 100, then 104)
+    pvs = [c for c in costs.calls[3:] if c[0] == "preverify"]
+    if kv_policy == "recompute":
+        assert set(pvs) == {("preverify", 4, 100), ("preverify", 4, 104)}
+    else:
+        assert set(pvs) == {("preverify", 1, 103), ("preverify", 1, 107)}
     m.finalize()          # checks the KV reads against the NPU passes
     st = m.tvc.stats
     assert (st.decisions, st.inserted, st.successful, st.wasted, st.tokens_preverified, st.tokens_committed,
