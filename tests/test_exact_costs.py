@@ -186,7 +186,7 @@ def test_gts_switch_occupies_pim_for_its_duration():
     cfg, p, sc = _sc()
     c = p.gts.switch_cost()
     assert c.duration_s > 0
-    _assert_cost(sc.gts_switch(), c.duration_s, dict(c.energy_j_by_device), {"pim": c.duration_s})
+    _assert_cost(sc.gts_switch(), c.duration_s, dict(c.energy_j_by_device), {"pim": c.duration_s}, 0.0)
 
 
 def test_npu_prefill_is_one_forward_over_the_prompt():
@@ -278,13 +278,14 @@ def test_operator_sync_with_contention_shares_the_ranks_in_each_tier():
     ops = forward_ops(sc.draft, 1, 512)
     # split every tier of two or more ops across the devices (q | k, v; gate | up)
     mapping = {op.name: ("pim" if i % 2 else "npu") for g in _tiers(ops).values() for i, op in enumerate(g)}
-    dur = busy_n = busy_p = 0.0
+    dur = busy_n = busy_p = nbytes = 0.0
     energy: dict[str, float] = {}
     for (rep, _t), group in _tiers(ops).items():
         t_n = sum(p.npu.op_cost(op, bw).duration_s for op in group if mapping[op.name] == "npu")
         t_p = sum(p.pim_op_cost(op, ranks).duration_s for op in group if mapping[op.name] == "pim")
         for op in group:
             c = p.npu.op_cost(op, bw) if mapping[op.name] == "npu" else p.pim_op_cost(op, ranks)
+            nbytes += c.bus_bytes * rep
             for d, e in c.energy_j_by_device.items():
                 energy[d] = energy.get(d, 0.0) + e * rep
         span, a, b = shared_rank_span(t_n, share, t_p, 1 - share)
@@ -292,7 +293,8 @@ def test_operator_sync_with_contention_shares_the_ranks_in_each_tier():
         busy_n += a * rep
         busy_p += b * rep
     cost = sc.opsync_forward("draft", 1, 512, {"draft": mapping, "target": {}})
-    _assert_cost(cost, dur, energy, {"npu": busy_n, "pim": busy_p})
+    assert nbytes > 0           # the NPU's operators stream their weights over the bus
+    _assert_cost(cost, dur, energy, {"npu": busy_n, "pim": busy_p}, nbytes)
     # the devices overlap in the mixed tiers (shorter than their busy times added), and the
     # NPU's reads there were slowed by the PIM work: busier than its ops alone would take
     assert dur < busy_n + busy_p
@@ -302,7 +304,12 @@ def test_operator_sync_with_contention_shares_the_ranks_in_each_tier():
 
 def test_operator_sync_mapping_is_the_best_split_of_every_tier():
     # the offline search must find, per tier, the split with the shortest span (brute force here)
+    # min_fit gives the drafter 2 ranks and the target 4: there the contention changes the
+    # best split (checked below), so a search that ignored it, or its shares, would be caught
+    found = {}
     for path, extra in ((PAPER_PLATFORM, ()), (PAPER_PLATFORM, ("pim.shared_rank_contention=false",)),
+                        (PAPER_PLATFORM, ("pim.partition_policy=min_fit",)),
+                        (PAPER_PLATFORM, ("pim.partition_policy=min_fit", "pim.shared_rank_contention=false")),
                         (SPECPIM, ())):
         cfg, p, sc = _sc(path, *extra)
         k = cfg.operator_sync.mapping_draft_len
@@ -335,6 +342,9 @@ def test_operator_sync_mapping_is_the_best_split_of_every_tier():
                 best = min(span(group, c) for c in itertools.product((host, "pim"), repeat=len(group)))
                 assert span(group, chosen) == pytest.approx(best, rel=1e-12), (path, role, [o.name for o in group])
         assert devices_used == {host, "pim"}, path     # both devices used: the search is not trivial
+        found[extra] = mapping
+    assert found[("pim.partition_policy=min_fit",)] != found[("pim.partition_policy=min_fit",
+                                                              "pim.shared_rank_contention=false")]
 
 
 def test_operator_sync_on_a_gpu_host_streams_the_overflow_of_gpu_mapped_weights():
@@ -370,7 +380,30 @@ def test_operator_sync_on_a_gpu_host_streams_the_overflow_of_gpu_mapped_weights(
     _, _, sc2 = _sc(SPECPIM, "gpu.memory_gib=2.0", "gpu.reserved_gib=1.0", "operator_sync.barrier_ns=101.0")
     all_pim = {r: {k: "pim" for k in m} for r, m in everything_gpu.items()}
     assert set(sc2.opsync_forward("draft", 1, kv, all_pim).busy_s) == {"gpu", "pim"}
+    # a GPU-host tier split between GPU and PIM takes the longer of the two (the GPU reads
+    # its own memory: no rank contention, whatever pim.host_share_of_active_rank says); ops
+    # missing from the mapping run on the host
+    draft_ops = forward_ops(sc2.draft, 1, kv)
+    split = {op.name: ("pim" if i % 2 else "gpu") for g in _tiers(draft_ops).values() for i, op in enumerate(g)}
+    partial = {k: v for k, v in split.items() if k != "o_proj"}      # o_proj is alone in its tier
+    assert split["o_proj"] == "gpu" and cfg.pim.host_share_of_active_rank == 0.5
+    _, _, sc3 = _sc(SPECPIM, "gpu.memory_gib=2.0", "gpu.reserved_gib=1.0", "operator_sync.barrier_ns=102.0")
+    ranks = sc3.partition.draft_ranks
+    dur = 0.0
+    for (rep, _t), g in _tiers(draft_ops).items():
+        t_g = sum(p.gpu.op_cost(op).duration_s for op in g if split[op.name] == "gpu")
+        t_p = sum(p.pim_op_cost(op, ranks).duration_s for op in g if split[op.name] == "pim")
+        dur += (max(t_g, t_p) + 102e-9) * rep
+    # GPU-mapped weights: the drafter's split ops, and all the target's (mapped to the host)
+    gd = sum(op.weight_bytes * op.layer_repeat for op in draft_ops if split[op.name] == "gpu")
+    link = p.h2d.isolated_transfer_cost((gd + wt - 2**30) * gd / (gd + wt))
+    cost = sc3.opsync_forward("draft", 1, kv, {"draft": partial, "target": {}})
+    assert cost.duration_s == pytest.approx(dur + link.duration_s, rel=1e-12)
     # and without an h2d link the overflow is a config error naming h2d.enabled
     _, _, no_link = _sc(SPECPIM, "gpu.memory_gib=2.0", "gpu.reserved_gib=1.0", "h2d.enabled=false")
     with pytest.raises(ConfigError, match="h2d.enabled"):
         no_link.opsync_forward("draft", 1, kv, everything_gpu)
+    # ... but weights that fit (the drafter's alone, the target all on PIM) need no link
+    _, _, fits = _sc(SPECPIM, "h2d.enabled=false")
+    drafter_on_gpu = {"draft": everything_gpu["draft"], "target": all_pim["target"]}
+    assert "h2d" not in fits.opsync_forward("draft", 1, kv, drafter_on_gpu).busy_s
