@@ -462,3 +462,66 @@ def test_ahasd_tvc_preverification_exact(tmp_path, kv_policy):
     # recompute's extra batch [8,10), never resolved)
     assert m.edc.stats.continue_predictions == 0
     assert m.edc.stats.predictions == (5 if kv_policy == "recompute" else 4)
+
+
+def test_ahasd_preverification_finds_a_rejection_early(tmp_path):
+    # The "wait" scenario of test_ahasd_tvc_preverification_exact with pos 3 wrong, 6 tokens:
+    # the NPU commits 0,1,2 at 22 and waits for PIM (1 s), whose pass over pos 3 (22..23)
+    # finds it wrong: PIM commits the correction at 3 and rolls the drafter back (nothing
+    # beyond pos 3 drafted: 0 killed). Batch [2,4) was 1 accepted of 2. The drafter restarts
+    # at 4: [4,6) 23..25, NPU 25..45 commits 4,5 (bonus cut at 6): done at 45; TVC's second
+    # pass (pos 7, at 27, waiting for the NPU's KV until 45) never finishes.
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, T, T, F] + [T] * 40, 6, [2],
+                                     [*TVC, "ahasd.preverify_kv=wait"],
+                                     costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    assert t == 45.0
+    st = m.tvc.stats
+    assert (st.decisions, st.inserted, st.successful, st.wasted, st.tokens_committed, st.early_rejections,
+            st.npu_wait_for_preverify_s) == (2, 2, 1, 0, 1, 1, 1.0)
+    assert counters(col) == dict(drafted=8, accepted=5, rejected=1, killed=0, unverified_at_end=2, committed=6,
+                                 verifications=2, rollbacks=1, offpath=0)
+    assert col.counters.preverify_accepted_tokens == 0
+    assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (25.0, 45.0, "verify")]
+    # [0,2): 2 (its bonus position 2 was drafted in [2,4): counted there); [2,4): 1 accepted,
+    # committed with the correction (pos 2, 3); [4,6): 2 (bonus cut): 6 committed in all
+    assert [o[:3] for o in policy.outcomes] == [(2, 2, 2), (2, 1, 2), (2, 2, 2)]
+
+
+def test_ahasd_preverification_results_are_wasted_after_a_rollback_or_past_the_end(tmp_path):
+    # The "recompute" scenario with pos 1 wrong, 4 tokens. PIM checks pos 3 at 4..8 (pending);
+    # the NPU rejects pos 1 at 22 (commit 0 + correction 1; pos 2..5 killed): the pending result
+    # belongs to the dead chain -> wasted. The drafter restarts at 2: [2,4) 22..24, NPU
+    # 24..44; [4,6) at 26: TVC pre-verifies pos 5 (26..30, pending), the drafter idles after
+    # [6,8) (30..32). At 44 the NPU commits 2,3 (run length 4): pos 5 is past the committed
+    # point -> wasted too.
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, F] + [T] * 40, 4, [2],
+                                     [*TVC, "ahasd.preverify_kv=recompute"],
+                                     costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    assert t == 44.0
+    st = m.tvc.stats
+    assert (st.decisions, st.inserted, st.successful, st.wasted, st.tokens_committed, st.early_rejections) == \
+        (2, 2, 0, 2, 0, 0)
+    assert counters(col) == dict(drafted=12, accepted=3, rejected=1, killed=4, unverified_at_end=4, committed=4,
+                                 verifications=2, rollbacks=1, offpath=4)
+    assert intervals(col, "pim")[4] == (4.0, 8.0, "preverify") and intervals(col, "pim")[-3] == (26.0, 30.0, "preverify")
+    assert m.edc_idle_waits == 2
+
+
+def test_async_discarded_forward_is_reused_by_the_next_round(tmp_path):
+    # Each round keeps 2 tokens and discards the forward of the 3rd; all right, 6 tokens, draft
+    # 1 s, verify 5.25 s. The next round starts at the discarded position on the same chain
+    # and reuses its logits (no forward). Round 1: forwards 0,1,2 (0..3), [0,2) at 3; each
+    # later round reuses 1 position and runs 2 forwards: [2,4) at 5, [4,6) at 7, [6,8) at 9,
+    # [8,10) at 11, [10,12) at 13; round 7 reuses pos 12 at 13 (kept) and is running pos 13
+    # at the end. NPU: [0,2) 3..8.25 (commit 0,1,2), [2,6) 8.25..13.5 (commit 3,4,5): done.
+    # Forwards pos 0..12 = 13, reused 6 (2,4,...,12), discarded 6, kept 13 (pos 0..12).
+    m, col, policy, t = run_scripted(tmp_path, "async", [T] * 40, 6, [2], ASYNC, discard=True,
+                                     costs=FixedCosts(draft_s=1.0, verify_s=5.25))
+    assert t == 13.5
+    c = col.counters
+    assert (c.drafter_forwards, c.reused_drafter_forwards, c.discarded_draft_forwards, c.drafted_tokens,
+            c.duplicate_drafter_forwards) == (13, 6, 6, 13, 0)
+    assert [s for s, _, _ in intervals(col, "pim")] == list(range(13))
+    assert intervals(col, "npu") == [(3.0, 8.25, "verify"), (8.25, 13.5, "verify")]
+    pushes = [(e["time_s"], e["position"], e["n_tokens"]) for e in col.events if e["event"] == "batch_pushed"]
+    assert pushes == [(3.0, 0, 2), (5.0, 2, 2), (7.0, 4, 2), (9.0, 6, 2), (11.0, 8, 2), (13.0, 10, 2)]
