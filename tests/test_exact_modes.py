@@ -525,3 +525,33 @@ def test_async_discarded_forward_is_reused_by_the_next_round(tmp_path):
     assert intervals(col, "npu") == [(3.0, 8.25, "verify"), (8.25, 13.5, "verify")]
     pushes = [(e["time_s"], e["position"], e["n_tokens"]) for e in col.events if e["event"] == "batch_pushed"]
     assert pushes == [(3.0, 0, 2), (5.0, 2, 2), (7.0, 4, 2), (9.0, 6, 2), (11.0, 8, 2), (13.0, 10, 2)]
+
+
+def test_ahasd_preverification_and_npu_share_the_target_ranks(tmp_path):
+    # The "recompute" scenario with shared-rank contention: the host gets half of a rank's time
+    # while PIM works on it. A pre-verification overlapping an NPU pass runs at PIM's half:
+    # 4 tokens x 1 s x 2 = 8 s; the NPU pass loses half of the overlap (it is charged after
+    # the pass as extra NPU time), and the TVC tables learn the stretched times.
+    # [0,2) NPU 2..22; PIM checks pos 3 (4 tokens) 4..12 (pending); [4,6) drafted 12..14, then
+    #   the drafter idles. Overlap 4..12 = 8 s -> NPU extra 4 s, 22..26 (NVCT: 24 s at KV 100).
+    #   At 26: commit 0,1,2 and the pending pos 3. [6,8) drafted 26..28; NPU verifies [4,6)
+    #   26..46. At 28: C_npu = mean(20,20,20,24)/100 x 104 = 21.84 s, C_draft1 2 s, elapsed
+    #   2 s: C_left 17.84 s; PVCT (1,1,1,2 s/token) 1.25 s/token: floor 14 - 3 = 11 -> capped
+    #   8, 1 token available (pos 7): 4 tokens 28..36 (pending). [8,10) 36..38, idle.
+    #   Overlap 28..36 -> NPU extra 4 s, 46..50: commit 4,5,6 and pos 7: done at 50.
+    class Contended(FixedCosts):
+        host_share = 0.5
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, "ahasd.preverify_kv=recompute"],
+                                     costs=Contended(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    assert t == 50.0
+    assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (22.0, 26.0, "verify"), (26.0, 46.0, "verify"),
+                                     (46.0, 50.0, "verify")]
+    assert [(s, e) for s, e, lab in intervals(col, "pim") if lab == "preverify"] == [(4.0, 12.0), (28.0, 36.0)]
+    assert m.contended_verifications == 2
+    assert list(m.tvc.pvct.items)[2:] == [(8e9, 4), (8e9, 4)]
+    assert list(m.tvc.nvct.items)[2:] == [(24e9, 100), (24e9, 104)]
+    st = m.tvc.stats
+    assert (st.successful, st.tokens_committed, st.wasted) == (2, 2, 0)
+    assert col.counters.verifications == 2
+    # stretching leaves the work: 1 J per second of unstretched task (2 x 20 s NPU, 2 x 4 s PIM)
+    assert col.dynamic_energy_j["npu"] == 40.0
