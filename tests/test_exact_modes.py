@@ -115,13 +115,13 @@ class RecordingCosts(FixedCosts):
 
 
 def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None, entropy=0.5, prompts=None,
-                 **policy_kw):
+                 rollout_len=8, **policy_kw):
     """``prompts``: [(prompt length, response length), ...] covering the trace (default: one
     prompt of 100 tokens)."""
     p = tmp_path / "cfg.yaml"
     p.write_text("{}\n")
     cfg = load_config(p, [f"run.mode={mode}", f"run.generated_tokens={n_tokens}", *overrides])
-    trace = synthetic_trace(accept, entropy)
+    trace = synthetic_trace(accept, entropy, rollout_len)
     if prompts is not None:
         trace.prompt_len = np.concatenate([np.full(n, plen) for plen, n in prompts])
         trace.pos_in_response = np.concatenate([np.arange(n) for _, n in prompts])
@@ -269,6 +269,30 @@ def test_sync_redrafting_a_position_on_a_new_chain_is_no_duplicate(tmp_path):
                                  verifications=2, rollbacks=1, offpath=1)
     c = col.counters
     assert (c.drafter_forwards, c.duplicate_drafter_forwards) == (6, 0)
+
+
+def test_sync_counts_offpath_and_synthetic_drafts(tmp_path):
+    # k=5, pos 1 wrong, 1 recorded rollout token, 2 tokens: the round drafts 0..4 (0..5); pos
+    # 2,3,4 follow the wrong pos 1 (off-path), pos 2 is the recorded rollout token, 3 and 4 are
+    # synthetic. Verify 5..10: pos 0 accepted, pos 1 rejected: 2 tokens, done; 3 unverified.
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T, F] + [T] * 10, 2, [5], rollout_len=1)
+    assert t == 10.0 and policy.outcomes == [(5, 1, 2, 10.0, 10.0)]
+    c = col.counters
+    assert (c.drafted_tokens, c.offpath_drafted_tokens, c.offpath_synthetic_tokens, c.unverified_at_end) == (5, 3, 2, 3)
+
+
+def test_verification_right_after_the_last_draft_is_not_contended(tmp_path):
+    # EDC-only, stop after each batch (pos 2i right, 2i+1 wrong): the drafter's forward of pos
+    # 1 ends at 2, when the NPU starts [0,2); PIM is idle from then on (the drafter waits for
+    # feedback), so the pass is not stretched (factor 1.5 would make it 7.5 s): 2..7, done.
+    class Contended(FixedCosts):
+        def verify_stretch_while_drafting(self):
+            return 1.5
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, F] * 10, 2, [2],
+                                     [*ASYNC, "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"],
+                                     costs=Contended())
+    assert t == 7.0 and m.contended_verifications == 0
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify")]
 
 
 def test_each_prompt_is_prefilled_with_its_own_length(tmp_path):
