@@ -20,6 +20,7 @@ import json
 import math
 import random
 import sys
+import time
 from pathlib import Path
 
 # mutmut's exit codes (mutmut/stats.py): 0 survived; 1, 3 killed by a failing test; -24, 24, 36,
@@ -34,7 +35,14 @@ def _results(source: str, root: Path) -> dict[str, int | None]:
     meta = root / "mutants" / (source + ".meta")
     if not meta.exists():
         sys.exit(f"{meta}: no mutmut results; run `mutmut run` once to generate the mutants")
-    return json.loads(meta.read_text())["exit_code_by_key"]
+    for attempt in range(20):          # mutmut rewrites the file while it runs: retry a torn read
+        try:
+            return json.loads(meta.read_text())["exit_code_by_key"]
+        except json.JSONDecodeError:
+            if attempt == 19:
+                raise
+            time.sleep(0.25)
+    raise AssertionError("unreachable")
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
