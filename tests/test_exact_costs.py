@@ -240,6 +240,12 @@ def test_gpu_forwards_stream_what_does_not_fit_over_h2d():
     usable2 = 3 * 2**30
     _assert_cost(small.target_forward(1, 500), *_gpu_expected(p2, small.target, 1, _kvq(500, q), wt - usable2))
     _assert_cost(small.gpu_verify(2, 500), *_gpu_expected(p2, small.target, 2, _kvq(500, q), wt))
+    # every GPU forward streams exactly its overflow (not a byte more: rel 1e-12 sees one byte)
+    _assert_cost(small.baseline_prefill(0), *_gpu_expected(p2, small.target, 1, q, wt - usable2))
+    _assert_cost(small.gpu_draft_token(500), *_gpu_expected(p2, small.draft, 1, _kvq(500, q), wd - usable2))
+    _assert_cost(small.gpu_prefill("draft", 30), *_gpu_expected(p2, small.draft, 30, q, wd - usable2))
+    _assert_cost(small.gpu_prefill("target", 0), *_gpu_expected(p2, small.target, 1, q, wt))
+    _assert_cost(sc.baseline_prefill(0), *_gpu_expected(p, sc.target, 1, q, 0.0))
     # the host of a GPU-only platform prefills on the GPU too
     _assert_cost(small.prefill("target", 30), *_gpu_expected(p2, small.target, 30, q, min(wt, wd + wt - usable2)))
     _assert_cost(small.prefill("draft", 30), *_gpu_expected(p2, small.draft, 30, q, wd - usable2))
@@ -249,13 +255,21 @@ def test_gpu_overflow_without_h2d_and_missing_baseline_device_are_config_errors(
     cfg, p, sc = _sc(LAPTOP, "h2d.enabled=false")
     with pytest.raises(ConfigError) as e:
         sc.gpu_verify(4, 100)
-    assert "gpu.memory_gib" in str(e.value)
+    over = sc.draft.weight_bytes() + sc.target.weight_bytes() - (cfg.gpu.memory_gib - cfg.gpu.reserved_gib) * 2**30
+    # the caller adds the file; the message names the key, the model and the missing GB
+    assert str(e.value) == (f"gpu.memory_gib: llama2-13b needs {over / 1e9:.1f} GB more than the GPU holds "
+                            f"and no h2d link is enabled to stream it")
     _, _, npu = _sc(PAPER_PLATFORM, "baseline.device=gpu")
-    with pytest.raises(ConfigError, match="baseline.device"):
+    with pytest.raises(ConfigError) as e:
         npu.target_forward(1, 100)
+    assert str(e.value) == ("baseline.device: is gpu, but this platform has no GPU (gpu.enabled is false); "
+                            "use auto or a device the platform has")
     _, _, gpu = _sc(LAPTOP, "baseline.device=npu")
-    with pytest.raises(ConfigError, match="baseline.device"):
+    with pytest.raises(ConfigError, match="^baseline.device: is npu, but this platform has no NPU "):
         gpu.baseline_prefill(10)
+    # a device the platform has is used as asked
+    _, _, npu_asked = _sc(PAPER_PLATFORM, "baseline.device=npu")
+    assert npu_asked.target_forward(1, 100) == npu_asked.verify(1, 100)
 
 
 # ------------------------------------------------------------------ operator_sync
@@ -401,8 +415,10 @@ def test_operator_sync_on_a_gpu_host_streams_the_overflow_of_gpu_mapped_weights(
     assert cost.duration_s == pytest.approx(dur + link.duration_s, rel=1e-12)
     # and without an h2d link the overflow is a config error naming h2d.enabled
     _, _, no_link = _sc(SPECPIM, "gpu.memory_gib=2.0", "gpu.reserved_gib=1.0", "h2d.enabled=false")
-    with pytest.raises(ConfigError, match="h2d.enabled"):
+    with pytest.raises(ConfigError) as e:
         no_link.opsync_forward("draft", 1, kv, everything_gpu)
+    assert str(e.value) == (f"h2d.enabled: operator_sync maps {(wd + wt) / 1e9:.1f} GB of weights to the GPU, "
+                            f"{over / 1e9:.1f} GB more than it holds, and no h2d link is enabled to stream them")
     # ... but weights that fit (the drafter's alone, the target all on PIM) need no link
     _, _, fits = _sc(SPECPIM, "h2d.enabled=false")
     drafter_on_gpu = {"draft": everything_gpu["draft"], "target": all_pim["target"]}
