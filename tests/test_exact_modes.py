@@ -486,6 +486,11 @@ def test_ahasd_tvc_preverification_exact(tmp_path, kv_policy):
     # recompute's extra batch [8,10), never resolved)
     assert m.edc.stats.continue_predictions == 0
     assert m.edc.stats.predictions == (5 if kv_policy == "recompute" else 4)
+    edc = m.stats()["edc"]
+    assert (edc["predictions"], edc["resolved_predictions"], edc["correct_predictions"]) == \
+        (m.edc.stats.predictions, 4, 0)
+    assert edc["prediction_accuracy"] == 0.0     # every "stop" was followed by a fully accepted batch
+    assert m.stats()["tvc"]["inserted"] == 2 and m.stats()["edc_idle_waits"] == m.edc_idle_waits
 
 
 def test_ahasd_preverification_finds_a_rejection_early(tmp_path):
@@ -572,6 +577,9 @@ def test_ahasd_preverification_and_npu_share_the_target_ranks(tmp_path):
                                      (46.0, 50.0, "verify")]
     assert [(s, e) for s, e, lab in intervals(col, "pim") if lab == "preverify"] == [(4.0, 12.0), (28.0, 36.0)]
     assert m.contended_verifications == 2
+    # PIM's 4 layers of each 8 s pass start 2 s apart; it reads KV before its first input
+    # (pos 2, resp. 6) and computes its own from the NPU's first input (pos -1, resp. 3)
+    assert m.kv_ledger.reads == [(2, -1, [4.0, 6.0, 8.0, 10.0]), (6, 3, [28.0, 30.0, 32.0, 34.0])]
     assert list(m.tvc.pvct.items)[2:] == [(8e9, 4), (8e9, 4)]
     assert list(m.tvc.nvct.items)[2:] == [(24e9, 100), (24e9, 104)]
     st = m.tvc.stats

@@ -242,6 +242,9 @@ def test_feedback_latency_delays_the_drafter(tmp_path):
     assert [s for s, _, _ in col1.busy_intervals["pim"]] == [0.0, 1.0, 7.5, 8.5, 15.0, 16.0, 22.5, 23.5,
                                                               30.0, 31.0, 37.5, 38.5]
     assert m1.edc_idle_waits == 6 and m1.stats()["drafter_stall_s"] == 27.5
+    # queue operations: 6 batches pushed and popped, 6 feedbacks pushed, 5 taken by the
+    # waiting drafter (the last arrives as the run ends)
+    assert m1.queue_ops == 23
     assert col1.counters.rollbacks == 5 and col1.counters.killed_tokens == 0
 
 
