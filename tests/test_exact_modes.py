@@ -15,6 +15,7 @@ import simpy
 from ahasd_sim.config import load_config
 from ahasd_sim.metrics.collector import Collector
 from ahasd_sim.modes import RunContext, get_mode
+from ahasd_sim.modes.base import MODES, TaskCost
 from ahasd_sim.modes.replay import TraceReplay
 from ahasd_sim.policies.base import Decision, DraftPolicy
 
@@ -587,3 +588,76 @@ def test_ahasd_preverification_and_npu_share_the_target_ranks(tmp_path):
     assert col.counters.verifications == 2
     # stretching leaves the work: 1 J per second of unstretched task (2 x 20 s NPU, 2 x 4 s PIM)
     assert col.dynamic_energy_j["npu"] == 40.0
+
+
+# ------------------------------------------------------------------ shared machinery (modes/base.py)
+def test_task_cost_rejects_impossible_tasks():
+    with pytest.raises(ValueError, match="^negative task duration$"):
+        TaskCost(-1e-9, {}, {})
+    with pytest.raises(ValueError, match=r"^npu busy 1\.5 s longer than its task \(1\.0 s\)$"):
+        TaskCost(1.0, {}, {"gpu": 1.0, "npu": 1.5})
+    # a device busy for the whole task, up to float round-off, is fine
+    assert TaskCost(1.0, {}, {"npu": 1.0 + 1e-12}).busy_s == {"npu": 1.0 + 1e-12}
+    assert TaskCost(0.0, {}, {"npu": 1e-16}).duration_s == 0.0
+
+
+def test_unknown_mode_names_the_closest_and_lists_all():
+    with pytest.raises(ValueError) as e:
+        get_mode("asnyc")
+    msg = str(e.value)
+    assert msg.startswith("unknown mode 'asnyc' (did you mean 'async'?); valid modes: ")
+    assert msg.split("valid modes: ")[1].split(", ") == sorted(MODES)
+
+
+def test_round_bounds_and_tasks_in_flight(tmp_path):
+    # the round bounds reach the policy; a never-stopping policy is cut at policy.max_tokens
+    # 3: drafts 0..3, verify 3..8 commits 0..3 (4 tokens)
+    m, col, policy, t = run_scripted(tmp_path, "gpu_only", [T] * 12, 4, [1], raw=True,
+                                     overrides=["policy.min_tokens=2", "policy.max_tokens=3"])
+    assert (m.min_round_tokens, m.max_round_tokens) == (2, 3) and policy.contexts == [(0.0, 2, 3)]
+    assert policy.outcomes == [(3, 3, 4, 8.0, 8.0)] and t == 8.0
+    assert col.in_flight == {}          # every task ended
+    # stopped at 2.5 s, the third drafter forward (2..3) is in flight and its busy time counts
+    p = tmp_path / "cfg.yaml"
+    cfg = load_config(p, ["run.mode=gpu_only", "run.generated_tokens=4"])
+    env = simpy.Environment()
+    col = Collector(devices=["npu", "pim", "gpu"])
+    ctx = RunContext(cfg=cfg, platform=None, costs=FixedCosts(), replay=TraceReplay(as_trace(synthetic_trace([T] * 12)), 4),
+                     policy=ScriptedPolicy(cfg.policy, [3]), collector=col, rng=np.random.default_rng(0), n_tokens=4)
+    get_mode("gpu_only")(env, ctx).start()
+    env.run(until=2.5)
+    assert list(col.in_flight.values()) == [(2.0, {"gpu": 1.0})]
+    assert col.busy_until("gpu", 2.5) == 2.5
+
+
+def test_prefill_can_be_left_out_and_offchip_bytes_are_booked(tmp_path):
+    class Bytes(RecordingCosts):
+        def prefill(self, role, n_tokens):
+            super().prefill(role, n_tokens)
+            return TaskCost(2.0, {"npu": 2.0}, {"npu": 2.0}, 100.0)
+
+        def verify(self, n_tokens, kv_len):
+            c = super().verify(n_tokens, kv_len)
+            return TaskCost(c.duration_s, c.energy_j, c.busy_s, 7.0)
+    # async, k=2, all right, 2 tokens: prefill of both models 0..4 on the NPU (100 B each),
+    # [0,2) drafted 4..6, verified 6..11 (7 B) -> done at 11
+    m, col, _, t = run_scripted(tmp_path, "async", [T] * 12, 2, [2], ASYNC, costs=Bytes())
+    assert t == 11.0 and (m.prefills, m.prefill_s) == (1, 4.0)
+    assert col.offchip_bytes_by_task == {"prefill_target": 100.0, "prefill_draft": 100.0, "verify": 7.0}
+    assert intervals(col, "npu") == [(0.0, 2.0, "prefill_target"), (2.0, 4.0, "prefill_draft"), (6.0, 11.0, "verify")]
+    costs = Bytes()
+    m, col, _, t = run_scripted(tmp_path, "async", [T] * 12, 2, [2], [*ASYNC, "run.prefill=false"], costs=costs)
+    assert t == 7.0 and (m.prefills, m.prefill_s) == (0, 0.0)
+    assert not any(c[0] == "prefill" for c in costs.calls) and "prefill_target" not in col.offchip_bytes_by_task
+
+
+def test_ahasd_control_energy_per_decision_and_queue_operation(tmp_path):
+    # the "wait" TVC scenario: 4 EDC predictions (0.05 nJ each), 2 TVC decisions (0.1 nJ), and
+    # every queue push/pop at 1 pJ, all on the control unit, each under its own label
+    m, col, _, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, "ahasd.preverify_kv=wait"],
+                                costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    m.finalize()
+    e = col.dynamic_energy_by_label_j
+    assert e[("ctrl", "edc")] == pytest.approx(4 * 0.05e-9, rel=1e-12)
+    assert e[("ctrl", "tvc")] == pytest.approx(2 * 0.1e-9, rel=1e-12)
+    assert e[("ctrl", "queue")] == pytest.approx(m.queue_ops * 1e-12, rel=1e-12) and m.queue_ops > 10
