@@ -123,8 +123,9 @@ def _add_area(sub) -> None:
 
 
 def _add_traces(sub) -> None:
-    t = _sub(sub, "traces", "trace utilities (traces stats FILE, traces record --kind chain|tree)")
-    tsub = t.add_subparsers(dest="traces_command", metavar="stats|record")
+    t = _sub(sub, "traces", "trace utilities (traces stats FILE, traces record --kind chain|tree, "
+                            "traces extend-rollouts FILE)")
+    tsub = t.add_subparsers(dest="traces_command", metavar="stats|record|extend-rollouts")
     ts = tsub.add_parser("stats", help="acceptance statistics of a trace file (chain or draft-tree trace)",
                          description="Print acceptance-length, entropy and per-category tables of a chain trace; "
                                      "for a draft-tree trace: acceptance by tree size, routing statistics.",
@@ -139,6 +140,9 @@ def _add_traces(sub) -> None:
                          help="record a trace from a real drafter/target pair (needs the gguf extra); "
                               "`traces record --kind chain|tree --help` lists the recorder's options")
     tr.add_argument("--kind", choices=("chain", "tree"), default=None)
+    tsub.add_parser("extend-rollouts", add_help=False,
+                    help="extend a chain trace's off-path rollouts to a longer L_max with the drafter alone "
+                         "(needs the gguf extra); `traces extend-rollouts --help` lists its options")
 
 
 def _add_validate(sub) -> None:
@@ -300,8 +304,12 @@ def cmd_traces(args) -> int:
             from .workload.record_tree import main as record
         record(getattr(args, "record_argv", []))
         return 0
+    if args.traces_command == "extend-rollouts":
+        from .workload.extend_rollouts import main as extend
+        return extend(getattr(args, "record_argv", []))
     if args.traces_command != "stats":
-        raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ...")
+        raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ... "
+                         "| traces extend-rollouts FILE ...")
     from .paths import resolve_input_file
     from .workload.tree_traces import is_tree_trace
     path = str(resolve_input_file(args.file))
@@ -415,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["run", *argv]
     parser = _parser()
     try:
-        if argv[:2] == ["traces", "record"]:  # the recorder parses its own options
+        if argv[:2] in (["traces", "record"], ["traces", "extend-rollouts"]):  # they parse their own options
             args, rest = parser.parse_known_args(argv)
             args.record_argv = rest
         else:
