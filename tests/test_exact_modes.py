@@ -661,3 +661,39 @@ def test_ahasd_control_energy_per_decision_and_queue_operation(tmp_path):
     assert e[("ctrl", "edc")] == pytest.approx(4 * 0.05e-9, rel=1e-12)
     assert e[("ctrl", "tvc")] == pytest.approx(2 * 0.1e-9, rel=1e-12)
     assert e[("ctrl", "queue")] == pytest.approx(m.queue_ops * 1e-12, rel=1e-12) and m.queue_ops > 10
+
+
+# ------------------------------------------------------------------ async details
+def test_async_rollback_waits_for_the_poll_delay(tmp_path):
+    # test_async_rejection_rollback_and_kills_exact with a 0.5 s poll delay: the rollback posted
+    # at 7 is seen at 7.5; the drafter restarts at pos 2 then: [2,4) 7.5..9.5, verified
+    # 9.5..14.5: done at 14.5 (14 without the delay).
+    m, col, policy, t = run_scripted(tmp_path, "async", [T, F] + [T] * 20, 4, [2],
+                                     ["ahasd.feedback_latency_ns=500000000.0"])
+    assert t == 14.5
+    assert intervals(col, "npu") == [(2.0, 7.0, "verify"), (9.5, 14.5, "verify")]
+    assert [s for s, _, _ in intervals(col, "pim")][7:9] == [7.5, 8.5]
+
+
+def test_async_drafter_stops_at_the_end_of_the_trace(tmp_path):
+    # A 4-position trace, k=3: [0,3) pushed at 3; pos 3 (3..4), then no pos 4: the partial
+    # round [3,4) is pushed at 4 and the drafter waits. NPU [0,3) 3..8 commits 0,1,2 + bonus 3
+    # (the last position): done at 8.
+    m, col, policy, t = run_scripted(tmp_path, "async", [T] * 4, 4, [3], ASYNC)
+    assert t == 8.0
+    pushes = [(e["time_s"], e["position"], e["n_tokens"]) for e in col.events if e["event"] == "batch_pushed"]
+    assert pushes == [(3.0, 0, 3), (4.0, 3, 1)]
+    assert col.counters.drafted_tokens == 4 and m.drafter_stall_s == 0.0   # still waiting at the end
+
+
+def test_async_verification_takes_at_most_max_verify_tokens(tmp_path):
+    # k=1, all right, 6 tokens, at most 2 drafts per pass: [0,1) 1..6 (commit 0,1); at 6 the
+    # queue holds [1,2) (committed) .. [4,5): the NPU takes [2,3), [3,4) (2 tokens) 6..11,
+    # commits 2,3,4; then [5,6), [6,7) 11..16: done. Without the cap it takes everything at 6,
+    # [2,6) (the NPU's first queue pop yields to the drafter, whose [5,6) lands at 6 too), and
+    # is done at 11.
+    m, col, policy, t = run_scripted(tmp_path, "async", [T] * 40, 6, [1], [*ASYNC, "ahasd.max_verify_tokens=2"])
+    assert t == 16.0
+    assert [e["n_tokens"] for e in col.events if e["event"] == "verify"] == [1, 2, 2]
+    m, col, policy, t = run_scripted(tmp_path, "async", [T] * 40, 6, [1], ASYNC)
+    assert t == 11.0 and [e["n_tokens"] for e in col.events if e["event"] == "verify"] == [1, 4]
