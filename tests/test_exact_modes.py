@@ -697,3 +697,30 @@ def test_async_verification_takes_at_most_max_verify_tokens(tmp_path):
     assert [e["n_tokens"] for e in col.events if e["event"] == "verify"] == [1, 2, 2]
     m, col, policy, t = run_scripted(tmp_path, "async", [T] * 40, 6, [1], ASYNC)
     assert t == 11.0 and [e["n_tokens"] for e in col.events if e["event"] == "verify"] == [1, 4]
+
+
+# ------------------------------------------------------------------ ahasd pieces, by hand
+def test_kv_ledger_counts_reads_before_the_writing_layer_ends():
+    from ahasd_sim.modes.ahasd import KvLedger
+    led = KvLedger()
+    led.write(0, 3, 0.0, 1.0, 4)       # NPU pass A writes KV 0..2, layer l done at l + 1 (ends 4)
+    led.write(2, 6, 5.0, 1.0, 4)       # pass B writes KV 2..5, layer l done at 6 + l (ends 9)
+    led.read(3, 3, [4.0, 5.0, 6.0, 7.0])     # needs KV < 3 (A's, written by 4): fine
+    led.read(5, 5, [5.5, 6.5, 7.5, 8.5])     # needs KV < 5, B's layer 0 done at 6 > 5.5: 1 violation
+    led.read(2, 2, [5.5, 6.5, 7.5, 8.5])     # needs KV < 2 only: B (from 2) not needed: fine
+    led.read(5, 2, [5.5, 6.5, 7.5, 8.5])     # computes its own KV from 2: B not needed: fine
+    led.read(5, 5, [6.0, 7.0, 8.0, 9.0])     # reads each layer as B finishes it: fine
+    assert led.violations() == 1
+    led.read(6, 6, [6.0, 7.0, 8.0, 8.5])     # layer 3 read at 8.5, written at 9: one more
+    assert led.violations() == 2
+
+
+def test_preverify_queue_marks_the_first_entries_reaching_past_the_start(tmp_path):
+    from ahasd_sim.modes.base import Batch
+    for entries, expected in ((1, 1), (2, 4), (16, 6)):
+        m, *_ = run_scripted(tmp_path, "ahasd", [T] * 12, 2, [2], [*ASYNC, f"ahasd.preverify_queue_entries={entries}"])
+        m.batches = [Batch(0, 2, 0, 0.0, 0.5), Batch(2, 2, 0, 0.0, 0.5), Batch(4, 3, 0, 0.0, 0.5),
+                     Batch(7, 2, 0, 0.0, 0.5)]
+        # from pos 3: [2,4) reaches past it (to 4), then [4,7) (to 7), then [7,9) (to 9)
+        assert m._preverify_queue_tokens(3) == expected, entries
+        assert m._preverify_queue_tokens(9) == 0
