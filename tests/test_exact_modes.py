@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import simpy
 
-from ahasd_sim.config import load_config
+from ahasd_sim.config import ConfigError, load_config
 from ahasd_sim.metrics.collector import Collector
 from ahasd_sim.modes import RunContext, get_mode
 from ahasd_sim.modes.base import MODES, TaskCost
@@ -116,7 +116,7 @@ class RecordingCosts(FixedCosts):
 
 
 def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None, entropy=0.5, prompts=None,
-                 rollout_len=8, **policy_kw):
+                 rollout_len=8, tvc_spy=False, **policy_kw):
     """``prompts``: [(prompt length, response length), ...] covering the trace (default: one
     prompt of 100 tokens)."""
     p = tmp_path / "cfg.yaml"
@@ -133,6 +133,13 @@ def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None,
     ctx = RunContext(cfg=cfg, platform=None, costs=costs or FixedCosts(), replay=TraceReplay(trace, n_tokens),
                      policy=policy, collector=col, rng=np.random.default_rng(0), n_tokens=n_tokens)
     m = get_mode(mode)(env, ctx)
+    if tvc_spy:                  # record what TVC is asked: (elapsed s, KV length, extra tokens)
+        decide, m.tvc.asked = m.tvc.decide, []
+
+        def spy(elapsed, kv, next_draft_len=None, extra_tokens=0):
+            m.tvc.asked.append((elapsed, kv, extra_tokens))
+            return decide(elapsed, kv, next_draft_len, extra_tokens)
+        m.tvc.decide = spy
     done = m.start()
     env.run(until=simpy.AnyOf(env, [done, env.timeout(1e6)]))
     assert done.triggered, "mode did not finish"
@@ -724,3 +731,57 @@ def test_preverify_queue_marks_the_first_entries_reaching_past_the_start(tmp_pat
         # from pos 3: [2,4) reaches past it (to 4), then [4,7) (to 7), then [7,9) (to 9)
         assert m._preverify_queue_tokens(3) == expected, entries
         assert m._preverify_queue_tokens(9) == 0
+
+
+def test_ahasd_idles_until_feedback_when_tvc_declines(tmp_path):
+    # The TVC scenario with pre-verification far too slow (100 s per token): at each EDC stop
+    # TVC finds C_left / 100 s < 1 token, and with edc_stop=idle_until_feedback the drafter
+    # waits for the NPU's result. [0,2)@2, NPU 2..22; [2,4)@4: wait 1 until 22 (commit 0,1,2);
+    # NPU takes pos 3, 22..42; [4,6) 22..24: wait 2 until 42 (commit 3 + bonus 4); NPU takes
+    # pos 5, 42..62; [6,8) 42..44: wait 3 (the run ends at 62 with pos 5 + bonus 6 cut at 6).
+    # With draft_one_more the drafter never idles.
+    over = [*TVC, "ahasd.preverify_kv=recompute"]
+    costs = FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=100.0)
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T] * 40, 6, [2], [*over, "ahasd.edc_stop=idle_until_feedback"],
+                                     costs=costs)
+    assert t == 62.0 and m.edc_idle_waits == 3
+    assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (22.0, 42.0, "verify"), (42.0, 62.0, "verify")]
+    assert [s for s, _, _ in intervals(col, "pim")] == [0.0, 1.0, 2.0, 3.0, 22.0, 23.0, 42.0, 43.0]
+    st = m.tvc.stats
+    assert (st.decisions, st.inserted) == (3, 0)
+    m2, *_ = run_scripted(tmp_path, "ahasd", [T] * 40, 6, [2], [*over, "ahasd.edc_stop=draft_one_more"], costs=costs)
+    assert m2.edc_idle_waits == 0
+
+
+def test_tvc_is_asked_with_the_in_flight_pass(tmp_path):
+    # recompute scenario: TVC decides at 4 (NPU pass of [0,2) started at 2, KV 100) and at 24
+    # (pass of [4,6) started at 22, KV 104): 2 s into the pass each time, and PIM must also
+    # rebuild the pass's 3 input tokens
+    m, *_ = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, "ahasd.preverify_kv=recompute"],
+                         costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0), tvc_spy=True)
+    assert m.tvc.asked == [(2.0, 100, 3), (2.0, 104, 3)]
+
+
+def test_async_outcomes_carry_their_round_ids(tmp_path):
+    # test_async_rejection_rollback_and_kills_exact: rounds begin at 0 (id 0: [0,2)), 2 (1),
+    # 4 (2), 6 (3, its pos 6 killed at 7), 7 (4: [2,4) on the new chain), ...; the two
+    # verified rounds are 0 and 4
+    m, col, policy, t = run_scripted(tmp_path, "async", [T, F] + [T] * 20, 4, [2], ASYNC)
+    assert policy.outcome_round_ids == [0, 4]
+    assert [c[0] for c in policy.contexts[:6]] == [0.0, 2.0, 4.0, 6.0, 7.0, 9.0]
+
+
+def test_a_tree_policy_in_a_chain_mode_is_a_config_error(tmp_path):
+    class TreePolicy(ScriptedPolicy):
+        is_tree_policy = True
+    p = tmp_path / "cfg.yaml"
+    p.write_text("{}\n")
+    cfg = load_config(p, ["run.mode=async"])
+    ctx = RunContext(cfg=cfg, platform=None, costs=FixedCosts(), replay=TraceReplay(as_trace(synthetic_trace([T] * 4)), 4),
+                     policy=TreePolicy(cfg.policy, [2]), collector=Collector(devices=["npu", "pim"]),
+                     rng=np.random.default_rng(0), n_tokens=4)
+    with pytest.raises(ConfigError) as e:
+        get_mode("async")(simpy.Environment(), ctx)
+    assert e.value.key_path == "run.policy" and e.value.source == str(p)
+    assert e.value.message == (f"policy '{cfg.run.policy}' selects draft trees; use it with run.mode moe_offload, "
+                               f"not 'async'")
