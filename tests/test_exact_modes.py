@@ -785,3 +785,40 @@ def test_a_tree_policy_in_a_chain_mode_is_a_config_error(tmp_path):
     assert e.value.key_path == "run.policy" and e.value.source == str(p)
     assert e.value.message == (f"policy '{cfg.run.policy}' selects draft trees; use it with run.mode moe_offload, "
                                f"not 'async'")
+
+
+def test_layer_pipelined_preverification_follows_the_npu_layers_and_head(tmp_path):
+    # The layer_pipelined scenario with head ops: both passes are 4 layers of 20% + a head of
+    # 20% of the pass. NPU [0,2) 2..22: layers end at 6, 10, 14, 18 (head 18..22); it writes
+    # the KV of its inputs -1..1 at 4 s per layer. PIM checks pos 3 from 4: layer l waits for
+    # the NPU's layer l: starts 6, 10, 14, 18 (0.2 s each), head 18.2..18.4: span 4..18.4, and
+    # PVCT learns 14.4 s for the token.
+    class Head(FixedCosts):
+        def layer_split(self, task, n_tokens, kv_len):
+            total = (self.verify(n_tokens, kv_len) if task == "verify" else self.preverify(n_tokens, kv_len)).duration_s
+            return 4, 0.2 * total, 0.2 * total
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, "ahasd.preverify_kv=layer_pipelined"],
+                                     costs=Head(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    assert m.kv_ledger.writes[0] == (-1, 2, 2.0, 4.0, 4)
+    assert m.kv_ledger.reads[0] == (2, 2, [6.0, 10.0, 14.0, 18.0])
+    assert list(m.tvc.pvct.items)[2] == (pytest.approx(14.4e9), 1)
+
+
+@pytest.mark.parametrize("kv_policy", ["wait", "layer_pipelined"])
+def test_preverification_contention_depends_on_the_kv_policy(tmp_path, kv_policy):
+    # Contention (host half of a shared rank), pre-verification 2 s per token. TVC at 4
+    # (C_left 15 s, PVCT 2 s/token: 7, capped by the frontier: 1 token, pos 3).
+    #   wait: PIM runs after the NPU pass (22..24): no contention, not stretched: 2 s.
+    #   layer_pipelined: overlapping the pass, PIM runs at half rate: 4 s of work, layers of
+    #   1 s starting when the NPU's layers end (7, 12, 17, 22): span 4..23 (PVCT: 19 s).
+    class Contended(FixedCosts):
+        host_share = 0.5
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, f"ahasd.preverify_kv={kv_policy}"],
+                                     costs=Contended(draft_s=1.0, verify_s=20.0, preverify_per_token_s=2.0))
+    pv = [(s, e) for s, e, lab in intervals(col, "pim") if lab == "preverify"]
+    if kv_policy == "wait":
+        assert pv[0] == (22.0, 24.0) and list(m.tvc.pvct.items)[3] == (2e9, 1)
+    else:
+        assert pv[0] == (4.0, 8.0)            # PIM busy 4 s (its logged interval starts with the pass)
+        assert m.kv_ledger.reads[0] == (2, 2, [7.0, 12.0, 17.0, 22.0])
+        assert list(m.tvc.pvct.items)[3] == (19e9, 1)
