@@ -137,6 +137,8 @@ def run_scripted(tmp_path, mode, accept, n_tokens, ks, overrides=(), costs=None,
         decide, m.tvc.asked = m.tvc.decide, []
 
         def spy(elapsed, kv, next_draft_len=None, extra_tokens=0):
+            if not m.tvc.asked:      # the tables the first decision sees
+                m.tvc.first_tables = [list(f.items) for f in (m.tvc.nvct, m.tvc.pdct, m.tvc.pvct)]
             m.tvc.asked.append((elapsed, kv, extra_tokens))
             return decide(elapsed, kv, next_draft_len, extra_tokens)
         m.tvc.decide = spy
@@ -524,6 +526,28 @@ def test_ahasd_preverification_finds_a_rejection_early(tmp_path):
     assert [o[:3] for o in policy.outcomes] == [(2, 2, 2), (2, 1, 2), (2, 2, 2)]
 
 
+def test_ahasd_two_early_rejections(tmp_path):
+    # As above with pos 3 and 7 wrong, 8 tokens: after the first early rejection (23) the
+    # drafter drafts [4,6) 23..25 (NPU 25..45) and [6,8) 25..27; TVC sends pos 7 to PIM, which
+    # waits for the NPU's KV (45) and finds pos 7 wrong at 46 (the NPU committed 4,5,6 at 45):
+    # PIM commits the correction at 7: done at 46, 2 early rejections.
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, T, T, F] * 10, 8, [2], [*TVC, "ahasd.preverify_kv=wait"],
+                                     costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    st = m.tvc.stats
+    assert t == 46.0 and (st.successful, st.early_rejections, st.tokens_committed) == (2, 2, 2)
+    assert (col.counters.rejected_tokens, col.counters.rollbacks) == (2, 1)   # the last correction ends the run
+
+
+def test_ahasd_without_controls_is_async(tmp_path):
+    # EDC and TVC off: the async scenario's exact timeline and counts
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, F] + [T] * 20, 4, [2],
+                                     [*ASYNC, "ahasd.edc=false", "ahasd.tvc=false"])
+    assert t == 14.0 and policy.outcomes == [(2, 1, 2, 7.0, 7.0), (2, 2, 2, 7.0, 14.0)]
+    assert counters(col) == dict(drafted=13, accepted=3, rejected=1, killed=5, unverified_at_end=4, committed=4,
+                                 verifications=2, rollbacks=1, offpath=4)
+    assert m.edc is None and m.tvc is None and m.stats()["edc_idle_waits"] == 0
+
+
 def test_ahasd_preverification_results_are_wasted_after_a_rollback_or_past_the_end(tmp_path):
     # The "recompute" scenario with pos 1 wrong, 4 tokens. PIM checks pos 3 at 4..8 (pending);
     # the NPU rejects pos 1 at 22 (commit 0 + correction 1; pos 2..5 killed): the pending result
@@ -562,6 +586,9 @@ def test_async_discarded_forward_is_reused_by_the_next_round(tmp_path):
     assert intervals(col, "npu") == [(3.0, 8.25, "verify"), (8.25, 13.5, "verify")]
     pushes = [(e["time_s"], e["position"], e["n_tokens"]) for e in col.events if e["event"] == "batch_pushed"]
     assert pushes == [(3.0, 0, 2), (5.0, 2, 2), (7.0, 4, 2), (9.0, 6, 2), (11.0, 8, 2), (13.0, 10, 2)]
+    # verify events: (start, drafts, accepted drafts per the target): [0,2) both; [3,6) all 3
+    verifies = [(e["time_s"], e["position"], e["n_tokens"], e["accepted"]) for e in col.events if e["event"] == "verify"]
+    assert verifies == [(3.0, 0, 2, 2), (8.25, 3, 3, 3)]
 
 
 def test_ahasd_preverification_and_npu_share_the_target_ranks(tmp_path):
@@ -760,6 +787,15 @@ def test_tvc_is_asked_with_the_in_flight_pass(tmp_path):
     m, *_ = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, "ahasd.preverify_kv=recompute"],
                          costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0), tvc_spy=True)
     assert m.tvc.asked == [(2.0, 100, 3), (2.0, 104, 3)]
+    # preloaded (ns, length): NPU 20 s at KV 100, drafting 4 x 1 s, pre-verification 4 x 1 s;
+    # the drafter has since recorded its two 2-token batches of 2 s
+    assert m.tvc.first_tables == [[(20e9, 100)] * 4, [(4e9, 4), (4e9, 4), (2e9, 2), (2e9, 2)], [(4e9, 4)] * 4]
+    # with a 0.5 s TVC decision the control latency delays the GTS switch into target mode:
+    # PIM's first pre-verification runs 4.5..8.5
+    m, col, *_ = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2],
+                              [*TVC, "ahasd.preverify_kv=recompute", "ahasd.tvc_config.decision_latency_ns=500000000.0"],
+                              costs=FixedCosts(draft_s=1.0, verify_s=20.0, preverify_per_token_s=1.0))
+    assert [(s, e) for s, e, lab in intervals(col, "pim") if lab == "preverify"][0] == (4.5, 8.5)
 
 
 def test_async_outcomes_carry_their_round_ids(tmp_path):
@@ -818,6 +854,7 @@ def test_preverification_contention_depends_on_the_kv_policy(tmp_path, kv_policy
     pv = [(s, e) for s, e, lab in intervals(col, "pim") if lab == "preverify"]
     if kv_policy == "wait":
         assert pv[0] == (22.0, 24.0) and list(m.tvc.pvct.items)[3] == (2e9, 1)
+        assert m.kv_ledger.reads[0] == (2, 2, [22.0, 22.5, 23.0, 23.5])    # 4 layers of 0.5 s
     else:
         assert pv[0] == (4.0, 8.0)            # PIM busy 4 s (its logged interval starts with the pass)
         assert m.kv_ledger.reads[0] == (2, 2, [7.0, 12.0, 17.0, 22.0])

@@ -191,6 +191,10 @@ def test_duplicate_counter_catches_a_rerun(tmp_path):
     m.note_drafter_forward(7, m.gen)
     m.note_drafter_forward(7, m.gen)
     assert col.counters.duplicate_drafter_forwards == 1
+    m.note_drafter_forward(7, m.gen)
+    assert col.counters.duplicate_drafter_forwards == 2
+    m.note_drafter_forward(7, m.gen + 1)      # the same position on another chain: no duplicate
+    assert col.counters.duplicate_drafter_forwards == 2
 
 
 @pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync", "gpu_only"])
