@@ -474,6 +474,9 @@ def test_ahasd_tvc_preverification_exact(tmp_path, kv_policy):
                                          (23, 24, d), (24, 25, d), (25, 26, d), (26, 27, d), (45, 46, p)]
         assert (st.npu_wait_for_preverify_s, pv["pim_waiting_for_kv_s"], pv["recomputed_tokens"]) == (2.0, 36.0, 0)
         assert (c.drafted_tokens, c.unverified_at_end, m.edc_idle_waits) == (8, 0, 0)
+        pv_events = [(e["time_s"], e["position"], e["n_tokens"], e["accepted"], e["duration_s"])
+                     for e in col.events if e["event"] == "preverify"]
+        assert pv_events == [(22.0, 3, 1, 1, 1.0), (45.0, 7, 1, 1, 1.0)]
     elif kv_policy == "recompute":
         assert t == 42.0
         assert intervals(col, "npu") == [(2.0, 22.0, "verify"), (22.0, 42.0, "verify")]
@@ -566,6 +569,11 @@ def test_ahasd_preverification_results_are_wasted_after_a_rollback_or_past_the_e
                                  verifications=2, rollbacks=1, offpath=4)
     assert intervals(col, "pim")[4] == (4.0, 8.0, "preverify") and intervals(col, "pim")[-3] == (26.0, 30.0, "preverify")
     assert m.edc_idle_waits == 2
+    # EDC: 6 "stop" predictions ([0,2) [2,4) [4,6), then [2,4) [4,6) [6,8) on the new chain);
+    # resolved: [0,2) (held the rejection: a correct "stop", a rollback) and the new [2,4)
+    # (fully accepted: a wrong "stop"); the killed [2,4), [4,6) only lower their counters
+    st = m.edc.stats
+    assert (st.predictions, st.resolved_predictions, st.correct_predictions, st.rollbacks) == (6, 2, 1, 1)
 
 
 def test_async_discarded_forward_is_reused_by_the_next_round(tmp_path):
