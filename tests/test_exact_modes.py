@@ -594,6 +594,8 @@ def test_async_discarded_forward_is_reused_by_the_next_round(tmp_path):
     assert intervals(col, "npu") == [(3.0, 8.25, "verify"), (8.25, 13.5, "verify")]
     pushes = [(e["time_s"], e["position"], e["n_tokens"]) for e in col.events if e["event"] == "batch_pushed"]
     assert pushes == [(3.0, 0, 2), (5.0, 2, 2), (7.0, 4, 2), (9.0, 6, 2), (11.0, 8, 2), (13.0, 10, 2)]
+    # each batch's mean entropy: of its 2 kept tokens (the trace's 0.5 nats everywhere)
+    assert [e["mean_entropy_nats"] for e in col.events if e["event"] == "batch_pushed"] == [0.5] * 6
     # verify events: (start, drafts, accepted drafts per the target): [0,2) both; [3,6) all 3
     verifies = [(e["time_s"], e["position"], e["n_tokens"], e["accepted"]) for e in col.events if e["event"] == "verify"]
     assert verifies == [(3.0, 0, 2, 2), (8.25, 3, 3, 3)]
