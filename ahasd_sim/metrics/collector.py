@@ -72,6 +72,33 @@ class Collector:
         if self.keep_intervals:
             self.busy_intervals[device].append((start_s, end_s, label))
 
+    def task(self, cost, label: str, start_s: float) -> None:
+        """Record a finished task (a :class:`~ahasd_sim.modes.base.TaskCost` started at
+        ``start_s``): each device's busy interval, the dynamic energy and the off-chip bytes.
+        Same checks and records as :meth:`busy`, :meth:`energy_map` and :meth:`offchip`, inlined:
+        this runs once per simulated task."""
+        last_end, busy_total = self._last_end, self._busy_s
+        for dev, busy in cost.busy_s.items():
+            if busy > 0:
+                end_s = start_s + busy
+                if end_s < start_s:
+                    raise OverlapError(f"{dev}: negative interval {start_s}..{end_s} ({label})")
+                if start_s < last_end[dev] - 1e-12 * max(1.0, abs(start_s)):
+                    raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
+                                       f"({last_end[dev]})")
+                last_end[dev] = end_s
+                busy_total[dev] += end_s - start_s
+                if self.keep_intervals:
+                    self.busy_intervals[dev].append((start_s, end_s, label))
+        total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
+        for dev, e in cost.energy_j.items():
+            if e < 0:
+                raise ValueError(f"negative energy {e} J for {dev}/{label}")
+            total[dev] += e
+            by_label[(dev, label)] += e
+        if cost.offchip_bytes:
+            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
+
     def busy_until(self, device: str, now_s: float) -> float:
         """Busy time of ``device`` up to ``now_s``, counting the running part of unfinished tasks."""
         extra = sum(max(0.0, min(now_s, start + b.get(device, 0.0)) - start)
