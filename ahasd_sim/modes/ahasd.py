@@ -231,7 +231,7 @@ class AhasdMode(AsyncMode):
         ev, self.pv_running = self.pv_running, None
         ev.succeed()
         if self.committed >= start:
-            yield from self._apply_preverify(result)
+            yield from self._apply_preverify(result, by_drafter=True)
         else:
             self.pv_pending = result   # the NPU is still verifying the tokens before it
 
@@ -277,7 +277,7 @@ class AhasdMode(AsyncMode):
         super().finalize()
         self.kv_violations = self.kv_ledger.violations()
 
-    def _apply_preverify(self, r: _Preverify):
+    def _apply_preverify(self, r: _Preverify, by_drafter: bool = False):
         st = self.tvc.stats
         if r.gen != self.gen or self.committed < r.start or r.new_committed <= self.committed:
             st.wasted += 1
@@ -290,7 +290,7 @@ class AhasdMode(AsyncMode):
         st.tokens_committed += max(0, min(self.committed, r.start + r.length) - max(before, r.start))
         if r.early_rejection:
             st.early_rejections += 1
-        yield from self._signal_feedback(restart)
+        yield from self._signal_feedback(restart, by_drafter)
 
     def before_verify(self):
         if self.pv_running is not None and self.tvc is not None:

@@ -113,7 +113,12 @@ class AsyncMode(Mode):
         self.env.process(self._drafter())
         self.env.process(self._verifier())
 
-    def _signal_feedback(self, restart: bool):
+    def _signal_feedback(self, restart: bool, by_drafter: bool = False):
+        """Post a verdict to the feedback queue.  ``by_drafter``: the drafter's own process posts
+        it (a pre-verification result): it is also the queue's only reader, so with the queue
+        full it reads the pending entries first instead of waiting for itself (a deadlock)."""
+        if by_drafter and len(self.feedback.items) >= self.feedback.capacity:
+            yield from self._drain_feedback()
         fb = Feedback(self.gen, self.committed, restart)
         if not self.feedback.try_put(fb):         # plain call unless the queue is full
             yield from self.feedback.put(fb)
