@@ -168,12 +168,10 @@ class AsyncMode(Mode):
                 continue
             ran = self.drafter_forward_needed(pos, my_gen)
             if ran:
+                cost = costs.draft_token(replay.kv_len_at(pos))
                 if self.verify_in_flight is not None and self._draft_stretch != 1.0:
-                    # the NPU streams from shared ranks: scaled(draft_token(kv), stretch)
-                    cost = costs.draft_token_scaled(replay.kv_len_at(pos), self._draft_stretch)
+                    cost = scaled(cost, self._draft_stretch)   # the NPU streams from shared ranks
                     self.contended_drafts += 1
-                else:
-                    cost = costs.draft_token(replay.kv_len_at(pos))
                 delay, self.drafter_delay_s = self.drafter_delay_s, 0.0   # take_drafter_delay()
                 self._pim_busy_until_s = env.now + delay + cost.duration_s
                 if not self.task_if_next(cost, "draft", delay):

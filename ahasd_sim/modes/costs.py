@@ -152,7 +152,6 @@ class StepCosts:
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
         self._draft_at: dict[int, TaskCost] = {}   # exact KV length -> draft_token cost
-        self._draft_scaled_at: dict[tuple[int, float], TaskCost] = {}   # (KV length, factor) -> scaled
         table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
@@ -239,15 +238,6 @@ class StepCosts:
             kv = self._kv(kv_len)
             c = self._draft_at[kv_len] = self._cached(("draft", kv), lambda: self._pim_forward(
                 self.ops(self.draft, 1, kv), self.partition.draft_ranks))
-        return c
-
-    def draft_token_scaled(self, kv_len: int, factor: float) -> TaskCost:
-        """``scaled(draft_token(kv_len), factor)`` (a drafter forward slowed by shared ranks),
-        looked up by the exact KV length: asked once per drafted token while the NPU verifies."""
-        key = (kv_len, factor)
-        c = self._draft_scaled_at.get(key)
-        if c is None:
-            c = self._draft_scaled_at[key] = scaled(self.draft_token(kv_len), factor)
         return c
 
     def preverify(self, n_tokens: int, kv_len: int) -> TaskCost:
