@@ -869,3 +869,20 @@ def test_preverification_contention_depends_on_the_kv_policy(tmp_path, kv_policy
         assert pv[0] == (4.0, 8.0)            # PIM busy 4 s (its logged interval starts with the pass)
         assert m.kv_ledger.reads[0] == (2, 2, [7.0, 12.0, 17.0, 22.0])
         assert list(m.tvc.pvct.items)[3] == (19e9, 1)
+
+
+@pytest.mark.parametrize("kv_policy,per_token_s,npu", [
+    # layer_pipelined, 2 s per token (the scenario above): PIM works on the target's ranks during
+    # its layers 7..8, 12..13, 17..18 and 22..23; the first three overlap the NPU pass 2..22:
+    # 3 s at the host's half share cost the pass 1.5 s more (22..23.5)
+    ("layer_pipelined", 2.0, [(2.0, 22.0), (22.0, 23.5)]),
+    # recompute, 2.5 s per token at half rate: 4 tokens (the pass's 3 inputs + pos 3) take
+    # 4..24, outlasting the pass: its 18 s of overlap (4..22) cost 9 s more (22..31)
+    ("recompute", 2.5, [(2.0, 22.0), (22.0, 31.0)]),
+])
+def test_preverification_slows_the_npu_pass_it_overlaps(tmp_path, kv_policy, per_token_s, npu):
+    class Contended(FixedCosts):
+        host_share = 0.5
+    m, col, policy, t = run_scripted(tmp_path, "ahasd", [T] * 40, 8, [2], [*TVC, f"ahasd.preverify_kv={kv_policy}"],
+                                     costs=Contended(draft_s=1.0, verify_s=20.0, preverify_per_token_s=per_token_s))
+    assert [(s, e) for s, e, lab in intervals(col, "npu") if lab == "verify"][:2] == npu

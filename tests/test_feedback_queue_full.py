@@ -17,3 +17,13 @@ def test_one_entry_feedback_queue_completes_the_window():
     assert fb["capacity"] == 1 and fb["max_occupancy"] == 1
     assert s["mode_stats"]["tvc"]["successful"] >= 1          # the drafter did post its own verdicts
     assert s["duplicate_drafter_forwards"] == 0
+
+
+def test_queue_sizes_and_peaks_are_not_summed_over_windows():
+    cfg = load_config("hw_configs/ahasd_mobile.yaml", [
+        "ahasd.feedback_queue_entries=3", "ahasd.unverified_queue_batches=5", "run.windows=3",
+        "run.generated_tokens=256"])
+    s = run_simulation(cfg).summary
+    q = s["mode_stats"]["queues"]
+    assert q["feedback"]["capacity"] == 3 and q["unverified_draft"]["capacity"] == 5
+    assert 1 <= q["feedback"]["max_occupancy"] <= 3 and 1 <= q["unverified_draft"]["max_occupancy"] <= 5

@@ -110,7 +110,8 @@ class AhasdMode(AsyncMode):
         self.pv_recomputed_tokens = 0   # in-flight tokens whose KV PIM rebuilt (recompute)
         self.pv_wait_s = 0.0            # PIM held in target mode waiting for the NPU's KV
         self.edc_idle_waits = 0
-        self._pv_intervals: list[tuple[float, float]] = []   # PIM pre-verification spans (contention)
+        # PIM pre-verification work on the target's ranks (contention), known when it starts
+        self._pv_intervals: list[tuple[float, float]] = []
 
     # ------------------------------------------------------------ EDC/TVC
     def _control(self, cfg, label: str) -> float:
@@ -196,6 +197,8 @@ class AhasdMode(AsyncMode):
             cost = self._pv_cost(n_tok, self.replay.kv_len_at(v_start))
             t0 = self.env.now
             reads = self._layer_reads(t0, n_tok, self.replay.kv_len_at(v_start), None)
+            # registered before it runs: the NPU pass in flight may end first and must see it
+            self._pv_intervals.append((t0, t0 + cost.duration_s))
             yield from self.run_task(cost, "preverify")
         elif self.kv_policy == "wait":
             hold = max(0.0, v_end - self.env.now)
@@ -218,9 +221,11 @@ class AhasdMode(AsyncMode):
             span = max(base.duration_s, reads[-1] + (pv_layer + pv_head) * q - t0)
             self.pv_wait_s += span - base.duration_s   # PIM in target mode, idle between layers
             cost = TaskCost(span, base.energy_j, base.busy_s, base.offchip_bytes)
+            # PIM works on the shared ranks only during its layers (it idles between them,
+            # waiting for the NPU's next layer); registered before it runs, as above
+            self._pv_intervals += [(a, a + pv_layer * q) for a in reads[:-1]]
+            self._pv_intervals.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
             yield from self.run_task(cost, "preverify")
-        if self.kv_policy != "wait":
-            self._pv_intervals.append((reads[0], self.env.now))
         self.kv_ledger.read(start - 1, own_lo, reads)
         self.tvc.record_preverify(cost.duration_s, length + (start - v_start if self.kv_policy == "recompute" else 0))
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")
