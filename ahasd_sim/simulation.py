@@ -247,6 +247,9 @@ WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throu
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
 
+#: integer summary entries that are a size or a peak, not a count: the largest window's value
+_MAXIMA = ("capacity", "max_occupancy")
+
 #: summary dicts whose every number is a total (seconds, joules, bytes) to add over windows
 _ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_task_j", "offchip_bytes_by_task",
                    "draft_length_histogram")
@@ -254,7 +257,8 @@ _ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_tas
 
 def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
     """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
-    (rates, means, fractions) are averaged, strings and lists come from the first window."""
+    (rates, means, fractions) are averaged, sizes and peaks (``_MAXIMA``) take the largest,
+    strings and lists come from the first window."""
     first = values[0]
     if isinstance(first, dict):
         add = additive or key in _ADDITIVE_DICTS
@@ -263,6 +267,8 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
     if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
             not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
         return first
+    if key in _MAXIMA:
+        return max(values)
     additive = additive or isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
         "dynamic", "static")
     if additive:
@@ -312,8 +318,13 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     dec = summary["decode_makespan_s"]
     summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
     events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
-    ev = pd.concat(events, ignore_index=True) if events else results[0].events
-    en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+    # one window: its (already RangeIndex-ed) table as is, and its energy rows, which are one per
+    # (device, kind) already (what the concat and the group-by sum would give back)
+    ev = (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else results[0].events
+    if len(results) == 1:
+        en = results[0].energy
+    else:
+        en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
     return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
 
 

@@ -79,7 +79,11 @@ def body(args) -> int:
         print(f"{mode:15s} cold {args.tokens / cold:8.0f} tok/s   warm median {args.tokens / w:8.0f} tok/s   "
               f"best {args.tokens / b:8.0f} tok/s   per CPU-second {args.tokens / statistics.median(cpu):8.0f} tok/s"
               f"   ({args.tokens} tokens; CPU time is what a shared machine's load does not inflate)")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    if load is not None:   # other processes inflate wall time, not CPU time: say how busy the machine was
+        print(f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     info = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "load_average": list(load) if load is not None else None,
             "config": str(args.config), "results": rows}
     if args.out:
         atomic_write_text(Path(args.out), to_json(info))

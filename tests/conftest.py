@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 PAPER_PLATFORM = ROOT / "hw_configs" / "platform_mobile_npu_lpddr5_pim.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _cold_cost_caches_under_mutation_testing():
+    """Under mutmut (which sets MUTANT_UNDER_TEST), start every test with empty process-wide
+    cost caches: its workers are forked from the process that ran the suite, so warm caches
+    would hand a mutant the unmutated results (it "survives" untested), and the per-test
+    coverage it records would miss every test that only hit a cache. Plain runs keep them."""
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        from ahasd_sim.modes import costs
+        costs._OP_COST_CACHE.clear()
+        costs._TASK_COST_TABLES.clear()
+        costs._SCALED.clear()
+        costs._affine_ops.cache_clear()
+    yield
 
 
 @pytest.fixture

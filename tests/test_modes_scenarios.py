@@ -70,31 +70,68 @@ def test_edc_only_stalls_drafter_until_feedback(tmp_path):
     assert col.committed_positions == list(range(6))
 
 
-def test_tvc_preverifies_and_commits(tmp_path):
-    # EDC always says stop (counters 0 and only decremented), TVC on: while the NPU verifies a long
-    # pass (verify 20 s), PIM (1 s/token) pre-verifies the next tokens and commits them.
-    m, col, t = run_mode(tmp_path, "ahasd", [T] * 40, 16,
-                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
-                          "ahasd.tvc_config.preload_kv_len=100"],
-                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=20.0,
-                                                                      preverify_per_token_s=1.0))
-    st = m.tvc.stats
-    assert st.inserted >= 1 and st.tokens_committed >= 1
-    assert col.committed_positions == list(range(16))
+# (the TVC pre-verification scenarios, with every count and interval derived, are in
+# test_exact_modes.py::test_ahasd_tvc_preverification_exact)
 
 
 def test_full_unverified_queue_blocks_the_drafter(tmp_path):
-    # Capacity 1 batch, k=1, draft 1 s, verify 5 s: the drafter can run at most one batch ahead of
-    # the batch being verified, then blocks until the verifier pops the queue.
-    m, col, t = run_mode(tmp_path, "async", [T] * 40, 12,
-                         ["run.policy=fixed", "policy.fixed.k=1", "ahasd.unverified_queue_batches=1"])
-    q = m.unverified.stats()
-    assert q["max_occupancy"] == 1 and q["producer_blocked_s"] > 0
-    assert col.committed_positions == list(range(12))
-    unbounded = run_mode(tmp_path, "async", [T] * 40, 12, ["run.policy=fixed", "policy.fixed.k=1"])
-    assert unbounded[0].unverified.stats()["producer_blocked_s"] == 0
-    # blocking caps look-ahead, so fewer tokens are drafted beyond the committed point
-    assert col.counters.drafted_tokens <= unbounded[1].counters.drafted_tokens
+    # Capacity 1 batch, k=1, draft 1 s, verify 5 s, all right, 6 tokens, no poll delay.
+    # Drafter: [0,1) pushed at 1 (the idle verifier takes it at once: NPU idle 0..1); [1,2) at 2
+    #   (queued); [2,3)'s push at 3 finds the queue full and blocks.
+    # Verifier 1..6: commit 0 + bonus 1 (c=2); pops [1,2) (committed: dropped), which lets the
+    #   drafter's [2,3) in at 6 (blocked 3..6); takes it, verifies 6..11: commit 2 + bonus 3.
+    # Drafter: [3,4) at 7 (queued), [4,5) blocks 8..11 (the verifier drops [3,4) at 11);
+    #   verify [4,5) 11..16 commits 4 + bonus 5: done at 16. Drafter: [5,6) at 12, [6,7) blocked
+    #   from 13 (never completes).
+    # Pushes 6 (0..5), blocked 6 s, occupancy never above 1. Queue ops (push or pop, charged
+    #   in finalize): unverified 6 pushes + 5 pops ([0,1), [1,2), [2,3), [3,4), [4,5)); feedback 3
+    #   pushes + 2 pops (drained by the drafter at 6 and 11; the last one lands at the end) = 16.
+    # Accepted: 0,1 | 2,3 | 4,5 = 6; drafted pos 0..6 = 7; pos 6 unverified at the end.
+    over = ["run.policy=fixed", "policy.fixed.k=1", "ahasd.feedback_latency_ns=0"]
+    m, col, t = run_mode(tmp_path, "async", [T] * 40, 6, [*over, "ahasd.unverified_queue_batches=1"])
+    assert t == 16.0
+    assert m.unverified.stats() == {"capacity": 1, "pushes": 6, "max_occupancy": 1, "producer_blocked_s": 6.0}
+    assert m.feedback.stats() == {"capacity": 32, "pushes": 3, "max_occupancy": 1, "producer_blocked_s": 0.0}
+    assert m.queue_ops == 16
+    c = col.counters
+    assert (c.drafted_tokens, c.accepted_tokens, c.unverified_at_end, c.verifications) == (7, 6, 1, 3)
+    assert c.npu_idle_draft_exhausted_s == 1.0
+    assert [(s, e) for s, e, _ in col.busy_intervals["npu"]] == [(1.0, 6.0), (6.0, 11.0), (11.0, 16.0)]
+    m.finalize()   # 1 pJ per queue operation, on the control unit
+    assert col.dynamic_energy_j["ctrl"] == pytest.approx(16 * 1e-12, rel=1e-12)
+    assert m.stats()["queue_ops"] == 16 and m.stats()["queues"]["unverified_draft"]["pushes"] == 6
+    # Unbounded: nothing ever blocks; the drafter runs ahead one token per second, so the
+    # verifier takes [1,6) at 6 (5 batches) and commits 1..6 at 11 -> done earlier, at 11
+    m2, col2, t2 = run_mode(tmp_path, "async", [T] * 40, 6, over)
+    assert m2.unverified.stats()["producer_blocked_s"] == 0.0 and t2 == 11.0
+    assert [(s, e) for s, e, _ in col2.busy_intervals["npu"]] == [(1.0, 6.0), (6.0, 11.0)]
+
+
+def test_async_shared_rank_contention_stretches_the_overlapping_tasks(tmp_path):
+    # Contention factors 1.5 (NPU pass while PIM drafts) and 2 (draft while the NPU streams);
+    # k=2, draft 1 s, verify 5 s, all right, 4 tokens, no poll delay.
+    # Drafter: pos 0,1 at 0..2, [0,2) pushed at 2; pos 2 starts at 2 before the verifier has
+    #   taken the batch (unstretched, 2..3). Verifier at 2: PIM is busy (until 3) -> stretched,
+    #   7.5 s: 2..9.5. Drafts started during a pass are stretched to 2 s: pos 3 3..5 ([2,4) at 5),
+    #   4 5..7, 5 7..9 ([4,6) at 9), 6 9..11, 7 11..13, 8 13..15, 9 15..17 -> 7 contended drafts.
+    # 9.5: commit 0,1 + bonus 2 (c=3); the verifier takes [2,4), [4,6) (end 6), verifies 3
+    #   drafts while PIM is busy (pos 6 until 11): stretched again, 9.5..17: commit 3 (run
+    #   length 4): done at 17. Stretching leaves the dynamic energy as it is (5 J per pass).
+    class Contended(__import__("modes_helpers").FixedCosts):
+        def verify_stretch_while_drafting(self):
+            return 1.5
+
+        def draft_stretch_while_verifying(self):
+            return 2.0
+    m, col, t = run_mode(tmp_path, "async", [T] * 40, 4,
+                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.feedback_latency_ns=0"], costs=Contended())
+    assert t == 17.0
+    assert [(s, e) for s, e, _ in col.busy_intervals["npu"]] == [(2.0, 9.5), (9.5, 17.0)]
+    assert col.busy_intervals["pim"][:4] == [(0.0, 1.0, "draft"), (1.0, 2.0, "draft"), (2.0, 3.0, "draft"),
+                                              (3.0, 5.0, "draft")]
+    assert col.dynamic_energy_j["npu"] == 10.0
+    st = m.stats()["shared_rank_contention"]
+    assert st == {"verify_stretch": 1.5, "draft_stretch": 2.0, "contended_verifications": 2, "contended_drafts": 7}
 
 
 def test_offpath_beyond_recorded_rollout_uses_labelled_synthetic_fallback(tmp_path):
@@ -102,12 +139,22 @@ def test_offpath_beyond_recorded_rollout_uses_labelled_synthetic_fallback(tmp_pa
     # drafter keeps drafting (no stall) with synthetic drafts counted apart, drawn from the
     # trace's own off-path values (here all 3.0 nats), and every such draft dies.
     accept = ([T] * 3 + [F]) * 10
+    # 4 tokens, pos 3 wrong, k=2, draft 1 s, verify 8.25 s: the NPU verifies [0,2) 2..10.25
+    # (commit 0,1 + bonus 2), then everything pending (pos 3 on) 10.25..18.5: pos 3 rejected,
+    # its correction commits the 4th token: done. The drafter never stopped: pos 0..17 drafted
+    # by 18; pos 4..17 are off-path (after the wrong pos 3); the recording has 1 rollout token
+    # (pos 4), so pos 5..17 are synthetic (13).
+    m, col, t = run_mode(tmp_path, "async", accept, 4, ["run.policy=fixed", "policy.fixed.k=2"],
+                         costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.25),
+                         rollout_len=1, rollout_entropy=3.0)
+    c = col.counters
+    assert t == 18.5
+    assert (c.drafted_tokens, c.offpath_drafted_tokens, c.offpath_synthetic_tokens) == (18, 14, 13)
+    assert (c.accepted_tokens, c.rejected_tokens, c.unverified_at_end) == (3, 1, 14)
+    assert col.committed_positions == list(range(4))
     m, col, t = run_mode(tmp_path, "async", accept, 20, ["run.policy=fixed", "policy.fixed.k=2"],
                          costs=__import__("modes_helpers").FixedCosts(draft_s=1.0, verify_s=8.0),
                          rollout_len=1, rollout_entropy=3.0)
-    c = col.counters
-    assert c.offpath_synthetic_tokens > 0
-    assert c.offpath_drafted_tokens > c.offpath_synthetic_tokens
     assert col.committed_positions == list(range(20))
     r = m.replay
     q = r.first_wrong(0)
@@ -144,6 +191,10 @@ def test_duplicate_counter_catches_a_rerun(tmp_path):
     m.note_drafter_forward(7, m.gen)
     m.note_drafter_forward(7, m.gen)
     assert col.counters.duplicate_drafter_forwards == 1
+    m.note_drafter_forward(7, m.gen)
+    assert col.counters.duplicate_drafter_forwards == 2
+    m.note_drafter_forward(7, m.gen + 1)      # the same position on another chain: no duplicate
+    assert col.counters.duplicate_drafter_forwards == 2
 
 
 @pytest.mark.parametrize("mode", ["async", "ahasd", "operator_sync", "gpu_only"])
@@ -179,11 +230,26 @@ def test_draft_chains_stop_at_prompt_boundaries_and_each_prompt_is_prefilled(tmp
 
 
 def test_feedback_latency_delays_the_drafter(tmp_path):
-    # EDC-only (stalls until feedback): the drafter resumes feedback_latency after each result.
+    # EDC-only, stop after every batch of 2 (each batch ends in a rejection: the PHT counters
+    # start at 0 and are only decremented), so the drafter waits for the verifier's feedback.
+    # Pos 2i right, 2i+1 wrong, 12 tokens, draft 1 s, verify 5 s. Without poll delay a cycle
+    # is 2 s drafting + 5 s verifying and commits 2 tokens (2i and the correction at 2i+1): 6
+    # cycles, done at 42; the drafter waits 5 s in each of the first 5 (in the 6th the run
+    # ends). EDC's 100 ns decision latency passes while the drafter waits: it delays nothing.
+    # With a 0.5 s poll delay the drafter sees each of the first 5 results 0.5 s later (the
+    # rollback too: it was posted as long ago): done at 44.5, waits 5.5 s each.
     base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"]
-    _, _, t0 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=0"])
-    _, _, t1 = run_mode(tmp_path, "ahasd", [T] * 40, 12, [*base, "ahasd.feedback_latency_ns=500000000.0"])
-    assert t1 > t0 + 0.5          # at least one 0.5 s poll delay on the critical path
+    m0, col0, t0 = run_mode(tmp_path, "ahasd", [T, F] * 20, 12, [*base, "ahasd.feedback_latency_ns=0"])
+    m1, col1, t1 = run_mode(tmp_path, "ahasd", [T, F] * 20, 12, [*base, "ahasd.feedback_latency_ns=500000000.0"])
+    assert t0 == 42.0 and t1 == 44.5
+    assert m0.drafter_stall_s == 25.0 and m1.drafter_stall_s == 27.5
+    assert [s for s, _, _ in col1.busy_intervals["pim"]] == [0.0, 1.0, 7.5, 8.5, 15.0, 16.0, 22.5, 23.5,
+                                                              30.0, 31.0, 37.5, 38.5]
+    assert m1.edc_idle_waits == 6 and m1.stats()["drafter_stall_s"] == 27.5
+    # queue operations: 6 batches pushed and popped, 6 feedbacks pushed, 5 taken by the
+    # waiting drafter (the last arrives as the run ends)
+    assert m1.queue_ops == 23
+    assert col1.counters.rollbacks == 5 and col1.counters.killed_tokens == 0
 
 
 def test_preverify_queue_bounds_the_tokens_marked(tmp_path):

@@ -10,6 +10,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+# What Collector.task records for a (cost, label): task costs are cached process-wide per task
+# size, so the same objects recur across tasks, windows and runs. A plan holds its cost, so the
+# cost's id is not reused while the plan is in the table.
+_PLANS: dict[tuple[int, str], tuple] = {}
+_PLANS_MAX = 20_000
+
+
+def _plan(cost, label: str) -> tuple:
+    """(cost, ((device, busy_s) with busy_s > 0), ((device, (device, label), energy_j))) of a
+    task, in the cost's dict order (so sums add in the same order as a direct loop)."""
+    for dev, e in cost.energy_j.items():
+        if e < 0:
+            raise ValueError(f"negative energy {e} J for {dev}/{label}")
+    plan = (cost, tuple((d, b) for d, b in cost.busy_s.items() if b > 0),
+            tuple((d, (d, label), e) for d, e in cost.energy_j.items()))
+    if len(_PLANS) >= _PLANS_MAX:     # one-off costs (stretched, extra time) must not pile up
+        _PLANS.clear()
+    _PLANS[(id(cost), label)] = plan
+    return plan
+
+
 class OverlapError(RuntimeError):
     """A device was recorded busy in two tasks at once (a simulator bug)."""
 
@@ -71,6 +92,35 @@ class Collector:
         self._busy_s[device] += end_s - start_s
         if self.keep_intervals:
             self.busy_intervals[device].append((start_s, end_s, label))
+
+    def task(self, cost, label: str, start_s: float) -> None:
+        """Record a finished task (a :class:`~ahasd_sim.modes.base.TaskCost` started at
+        ``start_s``): each device's busy interval, the dynamic energy and the off-chip bytes.
+        Same checks and records as :meth:`busy`, :meth:`energy_map` and :meth:`offchip`, inlined:
+        this runs once per simulated task. What a (cost, label) records is read once into a
+        plan (:func:`_plan`); the same cost objects recur (costs are cached per task size)."""
+        plan = _PLANS.get((id(cost), label))
+        if plan is None or plan[0] is not cost:
+            plan = _plan(cost, label)
+        last_end = self._last_end
+        tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))  # 1e-12*max(1,|t|)
+        for dev, busy in plan[1]:
+            end_s = start_s + busy
+            if end_s < start_s:
+                raise OverlapError(f"{dev}: negative interval {start_s}..{end_s} ({label})")
+            if start_s < last_end[dev] - tol:
+                raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
+                                   f"({last_end[dev]})")
+            last_end[dev] = end_s
+            self._busy_s[dev] += end_s - start_s
+            if self.keep_intervals:
+                self.busy_intervals[dev].append((start_s, end_s, label))
+        total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
+        for dev, key, e in plan[2]:
+            total[dev] += e
+            by_label[key] += e
+        if cost.offchip_bytes:
+            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
 
     def busy_until(self, device: str, now_s: float) -> float:
         """Busy time of ``device`` up to ``now_s``, counting the running part of unfinished tasks."""

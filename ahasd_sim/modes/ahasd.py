@@ -21,6 +21,7 @@ model routes nonlinear ops and prices rank switches accordingly.
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -69,11 +70,14 @@ class KvLedger:
             # only passes that started before the first read and may still be writing matter: the
             # last two such passes (earlier ones ended before a later pass started)
             k = bisect.bisect_right(starts, reads[0] + eps)
+            limits = None
             for lo_w, hi_w, t0, layer_s, layers in self.writes[max(0, k - 2):k]:
                 if lo_w >= hi:                          # not needed
                     continue
-                for layer, t_read in enumerate(reads[:layers]):
-                    if t0 + (layer + 1) * layer_s > t_read + eps * max(1.0, t_read):
+                if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
+                    limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
+                for layer, limit in enumerate(limits[:layers]):
+                    if t0 + (layer + 1) * layer_s > limit:
                         bad += 1
                         break
         return bad
@@ -106,7 +110,8 @@ class AhasdMode(AsyncMode):
         self.pv_recomputed_tokens = 0   # in-flight tokens whose KV PIM rebuilt (recompute)
         self.pv_wait_s = 0.0            # PIM held in target mode waiting for the NPU's KV
         self.edc_idle_waits = 0
-        self._pv_intervals: list[tuple[float, float]] = []   # PIM pre-verification spans (contention)
+        # PIM pre-verification work on the target's ranks (contention), known when it starts
+        self._pv_intervals: list[tuple[float, float]] = []
 
     # ------------------------------------------------------------ EDC/TVC
     def _control(self, cfg, label: str) -> float:
@@ -192,6 +197,8 @@ class AhasdMode(AsyncMode):
             cost = self._pv_cost(n_tok, self.replay.kv_len_at(v_start))
             t0 = self.env.now
             reads = self._layer_reads(t0, n_tok, self.replay.kv_len_at(v_start), None)
+            # registered before it runs: the NPU pass in flight may end first and must see it
+            self._pv_intervals.append((t0, t0 + cost.duration_s))
             yield from self.run_task(cost, "preverify")
         elif self.kv_policy == "wait":
             hold = max(0.0, v_end - self.env.now)
@@ -214,9 +221,11 @@ class AhasdMode(AsyncMode):
             span = max(base.duration_s, reads[-1] + (pv_layer + pv_head) * q - t0)
             self.pv_wait_s += span - base.duration_s   # PIM in target mode, idle between layers
             cost = TaskCost(span, base.energy_j, base.busy_s, base.offchip_bytes)
+            # PIM works on the shared ranks only during its layers (it idles between them,
+            # waiting for the NPU's next layer); registered before it runs, as above
+            self._pv_intervals += [(a, a + pv_layer * q) for a in reads[:-1]]
+            self._pv_intervals.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
             yield from self.run_task(cost, "preverify")
-        if self.kv_policy != "wait":
-            self._pv_intervals.append((reads[0], self.env.now))
         self.kv_ledger.read(start - 1, own_lo, reads)
         self.tvc.record_preverify(cost.duration_s, length + (start - v_start if self.kv_policy == "recompute" else 0))
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")
@@ -227,7 +236,7 @@ class AhasdMode(AsyncMode):
         ev, self.pv_running = self.pv_running, None
         ev.succeed()
         if self.committed >= start:
-            yield from self._apply_preverify(result)
+            yield from self._apply_preverify(result, by_drafter=True)
         else:
             self.pv_pending = result   # the NPU is still verifying the tokens before it
 
@@ -244,6 +253,8 @@ class AhasdMode(AsyncMode):
         ``npu_layer_done`` a layer waits until the NPU has written that layer's KV."""
         n_l, layer_s, head_s = self.costs.layer_split("preverify", n_tokens, kv)
         layer_s *= self._pv_cost(n_tokens, kv).duration_s / (n_l * layer_s + head_s)
+        if npu_layer_done is None and n_l > 0:     # the same sequential sums as the loop below
+            return list(itertools.accumulate(itertools.repeat(layer_s, n_l - 1), initial=t0))
         out, t = [], t0
         for i in range(n_l):
             if npu_layer_done is not None and i < len(npu_layer_done):
@@ -271,7 +282,7 @@ class AhasdMode(AsyncMode):
         super().finalize()
         self.kv_violations = self.kv_ledger.violations()
 
-    def _apply_preverify(self, r: _Preverify):
+    def _apply_preverify(self, r: _Preverify, by_drafter: bool = False):
         st = self.tvc.stats
         if r.gen != self.gen or self.committed < r.start or r.new_committed <= self.committed:
             st.wasted += 1
@@ -284,7 +295,7 @@ class AhasdMode(AsyncMode):
         st.tokens_committed += max(0, min(self.committed, r.start + r.length) - max(before, r.start))
         if r.early_rejection:
             st.early_rejections += 1
-        yield from self._signal_feedback(restart)
+        yield from self._signal_feedback(restart, by_drafter)
 
     def before_verify(self):
         if self.pv_running is not None and self.tvc is not None:

@@ -20,6 +20,7 @@ import simpy
 from ..policies.base import Decision
 from .base import Batch, Mode, TaskCost, register_mode
 from .costs import scaled
+from .fastq import FastLock, FastStore
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,14 @@ class Feedback:
 
 
 class BoundedQueue:
-    """A SimPy store with occupancy statistics; producers block when it is full."""
+    """A bounded FIFO with occupancy statistics; producers block when it is full.
+
+    SimPy ``Store`` semantics through :class:`~ahasd_sim.modes.fastq.FastStore` (same event
+    order, fewer events); ``put`` and ``get`` are generators (``yield from``)."""
 
     def __init__(self, env: simpy.Environment, capacity: int, name: str):
         self.env = env
-        self.store = simpy.Store(env, capacity=capacity)
+        self.store = FastStore(env, capacity)
         self.name = name
         self.capacity = capacity
         self.pushes = 0
@@ -43,14 +47,26 @@ class BoundedQueue:
 
     def put(self, item):
         t0 = self.env.now
-        ev = self.store.put(item)
-        if not ev.triggered:          # full: the producer blocks until a consumer pops
-            yield ev
+        if (yield from self.store.put(item)):   # full: the producer blocked until a consumer popped
             self.full_block_s += self.env.now - t0
         self.pushes += 1
-        self.max_occupancy = max(self.max_occupancy, len(self.store.items))
+        n = len(self.store.items)
+        if n > self.max_occupancy:
+            self.max_occupancy = n
+
+    def try_put(self, item) -> bool:
+        """:meth:`put` as a plain call when the producer would not block (see
+        :meth:`FastStore.try_put`); False, having done nothing, otherwise."""
+        if not self.store.try_put(item):
+            return False
+        self.pushes += 1
+        n = len(self.store.items)
+        if n > self.max_occupancy:
+            self.max_occupancy = n
+        return True
 
     def get(self):
+        """Generator returning the oldest item (blocks while empty)."""
         return self.store.get()
 
     @property
@@ -74,7 +90,7 @@ class AsyncMode(Mode):
         self.acfg = acfg
         self.unverified = BoundedQueue(env, acfg.unverified_queue_batches, "unverified_draft")
         self.feedback = BoundedQueue(env, acfg.feedback_queue_entries, "feedback")
-        self.npu = simpy.Resource(env, 1)
+        self.npu = FastLock(env)
         self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
         self.drafter_stall_s = 0.0
         self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
@@ -97,14 +113,20 @@ class AsyncMode(Mode):
         self.env.process(self._drafter())
         self.env.process(self._verifier())
 
-    def _signal_feedback(self, restart: bool):
+    def _signal_feedback(self, restart: bool, by_drafter: bool = False):
+        """Post a verdict to the feedback queue.  ``by_drafter``: the drafter's own process posts
+        it (a pre-verification result): it is also the queue's only reader, so with the queue
+        full it reads the pending entries first instead of waiting for itself (a deadlock)."""
+        if by_drafter and len(self.feedback.items) >= self.feedback.capacity:
+            yield from self._drain_feedback()
         fb = Feedback(self.gen, self.committed, restart)
-        yield from self.feedback.put(fb)
+        if not self.feedback.try_put(fb):         # plain call unless the queue is full
+            yield from self.feedback.put(fb)
         self.queue_ops += 1
 
     def _drain_feedback(self):
         while self.feedback.items:
-            yield self.feedback.get()
+            yield from self.feedback.get()
             self.queue_ops += 1
 
     def _drafter(self):
@@ -116,6 +138,7 @@ class AsyncMode(Mode):
         ctr = self.col.counters
         my_gen = self.gen
         chain_start = self.committed
+        chain_wrong = replay.first_wrong(chain_start)   # drafts after it are off-path
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
         round_start = env.now
@@ -130,6 +153,7 @@ class AsyncMode(Mode):
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
+                chain_wrong = replay.first_wrong(chain_start)
                 round_tokens = []
                 round_start = env.now
                 round_id = policy.begin_round(self.round_context())
@@ -148,9 +172,10 @@ class AsyncMode(Mode):
                 if self.verify_in_flight is not None and self._draft_stretch != 1.0:
                     cost = scaled(cost, self._draft_stretch)   # the NPU streams from shared ranks
                     self.contended_drafts += 1
-                delay = self.take_drafter_delay()
+                delay, self.drafter_delay_s = self.drafter_delay_s, 0.0   # take_drafter_delay()
                 self._pim_busy_until_s = env.now + delay + cost.duration_s
-                yield from self.run_task(cost, "draft", delay_s=delay)
+                if not self.task_if_next(cost, "draft", delay):
+                    yield from self.run_task(cost, "draft", delay_s=delay)
                 if done.triggered:
                     return
                 if my_gen != self.gen:    # the chain was rolled back while this forward ran
@@ -164,7 +189,7 @@ class AsyncMode(Mode):
                 ctr.discarded_draft_forwards += 1
             else:
                 ctr.drafted_tokens += 1
-                if replay.is_off_path(pos, chain_start):
+                if pos > chain_wrong:     # replay.is_off_path(pos, chain_start)
                     ctr.offpath_drafted_tokens += 1
                     if replay.is_synthetic(pos, chain_start):
                         ctr.offpath_synthetic_tokens += 1
@@ -189,12 +214,13 @@ class AsyncMode(Mode):
         batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies),
                       round_id=round_id)
         self.on_batch_drafted(batch, self.env.now - round_start)
-        yield from self.unverified.put(batch)
+        if not self.unverified.try_put(batch):    # plain call unless the queue is full
+            yield from self.unverified.put(batch)
         self.queue_ops += 1
         if gen == self.gen:
             self.batches.append(batch)
-        self.col.event(self.env.now, "batch_pushed", position=batch.start, n_tokens=batch.length,
-                       mean_entropy_nats=batch.mean_entropy_nats)
+        self.col.events.append({"time_s": self.env.now, "event": "batch_pushed", "position": batch.start,
+                                "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
         return batch if gen == self.gen else None
 
     def take_drafter_delay(self) -> float:
@@ -205,7 +231,7 @@ class AsyncMode(Mode):
     def _wait_feedback(self):
         """Block the drafter until the verifier reports something."""
         t0 = self.env.now
-        yield self.feedback.get()
+        yield from self.feedback.get()
         self.queue_ops += 1
         if self.feedback_latency_s > 0:        # the control CPU sees it at its next poll
             yield self.env.timeout(self.feedback_latency_s)
@@ -227,14 +253,14 @@ class AsyncMode(Mode):
                 if taken_end > self.committed:
                     return taken_end
                 t0 = self.env.now
-                item = yield self.unverified.get()
+                item = yield from self.unverified.get()
                 ctr.npu_idle_draft_exhausted_s += self.env.now - t0
             else:
                 nxt = self.unverified.items[0]
                 live = nxt.gen == self.gen and nxt.end > self.committed
                 if live and taken_end > self.committed and nxt.end - self.committed > cap:
                     return taken_end
-                item = yield self.unverified.get()
+                item = yield from self.unverified.get()
             self.queue_ops += 1
             if item.gen != self.gen or item.end <= self.committed:
                 continue  # killed by a rollback (already counted) or committed by pre-verification

@@ -16,7 +16,8 @@ import simpy
 
 from ..config.errors import ConfigError, did_you_mean
 from ..metrics.collector import Collector
-from ..policies.base import DraftPolicy, RoundContext, VerifyOutcome
+from ..policies.base import DraftPolicy, RoundContext, VerifyOutcome, new_outcome
+from .fastq import FastLock, advance
 from .replay import TraceReplay
 
 MODES: dict[str, type["Mode"]] = {}
@@ -60,7 +61,7 @@ class TaskCost:
                 raise ValueError(f"{dev} busy {b} s longer than its task ({self.duration_s} s)")
 
 
-@dataclass
+@dataclass(slots=True)
 class Batch:
     """One drafting round pushed to the unverified-draft queue."""
 
@@ -73,10 +74,11 @@ class Batch:
     edc_bucket: int = 0
     edc_continue: bool = True
     round_id: int | None = None
+    #: first position after the batch (start + length; read on every queue and commit scan)
+    end: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def end(self) -> int:
-        return self.start + self.length
+    def __post_init__(self):
+        self.end = self.start + self.length
 
 
 @dataclass
@@ -150,28 +152,46 @@ class Mode:
         """Occupy devices for ``cost`` (after waiting ``delay_s``); log busy intervals and energy.
 
         A SimPy generator returning the task's start time."""
-        reqs = []
+        reqs = None
         if resources:
+            reqs = []
             for res in resources.values():
-                req = res.request()
+                if type(res) is FastLock:
+                    req = yield from res.acquire()
+                else:
+                    req = res.request()
+                    yield req
                 reqs.append((res, req))
-                yield req
-        start = self.env.now + delay_s
-        if cost.duration_s > 0 or delay_s > 0:
+        env, col = self.env, self.col
+        start = env._now + delay_s      # env.now without the property call
+        if (cost.duration_s > 0 or delay_s > 0) and not advance(env, delay_s + cost.duration_s):
+            in_flight = col.in_flight
             token = object()
-            self.col.in_flight[token] = (start, cost.busy_s)   # for the time-limit report
-            yield self.env.timeout(delay_s + cost.duration_s)
-            del self.col.in_flight[token]
-        col = self.col
-        for dev, busy in cost.busy_s.items():
-            if busy > 0:
-                col.busy(dev, start, start + busy, label)
-        col.energy_map(cost.energy_j, label)
-        if cost.offchip_bytes:
-            col.offchip(label, cost.offchip_bytes)
-        for res, req in reqs:
-            res.release(req)
+            in_flight[token] = (start, cost.busy_s)   # for the time-limit report
+            yield env.timeout(delay_s + cost.duration_s)
+            del in_flight[token]
+        col.task(cost, label, start)
+        if reqs:
+            for res, req in reqs:
+                res.release(req)
         return start
+
+    def task_if_next(self, cost: TaskCost, label: str, delay_s: float = 0.0) -> bool:
+        """:meth:`run_task` without resources, done at once (clock advanced, task recorded) when
+        its timeout would be the next event processed (:func:`~.fastq.advance`); returns False,
+        having done nothing, otherwise. Saves the generator of ``run_task`` on per-token paths:
+        ``if not self.task_if_next(c, l): yield from self.run_task(c, l)``."""
+        env = self.env
+        now = env._now                  # env.now without the property call
+        d = cost.duration_s
+        if d > 0 or delay_s > 0:        # fastq.advance(env, delay_s + d), inlined
+            t = now + (delay_s + d)
+            q = env._queue
+            if q and q[0][0] <= t:
+                return False
+            env._now = t
+        self.col.task(cost, label, now + delay_s)
+        return True
 
     # ------------------------------------------------------------ prompts
     def prefill_costs(self, prompt_len: int) -> list[tuple[str, TaskCost]]:
@@ -278,13 +298,12 @@ class Mode:
                 # the target's token at b.end (bonus) was committed with this batch if it is the
                 # last committed token and no later batch drafted that position (else it counts there)
                 bonus = b.end == c_new - 1 and not any(o.start <= b.end < o.end for o in self.batches)
-                self.policy.on_verify(VerifyOutcome(b.length, b.length, b.length + (1 if bonus else 0),
-                                                    now - b.t_start_s, now, round_id=b.round_id))
+                self.policy.on_verify(new_outcome(b.length, b.length, b.length + (1 if bonus else 0),
+                                                  now - b.t_start_s, now, b.round_id))
             elif b.start <= q < b.end and q < c_new:      # contains the rejected token
                 acc = q - b.start
                 self.on_batch_resolved(b, acc, fully_accepted=False, killed=False)
-                self.policy.on_verify(VerifyOutcome(b.length, acc, acc + 1, now - b.t_start_s, now,
-                                                    round_id=b.round_id))
+                self.policy.on_verify(new_outcome(b.length, acc, acc + 1, now - b.t_start_s, now, b.round_id))
             elif restart and b.start > q:                # built on a rejected token
                 self.on_batch_resolved(b, 0, fully_accepted=False, killed=True)
             else:

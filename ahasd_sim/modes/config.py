@@ -59,7 +59,7 @@ class AhasdConfig:
     preverify_queue_entries: int = param(16, doc="capacity of the CPU's pre-verification queue, in draft batches: "
                                          "a pre-verification covers tokens of at most this many pending batches",
                                          ge=1, source=ARTIFACT)
-    preverify_kv: str = param("recompute", doc="how pre-verification gets the target KV of the tokens the NPU is "
+    preverify_kv: str = param("layer_pipelined", doc="how pre-verification gets the target KV of the tokens the NPU is "
                               "still verifying (it must never read KV before the NPU task writing it ends): "
                               "recompute = PIM also runs the target over the NPU's in-flight tokens and rebuilds "
                               "their KV (TVC counts that cost); wait = PIM starts only when the NPU pass has "

@@ -45,6 +45,10 @@ _OP_COST_CACHE_MAX = 500_000
 _TASK_COST_TABLES: dict[tuple, dict[tuple, TaskCost]] = {}
 _TASK_COST_TABLES_MAX = 32
 
+# Operator graphs per (model, tokens, KV length, KV quantum), shared by the tasks that cost them.
+_OPS_CACHE: dict[tuple, tuple] = {}
+_OPS_CACHE_MAX = 20_000
+
 _NUMERIC = ("flops", "macs", "weight_bytes", "act_bytes_in", "act_bytes_out", "kv_bytes", "elements")
 
 
@@ -159,7 +163,15 @@ class StepCosts:
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
 
     def ops(self, model, n_tokens: int, kv: int):
-        return _affine_ops(model, n_tokens, self.quantum).at(kv)
+        # a pass's cost, its layer split and the pre-verification over the same tokens all ask
+        # for the same operator graph: build it once (a pure function of these arguments)
+        key = (model, n_tokens, kv, self.quantum)
+        g = _OPS_CACHE.get(key)
+        if g is None:
+            if len(_OPS_CACHE) >= _OPS_CACHE_MAX:
+                _OPS_CACHE.clear()
+            g = _OPS_CACHE[key] = _affine_ops(model, n_tokens, self.quantum).at(kv)
+        return g
 
     def _op_cost(self, unit: str, ranks: int, op, fn) -> OpCost:
         key = (self._hw_key, unit, ranks, op)

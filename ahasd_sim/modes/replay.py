@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..policies.base import DraftTokenView
+from ..policies.base import DraftTokenView, new_view
 
 
 class TraceReplay:
@@ -104,7 +104,7 @@ class TraceReplay:
         return self._prompt_len[min(pos, self.n_positions - 1)]
 
     def kv_len_at(self, pos: int) -> int:
-        return self._kv_list[min(pos, self.n_positions - 1)]
+        return self._kv_list[pos] if pos < self.n_positions else self._kv_list[self.n_positions - 1]
 
     def first_wrong(self, chain_start: int) -> int:
         if chain_start >= self.n_positions:
@@ -125,17 +125,17 @@ class TraceReplay:
         """The drafter-visible view of the token drafted at ``pos`` in a chain (None past the slice)."""
         if pos >= self.n_positions or pos >= self._prompt_end_list[chain_start]:
             return None          # past the slice, or a draft chain would cross into the next prompt
-        q = self.first_wrong(chain_start)
+        q = self._next_wrong_list[chain_start]   # first_wrong(chain_start): chain_start <= pos < n
         if pos <= q:
-            return DraftTokenView(index_in_round, self._H_list[pos], self._p_tok_list[pos],
-                                  self._p_top1_list[pos], self._topk[pos], now_s)
+            return new_view(index_in_round, self._H_list[pos], self._p_tok_list[pos],
+                            self._p_top1_list[pos], self._topk[pos], now_s)
         j = pos - q - 1
         if j >= self._ro_len_list[q]:
             h, p = self._synthetic(q, j)
-            return DraftTokenView(index_in_round, h, p, p, (), now_s)
+            return new_view(index_in_round, h, p, p, (), now_s)
         k = self._ro_off_list[q] + j
         p = self._ro_p_list[k]
-        return DraftTokenView(index_in_round, self._ro_H_list[k], p, p, (), now_s)
+        return new_view(index_in_round, self._ro_H_list[k], p, p, (), now_s)
 
     def is_synthetic(self, pos: int, chain_start: int) -> bool:
         """True if the draft at ``pos`` lies beyond the recorded off-path rollout (fallback)."""

@@ -47,7 +47,9 @@ class AdaEdlPolicy(DraftPolicy):
         return 1.0 - math.sqrt(self.gamma_ent * max(entropy_nats, 0.0))
 
     def decide(self, view: DraftTokenView) -> Decision:
-        fail = self.lower_bound(view.entropy_nats) < self.lam
+        # lower_bound(view.entropy_nats) < lambda, inlined (once per drafter forward)
+        h = view.entropy_nats
+        fail = 1.0 - math.sqrt(self.gamma_ent * (0.0 if 0.0 > h else h)) < self.lam   # max(h, 0.0)
         d = self.bounded(view, STOP_DISCARD if fail else CONTINUE)   # module aliases: per-token path
         if fail and d is not CONTINUE:
             self.bound_stops += 1

@@ -78,7 +78,50 @@ class VerifyOutcome:
     round_id: int | None = None  # id returned by begin_round (optional, exact attribution)
 
 
-@dataclass
+def _view_builder():
+    s_i, s_h, s_p, s_p1, s_k, s_now = (DraftTokenView.__dict__[f].__set__ for f in DraftTokenView.__dataclass_fields__)
+    new = object.__new__
+
+    def new_view(index_in_round: int, entropy_nats: float, p_token: float, p_top1: float,
+                 topk_p: tuple[float, ...], now_s: float) -> DraftTokenView:
+        """``DraftTokenView(...)`` with every field given, built once per drafted token."""
+        v = new(DraftTokenView)
+        s_i(v, index_in_round)
+        s_h(v, entropy_nats)
+        s_p(v, p_token)
+        s_p1(v, p_top1)
+        s_k(v, topk_p)
+        s_now(v, now_s)
+        return v
+    return new_view
+
+
+def _outcome_builder():
+    s_n, s_a, s_c, s_t, s_now, s_id = (VerifyOutcome.__dict__[f].__set__ for f in VerifyOutcome.__dataclass_fields__)
+    new = object.__new__
+
+    def new_outcome(n_drafted: int, n_accepted: int, n_committed: int, round_time_s: float, now_s: float,
+                    round_id: int | None) -> VerifyOutcome:
+        """``VerifyOutcome(...)`` with every field given."""
+        o = new(VerifyOutcome)
+        s_n(o, n_drafted)
+        s_a(o, n_accepted)
+        s_c(o, n_committed)
+        s_t(o, round_time_s)
+        s_now(o, now_s)
+        s_id(o, round_id)
+        return o
+    return new_outcome
+
+
+# The frozen, slotted dataclasses above set each field through object.__setattr__ in __init__;
+# these build the same objects by filling the slots directly (a fraction of the cost), for the
+# paths that make one per drafted token or verified round.
+new_view = _view_builder()
+new_outcome = _outcome_builder()
+
+
+@dataclass(slots=True)
 class RoundContext:
     """Context at the start of a drafting round."""
 
@@ -87,7 +130,7 @@ class RoundContext:
     max_tokens: int
 
 
-@dataclass
+@dataclass(slots=True)
 class RoundRecord:
     """Book-keeping of one begun, not yet verified round (policy-private)."""
 
@@ -165,12 +208,17 @@ class DraftPolicy:
         records the decision in the round's book-keeping, so every policy's
         ``decide`` should return through this method.
         """
-        rec = self.current_round(view.now_s)
+        rec = self._current
+        if rec is None or rec.closed:       # current_round(), inlined for the open-round case
+            rec = self.current_round(view.now_s)
         ctx = rec.ctx
+        # max()/min() written as comparisons (the same values; this runs once per drafted token)
         min_k = ctx.min_tokens if lo is None else max(ctx.min_tokens, lo)
         max_k = ctx.max_tokens if hi is None else min(ctx.max_tokens, hi)
-        max_k = max(max_k, 0)
-        min_k = min(min_k, max_k)
+        if 0 > max_k:
+            max_k = 0
+        if max_k < min_k:
+            min_k = max_k
         i = view.index_in_round
         if i >= max_k:                       # beyond the cap (should not be asked)
             decision = STOP_DISCARD
@@ -205,7 +253,14 @@ class DraftPolicy:
         pending = self._pending
         match: RoundRecord | None = None
         if outcome.round_id is not None:
-            match = next((r for r in pending if r.index == outcome.round_id), None)
+            # pending holds consecutive indices (appended in order, removed from the left only):
+            # look the round up by offset; scan only if that does not hit it
+            rid = outcome.round_id
+            k = rid - pending[0].index if pending else -1
+            if 0 <= k < len(pending) and pending[k].index == rid:
+                match = pending[k]
+            else:
+                match = next((r for r in pending if r.index == rid), None)
         else:
             same = [r for r in pending if r.kept == outcome.n_drafted]
             start = outcome.now_s - outcome.round_time_s

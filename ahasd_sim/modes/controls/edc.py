@@ -43,15 +43,22 @@ class EntropyHistoryControl:
         self.llr = 0
         self.pht = [cfg.pht_counter_init] * (1 << (2 * cfg.bucket_bits + cfg.llr_bits))
         self.stats = EdcStats()
+        self._shift = cfg.history_order == "shift_newest_h0"
+        self._half = self.history_len // 2
+        self._older_len = self.history_len - self._half
+        self._recent_shift = cfg.llr_bits
+        self._older_shift = cfg.bucket_bits + cfg.llr_bits
 
     # ---------------------------------------------------------------- helpers
     def bucket(self, mean_entropy_nats: float) -> int:
         """Bucket id of a batch: 8 equal bins over [0, H_max]."""
-        b = math.floor(self.n_buckets * max(0.0, mean_entropy_nats) / self.cfg.entropy_max_nats)
-        return min(self.n_buckets - 1, b)
+        h = mean_entropy_nats    # max(0.0, h) and min(n - 1, b) as comparisons (same values)
+        b = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self.cfg.entropy_max_nats)
+        top = self.n_buckets - 1
+        return b if b < top else top
 
     def _insert(self, table: list[int], bucket: int, which: str) -> None:
-        if self.cfg.history_order == "shift_newest_h0":
+        if self._shift:
             table.pop()
             table.insert(0, bucket)
         else:
@@ -64,26 +71,32 @@ class EntropyHistoryControl:
                 self._lceht_ptr = ptr
 
     def index(self) -> int:
-        """9-bit PHT index {avg(older half), avg(recent half), LLR}."""
-        half = self.history_len // 2
-        recent = math.floor(sum(self.leht[:half]) / half)
-        older = math.floor(sum(self.leht[half:]) / (self.history_len - half))
-        bits = self.cfg.bucket_bits
-        return (older << (bits + self.cfg.llr_bits)) | (recent << self.cfg.llr_bits) | self.llr
+        """9-bit PHT index {avg(older half), avg(recent half), LLR} (averages rounded down)."""
+        half = self._half
+        leht = self.leht
+        recent = sum(leht[:half]) // half                     # = floor(sum / half): small ints
+        older = sum(leht[half:]) // self._older_len
+        return (older << self._older_shift) | (recent << self._recent_shift) | self.llr
 
     # ---------------------------------------------------------------- protocol
     def predict(self, mean_entropy_nats: float, live_unverified_batches: int) -> tuple[bool, int, int]:
         """After a batch is drafted: returns (continue look-ahead?, PHT index, bucket)."""
         bucket = self.bucket(mean_entropy_nats)
-        self._insert(self.leht, bucket, "leht")
-        self.llr = min(self.llr_max, max(0, live_unverified_batches))
+        if self._shift:                   # _insert(self.leht, bucket, "leht"), shift layout inlined
+            self.leht.pop()
+            self.leht.insert(0, bucket)
+        else:
+            self._insert(self.leht, bucket, "leht")
+        live = live_unverified_batches if live_unverified_batches > 0 else 0
+        self.llr = live if live < self.llr_max else self.llr_max   # min(llr_max, max(0, live))
         idx = self.index()
         cont = self.pht[idx] >= 2  # counter MSB
-        self.stats.predictions += 1
+        st = self.stats
+        st.predictions += 1
         if cont:
-            self.stats.continue_predictions += 1
+            st.continue_predictions += 1
         else:
-            self.stats.suppressed_batches += 1
+            st.suppressed_batches += 1
         return cont, idx, bucket
 
     def resolve(self, pht_index: int, bucket: int, predicted_continue: bool, fully_accepted: bool,

@@ -40,16 +40,25 @@ class TvcStats:
 class _Fifo:
     def __init__(self, n: int, preload: tuple[float, float]):
         self.items: deque[tuple[float, float]] = deque([preload] * n, maxlen=n)
+        self._per_unit: float | None = None     # means cached until the next push (read per batch)
+        self._length: float | None = None
 
     def push(self, time_ns: float, length: float) -> None:
         if length > 0:
             self.items.append((time_ns, length))
+            self._per_unit = self._length = None
 
     def mean_per_unit(self) -> float:
-        return sum(t / l for t, l in self.items) / len(self.items)
+        v = self._per_unit
+        if v is None:
+            v = self._per_unit = sum(t / l for t, l in self.items) / len(self.items)
+        return v
 
     def mean_length(self) -> float:
-        return sum(l for _, l in self.items) / len(self.items)
+        v = self._length
+        if v is None:
+            v = self._length = sum(l for _, l in self.items) / len(self.items)
+        return v
 
 
 class TimeAwarePreverifyControl:
