@@ -190,7 +190,10 @@ def test_running_trials_of_an_interrupted_process_are_finished_not_repeated(tmp_
 def _start_and_interrupt(cmd, db: Path, sig: int, min_complete: int) -> int:
     """Start ``cmd``; once the storage holds ``min_complete`` more complete trials, send ``sig``."""
     start = sum(1 for _, s in _trials(db) if s == "COMPLETE") if db.is_file() else 0
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A suite run as a background job (`cmd &` in a script) starts with SIGINT ignored (POSIX), and
+    # Python then installs no Ctrl-C handler in the child: give the child the default disposition.
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     try:
         while time.time() < deadline and proc.poll() is None:
