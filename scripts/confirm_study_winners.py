@@ -27,9 +27,6 @@ if str(ROOT) not in sys.path:
 from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 from ahasd_sim.config.errors import InputError  # noqa: E402
 
-OBJECTIVE_FIELDS = {"throughput_tok_s": "throughput_tok_s", "tokens_per_j": "tokens_per_j"}
-
-
 def _parser():
     p = script_parser(__doc__.split("\n")[1])
     p.add_argument("study", help="study file (YAML) the trials came from")

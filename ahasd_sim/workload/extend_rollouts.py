@@ -43,7 +43,7 @@ import numpy as np
 
 from . import traces as T
 from .record_chain import (EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file,
-                           softmax)
+                           shard_path, softmax)
 from .record_tree import SeqLlama
 
 EXTENDER_VERSION = "extend_rollouts/1.0"
@@ -68,16 +68,14 @@ def extend_prompt(drf: SeqLlama, prompt_tokens, cols, hdr, prompt_index: int, L_
     if todo:  # seq 0 = prompt + path (the KV every rollout forks from)
         drf.seq_rm(0)
         drf.prefill([int(x) for x in prompt_tokens] + [int(x) for x in cols["tgt_tok"][: n - 1]], 0)
-    rngs = {}
+    rngs, recorded_draws = {}, {}
+    if sample:  # the recorder's per-position streams (record_chain.record_prompt): the first L_old
+        for t in todo:  # draws are the ones the recorded tokens used, the rest continue them
+            rngs[t] = np.random.default_rng([seed, prompt_index, 1, t])
+            recorded_draws[t] = [rngs[t].random() for _ in range(L_old)]
 
     def choose(q, t):
-        if not sample:
-            return int(np.argmax(q))
-        if t not in rngs:  # the recorder's per-position stream (record_chain.record_prompt)
-            rngs[t] = np.random.default_rng([seed, prompt_index, 1, t])
-            for _ in range(L_old):  # draws the recorded tokens consumed
-                rngs[t].random()
-        return sample_from(q, rngs[t].random())
+        return sample_from(q, rngs[t].random()) if sample else int(np.argmax(q))
 
     for c in range(0, len(todo), batch):
         chunk = todo[c:c + batch]
@@ -97,8 +95,7 @@ def extend_prompt(drf: SeqLlama, prompt_tokens, cols, hdr, prompt_index: int, L_
                 q = softmax(mine[j], temp)
                 stats["steps"] += 1
                 if sample:
-                    u = np.random.default_rng([seed, prompt_index, 1, t]).random(j + 1)[-1]
-                    stats["same_token"] += int(sample_from(q, u) == tok)
+                    stats["same_token"] += int(sample_from(q, recorded_draws[t][j]) == tok)
                 else:
                     stats["same_token"] += int(int(np.argmax(q)) == tok)
                 stats["max_abs_dp"] = max(stats["max_abs_dp"], abs(float(q[tok]) - p_rec))
@@ -157,10 +154,6 @@ def check_extension(old: "T.Trace", new_cols) -> None:
             raise AssertionError(f"recorded rollout values in {name!r} changed")
 
 
-def _shard(work: str, i: int) -> str:
-    return os.path.join(work, "shards", f"p{i:04d}.npz")
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ahasd_sim traces extend-rollouts", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -198,7 +191,7 @@ def main(argv=None) -> int:
     done = 0
     for k in range(len(bounds) - 1):
         info = infos[int(pid[bounds[k]])]
-        sp = _shard(args.work_dir, info["index"])
+        sp = shard_path(args.work_dir, info["index"])
         if os.path.exists(sp):
             continue
         if args.limit is not None and done >= args.limit:
@@ -223,14 +216,14 @@ def main(argv=None) -> int:
         log(f"prompt {info['index']}: extended {st['extended']} rollouts, recheck "
             f"{st['same_token']}/{st['steps']} same token, {st['t_s']} s")
     missing = [infos[int(pid[b])]["index"] for b in bounds[:-1]
-               if not os.path.exists(_shard(args.work_dir, infos[int(pid[b])]["index"]))]
+               if not os.path.exists(shard_path(args.work_dir, infos[int(pid[b])]["index"]))]
     if missing:
         log(f"{len(missing)} prompts still to do; run the same command again")
         return 0
     parts, tot = [], {"steps": 0, "same_token": 0, "max_abs_dp": 0.0, "max_abs_dH": 0.0, "sum_abs_dH": 0.0,
                       "extended": 0}
     for b in bounds[:-1]:
-        with np.load(_shard(args.work_dir, infos[int(pid[b])]["index"]), allow_pickle=False) as z:
+        with np.load(shard_path(args.work_dir, infos[int(pid[b])]["index"]), allow_pickle=False) as z:
             st = json.loads(str(z["stats_json"][()]))
             parts.append({k: z[k] for k in z.files if k != "stats_json"})
         for key in ("steps", "same_token", "sum_abs_dH", "extended"):
