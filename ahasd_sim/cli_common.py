@@ -57,16 +57,46 @@ def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _on_terminate(signum, _frame):
-    raise Terminated(signal.Signals(signum).name)
+class _PendingSignal:
+    """The stop signal received and not yet handled. Python raises a signal handler's exception
+    wherever the main thread happens to be; inside a ``__del__``, a weakref callback or an sqlite
+    callback (SQLAlchemy and optuna run many) it is printed as "Exception ignored" and lost, and
+    a study or sweep would run to its end after Ctrl-C. Long loops call
+    :func:`raise_if_interrupted` between units of work, so a lost exception is raised again."""
+
+    signum: int | None = None
+
+
+def _stop_exception(signum: int) -> KeyboardInterrupt:
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return Terminated(signal.Signals(signum).name)
+
+
+def _on_stop_signal(signum, _frame):
+    _PendingSignal.signum = signum
+    raise _stop_exception(signum)
+
+
+def raise_if_interrupted() -> None:
+    """Raise the stop signal's exception again if one was received and not handled (a no-op
+    unless :func:`install_signal_handlers` runs, as in every command line)."""
+    if _PendingSignal.signum is not None:
+        raise _stop_exception(_PendingSignal.signum)
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM/SIGHUP unwind like Ctrl-C (sweeps then write results.csv and stop their workers)."""
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+    """SIGTERM/SIGHUP unwind like Ctrl-C (sweeps then write results.csv and stop their workers);
+    all three are remembered until handled (:func:`raise_if_interrupted`). A SIGINT that the
+    parent process ignores (a background job) stays ignored."""
+    _PendingSignal.signum = None
+    sigs = [signal.SIGTERM, getattr(signal, "SIGHUP", None)]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        sigs.append(signal.SIGINT)
+    for sig in sigs:
         if sig is not None:
             try:
-                signal.signal(sig, _on_terminate)
+                signal.signal(sig, _on_stop_signal)
             except (ValueError, OSError):  # not the main thread
                 pass
 
@@ -75,7 +105,9 @@ def run_guarded(body: Callable[[], int], debug: bool = False) -> int:
     """Run a command body; map bad input to one stderr line and exit code 2."""
     install_signal_handlers()
     try:
-        return int(body() or 0)
+        code = int(body() or 0)
+        raise_if_interrupted()   # a stop signal whose exception a library swallowed
+        return code
     except ModuleNotFoundError as exc:
         # before user_errors(): evaluating that clause imports the simulator (and pandas), which
         # would fail again with a traceback when a dependency is what is missing
@@ -90,9 +122,11 @@ def run_guarded(body: Callable[[], int], debug: bool = False) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated as exc:
+        _PendingSignal.signum = None
         print(f"terminated ({exc})", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
+        _PendingSignal.signum = None
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head`: the results are already written

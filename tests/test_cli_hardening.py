@@ -270,3 +270,34 @@ def test_missing_dependency_is_one_line_not_a_traceback(monkeypatch, capsys):
     assert run_guarded(body) == EXIT_USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'pandas' is not installed" in err[0]
+
+
+def test_a_stop_signal_lost_inside_a_library_still_ends_the_command_with_its_exit_code():
+    import signal
+
+    from ahasd_sim import cli_common
+
+    def body_that_loses(sig):
+        def body():
+            try:
+                signal.raise_signal(sig)
+            except KeyboardInterrupt:   # a __del__ or sqlite callback: "Exception ignored"
+                pass
+            return 0
+        return body
+
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert cli_common.run_guarded(body_that_loses(signal.SIGINT)) == cli_common.EXIT_INTERRUPTED
+        assert cli_common.run_guarded(body_that_loses(signal.SIGTERM)) == cli_common.EXIT_TERMINATED
+        assert cli_common.run_guarded(lambda: 0) == 0
+        # a SIGINT ignored by the parent (a background job) stays ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        cli_common.install_signal_handlers()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if hasattr(signal, "SIGHUP"):
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)

@@ -434,3 +434,45 @@ def test_study_file_gets_the_strict_yaml_reader(tmp_path, capsys, data, hint):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and hint in err, err
     assert not (tmp_path / "o").exists()
+
+
+def _swallowed_ctrl_c():
+    """What a library's ``__del__`` or sqlite callback does to a Ctrl-C that arrives inside it:
+    Python prints "Exception ignored" and goes on."""
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        pass
+
+
+def test_a_ctrl_c_swallowed_by_a_library_still_stops_the_study(tmp_path, monkeypatch):
+    # seen in CI: a study ran all its trials and exited 0 after Ctrl-C
+    import ahasd_sim.dse.evaluate as ev
+    from ahasd_sim import cli_common
+    study = load_study(write(tmp_path, RESUMABLE))
+    out = tmp_path / "st"
+    real = ev.finish
+    calls = {"n": 0}
+
+    def finish_then_lose_a_ctrl_c(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            _swallowed_ctrl_c()
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "finish", finish_then_lose_a_ctrl_c)
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        cli_common.install_signal_handlers()
+        with pytest.raises(KeyboardInterrupt):
+            run_optimize(study, out, trials=12, workers=1, progress=False)
+        assert cli_common.run_guarded(lambda: 0) == 0   # handled: the next command is not stopped
+    finally:
+        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if hasattr(signal, "SIGHUP"):
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # stopped at the second trial: it stays to be resumed, nothing after it was asked to run
+    states = [s for _, s in _trials(out / "study.db")]
+    assert states.count("COMPLETE") == 1 and len(states) <= 6

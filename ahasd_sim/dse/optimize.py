@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cli_common import raise_if_interrupted
 from ..config.errors import ConfigError, InputError
 from ..output import atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
@@ -281,6 +282,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
                 trial_id_of = {num: tid for num, tid, _ in chunk}
 
                 def on_point(pt: DesignPoint, ids=trial_id_of) -> None:
+                    raise_if_interrupted()   # before telling: the trial is resumed, not lost
                     status = _tell(ostudy, ids, pt)
                     stats["told"][status] += 1
                     prog.update("failed" if status == "failed" else "ok")
@@ -293,6 +295,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
                 evaluate(study, pts, points_dir, ex, on_point=on_point, on_run=on_run)
                 worker.join()
                 worker = None
+                raise_if_interrupted()
                 if "error" in ahead:
                     raise ahead["error"]
                 chunk, pts = ahead["result"]

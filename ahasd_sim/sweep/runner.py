@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 
+from ..cli_common import raise_if_interrupted
 from ..config.errors import InputError, OutputError
 from ..outdir import apply_umask, check_writable_dir, lock_dir
 from ..output import atomic_write_text, to_json
@@ -185,6 +186,7 @@ def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, pr
 # ---------------------------------------------------------------- executors
 def _run_serial(tasks: list[dict], on_done: Callable[[dict], None]) -> None:
     for t in tasks:
+        raise_if_interrupted()
         on_done(run_point(t))
 
 
@@ -287,6 +289,7 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
     try:
         futs = {pool.submit(_pool_entry, t): t for t in todo}
         for fut in cf.as_completed(futs):
+            raise_if_interrupted()
             t = futs[fut]
             try:
                 res = fut.result()
