@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 from simpy.events import PENDING
 
-from ..policies.base import Decision
+from ..policies.base import Decision, new_view
 from .base import Batch, Mode, TaskCost, register_mode
 from .costs import scaled
 from .fastq import FastLock, FastStore
@@ -31,48 +31,22 @@ class Feedback(NamedTuple):
     restart: bool
 
 
-class BoundedQueue:
+class BoundedQueue(FastStore):
     """A bounded FIFO with occupancy statistics; producers block when it is full.
 
     SimPy ``Store`` semantics through :class:`~ahasd_sim.modes.fastq.FastStore` (same event
-    order, fewer events); ``put`` and ``get`` are generators (``yield from``)."""
+    order, fewer events); ``put`` and ``get`` are generators (``yield from``), ``try_put`` a
+    plain call that puts unless the producer would block."""
 
     def __init__(self, env: simpy.Environment, capacity: int, name: str):
-        self.env = env
-        self.store = FastStore(env, capacity)
+        super().__init__(env, capacity)
         self.name = name
-        self.capacity = capacity
-        self.pushes = 0
-        self.max_occupancy = 0
         self.full_block_s = 0.0
 
     def put(self, item):
-        t0 = self.env.now
-        if (yield from self.store.put(item)):   # full: the producer blocked until a consumer popped
-            self.full_block_s += self.env.now - t0
-        self.pushes += 1
-        n = len(self.store.items)
-        if n > self.max_occupancy:
-            self.max_occupancy = n
-
-    def try_put(self, item) -> bool:
-        """:meth:`put` as a plain call when the producer would not block (see
-        :meth:`FastStore.try_put`); False, having done nothing, otherwise."""
-        if not self.store.try_put(item):
-            return False
-        self.pushes += 1
-        n = len(self.store.items)
-        if n > self.max_occupancy:
-            self.max_occupancy = n
-        return True
-
-    def get(self):
-        """Generator returning the oldest item (blocks while empty)."""
-        return self.store.get()
-
-    @property
-    def items(self) -> list:
-        return self.store.items
+        t0 = self.env._now
+        if (yield from super().put(item)):   # full: the producer blocked until a consumer popped
+            self.full_block_s += self.env._now - t0
 
     def stats(self) -> dict[str, Any]:
         return {"capacity": self.capacity, "pushes": self.pushes, "max_occupancy": self.max_occupancy,
@@ -134,8 +108,10 @@ class AsyncMode(Mode):
         return True
 
     def _drain_feedback(self):
-        while self.feedback.items:
-            yield from self.feedback.get()
+        feedback = self.feedback
+        while feedback.items:
+            if feedback.try_get() is None:     # a plain call unless the get must yield
+                yield from feedback.get()
             self.queue_ops += 1
 
     def _drafter(self):
@@ -157,7 +133,10 @@ class AsyncMode(Mode):
         max_round = self.max_round_tokens
         my_gen = self.gen
         chain_start = self.committed
-        chain_wrong = replay.first_wrong(chain_start)   # drafts after it are off-path
+        # chain_end: no draft from there on; drafts after chain_wrong are off-path
+        chain_end, chain_wrong, ro_off, ro_len = replay.chain_bounds(chain_start)
+        col_H, col_p_tok, col_p_top1, col_topk = replay.on_path_columns()
+        ro_H, ro_p = replay.rollout_columns()
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
         round_start = env._now
@@ -172,11 +151,22 @@ class AsyncMode(Mode):
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
-                chain_wrong = replay.first_wrong(chain_start)
+                chain_end, chain_wrong, ro_off, ro_len = replay.chain_bounds(chain_start)
                 round_tokens = []
                 round_start = env._now
                 round_id = begin_round(self.round_context())
-            view = view_at(pos, chain_start, len(round_tokens), env._now)
+            # replay.view(pos, chain_start, len(round_tokens), env.now), built here for on-path
+            # and recorded off-path positions (see TraceReplay.chain_bounds)
+            if pos >= chain_end:
+                view = None
+            elif pos <= chain_wrong:
+                view = new_view(len(round_tokens), col_H[pos], col_p_tok[pos], col_p_top1[pos], col_topk[pos],
+                                env._now)
+            elif pos - chain_wrong - 1 < ro_len:
+                k = ro_off + pos - chain_wrong - 1
+                view = new_view(len(round_tokens), ro_H[k], ro_p[k], ro_p[k], (), env._now)
+            else:
+                view = view_at(pos, chain_start, len(round_tokens), env._now)
             if view is None:              # past the end of the replayed slice: nothing left to draft
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
@@ -240,7 +230,7 @@ class AsyncMode(Mode):
                 ctr.drafted_tokens += 1
                 if pos > chain_wrong:     # replay.is_off_path(pos, chain_start)
                     ctr.offpath_drafted_tokens += 1
-                    if replay.is_synthetic(pos, chain_start):
+                    if pos - chain_wrong - 1 >= ro_len:   # replay.is_synthetic(pos, chain_start)
                         ctr.offpath_synthetic_tokens += 1
                 round_tokens.append(view.entropy_nats)
                 pos += 1
@@ -309,21 +299,25 @@ class AsyncMode(Mode):
         by draft exhaustion.
         """
         ctr = self.col.counters
+        unverified = self.unverified
+        items = unverified.items
         taken_end = self.committed
         cap = self.acfg.max_verify_tokens
         while True:
-            if not self.unverified.items:
+            if not items:
                 if taken_end > self.committed:
                     return taken_end
                 t0 = self.env.now
-                item = yield from self.unverified.get()
+                item = yield from unverified.get()
                 ctr.npu_idle_draft_exhausted_s += self.env.now - t0
             else:
-                nxt = self.unverified.items[0]
+                nxt = items[0]
                 live = nxt.gen == self.gen and nxt.end > self.committed
                 if live and taken_end > self.committed and nxt.end - self.committed > cap:
                     return taken_end
-                item = yield from self.unverified.get()
+                item = unverified.try_get()        # a plain call unless the get must yield
+                if item is None:
+                    item = yield from unverified.get()
             self.queue_ops += 1
             if item.gen != self.gen or item.end <= self.committed:
                 continue  # killed by a rollback (already counted) or committed by pre-verification

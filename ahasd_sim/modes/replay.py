@@ -134,6 +134,32 @@ class TraceReplay:
         plus the target's own token (correction or bonus), never past the prompt's last token."""
         return min(start + self.accepted_run(start, n) + 1, self.prompt_end(start))
 
+    def chain_bounds(self, chain_start: int) -> tuple[int, int, int, int]:
+        """(end, first_wrong, rollout_offset, rollout_len) of a draft chain starting at
+        ``chain_start``, for hot loops that build :meth:`view` themselves:
+
+        * from ``end`` on, :meth:`view` is None (the slice or the prompt ends);
+        * a position ``p <= first_wrong`` is on-path: ``new_view(i, H[p], p_tok[p], p_top1[p],
+          topk[p], now)`` with the columns of :meth:`on_path_columns`;
+        * the j-th position after it (``j = p - first_wrong - 1 < rollout_len``) is the recorded
+          rollout's: with ``k = rollout_offset + j`` and the columns of :meth:`rollout_columns`,
+          ``new_view(i, rH[k], rp[k], rp[k], (), now)``; beyond the rollout, call :meth:`view`."""
+        n = self.n_positions
+        if chain_start >= n:
+            return n, n, 0, 0
+        q = self._next_wrong_list[chain_start]
+        if q >= n:
+            return self._prompt_end_list[chain_start], q, 0, 0
+        return self._prompt_end_list[chain_start], q, self._ro_off_list[q], self._ro_len_list[q]
+
+    def on_path_columns(self) -> tuple[list, list, list, list]:
+        """Entropy, p(token), p(top-1) and top-k probabilities per position (see :meth:`chain_bounds`)."""
+        return self._H_list, self._p_tok_list, self._p_top1_list, self._topk
+
+    def rollout_columns(self) -> tuple[list, list]:
+        """Entropy and p(token) of the recorded off-path rollout tokens (see :meth:`chain_bounds`)."""
+        return self._ro_H_list, self._ro_p_list
+
     def view(self, pos: int, chain_start: int, index_in_round: int, now_s: float) -> DraftTokenView | None:
         """The drafter-visible view of the token drafted at ``pos`` in a chain (None past the slice)."""
         if pos >= self.n_positions or pos >= self._prompt_end_list[chain_start]:
