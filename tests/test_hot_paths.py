@@ -153,3 +153,14 @@ def test_task_cost_memo_returns_what_the_cost_model_computes():
     assert a.verify(3, 129).duration_s > a.verify(3, 100).duration_s   # the next one costs more
     assert a.layer_split("verify", 3, 100) != a.layer_split("preverify", 3, 100)
     assert a.draft_costs_by_kv[100] is a.draft_token(100) and np.isfinite(a.draft_token(100).duration_s)
+
+
+def test_config_fingerprint_tells_configs_apart_and_is_stable():
+    # it keys the process-wide task-cost tables: two configs that differ anywhere must differ
+    base = load_config(DEFAULT_JOB)
+    assert base.fingerprint() == load_config(DEFAULT_JOB).fingerprint()
+    overrides = ["pim.aau.lanes=8", "memory.data_rate_mts=5500", "npu.freq_ghz=1.2",
+                 "ahasd.edc_config.entropy_max_nats=9.0", "run.kv_len_quantum_tokens=16", "policy.max_tokens=9"]
+    prints = {load_config(DEFAULT_JOB, [o]).fingerprint() for o in overrides}
+    assert len(prints) == len(overrides) and base.fingerprint() not in prints
+    assert "object at 0x" not in base.fingerprint()       # no identity-based repr

@@ -154,7 +154,7 @@ class StepCosts:
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
-        table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
+        table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
             if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
