@@ -160,7 +160,7 @@ def test_config_fingerprint_tells_configs_apart_and_is_stable():
     base = load_config(DEFAULT_JOB)
     assert base.fingerprint() == load_config(DEFAULT_JOB).fingerprint()
     overrides = ["pim.aau.lanes=8", "memory.data_rate_mts=5500", "npu.freq_ghz=1.2",
-                 "ahasd.edc_config.entropy_max_nats=9.0", "run.kv_len_quantum_tokens=16", "policy.max_tokens=9"]
+                 "ahasd.edc_config.entropy_max_nats=9.0", "run.kv_len_quantum_tokens=32", "policy.max_tokens=9"]
     prints = {load_config(DEFAULT_JOB, [o]).fingerprint() for o in overrides}
     assert len(prints) == len(overrides) and base.fingerprint() not in prints
     assert "object at 0x" not in base.fingerprint()       # no identity-based repr
