@@ -410,7 +410,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "draft_model": run.draft_model,
         "target_model": run.target_model,
         "trace": run.trace,
-        "trace_sha256": trace.header.get("sha256") or trace.header.get("file_sha256"),
+        "trace_sha256": (trace.header.get("sha256") or trace.header.get("file_sha256")
+                         or getattr(trace, "file_sha256", None)),
         # acceptance comes from the trace's real pair, time and energy from the model shapes above
         "trace_models": trace_models(trace),
         "seed": run.seed,

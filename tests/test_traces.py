@@ -226,3 +226,22 @@ def test_stats_tables_and_run_stats(good, tmp_path, capsys):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"nope")
     assert run_stats(bad) == 2
+
+
+def test_runs_report_the_sha256_of_the_trace_file_they_read():
+    # summary.json's trace_sha256 identifies the input; the shipped chain traces carry no hash
+    # in their header, so it is the file's own SHA-256 (it was null before)
+    import hashlib
+    from pathlib import Path
+
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import load_run_trace, run_simulation
+    root = Path(__file__).resolve().parent.parent
+    trace = root / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
+    want = hashlib.sha256(trace.read_bytes()).hexdigest()
+    t = load_trace(trace)
+    assert t.file_sha256 == want and t.take(16).file_sha256 == want
+    cfg = load_config(root / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={trace}", "run.generated_tokens=32", "run.windows=2", "run.timeline=false"])
+    assert run_simulation(cfg, load_run_trace(cfg)).summary["trace_sha256"] == want
+    assert Trace(t.columns, t.header).file_sha256 is None     # built in memory: no file to name

@@ -16,6 +16,7 @@ Everything that goes wrong while reading or validating raises :class:`TraceError
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -99,10 +100,13 @@ class Trace:
     also available as ``trace.columns[name]`` / ``trace[name]``.
     """
 
-    def __init__(self, columns: Dict[str, np.ndarray], header: dict, path: str = "<memory>"):
+    def __init__(self, columns: Dict[str, np.ndarray], header: dict, path: str = "<memory>",
+                 file_sha256: Optional[str] = None):
         self.columns = columns
         self.header = header
         self.path = str(path)
+        #: SHA-256 of the file it was read from (:func:`load_trace`; kept by slices), else None
+        self.file_sha256 = file_sha256
 
     # -- container protocol ---------------------------------------------------------------
     def __len__(self) -> int:
@@ -201,7 +205,7 @@ class Trace:
         hdr = dict(self.header)
         hdr["n_positions"] = int(stop - start)
         hdr["sliced_from"] = {"path": self.path, "start": int(start), "stop": int(stop)}
-        return Trace(cols, hdr, self.path)
+        return Trace(cols, hdr, self.path, self.file_sha256)
 
     def take(self, n_tokens: int, start_prompt: int = 0) -> "Trace":
         """Concatenate prompts in order from the ``start_prompt``-th prompt and cut at exactly
@@ -328,7 +332,16 @@ def load_trace(path, validate: bool = True) -> Trace:
     header, cols = read_npz(path, check_header)
     if validate:
         validate_columns(path, header, cols)
-    return Trace(cols, header, path)
+    return Trace(cols, header, path, _file_sha256(path))
+
+
+def _file_sha256(path: str) -> str:
+    """SHA-256 of a trace file (identifies the input in every run's summary.json)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def check_header(path: str, header: dict) -> None:
