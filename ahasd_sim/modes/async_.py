@@ -363,8 +363,8 @@ class AsyncMode(Mode):
             ctr.verifications += 1
             self.on_verified(self.env.now - t0, kv)
             new_c = self.verify_span(start, n)
-            self.col.event(t0, "verify", position=start, n_tokens=n, accepted=new_c - start - 1,
-                           duration_s=self.env.now - t0)
+            self.col.events.append({"time_s": t0, "event": "verify", "position": start, "n_tokens": n,
+                                    "accepted": new_c - start - 1, "duration_s": self.env._now - t0})
             restart = self.resolve(new_c)
             then = self.after_commit()
             if then is not None:

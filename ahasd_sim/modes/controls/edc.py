@@ -49,6 +49,7 @@ class EntropyHistoryControl:
         self._recent_shift = cfg.llr_bits
         self._older_shift = cfg.bucket_bits + cfg.llr_bits
         self._entropy_max = cfg.entropy_max_nats
+        self._killed_decrement = cfg.killed_batch_update == "decrement"
         self._top_bucket = self.n_buckets - 1
         #: (sum of the recent half, sum of the older half) of LEHT; None: recompute (index())
         self._half_sums: tuple[int, int] | None = None
@@ -123,7 +124,7 @@ class EntropyHistoryControl:
                 killed: bool = False) -> None:
         """Update on the verification result of one batch (called in batch order)."""
         if killed:
-            if self.cfg.killed_batch_update == "decrement":
+            if self._killed_decrement:
                 self.pht[pht_index] = max(0, self.pht[pht_index] - 1)
             return
         self.stats.resolved_predictions += 1
