@@ -8,10 +8,9 @@ makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from . import __version__
@@ -27,6 +26,11 @@ from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
 from .workload.traces import Trace, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where tables are built, not here: a run's window workers never need it, and
+# the parent imports it while they simulate (run_simulation), off the command's critical path.
 
 
 
@@ -138,8 +142,10 @@ def _window_worker_init() -> None:
 
 
 def _window_job(i: int) -> RunResult:
+    """One window in a forked worker: returned with its event and energy rows as plain lists
+    (the parent frames them; the worker never imports pandas)."""
     cfg, parts = _POOL_WINDOWS[i]
-    return run_window(cfg, parts, i)
+    return _run_window_rows(cfg, parts, i)
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
@@ -168,7 +174,9 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
             _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
             try:
                 with ctx.Pool(min(workers, n), initializer=_window_worker_init) as pool:
-                    results = pool.map(_window_job, range(n), chunksize=1)
+                    pending = pool.imap(_window_job, range(n), chunksize=1)
+                    import pandas  # noqa: F401 - the parent needs it next; import it while the workers run
+                    results = [_framed(r) for r in pending]   # each window framed as it arrives
                     pool.close()
                     pool.join()
             finally:
@@ -181,6 +189,22 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
 def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
     """One window: a pure function of (config, trace slice, seed, window index). Window 0 uses
     ``run.seed``; window i > 0 the seed sequence (run.seed, i), so windows draw independently."""
+    return _framed(_run_window_rows(cfg, trace_parts, index))
+
+
+_ENERGY_COLUMNS = ["device", "kind", "energy_j"]
+
+
+def _framed(result: RunResult) -> RunResult:
+    """``result`` with its event and energy rows (lists of dicts) as tables."""
+    import pandas as pd
+    result.events = pd.DataFrame(result.events)
+    result.energy = pd.DataFrame(result.energy, columns=_ENERGY_COLUMNS)
+    return result
+
+
+def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
@@ -278,6 +302,7 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
 
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
     """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows."""
+    import pandas as pd
     from .metrics.stats import mean_ci95
     rows = []
     for i, (r, p) in enumerate(zip(results, start_prompts)):
@@ -440,7 +465,6 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))
-    events = pd.DataFrame(col.events)
-    energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
-    return RunResult(summary, events, energy, timeline, policy.stats())
+    # the rows as lists (framed by _framed: in the parent when windows run in workers)
+    return RunResult(summary, col.events, rows, timeline, policy.stats())
