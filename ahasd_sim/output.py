@@ -90,9 +90,10 @@ def config_hash(cfg: SimConfig) -> str:
     return hashlib.sha256(config_text(cfg).encode()).hexdigest()[:12]
 
 
-def _csv_cells(column) -> list[str] | None:
-    """A table column's cells as pandas' ``to_csv`` writes them by default (floats as their
-    shortest repr, missing values empty), or None for a column type left to pandas itself."""
+def _csv_cells(column) -> list | None:
+    """A table column's cells for ``csv.writer`` such that it writes what pandas' ``to_csv``
+    writes by default (floats as their shortest repr, missing values empty), or None for a
+    column type left to pandas itself. The writer formats Python floats, ints and bools itself."""
     import numpy as np
     import pandas as pd
     dtype = column.dtype
@@ -100,27 +101,22 @@ def _csv_cells(column) -> list[str] | None:
     if isinstance(dtype, np.dtype):
         kind = dtype.kind
         if kind == "f" and dtype.itemsize == 8:
-            rep = float.__repr__
-            return ["" if v != v else rep(v) for v in values]
-        if kind in "iu":
-            return [int.__repr__(v) for v in values]
-        if kind == "b":
-            return ["True" if v else "False" for v in values]
+            return [v if v == v else "" for v in values]     # NaN (the only v != v) -> empty
+        if kind in "iub":
+            return values
         if kind != "O":
             return None
     elif not isinstance(dtype, pd.StringDtype):
         return None
     out = []
-    for v in values:                # object cells: csv writes str(), repr() for floats
+    for v in values:                # object cells: as csv writes them, missing ones empty
         t = type(v)
-        if t is str:
+        if t is str or t is bool or t is int:
             out.append(v)
-        elif v is None or (t is float and v != v):
-            out.append("")
         elif t is float:
-            out.append(float.__repr__(v))
-        elif t is bool or t is int:
-            out.append(str(v))
+            out.append(v if v == v else "")
+        elif v is None:
+            out.append("")
         else:                       # anything else (numpy scalars, pd.NA, ...): pandas writes it
             return None
     return out
