@@ -205,15 +205,22 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
     try:
         config_yaml = config_text(cfg)
         (stage / "config.resolved.yaml").write_text(config_yaml)
-        events = result.events
-        if "time_s" in events.columns:   # processes log at different moments: sort by simulated time
-            events = events.sort_values("time_s", kind="stable")
-        write_csv(events, stage / "events.csv")
-        write_csv(result.energy, stage / "energy_breakdown.csv")
         names = ["config.resolved.yaml", "events.csv", "energy_breakdown.csv"]
-        if getattr(result, "windows", None) is not None:      # one row per trace window (samples)
-            write_csv(result.windows, stage / "windows.csv")
+        rows = result.csv_tables() if hasattr(result, "csv_tables") else None
+        if rows is not None:   # straight from the windows' rows: the same bytes, no pandas needed
+            from .csvrows import write_rows
+            for name, table in rows.items():
+                write_rows(stage / name, table)
             names.append("windows.csv")
+        else:
+            events = result.events
+            if "time_s" in events.columns:   # processes log at different moments: sort by simulated time
+                events = events.sort_values("time_s", kind="stable")
+            write_csv(events, stage / "events.csv")
+            write_csv(result.energy, stage / "energy_breakdown.csv")
+            if getattr(result, "windows", None) is not None:      # one row per trace window (samples)
+                write_csv(result.windows, stage / "windows.csv")
+                names.append("windows.csv")
         if result.timeline is not None:
             (stage / "timeline.json").write_text(json.dumps(result.timeline))
             names.append("timeline.json")

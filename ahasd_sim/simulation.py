@@ -29,8 +29,8 @@ from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import
 
 if TYPE_CHECKING:
     import pandas as pd
-# pandas is imported where tables are built, not here: a run's window workers never need it, and
-# the parent imports it while they simulate (run_simulation), off the command's critical path.
+# pandas is imported where tables are built, not here: simulating needs none, and a run whose
+# tables are only written (the command line) never imports it (CombinedRun, csvrows).
 
 
 
@@ -142,8 +142,8 @@ def _window_worker_init() -> None:
 
 
 def _window_job(i: int) -> RunResult:
-    """One window in a forked worker: returned with its event and energy rows as plain lists
-    (the parent frames them; the worker never imports pandas)."""
+    """One window in a forked worker, its event and energy rows as plain lists (tables are framed
+    in the parent, and only when used: :class:`CombinedRun`)."""
     cfg, parts = _POOL_WINDOWS[i]
     return _run_window_rows(cfg, parts, i)
 
@@ -174,15 +174,13 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
             _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
             try:
                 with ctx.Pool(min(workers, n), initializer=_window_worker_init) as pool:
-                    pending = pool.imap(_window_job, range(n), chunksize=1)
-                    import pandas  # noqa: F401 - the parent needs it next; import it while the workers run
-                    results = [_framed(r) for r in pending]   # each window framed as it arrives
+                    results = pool.map(_window_job, range(n), chunksize=1)
                     pool.close()
                     pool.join()
             finally:
                 _POOL_WINDOWS.clear()
     if results is None:
-        results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+        results = [_run_window_rows(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
     return combine_windows(cfg, results, [p for p, _ in windows])
 
 
@@ -301,14 +299,13 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
 
 
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
-    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows."""
-    import pandas as pd
+    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows.
+    Its tables are framed on first use (:class:`CombinedRun`)."""
     from .metrics.stats import mean_ci95
     rows = []
     for i, (r, p) in enumerate(zip(results, start_prompts)):
         row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
         rows.append({"window": i, "start_prompt": int(p), **row})
-    table = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
     if len(results) == 1:
         summary = dict(results[0].summary)
     else:
@@ -330,27 +327,78 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     summary["window_tokens"] = cfg.run.generated_tokens
     summary["window_start_prompts"] = [int(p) for p in start_prompts]
     own = summary.pop("mode_windows", None) if len(results) == 1 else None
+    own_table = None
     if own is not None:   # a mode that cuts its own windows (e.g. rounds of a tree trace)
-        table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
+        import pandas as pd
+        own_table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
         summary["windows"], summary["window_basis"] = own["n"], own["basis"]
     for k in WINDOW_MEANS:
         if own is not None and k not in own:
             continue
-        m, ci = mean_ci95(table[k])
+        # the column's values (mean_ci95 skips missing ones, None here as NaN in a table)
+        m, ci = mean_ci95([row[k] for row in rows] if own is None else own_table[k])
         summary[k if own is None else f"{k}_window_mean"] = m
         summary[f"{k}_ci95"] = ci
         summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
     dec = summary["decode_makespan_s"]
     summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
-    events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
-    # one window: its (already RangeIndex-ed) table as is, and its energy rows, which are one per
-    # (device, kind) already (what the concat and the group-by sum would give back)
-    ev = (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else results[0].events
-    if len(results) == 1:
-        en = results[0].energy
-    else:
-        en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
-    return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
+    return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
+                       results[0].timeline, summary["policy_stats"])
+
+
+class CombinedRun(RunResult):
+    """A run's result whose tables (``events``, ``energy``, ``windows``) are framed from the
+    windows' rows on first use: writing a run folder needs no pandas (:mod:`ahasd_sim.csvrows`
+    writes the same bytes from the rows), and importing and framing cost more than the run's
+    writing. Each table is exactly what :func:`combine_windows` framed before."""
+
+    def __init__(self, summary, window_events: list, window_energy: list, window_rows: list[dict],
+                 own_windows_table, timeline, policy_stats):
+        self.summary, self.timeline, self.policy_stats = summary, timeline, policy_stats
+        self.window_events = window_events        # per window: a list of event dicts or a table
+        self.window_energy = window_energy        # per window: (device, kind, energy_j) rows or a table
+        self.window_rows = window_rows            # windows.csv rows (dicts over WINDOW_COLUMNS)
+        self._tables: dict[str, Any] = {} if own_windows_table is None else {"windows": own_windows_table}
+
+    def _table(self, name: str):
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = getattr(self, f"_frame_{name}")()
+        return t
+
+    def _frame_events(self):
+        import pandas as pd
+        frames = [e if isinstance(e, pd.DataFrame) else pd.DataFrame(e) for e in self.window_events]
+        events = [f.assign(window=i) for i, f in enumerate(frames) if len(f)]
+        # one window: its (already RangeIndex-ed) table as is
+        return (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else frames[0]
+
+    def _frame_energy(self):
+        import pandas as pd
+        frames = [e if isinstance(e, pd.DataFrame) else pd.DataFrame(e, columns=_ENERGY_COLUMNS)
+                  for e in self.window_energy]
+        if len(frames) == 1:   # one row per (device, kind) already: what the group-by sum gives back
+            return frames[0]
+        return pd.concat(frames).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+
+    def _frame_windows(self):
+        import pandas as pd
+        return pd.DataFrame(self.window_rows, columns=WINDOW_COLUMNS)
+
+    def csv_tables(self) -> dict[str, Any] | None:
+        """{file name: (header, rows)} of the CSV files, straight from the rows
+        (:mod:`ahasd_sim.csvrows`); None when some table needs pandas to be written."""
+        from . import csvrows
+        if "windows" in self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
+            return None
+        out = {"events.csv": csvrows.events_rows(self.window_events),
+               "energy_breakdown.csv": csvrows.energy_rows(self.window_energy),
+               "windows.csv": csvrows.windows_rows(self.window_rows, WINDOW_COLUMNS)}
+        return None if any(t is None for t in out.values()) else out
+
+    events = property(lambda self: self._table("events"), lambda self, v: self._tables.__setitem__("events", v))
+    energy = property(lambda self: self._table("energy"), lambda self, v: self._tables.__setitem__("energy", v))
+    windows = property(lambda self: self._table("windows"), lambda self, v: self._tables.__setitem__("windows", v))
 
 
 def trace_models(trace) -> dict[str, str | None]:
@@ -466,5 +514,5 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     if extra is not None:
         summary.update(extra(summary))
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
-    # the rows as lists (framed by _framed: in the parent when windows run in workers)
+    # the rows as lists: framed by run_window, or on first use of a combined run's tables
     return RunResult(summary, col.events, rows, timeline, policy.stats())

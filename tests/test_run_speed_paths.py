@@ -123,3 +123,122 @@ def test_write_csv_on_typed_columns_and_empty_tables(tmp_path):
         write_csv(t, tmp_path / f"fast{i}.csv")
         t.to_csv(tmp_path / f"pandas{i}.csv", index=False)
         assert (tmp_path / f"fast{i}.csv").read_bytes() == (tmp_path / f"pandas{i}.csv").read_bytes(), i
+
+
+# ------------------------------------------------------------ csvrows: the CSVs from rows
+def _pandas_events(windows, path):
+    """What combine_windows + write_run did with pandas: frame, add ``window``, concat, sort."""
+    frames = [pd.DataFrame(rows) for rows in windows]
+    events = [f.assign(window=i) for i, f in enumerate(frames) if len(f)]
+    ev = events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)
+    if "time_s" in ev.columns:
+        ev = ev.sort_values("time_s", kind="stable")
+    ev.to_csv(path, index=False)
+
+
+def _random_windows(rng: random.Random) -> list[list[dict]]:
+    times = [0.0, 0.5, 1.25, 3.0, 1e-7, 2.5e3]
+    kinds = {
+        "f": lambda: rng.uniform(-1, 1) * 10.0 ** rng.randint(-12, 12),
+        "i": lambda: rng.randint(-10**12, 10**12),
+        "if": lambda: rng.choice([rng.randint(-3, 3), rng.random()]),
+        "s": lambda: rng.choice(["verify", "draft,token", 'q"x', ""]),
+        "b": lambda: rng.random() < 0.5,
+        "nan": lambda: rng.choice([math.nan, 1.5]),
+        "odd": lambda: rng.choice([None, np.float64(0.5), "x", 3]),      # pandas' own cases
+    }
+    names = ["time_s"] + rng.sample(sorted(kinds), rng.randint(1, 4))
+    windows = []
+    for _w in range(rng.randint(1, 4)):
+        present = {k: rng.choice([1.0, 1.0, 0.7, 0.0]) for k in names}
+        if rng.random() < 0.85:
+            present["time_s"] = 1.0                 # else some rows lack a time: left to pandas
+        rows = []
+        for _r in range(rng.choice([0, 1, 5, 20])):
+            row = {}
+            for k in rng.sample(names, len(names)) if rng.random() < 0.2 else names:
+                if rng.random() < present[k]:
+                    row[k] = rng.choice(times) if k == "time_s" else kinds[k[:3] if k != "time_s" else k]()
+            rows.append(row)
+        windows.append(rows)
+    if not any(windows):
+        windows[0].append({"time_s": 1.0})
+    return windows
+
+
+def test_events_rows_write_what_pandas_wrote(tmp_path):
+    from ahasd_sim.csvrows import events_rows, write_rows
+    fast = 0
+    for seed in range(150):
+        windows = _random_windows(random.Random(seed))
+        table = events_rows(windows)
+        if table is None:
+            continue
+        fast += 1
+        write_rows(tmp_path / "rows.csv", table)
+        _pandas_events(windows, tmp_path / "pandas.csv")
+        assert (tmp_path / "rows.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes(), seed
+    assert fast >= 50                                 # the fast path is what is being tested
+
+
+def test_energy_rows_sum_as_pandas_groupby_does(tmp_path):
+    from ahasd_sim.csvrows import energy_rows, write_rows
+    rng = random.Random(7)
+    for trial in range(60):
+        devices = rng.sample(["npu", "pim", "aau", "lpddr5", "gts"], rng.randint(1, 5))
+        windows = []
+        for _w in range(rng.randint(1, 12)):
+            order = rng.sample(devices, len(devices)) if rng.random() < 0.3 else devices
+            windows.append([{"device": d, "kind": k, "energy_j": rng.uniform(0, 1) * 10.0 ** rng.randint(-9, 4)}
+                            for d in order for k in ("dynamic", "static")])
+        if trial % 10 == 0:
+            windows[0][0]["energy_j"] = math.inf
+        frames = [pd.DataFrame(w, columns=["device", "kind", "energy_j"]) for w in windows]
+        ref = frames[0] if len(frames) == 1 else pd.concat(frames).groupby(
+            ["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+        ref.to_csv(tmp_path / "pandas.csv", index=False)
+        write_rows(tmp_path / "rows.csv", energy_rows(windows))
+        assert (tmp_path / "rows.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes(), trial
+
+
+def test_windows_rows_write_what_pandas_wrote(tmp_path):
+    from ahasd_sim.csvrows import windows_rows, write_rows
+    from ahasd_sim.simulation import WINDOW_COLUMNS
+    rng = random.Random(3)
+    for trial in range(40):
+        pick = {c: rng.choice(["int", "float", "mixed", "none", "some_none"]) for c in WINDOW_COLUMNS}
+        value = {"int": lambda: rng.randint(0, 5000), "float": lambda: rng.random() * 100,
+                 "mixed": lambda: rng.choice([rng.randint(0, 9), rng.random()]), "none": lambda: None,
+                 "some_none": lambda: rng.choice([None, rng.randint(0, 9)])}
+        rows = [{c: value[pick[c]]() for c in WINDOW_COLUMNS} for _ in range(rng.randint(1, 12))]
+        pd.DataFrame(rows, columns=WINDOW_COLUMNS).to_csv(tmp_path / "pandas.csv", index=False)
+        write_rows(tmp_path / "rows.csv", windows_rows(rows, WINDOW_COLUMNS))
+        assert (tmp_path / "rows.csv").read_bytes() == (tmp_path / "pandas.csv").read_bytes(), trial
+
+
+def test_combined_run_tables_are_framed_on_use_and_written_from_rows(tmp_path):
+    cfg = _smoke_cfg()
+    res = run_simulation(cfg, workers=1)
+    assert res.csv_tables() is not None and not res._tables          # nothing framed yet
+    write_run(res, cfg, tmp_path / "rows", 0.0)
+    assert not res._tables                                            # written without tables
+    framed = run_simulation(cfg, workers=1)
+    assert len(framed.events) == sum(len(w) for w in framed.window_events) and framed._tables
+    assert list(framed.events.columns)[-1] == "window"
+    write_run(framed, cfg, tmp_path / "tables", 0.0)                 # csv_tables() -> None: pandas
+    for name in FILES:
+        assert (tmp_path / "rows" / name).read_bytes() == (tmp_path / "tables" / name).read_bytes(), name
+
+
+def test_the_default_command_imports_no_pandas(tmp_path):
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['ahasd_sim', '--config', {str(ROOT / 'hw_configs' / 'ahasd_mobile.yaml')!r}, "
+            f"'--set', 'run.trace={SMOKE_TRACE}', '--set', 'run.generated_tokens=24', '--set', 'run.windows=3', "
+            f"'--quiet', '--out', {str(tmp_path / 'run')!r}]\n"
+            "try:\n    runpy.run_module('ahasd_sim', run_name='__main__')\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    assert (tmp_path / "run" / "events.csv").stat().st_size > 100
