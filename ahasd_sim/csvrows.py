@@ -13,6 +13,9 @@ numbers, ...) returns None and the caller frames the tables with pandas as befor
 from __future__ import annotations
 
 import csv
+import itertools
+import math
+import operator
 import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -33,81 +36,90 @@ def write_rows(path: Path, table: Table) -> None:
         w.writerows(rows)
 
 
-def _column_kinds(windows: Sequence[Sequence[dict]]) -> dict[str, str] | None:
-    """Each column's kind in the concatenation of the windows' frames: 'int' (every row of every
-    window holds an int: int64), 'num' (numbers, or ints some row lacks: float64), 'str' or
-    'bool' (written as such, missing cells empty); None for anything else."""
-    types: dict[str, set] = {}
-    count: dict[str, int] = {}
-    n_rows = 0
-    for rows in windows:
-        n_rows += len(rows)
-        for row in rows:
-            for k, v in row.items():
-                t = type(v)
-                if t is int:
-                    if not _INT64_MIN <= v <= _INT64_MAX:
-                        return None
-                elif t is not float and t is not str and t is not bool:
-                    return None          # None, numpy scalars, containers: pandas decides
-                s = types.get(k)
-                if s is None:
-                    s = types[k] = set()
-                    count[k] = 0
-                s.add(t)
-                count[k] += 1
-    kinds = {}
-    for k, s in types.items():
-        if s <= {int, float}:
-            kinds[k] = "int" if s == {int} and count[k] == n_rows else "num"
-        elif s == {str}:
-            kinds[k] = "str"
-        elif s == {bool}:
-            kinds[k] = "bool"
-        else:                            # a column mixing kinds: object dtype, left to pandas
-            return None
-    return kinds
+_MISSING = object()   # a row without the key (pandas: NaN)
+_NUMBERS = frozenset((int, float))
+
+
+def _kind(types: set, complete: bool) -> str | None:
+    """Kind of a column whose present values have these types: 'int' (every row holds an int:
+    int64), 'num' (numbers, or ints some row lacks: float64), 'str' or 'bool' (written as such,
+    missing cells empty); None for anything else (None, numpy scalars, mixed kinds: pandas)."""
+    if types <= _NUMBERS:
+        return "int" if types == {int} and complete else "num"
+    if types == {str}:
+        return "str"
+    if types == {bool}:
+        return "bool"
+    return None
 
 
 def events_rows(windows: Sequence[list[dict]]) -> Table | None:
     """events.csv of a run from each window's event dicts: pandas frames each window (columns:
     keys in order of first appearance), adds a ``window`` column, concatenates the windows that
-    have events (a later window's new keys come after ``window``) and sorts by ``time_s``."""
+    have events (a later window's new keys come after ``window``: the union of the columns) and
+    sorts by ``time_s`` (stable). A column's dtype is that of the concatenation: int64 only if
+    every row of every window holds an int."""
     windows_with = [(i, rows) for i, rows in enumerate(windows) if rows]
     if not windows_with:
         return None
-    kinds = _column_kinds([rows for _i, rows in windows_with])
-    if kinds is None or "window" in kinds:
-        return None
     order: dict[str, None] = {}
-    for _i, rows in windows_with:
-        for row in rows:
-            order.update(dict.fromkeys(row))
-        order["window"] = None
-    header = list(order)
-    as_float = {k for k, kind in kinds.items() if kind == "num"}
-    out: list[list] = []
+    per_window = []                                  # (index, n rows, {key: column})
+    types: dict[str, set] = {}
+    complete: dict[str, bool] = {}
     for i, rows in windows_with:
-        for row in rows:
-            cells = []
-            for k in header:
-                if k == "window":
-                    cells.append(i)
-                    continue
-                v = row.get(k, "")
-                if type(v) is int and k in as_float:
-                    v = float(v)
-                elif type(v) is float and v != v:
-                    v = ""
-                cells.append(v)
-            out.append(cells)
+        keys = dict.fromkeys(itertools.chain.from_iterable(rows))   # in order of first appearance
+        if "window" in keys:
+            return None
+        cols = {}
+        for k in keys:
+            col = [r.get(k, _MISSING) for r in rows]
+            ts = set(map(type, col))
+            has_missing = object in ts
+            ts.discard(object)
+            types.setdefault(k, set()).update(ts)
+            complete[k] = complete.get(k, True) and not has_missing
+            cols[k] = col
+        per_window.append((i, len(rows), cols))
+        order.update(keys)
+        order["window"] = None
+    for k in order:                                  # a window without the key: missing there
+        if k != "window" and any(k not in cols for _i, _n, cols in per_window):
+            complete[k] = False
+    kinds = {}
+    for k, ts in types.items():
+        kind = kinds[k] = _kind(ts, complete[k])
+        if kind is None:
+            return None
+        if kind == "int" and not all(_INT64_MIN <= min(c[k]) and max(c[k]) <= _INT64_MAX
+                                     for _i, _n, c in per_window):
+            return None                              # beyond int64: pandas keeps objects
+    header = list(order)
+    out: list[tuple] = []
+    for i, n, cols in per_window:
+        columns = []
+        for k in header:
+            if k == "window":
+                columns.append(itertools.repeat(i, n))
+                continue
+            col = cols.get(k)
+            if col is None:
+                columns.append(itertools.repeat("", n))
+            elif kinds[k] == "num":
+                if complete[k] and not any(map(math.isnan, col)) and type(col[0]) is float \
+                        and all(type(v) is float for v in col):
+                    columns.append(col)
+                else:                                # ints as floats, NaN and missing empty
+                    columns.append(["" if v is _MISSING or v != v else float(v) for v in col])
+            elif kinds[k] == "int":
+                columns.append(col)
+            else:                                    # str, bool: missing cells empty
+                columns.append(["" if v is _MISSING else v for v in col] if not complete[k] else col)
+        out.extend(zip(*columns))
     if "time_s" in kinds:
-        if kinds["time_s"] not in ("int", "num"):
-            return None
         t = header.index("time_s")
-        if any(type(c[t]) is str for c in out):   # a missing or NaN time: pandas sorts it last
-            return None
-        out.sort(key=lambda c: c[t])              # list.sort is stable, as sort_values(kind="stable")
+        if kinds["time_s"] not in ("int", "num") or any(type(row[t]) is str for row in out):
+            return None                              # a missing or NaN time: pandas sorts it last
+        out.sort(key=operator.itemgetter(t))         # list.sort is stable, as sort_values(kind="stable")
     return header, out
 
 
