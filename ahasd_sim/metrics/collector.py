@@ -104,15 +104,14 @@ class Collector:
             plan = _plan(cost, label)
         last_end = self._last_end
         tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))  # 1e-12*max(1,|t|)
+        busy_s = self._busy_s
         for dev, busy in plan[1]:
-            end_s = start_s + busy
-            if end_s < start_s:
-                raise OverlapError(f"{dev}: negative interval {start_s}..{end_s} ({label})")
+            end_s = start_s + busy          # busy > 0 in a plan: never a negative interval
             if start_s < last_end[dev] - tol:
                 raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
                                    f"({last_end[dev]})")
             last_end[dev] = end_s
-            self._busy_s[dev] += end_s - start_s
+            busy_s[dev] += end_s - start_s
             if self.keep_intervals:
                 self.busy_intervals[dev].append((start_s, end_s, label))
         total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j

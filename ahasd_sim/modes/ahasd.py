@@ -91,6 +91,9 @@ class AhasdMode(AsyncMode):
         super().__init__(env, ctx)
         a = self.acfg
         self.edc = EntropyHistoryControl(a.edc_config) if a.edc else None
+        # one EDC/TVC decision's (energy J, latency s), read once per run
+        self._edc_cost = (a.edc_config.decision_energy_nj * 1e-9, a.edc_config.decision_latency_ns * 1e-9)
+        self._tvc_cost = (a.tvc_config.decision_energy_nj * 1e-9, a.tvc_config.decision_latency_ns * 1e-9)
         self.tvc = None
         if a.tvc:
             t = a.tvc_config
@@ -104,7 +107,7 @@ class AhasdMode(AsyncMode):
         self.pv_pending: _Preverify | None = None
         self.kv_policy = a.preverify_kv
         # pre-verification overlapping the NPU pass reads target ranks the NPU streams from
-        share = self.costs.host_share
+        share = self._host_share = self.costs.host_share
         self._pv_stretch = 1.0 / (1.0 - share) if share < 1.0 else 1.0
         self.kv_ledger = KvLedger()
         self.pv_recomputed_tokens = 0   # in-flight tokens whose KV PIM rebuilt (recompute)
@@ -114,29 +117,42 @@ class AhasdMode(AsyncMode):
         self._pv_intervals: list[tuple[float, float]] = []
 
     # ------------------------------------------------------------ EDC/TVC
-    def _control(self, cfg, label: str) -> float:
-        """Charge one EDC/TVC decision's energy; return its latency (s)."""
-        self.col.energy("ctrl", cfg.decision_energy_nj * 1e-9, label)
-        return cfg.decision_latency_ns * 1e-9
+    def _decision(self, cost: tuple[float, float], label: str) -> float:
+        """Charge one EDC/TVC decision's energy (``cost``: energy J, latency s); return its latency."""
+        energy_j, latency_s = cost
+        self.col.energy("ctrl", energy_j, label)
+        return latency_s
 
     def after_batch(self, batch: Batch):
+        """EDC's prediction, then (on a stop) TVC's decision: None to keep drafting, else a
+        generator (a pre-verification or a wait for feedback) the drafter runs first."""
         if self.edc is None:
-            return
+            return None
         live = len(self.batches)  # pending batches of the current generation (see Mode.resolve)
         cont, idx, bucket = self.edc.predict(batch.mean_entropy_nats, live)
         batch.edc_index, batch.edc_bucket, batch.edc_continue = idx, bucket, cont
         # The control CPU's decision latency delays the drafter; both decisions are charged
         # in one step (they are sequential and take ~100 ns against ~ms-long tasks).
-        latency = self._control(self.acfg.edc_config, "edc")
+        latency = self._decision(self._edc_cost, "edc")
         if not cont and self.tvc is not None and self.verify_in_flight is None and self.unverified.items:
             # An idle NPU takes the batch just queued at this very instant; let it do so before
             # TVC looks at the in-flight verification (the decision itself takes ~100 ns).
-            yield self.env.timeout(0)
+            return self._after_npu_took_batch(latency)
+        return self._after_edc(cont, latency)
+
+    def _after_npu_took_batch(self, latency: float):
+        yield self.env.timeout(0)
+        then = self._after_edc(False, latency)
+        if then is not None:
+            yield from then
+
+    def _after_edc(self, cont: bool, latency: float):
+        """TVC's part of :meth:`after_batch` (None, or the generator to run)."""
         l_pv = 0
         consult_tvc = (not cont and self.tvc is not None and self.verify_in_flight is not None
                        and self.pv_pending is None)
         if consult_tvc:
-            latency += self._control(self.acfg.tvc_config, "tvc")
+            latency += self._decision(self._tvc_cost, "tvc")
             v_start, v_n, v_t0, _v_end = self.verify_in_flight
             # recompute: PIM must also rebuild the KV of the NPU's n + 1 in-flight input tokens
             extra = v_n + 1 if self.kv_policy == "recompute" else 0
@@ -152,20 +168,18 @@ class AhasdMode(AsyncMode):
                        self.replay.prompt_end(v_start) - pv_start)      # never into the next prompt
         self.drafter_delay_s += latency   # paid before the drafter's next task starts
         if cont:
-            return
+            return None
         if consult_tvc:
             if l_pv >= 1 and self.verify_in_flight is not None and self.pv_pending is None:
-                yield from self._preverify(pv_start, l_pv)
-                return
+                return self._preverify(pv_start, l_pv)
             if self.acfg.edc_stop == "draft_one_more":
-                return  # L_pv < 1: draft exactly one more batch, then ask again
+                return None  # L_pv < 1: draft exactly one more batch, then ask again
             self.edc_idle_waits += 1
-            yield from self._wait_feedback()
-            return
+            return self._wait_feedback()
         if self.tvc is not None and self.verify_in_flight is None:
-            return  # the NPU is about to take the queued batch: keep drafting
+            return None  # the NPU is about to take the queued batch: keep drafting
         self.edc_idle_waits += 1
-        yield from self._wait_feedback()
+        return self._wait_feedback()
 
     def _preverify_queue_tokens(self, pv_start: int) -> int:
         """Tokens from ``pv_start`` that the pre-verification queue can mark: those of the first
@@ -256,9 +270,12 @@ class AhasdMode(AsyncMode):
         if npu_layer_done is None and n_l > 0:     # the same sequential sums as the loop below
             return list(itertools.accumulate(itertools.repeat(layer_s, n_l - 1), initial=t0))
         out, t = [], t0
+        n_done = len(npu_layer_done) if npu_layer_done is not None else 0
         for i in range(n_l):
-            if npu_layer_done is not None and i < len(npu_layer_done):
-                t = max(t, npu_layer_done[i])
+            if i < n_done:
+                done_s = npu_layer_done[i]
+                if done_s > t:           # t = max(t, done_s)
+                    t = done_s
             out.append(t)
             t += layer_s
         return out
@@ -266,11 +283,23 @@ class AhasdMode(AsyncMode):
     def verify_extra_s(self, t0: float, t1: float) -> float:
         """NPU time lost to pre-verifications computing on the target ranks during [t0, t1): the
         NPU's reads progressed at the host's share of those ranks' time while they overlapped."""
-        share = self.costs.host_share
-        if share >= 1.0 or not self._pv_intervals:
+        share = self._host_share
+        intervals = self._pv_intervals
+        if share >= 1.0 or not intervals:
             return 0.0
-        overlap = sum(max(0.0, min(t1, b) - max(t0, a)) for a, b in self._pv_intervals)
-        self._pv_intervals = [(a, b) for a, b in self._pv_intervals if b > t1]
+        # sum(max(0, min(t1, b) - max(t0, a))) over the intervals, as comparisons: intervals that
+        # do not overlap add 0.0, which leaves a float sum unchanged
+        overlap = 0.0
+        keep = []
+        for iv in intervals:
+            a, b = iv
+            if b > t1:
+                keep.append(iv)
+                if a < t1:
+                    overlap += t1 - (t0 if t0 > a else a)
+            elif b > t0 and b > a:
+                overlap += b - (t0 if t0 > a else a)
+        self._pv_intervals = keep
         return overlap * (1.0 - share)
 
     def on_verify_start(self, start: int, n: int, t0: float, cost) -> None:
@@ -299,14 +328,19 @@ class AhasdMode(AsyncMode):
 
     def before_verify(self):
         if self.pv_running is not None and self.tvc is not None:
-            t0 = self.env.now
-            yield self.pv_running
-            self.tvc.stats.npu_wait_for_preverify_s += self.env.now - t0
+            return self._wait_for_preverify()
+        return None
+
+    def _wait_for_preverify(self):
+        t0 = self.env.now
+        yield self.pv_running
+        self.tvc.stats.npu_wait_for_preverify_s += self.env.now - t0
 
     def after_commit(self):
         if self.pv_pending is not None:
             r, self.pv_pending = self.pv_pending, None
-            yield from self._apply_preverify(r)
+            return self._apply_preverify(r)
+        return None
 
     # ------------------------------------------------------------ learning hooks
     def on_batch_resolved(self, batch: Batch, n_accepted: int, fully_accepted: bool, killed: bool) -> None:

@@ -11,67 +11,42 @@ the drafter; feedback returns through the bounded feedback queue.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
+from simpy.events import PENDING
 
-from ..policies.base import Decision
+from ..policies.base import Decision, new_view
 from .base import Batch, Mode, TaskCost, register_mode
 from .costs import scaled
 from .fastq import FastLock, FastStore
 
 
-@dataclass(frozen=True)
-class Feedback:
+class Feedback(NamedTuple):
+    """A verdict posted to the feedback queue (the drafter polls the generation counter)."""
+
     gen: int
     committed: int
     restart: bool
 
 
-class BoundedQueue:
+class BoundedQueue(FastStore):
     """A bounded FIFO with occupancy statistics; producers block when it is full.
 
     SimPy ``Store`` semantics through :class:`~ahasd_sim.modes.fastq.FastStore` (same event
-    order, fewer events); ``put`` and ``get`` are generators (``yield from``)."""
+    order, fewer events); ``put`` and ``get`` are generators (``yield from``), ``try_put`` a
+    plain call that puts unless the producer would block."""
 
     def __init__(self, env: simpy.Environment, capacity: int, name: str):
-        self.env = env
-        self.store = FastStore(env, capacity)
+        super().__init__(env, capacity)
         self.name = name
-        self.capacity = capacity
-        self.pushes = 0
-        self.max_occupancy = 0
         self.full_block_s = 0.0
 
     def put(self, item):
-        t0 = self.env.now
-        if (yield from self.store.put(item)):   # full: the producer blocked until a consumer popped
-            self.full_block_s += self.env.now - t0
-        self.pushes += 1
-        n = len(self.store.items)
-        if n > self.max_occupancy:
-            self.max_occupancy = n
-
-    def try_put(self, item) -> bool:
-        """:meth:`put` as a plain call when the producer would not block (see
-        :meth:`FastStore.try_put`); False, having done nothing, otherwise."""
-        if not self.store.try_put(item):
-            return False
-        self.pushes += 1
-        n = len(self.store.items)
-        if n > self.max_occupancy:
-            self.max_occupancy = n
-        return True
-
-    def get(self):
-        """Generator returning the oldest item (blocks while empty)."""
-        return self.store.get()
-
-    @property
-    def items(self) -> list:
-        return self.store.items
+        t0 = self.env._now
+        if (yield from super().put(item)):   # full: the producer blocked until a consumer popped
+            self.full_block_s += self.env._now - t0
 
     def stats(self) -> dict[str, Any]:
         return {"capacity": self.capacity, "pushes": self.pushes, "max_occupancy": self.max_occupancy,
@@ -124,104 +99,182 @@ class AsyncMode(Mode):
             yield from self.feedback.put(fb)
         self.queue_ops += 1
 
+    def _post_feedback(self, restart: bool) -> bool:
+        """:meth:`_signal_feedback` (by the verifier) as a plain call when the queue has room;
+        False, having done nothing, otherwise."""
+        if not self.feedback.try_put(Feedback(self.gen, self.committed, restart)):
+            return False
+        self.queue_ops += 1
+        return True
+
     def _drain_feedback(self):
-        while self.feedback.items:
-            yield from self.feedback.get()
+        feedback = self.feedback
+        while feedback.items:
+            if feedback.try_get() is None:     # a plain call unless the get must yield
+                yield from feedback.get()
             self.queue_ops += 1
 
     def _drafter(self):
         # Runs once per drafted token: the objects it reads every iteration are bound to locals
-        # (they are never rebound during a run; the queue's item list is the store's own list).
+        # (they are never rebound during a run; the queue's item list is the store's own list),
+        # and the per-token helpers of Mode (drafter_forward_needed, note_drafter_forward,
+        # task_if_next) are inlined with the same effects, in the same order.
         env, replay, policy, costs, done = self.env, self.replay, self.policy, self.costs, self.done
         feedback_items = self.feedback.items
+        unverified = self.unverified
+        decide, begin_round = policy.decide, policy.begin_round
+        view_at, draft_token, kv_list = replay.view, costs.draft_token, replay._kv_list
+        last_kv = len(kv_list) - 1
+        task = self.col.task
+        draft_stretch = self._draft_stretch
+        last_cost = last_scaled = None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
         ctr = self.col.counters
+        max_round = self.max_round_tokens
         my_gen = self.gen
         chain_start = self.committed
-        chain_wrong = replay.first_wrong(chain_start)   # drafts after it are off-path
+        # chain_end: no draft from there on; drafts after chain_wrong are off-path
+        chain_end, chain_wrong, ro_off, ro_len = replay.chain_bounds(chain_start)
+        col_H, col_p_tok, col_p_top1, col_topk = replay.on_path_columns()
+        ro_H, ro_p = replay.rollout_columns()
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
-        round_start = env.now
-        round_id = policy.begin_round(self.round_context())
-        while not done.triggered:
+        round_start = env._now
+        round_id = begin_round(self.round_context())
+        while done._value is PENDING:    # not done.triggered
             if feedback_items:
                 yield from self._drain_feedback()
-            if my_gen != self.gen and env.now < self._gen_changed_s + self.feedback_latency_s:
-                # a rollback is posted but the control CPU has not polled it yet
-                yield env.timeout(self._gen_changed_s + self.feedback_latency_s - env.now)
             if my_gen != self.gen:
+                if env._now < self._gen_changed_s + self.feedback_latency_s:
+                    # a rollback is posted but the control CPU has not polled it yet
+                    yield env.timeout(self._gen_changed_s + self.feedback_latency_s - env._now)
                 # rollback seen (the control CPU polls the feedback queue): restart the chain
                 my_gen = self.gen
                 chain_start = pos = self.committed
-                chain_wrong = replay.first_wrong(chain_start)
+                chain_end, chain_wrong, ro_off, ro_len = replay.chain_bounds(chain_start)
                 round_tokens = []
-                round_start = env.now
-                round_id = policy.begin_round(self.round_context())
-            view = replay.view(pos, chain_start, len(round_tokens), env.now)
+                round_start = env._now
+                round_id = begin_round(self.round_context())
+            # replay.view(pos, chain_start, len(round_tokens), env.now), built here for on-path
+            # and recorded off-path positions (see TraceReplay.chain_bounds)
+            if pos >= chain_end:
+                view = None
+            elif pos <= chain_wrong:
+                view = new_view(len(round_tokens), col_H[pos], col_p_tok[pos], col_p_top1[pos], col_topk[pos],
+                                env._now)
+            elif pos - chain_wrong - 1 < ro_len:
+                k = ro_off + pos - chain_wrong - 1
+                view = new_view(len(round_tokens), ro_H[k], ro_p[k], ro_p[k], (), env._now)
+            else:
+                view = view_at(pos, chain_start, len(round_tokens), env._now)
             if view is None:              # past the end of the replayed slice: nothing left to draft
                 if round_tokens:
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
-                    round_start = env.now
-                    round_id = policy.begin_round(self.round_context())
+                    round_start = env._now
+                    round_id = begin_round(self.round_context())
                 yield from self._wait_feedback()
                 continue
-            ran = self.drafter_forward_needed(pos, my_gen)
-            if ran:
-                cost = costs.draft_token(replay.kv_len_at(pos))
-                if self.verify_in_flight is not None and self._draft_stretch != 1.0:
-                    cost = scaled(cost, self._draft_stretch)   # the NPU streams from shared ranks
+            key = (my_gen, pos)
+            if self._held_forward == key:     # drafter_forward_needed: the logits are kept
+                self._held_forward = None
+                ctr.reused_drafter_forwards += 1
+                ran = False
+            else:
+                ran = True
+                cost = draft_token(kv_list[pos] if pos <= last_kv else kv_list[last_kv])
+                if draft_stretch != 1.0 and self.verify_in_flight is not None:
+                    # the NPU streams from shared ranks: scaled(cost, draft_stretch), remembered
+                    # for the last cost (positions share a cost within a KV quantum)
+                    if cost is not last_cost:
+                        last_cost, last_scaled = cost, scaled(cost, draft_stretch)
+                    cost = last_scaled
                     self.contended_drafts += 1
                 delay, self.drafter_delay_s = self.drafter_delay_s, 0.0   # take_drafter_delay()
-                self._pim_busy_until_s = env.now + delay + cost.duration_s
-                if not self.task_if_next(cost, "draft", delay):
-                    yield from self.run_task(cost, "draft", delay_s=delay)
-                if done.triggered:
+                now = env._now
+                d = cost.duration_s
+                self._pim_busy_until_s = now + delay + d
+                # task_if_next(cost, "draft", delay), inlined
+                if d > 0 or delay > 0:
+                    t = now + (delay + d)
+                    q = env._queue
+                    if q and q[0][0] <= t:
+                        yield from self.run_task(cost, "draft", delay_s=delay)
+                    else:
+                        env._now = t
+                        task(cost, "draft", now + delay)
+                else:
+                    task(cost, "draft", now + delay)
+                if done._value is not PENDING:
                     return
                 if my_gen != self.gen:    # the chain was rolled back while this forward ran
-                    self.note_drafter_forward(pos, my_gen)
+                    ctr.drafter_forwards += 1             # note_drafter_forward(pos, my_gen)
+                    if self._last_forward == key:
+                        ctr.duplicate_drafter_forwards += 1
+                    self._last_forward = key
+                    self._held_forward = None
                     ctr.drafted_tokens += 1
                     ctr.killed_tokens += 1
                     continue
-            decision = policy.decide(view)
-            self.note_drafter_forward(pos, my_gen, decision is STOP_DISCARD, ran)
+            decision = decide(view)
+            if ran:                       # note_drafter_forward(pos, my_gen, discarded, ran)
+                ctr.drafter_forwards += 1
+                if self._last_forward == key:
+                    ctr.duplicate_drafter_forwards += 1
+                self._last_forward = key
             if decision is STOP_DISCARD:
+                self._held_forward = key
                 ctr.discarded_draft_forwards += 1
             else:
+                self._held_forward = None
                 ctr.drafted_tokens += 1
                 if pos > chain_wrong:     # replay.is_off_path(pos, chain_start)
                     ctr.offpath_drafted_tokens += 1
-                    if replay.is_synthetic(pos, chain_start):
+                    if pos - chain_wrong - 1 >= ro_len:   # replay.is_synthetic(pos, chain_start)
                         ctr.offpath_synthetic_tokens += 1
                 round_tokens.append(view.entropy_nats)
                 pos += 1
                 self.frontier = pos
-            end_round = (decision is not CONTINUE) or len(round_tokens) >= self.max_round_tokens
-            if not end_round:
-                continue
+                if decision is CONTINUE and len(round_tokens) < max_round:
+                    continue
             if not round_tokens:          # a policy discarded the first token: draft again
-                round_id = policy.begin_round(self.round_context())
+                round_id = begin_round(self.round_context())
                 continue
-            batch = yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
+            # _push_batch, with the queue put as a plain call unless the queue is full
+            batch = Batch(pos - len(round_tokens), len(round_tokens), my_gen, round_start,
+                          sum(round_tokens) / len(round_tokens), round_id=round_id)
+            self.on_batch_drafted(batch, env._now - round_start)
+            if not unverified.try_put(batch):
+                yield from unverified.put(batch)
+            batch = self._batch_queued(batch)
             round_tokens = []
             if batch is not None:
-                yield from self.after_batch(batch)
-            round_start = env.now
-            round_id = policy.begin_round(self.round_context())
+                wait = self.after_batch(batch)
+                if wait is not None:
+                    yield from wait
+            round_start = env._now
+            round_id = begin_round(self.round_context())
 
     def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int,
                     round_id: int | None = None):
+        """Queue the round that ends at ``pos`` (a generator: blocks while the queue is full);
+        returns the batch, or None if the chain was rolled back meanwhile."""
         batch = Batch(pos - len(entropies), len(entropies), gen, round_start, sum(entropies) / len(entropies),
                       round_id=round_id)
         self.on_batch_drafted(batch, self.env.now - round_start)
         if not self.unverified.try_put(batch):    # plain call unless the queue is full
             yield from self.unverified.put(batch)
+        return self._batch_queued(batch)
+
+    def _batch_queued(self, batch: Batch) -> Batch | None:
+        """Book a batch just queued; None if its chain was rolled back while it waited."""
         self.queue_ops += 1
-        if gen == self.gen:
+        live = batch.gen == self.gen
+        if live:
             self.batches.append(batch)
-        self.col.events.append({"time_s": self.env.now, "event": "batch_pushed", "position": batch.start,
+        self.col.events.append({"time_s": self.env._now, "event": "batch_pushed", "position": batch.start,
                                 "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
-        return batch if gen == self.gen else None
+        return batch if live else None
 
     def take_drafter_delay(self) -> float:
         """Pending control latency, folded into the drafter's next task (one event, not two)."""
@@ -246,21 +299,25 @@ class AsyncMode(Mode):
         by draft exhaustion.
         """
         ctr = self.col.counters
+        unverified = self.unverified
+        items = unverified.items
         taken_end = self.committed
         cap = self.acfg.max_verify_tokens
         while True:
-            if not self.unverified.items:
+            if not items:
                 if taken_end > self.committed:
                     return taken_end
                 t0 = self.env.now
-                item = yield from self.unverified.get()
+                item = yield from unverified.get()
                 ctr.npu_idle_draft_exhausted_s += self.env.now - t0
             else:
-                nxt = self.unverified.items[0]
+                nxt = items[0]
                 live = nxt.gen == self.gen and nxt.end > self.committed
                 if live and taken_end > self.committed and nxt.end - self.committed > cap:
                     return taken_end
-                item = yield from self.unverified.get()
+                item = unverified.try_get()        # a plain call unless the get must yield
+                if item is None:
+                    item = yield from unverified.get()
             self.queue_ops += 1
             if item.gen != self.gen or item.end <= self.committed:
                 continue  # killed by a rollback (already counted) or committed by pre-verification
@@ -270,10 +327,16 @@ class AsyncMode(Mode):
 
     def _verifier(self):
         ctr = self.col.counters
+        npu = {"npu": self.npu}
         while not self.done.triggered:
-            yield from self.before_verify()
+            # the hooks return None (nothing to wait for: the common case) or a generator
+            wait = self.before_verify()
+            if wait is not None:
+                yield from wait
             end = yield from self._collect_batches()
-            yield from self.before_verify()       # a pre-verification may have started meanwhile
+            wait = self.before_verify()       # a pre-verification may have started meanwhile
+            if wait is not None:
+                yield from wait
             start = self.committed
             n = end - start
             if n <= 0:
@@ -285,11 +348,11 @@ class AsyncMode(Mode):
                 self.contended_verifications += 1
             self.verify_in_flight = (start, n, self.env.now, self.env.now + cost.duration_s)
             self.on_verify_start(start, n, self.env.now, cost)
-            t0 = yield from self.run_task(cost, "verify", {"npu": self.npu})
+            t0 = yield from self.run_task(cost, "verify", npu)
             extra = self.verify_extra_s(t0, self.env.now)
             if extra > 0:      # the NPU's reads were slowed by PIM work on the same ranks
                 self.contended_verifications += 1
-                yield from self.run_task(TaskCost(extra, {}, {"npu": extra}), "verify", {"npu": self.npu})
+                yield from self.run_task(TaskCost(extra, {}, {"npu": extra}), "verify", npu)
             self.verify_in_flight = None
             ctr.verifications += 1
             self.on_verified(self.env.now - t0, kv)
@@ -297,9 +360,13 @@ class AsyncMode(Mode):
             self.col.event(t0, "verify", position=start, n_tokens=n, accepted=new_c - start - 1,
                            duration_s=self.env.now - t0)
             restart = self.resolve(new_c)
-            yield from self.after_commit()
-            yield from self.prefill_if_prompt_start({"npu": self.npu})   # the drafter is idle: no drafts
-            yield from self._signal_feedback(restart)
+            then = self.after_commit()
+            if then is not None:
+                yield from then
+            if self.prompt_starts_at_commit():
+                yield from self.prefill(self.committed, npu)   # the drafter is idle: no drafts
+            if not self._post_feedback(restart):
+                yield from self._signal_feedback(restart)
 
     def pim_active(self) -> bool:
         """Whether a PIM task (a drafter forward) is running now."""
@@ -320,17 +387,18 @@ class AsyncMode(Mode):
         return 0.0
 
     def after_batch(self, batch: Batch):
-        """Called by the drafter after each batch is queued. Async: keep drafting."""
-        return
-        yield  # pragma: no cover - makes this a generator
+        """Called by the drafter after each batch is queued: returns None to keep drafting, or a
+        generator the drafter runs first (``yield from``; a plain call in the common case
+        saves a generator per batch). Async: keep drafting."""
+        return None
 
     def before_verify(self):
-        return
-        yield  # pragma: no cover
+        """Before the verifier takes drafts: None, or a generator to wait on first."""
+        return None
 
     def after_commit(self):
-        return
-        yield  # pragma: no cover
+        """After a verification committed: None, or a generator to run first."""
+        return None
 
     def on_batch_drafted(self, batch: Batch, draft_time_s: float) -> None:
         pass

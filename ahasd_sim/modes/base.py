@@ -61,7 +61,7 @@ class TaskCost:
                 raise ValueError(f"{dev} busy {b} s longer than its task ({self.duration_s} s)")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Batch:
     """One drafting round pushed to the unverified-draft queue."""
 
@@ -75,10 +75,22 @@ class Batch:
     edc_continue: bool = True
     round_id: int | None = None
     #: first position after the batch (start + length; read on every queue and commit scan)
-    end: int = field(init=False, repr=False, compare=False)
+    end: int = field(repr=False, compare=False)
 
-    def __post_init__(self):
-        self.end = self.start + self.length
+    def __init__(self, start: int, length: int, gen: int, t_start_s: float, mean_entropy_nats: float,
+                 edc_index: int = -1, edc_bucket: int = 0, edc_continue: bool = True,
+                 round_id: int | None = None):
+        # written out (one per drafted round): the dataclass __init__ plus __post_init__ costs more
+        self.start = start
+        self.length = length
+        self.gen = gen
+        self.t_start_s = t_start_s
+        self.mean_entropy_nats = mean_entropy_nats
+        self.edc_index = edc_index
+        self.edc_bucket = edc_bucket
+        self.edc_continue = edc_continue
+        self.round_id = round_id
+        self.end = start + length
 
 
 @dataclass
@@ -213,9 +225,13 @@ class Mode:
 
     def prefill_if_prompt_start(self, resources=None):
         """After a commit: if the committed point starts a new prompt, prefill it."""
+        if self.prompt_starts_at_commit():
+            yield from self.prefill(self.committed, resources)
+
+    def prompt_starts_at_commit(self) -> bool:
+        """Whether the committed point starts a new prompt (not the first, not past the run)."""
         c = self.committed
-        if c < self.n_tokens and c > 0 and self.replay.is_prompt_start(c):
-            yield from self.prefill(c, resources)
+        return c < self.n_tokens and c > 0 and self.replay.is_prompt_start(c)
 
     # ------------------------------------------------------------ drafter forwards
     def drafter_forward_needed(self, pos: int, gen: int | None = None) -> bool:
@@ -247,7 +263,7 @@ class Mode:
 
     # ------------------------------------------------------------ commit logic
     def round_context(self) -> RoundContext:
-        return RoundContext(self.env.now, self.min_round_tokens, self.max_round_tokens)
+        return RoundContext(self.env._now, self.min_round_tokens, self.max_round_tokens)
 
     def resolve(self, new_committed: int) -> bool:
         """Advance the committed point to ``new_committed`` (capped at the run length).

@@ -77,6 +77,8 @@ class FastStore:
         self.env = env
         self.capacity = capacity
         self.items: list[Any] = []
+        self.pushes = 0                 # items put (counted when the put completes)
+        self.max_occupancy = 0          # most items held right after a put completed
         self._getters: deque[Event] = deque()                 # waiting get events
         self._putters: deque[tuple[Event, Any]] = deque()     # blocked put events and their items
 
@@ -95,16 +97,25 @@ class FastStore:
         """:meth:`put` as a plain call when it would not block (no blocked put waits and there is
         room): puts ``item`` exactly as ``put`` does and returns True; otherwise returns False
         having done nothing (then ``yield from put(item)``)."""
-        if self._putters or len(self.items) >= self.capacity:
+        items = self.items
+        if self._putters or len(items) >= self.capacity:
             return False
-        self.items.append(item)
+        items.append(item)
         if self._getters:                   # SimPy's put event would serve it when processed
             env = self.env
             ev = Event(env)
             ev.callbacks.append(self._serve_getter)
             ev._ok = True
             env.schedule(ev)
+        self.pushes += 1
+        if len(items) > self.max_occupancy:
+            self.max_occupancy = len(items)
         return True
+
+    def _count_put(self) -> None:
+        self.pushes += 1
+        if len(self.items) > self.max_occupancy:
+            self.max_occupancy = len(self.items)
 
     def put(self, item: Any):
         """Put ``item``; blocks while the store is full. Returns True if the producer blocked."""
@@ -118,12 +129,25 @@ class FastStore:
                 ev.callbacks.append(self._serve_getter)
                 ev._ok = True
                 env.schedule(ev)
+            self._count_put()
             return False
         ev = Event(env)
         ev.callbacks.append(self._serve_getter)
         self._putters.append((ev, item))
         yield ev
+        self._count_put()
         return True
+
+    def try_get(self, default: Any = None) -> Any:
+        """:meth:`get` as a plain call when it would neither wait nor yield (an item is there,
+        no getter waits, no put is blocked, nothing else is scheduled now): takes the oldest
+        item; otherwise returns ``default`` having done nothing (then ``yield from get()``)."""
+        items = self.items
+        if items and not self._getters and not self._putters:
+            q = self.env._queue                 # nothing_else_now(env), inlined
+            if not q or q[0][0] > self.env._now:
+                return items.pop(0)
+        return default
 
     def get(self):
         """Take the oldest item; blocks while the store is empty."""

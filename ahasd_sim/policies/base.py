@@ -181,13 +181,16 @@ class DraftPolicy:
     def begin_round(self, ctx: RoundContext) -> int:
         """Open a round; returns its id (pass it back as ``VerifyOutcome.round_id``)."""
         self._ctx = ctx
-        rec = RoundRecord(index=self._rounds_begun, ctx=ctx)
-        self._rounds_begun += 1
-        self._pending.append(rec)
-        while len(self._pending) > self.MAX_PENDING:
-            self._pending.popleft()
+        index = self._rounds_begun
+        rec = RoundRecord(index, ctx, 0, False, {})
+        self._rounds_begun = index + 1
+        pending = self._pending
+        pending.append(rec)
+        if len(pending) > self.MAX_PENDING:
+            while len(pending) > self.MAX_PENDING:
+                pending.popleft()
         self._current = rec
-        return rec.index
+        return index
 
     def current_round(self, now_s: float = 0.0) -> RoundRecord:
         """The open round; opens one with the default context if none is open."""

@@ -48,6 +48,10 @@ class EntropyHistoryControl:
         self._older_len = self.history_len - self._half
         self._recent_shift = cfg.llr_bits
         self._older_shift = cfg.bucket_bits + cfg.llr_bits
+        self._entropy_max = cfg.entropy_max_nats
+        self._top_bucket = self.n_buckets - 1
+        #: (sum of the recent half, sum of the older half) of LEHT; None: recompute (index())
+        self._half_sums: tuple[int, int] | None = None
 
     # ---------------------------------------------------------------- helpers
     def bucket(self, mean_entropy_nats: float) -> int:
@@ -58,6 +62,8 @@ class EntropyHistoryControl:
         return b if b < top else top
 
     def _insert(self, table: list[int], bucket: int, which: str) -> None:
+        if table is self.leht:
+            self._half_sums = None     # index() recomputes them
         if self._shift:
             table.pop()
             table.insert(0, bucket)
@@ -74,22 +80,36 @@ class EntropyHistoryControl:
         """9-bit PHT index {avg(older half), avg(recent half), LLR} (averages rounded down)."""
         half = self._half
         leht = self.leht
-        recent = sum(leht[:half]) // half                     # = floor(sum / half): small ints
-        older = sum(leht[half:]) // self._older_len
+        recent_sum, older_sum = sum(leht[:half]), sum(leht[half:])
+        self._half_sums = (recent_sum, older_sum)   # kept up to date by predict (shift layout)
+        recent = recent_sum // half                   # = floor(sum / half): small ints
+        older = older_sum // self._older_len
         return (older << self._older_shift) | (recent << self._recent_shift) | self.llr
 
     # ---------------------------------------------------------------- protocol
     def predict(self, mean_entropy_nats: float, live_unverified_batches: int) -> tuple[bool, int, int]:
         """After a batch is drafted: returns (continue look-ahead?, PHT index, bucket)."""
-        bucket = self.bucket(mean_entropy_nats)
-        if self._shift:                   # _insert(self.leht, bucket, "leht"), shift layout inlined
-            self.leht.pop()
-            self.leht.insert(0, bucket)
-        else:
-            self._insert(self.leht, bucket, "leht")
+        h = mean_entropy_nats       # bucket(mean_entropy_nats), inlined (once per batch)
+        bucket = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self._entropy_max)
+        if bucket > self._top_bucket:
+            bucket = self._top_bucket
         live = live_unverified_batches if live_unverified_batches > 0 else 0
         self.llr = live if live < self.llr_max else self.llr_max   # min(llr_max, max(0, live))
-        idx = self.index()
+        sums = self._half_sums
+        if self._shift and sums is not None and self._half:
+            # _insert(self.leht, bucket, "leht") and index(), shift layout inlined: the newest bucket
+            # enters the recent half, one moves from the recent to the older half, the oldest leaves
+            leht = self.leht
+            dropped = leht.pop()
+            leht.insert(0, bucket)
+            moved = leht[self._half]
+            recent, older = sums[0] + bucket - moved, sums[1] + moved - dropped
+            self._half_sums = (recent, older)
+            idx = ((older // self._older_len) << self._older_shift) | ((recent // self._half) << self._recent_shift) \
+                | self.llr
+        else:
+            self._insert(self.leht, bucket, "leht")
+            idx = self.index()
         cont = self.pht[idx] >= 2  # counter MSB
         st = self.stats
         st.predictions += 1
@@ -115,6 +135,7 @@ class EntropyHistoryControl:
         else:
             self.pht[pht_index] = max(0, self.pht[pht_index] - 1)
             self.leht[:] = self.lceht
+            self._half_sums = None
             self._leht_ptr = self._lceht_ptr
             self.stats.rollbacks += 1
 

@@ -51,13 +51,19 @@ class _Fifo:
     def mean_per_unit(self) -> float:
         v = self._per_unit
         if v is None:
-            v = self._per_unit = sum(t / l for t, l in self.items) / len(self.items)
+            total = 0               # sum(t / l for t, l in items), as a loop (the same float sums)
+            for t, l in self.items:
+                total += t / l
+            v = self._per_unit = total / len(self.items)
         return v
 
     def mean_length(self) -> float:
         v = self._length
         if v is None:
-            v = self._length = sum(l for _, l in self.items) / len(self.items)
+            total = 0
+            for _t, l in self.items:
+                total += l
+            v = self._length = total / len(self.items)
         return v
 
 
@@ -93,7 +99,7 @@ class TimeAwarePreverifyControl:
         recompute`` rebuilds the KV of the NPU's in-flight tokens): L_pv = floor(C_left / C_pv)
         - extra_tokens."""
         self.stats.decisions += 1
-        c_npu = self.predicted_npu_ns(npu_kv_len)
+        c_npu = self.nvct.mean_per_unit() * npu_kv_len       # predicted_npu_ns(npu_kv_len)
         l_draft = self.pdct.mean_length() if next_draft_len is None else next_draft_len
         c_draft1 = self.pdct.mean_per_unit() * l_draft
         c_left = c_npu - (npu_elapsed_s * 1e9 + c_draft1)
