@@ -23,8 +23,8 @@ def _plan(cost, label: str) -> tuple:
     for dev, e in cost.energy_j.items():
         if e < 0:
             raise ValueError(f"negative energy {e} J for {dev}/{label}")
-    plan = (cost, tuple((d, b) for d, b in cost.busy_s.items() if b > 0),
-            tuple((d, (d, label), e) for d, e in cost.energy_j.items()))
+    plan = (cost, tuple([(d, b) for d, b in cost.busy_s.items() if b > 0]),
+            tuple([(d, (d, label), e) for d, e in cost.energy_j.items()]))
     if len(_PLANS) >= _PLANS_MAX:     # one-off costs (stretched, extra time) must not pile up
         _PLANS.clear()
     _PLANS[(id(cost), label)] = plan

@@ -120,7 +120,9 @@ class AhasdMode(AsyncMode):
     def _decision(self, cost: tuple[float, float], label: str) -> float:
         """Charge one EDC/TVC decision's energy (``cost``: energy J, latency s); return its latency."""
         energy_j, latency_s = cost
-        self.col.energy("ctrl", energy_j, label)
+        col = self.col       # Collector.energy("ctrl", energy_j, label) inlined (energy_j >= 0: config)
+        col.dynamic_energy_j["ctrl"] += energy_j
+        col.dynamic_energy_by_label_j[("ctrl", label)] += energy_j
         return latency_s
 
     def after_batch(self, batch: Batch):
@@ -353,7 +355,7 @@ class AhasdMode(AsyncMode):
 
     def on_batch_drafted(self, batch: Batch, draft_time_s: float) -> None:
         if self.tvc is not None:
-            self.tvc.record_draft(draft_time_s, batch.length)
+            self.tvc.pdct.push(draft_time_s * 1e9, batch.length)   # tvc.record_draft(...), inlined
 
     def on_verified(self, npu_time_s: float, kv_len: int) -> None:
         if self.tvc is not None:

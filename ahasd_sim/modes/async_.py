@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 from simpy.events import PENDING
 
-from ..policies.base import Decision, new_view
+from ..policies.base import Decision, RoundContext, new_view
 from .base import Batch, Mode, TaskCost, register_mode
 from .costs import scaled
 from .fastq import FastLock, FastStore
@@ -124,13 +124,14 @@ class AsyncMode(Mode):
         unverified = self.unverified
         decide, begin_round = policy.decide, policy.begin_round
         view_at, draft_token, kv_list = replay.view, costs.draft_token, replay._kv_list
+        draft_at = costs.draft_costs_by_kv     # draft_token's memo (a miss calls draft_token)
         last_kv = len(kv_list) - 1
         task = self.col.task
         draft_stretch = self._draft_stretch
         last_cost = last_scaled = None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
         ctr = self.col.counters
-        max_round = self.max_round_tokens
+        min_round, max_round = self.min_round_tokens, self.max_round_tokens
         my_gen = self.gen
         chain_start = self.committed
         # chain_end: no draft from there on; drafts after chain_wrong are off-path
@@ -140,7 +141,7 @@ class AsyncMode(Mode):
         pos = self.committed
         round_tokens: list[float] = []   # entropies of the kept tokens of the current round
         round_start = env._now
-        round_id = begin_round(self.round_context())
+        round_id = begin_round(RoundContext(env._now, min_round, max_round))
         while done._value is PENDING:    # not done.triggered
             if feedback_items:
                 yield from self._drain_feedback()
@@ -154,7 +155,7 @@ class AsyncMode(Mode):
                 chain_end, chain_wrong, ro_off, ro_len = replay.chain_bounds(chain_start)
                 round_tokens = []
                 round_start = env._now
-                round_id = begin_round(self.round_context())
+                round_id = begin_round(RoundContext(env._now, min_round, max_round))
             # replay.view(pos, chain_start, len(round_tokens), env.now), built here for on-path
             # and recorded off-path positions (see TraceReplay.chain_bounds)
             if pos >= chain_end:
@@ -172,7 +173,7 @@ class AsyncMode(Mode):
                     yield from self._push_batch(chain_start, pos, round_tokens, round_start, my_gen, round_id)
                     round_tokens = []
                     round_start = env._now
-                    round_id = begin_round(self.round_context())
+                    round_id = begin_round(RoundContext(env._now, min_round, max_round))
                 yield from self._wait_feedback()
                 continue
             key = (my_gen, pos)
@@ -182,7 +183,10 @@ class AsyncMode(Mode):
                 ran = False
             else:
                 ran = True
-                cost = draft_token(kv_list[pos] if pos <= last_kv else kv_list[last_kv])
+                kv = kv_list[pos] if pos <= last_kv else kv_list[last_kv]   # replay.kv_len_at(pos)
+                cost = draft_at.get(kv)
+                if cost is None:
+                    cost = draft_token(kv)
                 if draft_stretch != 1.0 and self.verify_in_flight is not None:
                     # the NPU streams from shared ranks: scaled(cost, draft_stretch), remembered
                     # for the last cost (positions share a cost within a KV quantum)
@@ -238,11 +242,11 @@ class AsyncMode(Mode):
                 if decision is CONTINUE and len(round_tokens) < max_round:
                     continue
             if not round_tokens:          # a policy discarded the first token: draft again
-                round_id = begin_round(self.round_context())
+                round_id = begin_round(RoundContext(env._now, min_round, max_round))
                 continue
             # _push_batch, with the queue put as a plain call unless the queue is full
             batch = Batch(pos - len(round_tokens), len(round_tokens), my_gen, round_start,
-                          sum(round_tokens) / len(round_tokens), round_id=round_id)
+                          sum(round_tokens) / len(round_tokens), -1, 0, True, round_id)
             self.on_batch_drafted(batch, env._now - round_start)
             if not unverified.try_put(batch):
                 yield from unverified.put(batch)
@@ -253,7 +257,7 @@ class AsyncMode(Mode):
                 if wait is not None:
                     yield from wait
             round_start = env._now
-            round_id = begin_round(self.round_context())
+            round_id = begin_round(RoundContext(env._now, min_round, max_round))
 
     def _push_batch(self, chain_start: int, pos: int, entropies: list[float], round_start: float, gen: int,
                     round_id: int | None = None):

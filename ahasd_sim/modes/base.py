@@ -307,21 +307,23 @@ class Mode:
 
     def _resolve_batches(self, q: int, c_new: int, restart: bool) -> None:
         keep: list[Batch] = []
-        now = self.env.now
+        now = self.env._now
+        resolved, on_verify = self.on_batch_resolved, self.policy.on_verify
+        # hooks called with positional arguments: (batch, n_accepted, fully_accepted, killed)
         for b in self.batches:
             if b.end <= c_new and q >= b.end:            # fully accepted
-                self.on_batch_resolved(b, b.length, fully_accepted=True, killed=False)
+                resolved(b, b.length, True, False)
                 # the target's token at b.end (bonus) was committed with this batch if it is the
                 # last committed token and no later batch drafted that position (else it counts there)
                 bonus = b.end == c_new - 1 and not any(o.start <= b.end < o.end for o in self.batches)
-                self.policy.on_verify(new_outcome(b.length, b.length, b.length + (1 if bonus else 0),
-                                                  now - b.t_start_s, now, b.round_id))
+                on_verify(new_outcome(b.length, b.length, b.length + (1 if bonus else 0),
+                                      now - b.t_start_s, now, b.round_id))
             elif b.start <= q < b.end and q < c_new:      # contains the rejected token
                 acc = q - b.start
-                self.on_batch_resolved(b, acc, fully_accepted=False, killed=False)
-                self.policy.on_verify(new_outcome(b.length, acc, acc + 1, now - b.t_start_s, now, b.round_id))
+                resolved(b, acc, False, False)
+                on_verify(new_outcome(b.length, acc, acc + 1, now - b.t_start_s, now, b.round_id))
             elif restart and b.start > q:                # built on a rejected token
-                self.on_batch_resolved(b, 0, fully_accepted=False, killed=True)
+                resolved(b, 0, False, True)
             else:
                 keep.append(b)
         self.batches = keep

@@ -151,7 +151,10 @@ class StepCosts:
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
-        self._draft_at: dict[int, TaskCost] = {}   # exact KV length -> draft_token cost
+        #: exact KV length -> draft_token cost (its memo; the drafter loop reads it directly)
+        self.draft_costs_by_kv: dict[int, TaskCost] = {}
+        #: (task, arguments) -> cost, per exact KV length (a task asked again skips the rounding)
+        self._memo: dict[tuple, Any] = {}
         table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
@@ -233,31 +236,47 @@ class StepCosts:
     # ------------------------------------------------------------ NPU + PIM tasks
     def draft_token(self, kv_len: int) -> TaskCost:
         """One drafter forward (one token) on the drafter's PIM ranks."""
-        c = self._draft_at.get(kv_len)   # asked once per drafted token: skip the rounding + key
+        c = self.draft_costs_by_kv.get(kv_len)   # asked once per drafted token: skip the rounding + key
         if c is None:
             kv = self._kv(kv_len)
-            c = self._draft_at[kv_len] = self._cached(("draft", kv), lambda: self._pim_forward(
+            c = self.draft_costs_by_kv[kv_len] = self._cached(("draft", kv), lambda: self._pim_forward(
                 self.ops(self.draft, 1, kv), self.partition.draft_ranks))
         return c
 
     def preverify(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Target forward over ``n_tokens`` on the target's PIM ranks (TVC pre-verification)."""
-        kv = self._kv(kv_len)
-        return self._cached(("preverify", n_tokens, kv), lambda: self._pim_forward(
-            self.ops(self.target, n_tokens, kv), self.partition.target_ranks))
+        memo_key = ("preverify", n_tokens, kv_len)      # exact arguments: skips the rounding
+        c = self._memo.get(memo_key)
+        if c is None:
+            kv = self._kv(kv_len)
+            c = self._memo[memo_key] = self._cached(("preverify", n_tokens, kv), lambda: self._pim_forward(
+                self.ops(self.target, n_tokens, kv), self.partition.target_ranks))
+        return c
 
     def verify(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Target forward over ``n_tokens`` on the NPU (weights and KV streamed over the bus)."""
+        memo_key = ("verify", n_tokens, kv_len)
+        c = self._memo.get(memo_key)
+        if c is not None:
+            return c
         kv = self._kv(kv_len)
 
         def make():
             return self._sequential(self.ops(self.target, n_tokens, kv),
                                     lambda op: (self._op_on(op, "npu", "target"), "npu"))
-        return self._cached(("verify", n_tokens, kv), make)
+        c = self._memo[memo_key] = self._cached(("verify", n_tokens, kv), make)
+        return c
 
     def layer_split(self, task: str, n_tokens: int, kv_len: int) -> tuple[int, float, float]:
         """(layers, time of one layer, time of the head ops after the last layer) of a target pass
         on the NPU (``task="verify"``) or on the target's PIM ranks (``"preverify"``)."""
+        memo_key = ("layers", task, n_tokens, kv_len)
+        c = self._memo.get(memo_key)
+        if c is None:
+            c = self._memo[memo_key] = self._layer_split(task, n_tokens, kv_len)
+        return c
+
+    def _layer_split(self, task: str, n_tokens: int, kv_len: int) -> tuple[int, float, float]:
         kv = self._kv(kv_len)
 
         def make():

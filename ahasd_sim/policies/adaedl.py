@@ -42,6 +42,8 @@ class AdaEdlPolicy(DraftPolicy):
         self.ar = float(p.ar_init)
         self.lambda_history: list[float] = [self.lam]
         self.bound_stops = 0
+        cap = getattr(config, "max_tokens", None)
+        self._config_max_tokens = None if cap is None else int(cap)   # read once (on_verify)
 
     def lower_bound(self, entropy_nats: float) -> float:
         return 1.0 - math.sqrt(self.gamma_ent * max(entropy_nats, 0.0))
@@ -62,7 +64,8 @@ class AdaEdlPolicy(DraftPolicy):
         self.ar = self.beta1 * self.ar + (1.0 - self.beta1) * outcome.n_accepted / outcome.n_drafted
         if self.full_length == "max":
             ctx = rec.ctx if rec is not None else self.default_context()
-            length = min(ctx.max_tokens, int(getattr(self.config, "max_tokens", ctx.max_tokens)))
+            cap = self._config_max_tokens
+            length = min(ctx.max_tokens, ctx.max_tokens if cap is None else cap)
         else:
             length = outcome.n_drafted
         if self.ar < self.alpha_target:
