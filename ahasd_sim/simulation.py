@@ -377,6 +377,7 @@ class CombinedRun(RunResult):
         self.window_events = window_events        # per window: a list of event dicts or a table
         self.window_energy = window_energy        # per window: (device, kind, energy_j) rows or a table
         self.window_rows = window_rows            # windows.csv rows (dicts over WINDOW_COLUMNS)
+        # tables handed out (framed on use, set by a caller, or a mode's own windows table)
         self._tables: dict[str, Any] = {} if own_windows_table is None else {"windows": own_windows_table}
 
     def _table(self, name: str):
@@ -406,9 +407,10 @@ class CombinedRun(RunResult):
 
     def csv_tables(self) -> dict[str, Any] | None:
         """{file name: (header, rows)} of the CSV files, straight from the rows
-        (:mod:`ahasd_sim.csvrows`); None when some table needs pandas to be written."""
+        (:mod:`ahasd_sim.csvrows`); None when some table needs pandas to be written, and once
+        a table was handed out (a caller may have changed or replaced it: it is written as is)."""
         from . import csvrows
-        if "windows" in self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
+        if self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
             return None
         out = {"events.csv": csvrows.events_rows(self.window_events),
                "energy_breakdown.csv": csvrows.energy_rows(self.window_energy),

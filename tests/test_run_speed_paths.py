@@ -242,3 +242,15 @@ def test_the_default_command_imports_no_pandas(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
     assert (tmp_path / "run" / "events.csv").stat().st_size > 100
+
+
+def test_a_table_handed_out_is_written_as_it_is(tmp_path):
+    cfg = _smoke_cfg()
+    res = run_simulation(cfg, workers=1)
+    res.events = res.events.head(2)          # a caller's own table: written, not the rows
+    write_run(res, cfg, tmp_path / "replaced", 0.0)
+    assert len((tmp_path / "replaced" / "events.csv").read_text().splitlines()) == 3
+    res = run_simulation(cfg, workers=1)
+    res.energy["energy_j"] = 0.5             # changed in place
+    write_run(res, cfg, tmp_path / "changed", 0.0)
+    assert (tmp_path / "changed" / "energy_breakdown.csv").read_text().splitlines()[1].endswith(",0.5")
