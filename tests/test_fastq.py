@@ -39,11 +39,16 @@ class SimpyLockAdapter:
         self.r.release(token)
 
 
-def _scenario(seed: int, fast: bool, try_put: bool = False) -> list:
+_MISSING = object()
+
+
+def _scenario(seed: int, fast: bool, try_put: bool = False, try_get: bool = False, stores: list | None = None) -> list:
     rnd = random.Random(seed)
     env = simpy.Environment()
     cap = rnd.choice([1, 1, 2, 3, 8])
     store = FastStore(env, cap) if fast else SimpyStoreAdapter(env, cap)
+    if stores is not None:
+        stores.append(store)
     lock = FastLock(env) if fast else SimpyLockAdapter(env)
     log: list = []
 
@@ -65,13 +70,20 @@ def _scenario(seed: int, fast: bool, try_put: bool = False) -> list:
                 blocked = yield from store.put((k, i))
             log.append((env.now, "put", k, i, blocked, len(store.items)))
 
+    def take():
+        if try_get:                          # the plain-call fast path, else the generator
+            item = store.try_get(_MISSING)
+            if item is not _MISSING:
+                return item
+        return (yield from store.get())
+
     def consumer():
         for _ in range(200):
             if rnd.random() < 0.3 and store.items:
                 while store.items:           # drain what is there (as the drafter does)
-                    item = yield from store.get()
+                    item = yield from take()
                     log.append((env.now, "drain", item, len(store.items)))
-            item = yield from store.get()
+            item = yield from take()
             log.append((env.now, "get", item, len(store.items)))
             yield from wait(next(it, 1))
 
@@ -112,6 +124,34 @@ def test_try_put_same_order_as_simpy(seed):
     """``FastStore.try_put`` (else ``put``) gives SimPy's order too: it puts only when ``put``
     would not block, exactly as ``put`` would."""
     assert _scenario(seed, fast=True, try_put=True) == _scenario(seed, fast=False)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_try_get_same_order_as_simpy(seed):
+    """``FastStore.try_get`` (else ``get``) gives SimPy's order too: it takes an item only when
+    ``get`` would neither wait nor yield."""
+    assert _scenario(seed, fast=True, try_put=True, try_get=True) == _scenario(seed, fast=False)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_store_counts_its_puts_and_peak_occupancy(seed):
+    stores: list = []
+    log = _scenario(seed, fast=True, try_put=True, try_get=True, stores=stores)
+    puts = [e for e in log if e[1] == "put"]
+    # pushes counts puts that completed (a producer blocked at the end is not one of them)
+    assert stores[0].pushes == len(puts)
+    assert stores[0].max_occupancy == max(e[5] for e in puts)
+
+
+def test_try_get_refuses_without_side_effects_when_get_would_yield():
+    env = simpy.Environment()
+    store = FastStore(env, 2)
+    assert store.try_get("none") == "none"                  # empty
+    store.try_put("a")
+    env.timeout(0)                                          # another event at this instant
+    assert store.try_get("none") == "none" and store.items == ["a"]
+    env.run()
+    assert store.try_get("none") == "a" and store.items == []
 
 
 def test_try_put_refuses_without_side_effects_when_put_would_block():

@@ -124,7 +124,9 @@ class AsyncMode(Mode):
         unverified = self.unverified
         decide, begin_round = policy.decide, policy.begin_round
         view_at, draft_token, kv_list = replay.view, costs.draft_token, replay._kv_list
-        draft_at = costs.draft_costs_by_kv     # draft_token's memo (a miss calls draft_token)
+        # draft_token's memo, read directly (a miss calls draft_token; a cost model without one
+        # is asked every time)
+        draft_at = getattr(costs, "draft_costs_by_kv", {})
         last_kv = len(kv_list) - 1
         task = self.col.task
         draft_stretch = self._draft_stretch

@@ -1,0 +1,148 @@
+"""The shortcuts the per-token paths take (docs/performance.md) against the plain definitions
+they replace: each test fails if a shortcut drifts from what it stands for."""
+from __future__ import annotations
+
+import gc
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ahasd_sim.config import load_config
+from ahasd_sim.modes.config import EdcConfig
+from ahasd_sim.modes.controls.edc import EntropyHistoryControl
+from ahasd_sim.modes.replay import TraceReplay
+from ahasd_sim.policies.base import new_view
+from ahasd_sim.simulation import load_run_trace, run_simulation
+from ahasd_sim.workload.traces import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+GREEDY = ROOT / "traces" / "qwc-0.5b-1.5b_greedy.npz"
+DEFAULT_JOB = ROOT / "hw_configs" / "ahasd_mobile.yaml"
+
+
+def _index_from_scratch(e: EntropyHistoryControl) -> int:
+    """EDC's PHT index by its definition: {avg(older half), avg(recent half), LLR}, rounded down."""
+    half = e.history_len // 2
+    recent = sum(e.leht[:half]) // half
+    older = sum(e.leht[half:]) // (e.history_len - half)
+    return (older << (e.cfg.bucket_bits + e.cfg.llr_bits)) | (recent << e.cfg.llr_bits) | e.llr
+
+
+@pytest.mark.parametrize("history_len", [2, 5, 8])
+def test_edc_running_half_sums_give_the_defined_index(history_len):
+    # predict keeps LEHT's half sums up to date instead of summing the halves per batch; rollbacks
+    # (LEHT <- LCEHT) and direct inserts make it recompute them
+    rnd = random.Random(history_len)
+    e = EntropyHistoryControl(EdcConfig(history_len=history_len, pht_counter_init=2))
+    pending = []
+    for step in range(3000):
+        if pending and rnd.random() < 0.4:
+            idx, bucket, cont = pending.pop(rnd.randrange(len(pending)))
+            e.resolve(idx, bucket, cont, fully_accepted=rnd.random() < 0.6, killed=rnd.random() < 0.2)
+        elif rnd.random() < 0.02:
+            e._insert(e.leht, rnd.randrange(e.n_buckets), "leht")
+        else:
+            h = rnd.uniform(-0.5, 1.2 * e.cfg.entropy_max_nats)
+            cont, idx, bucket = e.predict(h, rnd.randrange(12))
+            assert bucket == e.bucket(h)
+            assert idx == _index_from_scratch(e), step
+            pending.append((idx, bucket, cont))
+
+
+def test_drafter_views_built_from_chain_bounds_equal_replay_views():
+    # the drafter builds on-path and recorded off-path views from TraceReplay.chain_bounds and
+    # the column accessors; beyond the rollout it asks view() (synthetic fallback)
+    trace = load_trace(GREEDY).take(4000)
+    replay = TraceReplay(trace, 4000, seed=3)
+    H, p_tok, p_top1, topk = replay.on_path_columns()
+    ro_H, ro_p = replay.rollout_columns()
+    rnd = random.Random(0)
+    kinds = {"on": 0, "rollout": 0, "none": 0}
+    for _ in range(400):
+        start = rnd.randrange(len(trace) + 5)
+        end, wrong, ro_off, ro_len = replay.chain_bounds(start)
+        for pos in range(start, min(start + 60, len(trace) + 3)):
+            ref = replay.view(pos, start, 2, 1.5)
+            if pos >= end:
+                assert ref is None
+                kinds["none"] += 1
+            elif pos <= wrong:
+                assert ref == new_view(2, H[pos], p_tok[pos], p_top1[pos], topk[pos], 1.5)
+                kinds["on"] += 1
+            elif pos - wrong - 1 < ro_len:
+                k = ro_off + pos - wrong - 1
+                assert ref == new_view(2, ro_H[k], ro_p[k], ro_p[k], (), 1.5)
+                assert not replay.is_synthetic(pos, start)
+                kinds["rollout"] += 1
+            else:
+                assert replay.is_synthetic(pos, start)
+    assert min(kinds.values()) > 50
+
+
+def test_replay_tables_are_built_once_per_trace_and_shared():
+    trace = load_trace(GREEDY).take(500)
+    a, b = TraceReplay(trace, 500, seed=1), TraceReplay(trace, 500, seed=2)
+    assert a._H_list is b._H_list and a._next_wrong_list is b._next_wrong_list
+    assert a._synth is not b._synth                       # per-run state stays per run
+    fresh = TraceReplay(load_trace(GREEDY).take(500), 500, seed=1)
+    assert fresh._H_list == a._H_list and fresh._next_wrong_list == a._next_wrong_list
+
+
+def test_garbage_collector_is_paused_only_while_a_window_simulates(monkeypatch):
+    import simpy
+    seen = []
+    real_run = simpy.Environment.run
+
+    def run(self, until=None):
+        seen.append(gc.isenabled())
+        return real_run(self, until)
+
+    monkeypatch.setattr(simpy.Environment, "run", run)
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=64", "run.windows=1", "run.timeline=false"])
+    assert gc.isenabled()
+    run_simulation(cfg, load_run_trace(cfg))
+    assert seen == [False] and gc.isenabled()
+    # a caller that disabled the collector itself keeps it disabled
+    gc.disable()
+    try:
+        run_simulation(cfg, load_run_trace(cfg))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_an_error_inside_a_window_restores_the_collector(monkeypatch):
+    import simpy
+
+    def boom(self, until=None):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(simpy.Environment, "run", boom)
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=64", "run.windows=1", "run.timeline=false"])
+    with pytest.raises(RuntimeError, match="planted"):
+        run_simulation(cfg, load_run_trace(cfg))
+    assert gc.isenabled()
+
+
+def test_task_cost_memo_returns_what_the_cost_model_computes():
+    from ahasd_sim.modes.costs import StepCosts
+    from ahasd_sim.simulation import build_platform
+    from ahasd_sim.modes import get_mode
+    from ahasd_sim.workload.models import get_model
+    cfg = load_config(DEFAULT_JOB, ["run.kv_len_quantum_tokens=64"])
+    plat = build_platform(cfg, get_mode("ahasd"))
+    args = (plat, get_model(cfg.run.draft_model), get_model(cfg.run.target_model), cfg)
+    a, b = StepCosts(*args), StepCosts(*args)
+    for n, kv in [(3, 100), (3, 120), (3, 129), (5, 100)]:
+        # the memo is keyed by exact KV length; equal quanta share one cost object
+        assert a.verify(n, kv) is a.verify(n, kv) == b.verify(n, kv)
+        assert a.preverify(n, kv) is a.preverify(n, kv) == b.preverify(n, kv)
+        assert a.layer_split("verify", n, kv) == b.layer_split("verify", n, kv)
+        assert a.layer_split("preverify", n, kv) == b.layer_split("preverify", n, kv)
+    assert a.verify(3, 100) is a.verify(3, 120)              # one KV quantum (65..128)
+    assert a.verify(3, 100) != a.verify(3, 129)              # the next quantum costs more
+    assert a.verify(3, 129).duration_s > a.verify(3, 100).duration_s
+    assert a.layer_split("verify", 3, 100) != a.layer_split("preverify", 3, 100)
+    assert np.isfinite(a.draft_token(100).duration_s) and a.draft_costs_by_kv[100] is a.draft_token(100)
