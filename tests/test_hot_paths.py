@@ -127,22 +127,40 @@ def test_an_error_inside_a_window_restores_the_collector(monkeypatch):
 
 
 def test_task_cost_memo_returns_what_the_cost_model_computes():
+    from ahasd_sim.modes import costs as costs_mod
+    from ahasd_sim.modes import get_mode
     from ahasd_sim.modes.costs import StepCosts
     from ahasd_sim.simulation import build_platform
-    from ahasd_sim.modes import get_mode
     from ahasd_sim.workload.models import get_model
     cfg = load_config(DEFAULT_JOB, ["run.kv_len_quantum_tokens=64"])
     plat = build_platform(cfg, get_mode("ahasd"))
     args = (plat, get_model(cfg.run.draft_model), get_model(cfg.run.target_model), cfg)
-    a, b = StepCosts(*args), StepCosts(*args)
-    for n, kv in [(3, 100), (3, 120), (3, 129), (5, 100)]:
-        # the memo is keyed by exact KV length; equal quanta share one cost object
-        assert a.verify(n, kv) is a.verify(n, kv) == b.verify(n, kv)
-        assert a.preverify(n, kv) is a.preverify(n, kv) == b.preverify(n, kv)
-        assert a.layer_split("verify", n, kv) == b.layer_split("verify", n, kv)
-        assert a.layer_split("preverify", n, kv) == b.layer_split("preverify", n, kv)
+    asks = [(n, kv) for n in (3, 5) for kv in (100, 120, 129)]
+
+    def ask(c):
+        return [(c.verify(n, kv), c.preverify(n, kv), c.layer_split("verify", n, kv),
+                 c.layer_split("preverify", n, kv), c.draft_token(kv)) for n, kv in asks]
+
+    costs_mod._TASK_COST_TABLES.clear()
+    a = StepCosts(*args)
+    first = ask(a)
+    again = ask(StepCosts(*args))              # a later window: answered from the shared memos
+    assert all(x is y for r1, r2 in zip(first, again) for x, y in zip(r1, r2))
+    costs_mod._TASK_COST_TABLES.clear()        # computed from scratch, no memo, no table
+    fresh = ask(StepCosts(*args))
+    assert fresh == first
     assert a.verify(3, 100) is a.verify(3, 120)              # one KV quantum (65..128)
-    assert a.verify(3, 100) != a.verify(3, 129)              # the next quantum costs more
-    assert a.verify(3, 129).duration_s > a.verify(3, 100).duration_s
+    assert a.verify(3, 129).duration_s > a.verify(3, 100).duration_s   # the next one costs more
     assert a.layer_split("verify", 3, 100) != a.layer_split("preverify", 3, 100)
-    assert np.isfinite(a.draft_token(100).duration_s) and a.draft_costs_by_kv[100] is a.draft_token(100)
+    assert a.draft_costs_by_kv[100] is a.draft_token(100) and np.isfinite(a.draft_token(100).duration_s)
+
+
+def test_config_fingerprint_tells_configs_apart_and_is_stable():
+    # it keys the process-wide task-cost tables: two configs that differ anywhere must differ
+    base = load_config(DEFAULT_JOB)
+    assert base.fingerprint() == load_config(DEFAULT_JOB).fingerprint()
+    overrides = ["pim.aau.lanes=8", "memory.data_rate_mts=5500", "npu.freq_ghz=1.2",
+                 "ahasd.edc_config.entropy_max_nats=9.0", "run.kv_len_quantum_tokens=32", "policy.max_tokens=9"]
+    prints = {load_config(DEFAULT_JOB, [o]).fingerprint() for o in overrides}
+    assert len(prints) == len(overrides) and base.fingerprint() not in prints
+    assert "object at 0x" not in base.fingerprint()       # no identity-based repr

@@ -71,9 +71,13 @@ class KvLedger:
             # last two such passes (earlier ones ended before a later pass started)
             k = bisect.bisect_right(starts, reads[0] + eps)
             limits = None
+            r0 = reads[0]
+            first_limit = r0 + eps * (r0 if r0 > 1.0 else 1.0)
             for lo_w, hi_w, t0, layer_s, layers in self.writes[max(0, k - 2):k]:
                 if lo_w >= hi:                          # not needed
                     continue
+                if t0 + layers * layer_s <= first_limit:
+                    continue    # every layer written before the first read (reads never go back)
                 if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
                     limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
                 for layer, limit in enumerate(limits[:layers]):

@@ -135,6 +135,9 @@ def scaled(cost: TaskCost, factor: float) -> TaskCost:
     return out
 
 
+_MEMOS = ("memos by exact arguments",)   # a key no task uses, in a configuration's cost table
+
+
 class StepCosts:
     """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""
 
@@ -151,16 +154,21 @@ class StepCosts:
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
                 target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
-        #: exact KV length -> draft_token cost (its memo; the drafter loop reads it directly)
-        self.draft_costs_by_kv: dict[int, TaskCost] = {}
-        #: (task, arguments) -> cost, per exact KV length (a task asked again skips the rounding)
-        self._memo: dict[tuple, Any] = {}
-        table_key = (repr(sorted(cfg.to_dict().items())), repr(draft_spec), repr(target_spec))
+        table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
             if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
                 _TASK_COST_TABLES.clear()
             self._cache = _TASK_COST_TABLES[table_key] = {}
+        # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
+        # the configuration's table like the costs themselves, so later windows start warm:
+        # exact KV length -> draft_token cost (the drafter loop reads it directly), and
+        # (task, arguments) -> verify / preverify cost or layer split.
+        memos = self._cache.get(_MEMOS)
+        if memos is None:
+            memos = self._cache[_MEMOS] = ({}, {})
+        self.draft_costs_by_kv: dict[int, TaskCost] = memos[0]
+        self._memo: dict[tuple, Any] = memos[1]
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))

@@ -107,7 +107,10 @@ class TraceReplay:
 
     def prompt_end(self, pos: int) -> int:
         """End (exclusive) of the prompt's response that position ``pos`` belongs to."""
-        return self._prompt_end_list[min(pos, self.n_positions - 1)] if self.n_positions else 0
+        n = self.n_positions
+        if not n:
+            return 0
+        return self._prompt_end_list[pos if pos < n else n - 1]     # min(pos, n - 1)
 
     def is_prompt_start(self, pos: int) -> bool:
         return pos in self._prompt_start_set
@@ -126,8 +129,10 @@ class TraceReplay:
 
     def accepted_run(self, start: int, n: int) -> int:
         """Number of consecutive accepted drafts from ``start``, capped at ``n``."""
-        q = self.first_wrong(start)
-        return max(0, min(n, q - start))
+        q = self.first_wrong(start) - start     # max(0, min(n, q - start)) as comparisons
+        if q > n:
+            q = n
+        return q if q > 0 else 0
 
     def commit_point(self, start: int, n: int) -> int:
         """Committed point after a target pass over drafts [start, start + n): the accepted run

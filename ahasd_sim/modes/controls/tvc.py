@@ -77,6 +77,7 @@ class TimeAwarePreverifyControl:
         self.nvct = _Fifo(n, (preload_npu_ns, preload_kv_len))
         self.pdct = _Fifo(n, (preload_draft_ns, preload_draft_len))
         self.pvct = _Fifo(n, (preload_pv_ns, preload_pv_len))
+        self._max_tokens = cfg.max_preverify_tokens
         self.stats = TvcStats()
 
     def record_npu(self, time_s: float, kv_len: int) -> None:
@@ -106,7 +107,11 @@ class TimeAwarePreverifyControl:
         per_token_pv = self.pvct.mean_per_unit()
         if c_left <= 0 or per_token_pv <= 0:
             return 0
-        return max(0, min(self.cfg.max_preverify_tokens, math.floor(c_left / per_token_pv) - int(extra_tokens)))
+        n = math.floor(c_left / per_token_pv) - int(extra_tokens)
+        cap = self._max_tokens           # max(0, min(cap, n)) as comparisons (the same value)
+        if n > cap:
+            n = cap
+        return n if n > 0 else 0
 
     def storage_bits(self) -> int:
         # three (64-bit time, 32-bit length) tables, the 64-bit NCR and 200 bits of control = 1416 bits for 4 entries
