@@ -11,23 +11,24 @@ from typing import Any
 
 
 # What Collector.task records for a (cost, label): task costs are cached process-wide per task
-# size, so the same objects recur across tasks, windows and runs. A plan holds its cost, so the
-# cost's id is not reused while the plan is in the table.
-_PLANS: dict[tuple[int, str], tuple] = {}
+# size, so the same objects recur across tasks, windows and runs. Keyed by the cost's id (a cost
+# is recorded under one label in practice; another label replaces the plan). A plan holds its
+# cost, so the cost's id is not reused while the plan is in the table.
+_PLANS: dict[int, tuple] = {}
 _PLANS_MAX = 20_000
 
 
 def _plan(cost, label: str) -> tuple:
-    """(cost, ((device, busy_s) with busy_s > 0), ((device, (device, label), energy_j))) of a
-    task, in the cost's dict order (so sums add in the same order as a direct loop)."""
+    """(cost, label, ((device, busy_s) with busy_s > 0), ((device, (device, label), energy_j)))
+    of a task, in the cost's dict order (so sums add in the same order as a direct loop)."""
     for dev, e in cost.energy_j.items():
         if e < 0:
             raise ValueError(f"negative energy {e} J for {dev}/{label}")
-    plan = (cost, tuple([(d, b) for d, b in cost.busy_s.items() if b > 0]),
+    plan = (cost, label, tuple([(d, b) for d, b in cost.busy_s.items() if b > 0]),
             tuple([(d, (d, label), e) for d, e in cost.energy_j.items()]))
     if len(_PLANS) >= _PLANS_MAX:     # one-off costs (stretched, extra time) must not pile up
         _PLANS.clear()
-    _PLANS[(id(cost), label)] = plan
+    _PLANS[id(cost)] = plan
     return plan
 
 
@@ -99,13 +100,13 @@ class Collector:
         Same checks and records as :meth:`busy`, :meth:`energy_map` and :meth:`offchip`, inlined:
         this runs once per simulated task. What a (cost, label) records is read once into a
         plan (:func:`_plan`); the same cost objects recur (costs are cached per task size)."""
-        plan = _PLANS.get((id(cost), label))
-        if plan is None or plan[0] is not cost:
+        plan = _PLANS.get(id(cost))
+        if plan is None or plan[0] is not cost or (plan[1] is not label and plan[1] != label):
             plan = _plan(cost, label)
         last_end = self._last_end
         tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))  # 1e-12*max(1,|t|)
         busy_s = self._busy_s
-        for dev, busy in plan[1]:
+        for dev, busy in plan[2]:
             end_s = start_s + busy          # busy > 0 in a plan: never a negative interval
             if start_s < last_end[dev] - tol:
                 raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
@@ -115,7 +116,7 @@ class Collector:
             if self.keep_intervals:
                 self.busy_intervals[dev].append((start_s, end_s, label))
         total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
-        for dev, key, e in plan[2]:
+        for dev, key, e in plan[3]:
             total[dev] += e
             by_label[key] += e
         if cost.offchip_bytes:
