@@ -332,9 +332,9 @@ def test_section_constructor_and_validate_errors_name_the_section():
             _build_dataclass(_Checked, {"x": x}, "sec.", prov)
         return str(ei.value)
 
-    # the section's own source is the file that set its keys' parent: f.yaml here
-    assert msg(1) == "f.yaml: sec: x must not be 1"
-    assert msg(2) == "f.yaml: sec: x must not be 2"
+    # a section-level check names where the section's values were set: g.yaml set x
+    assert msg(1) == "g.yaml: sec: x must not be 1"
+    assert msg(2) == "g.yaml: sec: x must not be 2"
     assert msg(3) == "elsewhere.yaml: other.key: x must not be 3"       # a ConfigError passes unchanged
     assert _build_dataclass(_Checked, {"x": 4}, "sec.", prov).x == 4
     # an optional choice left at None is not checked against the choices
@@ -372,8 +372,13 @@ def test_dump_layout_and_override_details(tmp_path):
         "choice": None}
 
 
-def test_section_error_from_an_override_names_the_config_file(tmp_path):
-    # the NPU section-level check fails on a value given with --set: the section itself comes from
-    # the config file (its defaults), so the file is named
+def test_section_error_names_where_the_values_it_checks_were_set(tmp_path):
+    # the NPU section-level check fails on a value given with --set: --set is named; when the
+    # file set other keys of the section, both are
     assert _err(tmp_path, "{}\n", ["npu.spm_bytes=1000"]) == (
+        "--set: npu: spm_bytes (1000) cannot hold one double-buffered weight tile per chip")
+    assert _err(tmp_path, "npu: {chips: 2}\n", ["npu.spm_bytes=1000"]) == (
+        "FILE + --set: npu: spm_bytes (1000) cannot hold one double-buffered weight tile per chip")
+    # a section the file alone set stays the file's
+    assert _err(tmp_path, "npu: {spm_bytes: 1000}\n", []) == (
         "FILE: npu: spm_bytes (1000) cannot hold one double-buffered weight tile per chip")

@@ -255,12 +255,22 @@ def _coerce(value: Any, tp: Any, key: str, prov: dict[str, str]) -> Any:
 
 
 def _source_of(prov: dict[str, str], key: str) -> str:
+    """Where the value at ``key`` (``a.b.c``, ``a.b[2]``) was set: the nearest key on its path
+    that a file or ``--set`` gave."""
     k = key
     while k:
         if k in prov:
             return prov[k]
-        k = k.rpartition(".")[0]
+        k = k[:k.rindex("[")] if k.endswith("]") and "[" in k else k.rpartition(".")[0]
     return prov.get("", "")
+
+
+def _source_of_section(prov: dict[str, str], section: str) -> str:
+    """Where the values a whole (sub)section's check reads were set: the sources of the keys
+    set in it (``FILE + --set`` when both set some), else where the section itself was set."""
+    inner = (section + ".", section + "[")
+    sources = list(dict.fromkeys(src for k, src in prov.items() if k == section or k.startswith(inner)))
+    return " + ".join(sources) if sources else _source_of(prov, section)
 
 
 def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None:
@@ -308,7 +318,7 @@ def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -
     try:
         obj = cls(**kwargs)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(_source_of(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
+        raise ConfigError(_source_of_section(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
     validate = getattr(obj, "validate", None)
     if callable(validate):
         try:
@@ -316,7 +326,7 @@ def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -
         except ConfigError:
             raise
         except ValueError as exc:
-            raise ConfigError(_source_of(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
+            raise ConfigError(_source_of_section(prov, prefix.rstrip(".")), prefix.rstrip("."), str(exc)) from None
     return obj
 
 
