@@ -10,10 +10,9 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from . import __version__
@@ -29,6 +28,11 @@ from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
 from .workload.traces import Trace, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
+
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where tables are built, not here: simulating needs none, and a run whose
+# tables are only written (the command line) never imports it (CombinedRun, csvrows).
 
 
 
@@ -140,8 +144,10 @@ def _window_worker_init() -> None:
 
 
 def _window_job(i: int) -> RunResult:
+    """One window in a forked worker, its event and energy rows as plain lists (tables are framed
+    in the parent, and only when used: :class:`CombinedRun`)."""
     cfg, parts = _POOL_WINDOWS[i]
-    return run_window(cfg, parts, i)
+    return _run_window_rows(cfg, parts, i)
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
@@ -176,7 +182,7 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
             finally:
                 _POOL_WINDOWS.clear()
     if results is None:
-        results = [run_window(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+        results = [_run_window_rows(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
     return combine_windows(cfg, results, [p for p, _ in windows])
 
 
@@ -199,6 +205,22 @@ def gc_paused():
 def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
     """One window: a pure function of (config, trace slice, seed, window index). Window 0 uses
     ``run.seed``; window i > 0 the seed sequence (run.seed, i), so windows draw independently."""
+    return _framed(_run_window_rows(cfg, trace_parts, index))
+
+
+_ENERGY_COLUMNS = ["device", "kind", "energy_j"]
+
+
+def _framed(result: RunResult) -> RunResult:
+    """``result`` with its event and energy rows (lists of dicts) as tables."""
+    import pandas as pd
+    result.events = pd.DataFrame(result.events)
+    result.energy = pd.DataFrame(result.energy, columns=_ENERGY_COLUMNS)
+    return result
+
+
+def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
@@ -296,13 +318,13 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
 
 
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
-    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows."""
+    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows.
+    Its tables are framed on first use (:class:`CombinedRun`)."""
     from .metrics.stats import mean_ci95
     rows = []
     for i, (r, p) in enumerate(zip(results, start_prompts)):
         row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
         rows.append({"window": i, "start_prompt": int(p), **row})
-    table = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
     if len(results) == 1:
         summary = dict(results[0].summary)
     else:
@@ -324,27 +346,80 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     summary["window_tokens"] = cfg.run.generated_tokens
     summary["window_start_prompts"] = [int(p) for p in start_prompts]
     own = summary.pop("mode_windows", None) if len(results) == 1 else None
+    own_table = None
     if own is not None:   # a mode that cuts its own windows (e.g. rounds of a tree trace)
-        table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
+        import pandas as pd
+        own_table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
         summary["windows"], summary["window_basis"] = own["n"], own["basis"]
     for k in WINDOW_MEANS:
         if own is not None and k not in own:
             continue
-        m, ci = mean_ci95(table[k])
+        # the column's values (mean_ci95 skips missing ones, None here as NaN in a table)
+        m, ci = mean_ci95([row[k] for row in rows] if own is None else own_table[k])
         summary[k if own is None else f"{k}_window_mean"] = m
         summary[f"{k}_ci95"] = ci
         summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
     dec = summary["decode_makespan_s"]
     summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
-    events = [r.events.assign(window=i) for i, r in enumerate(results) if len(r.events)]
-    # one window: its (already RangeIndex-ed) table as is, and its energy rows, which are one per
-    # (device, kind) already (what the concat and the group-by sum would give back)
-    ev = (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else results[0].events
-    if len(results) == 1:
-        en = results[0].energy
-    else:
-        en = pd.concat([r.energy for r in results]).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
-    return RunResult(summary, ev, en, results[0].timeline, summary["policy_stats"], windows=table)
+    return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
+                       results[0].timeline, summary["policy_stats"])
+
+
+class CombinedRun(RunResult):
+    """A run's result whose tables (``events``, ``energy``, ``windows``) are framed from the
+    windows' rows on first use: writing a run folder needs no pandas (:mod:`ahasd_sim.csvrows`
+    writes the same bytes from the rows), and importing and framing cost more than the run's
+    writing. Each table is exactly what :func:`combine_windows` framed before."""
+
+    def __init__(self, summary, window_events: list, window_energy: list, window_rows: list[dict],
+                 own_windows_table, timeline, policy_stats):
+        self.summary, self.timeline, self.policy_stats = summary, timeline, policy_stats
+        self.window_events = window_events        # per window: a list of event dicts or a table
+        self.window_energy = window_energy        # per window: (device, kind, energy_j) rows or a table
+        self.window_rows = window_rows            # windows.csv rows (dicts over WINDOW_COLUMNS)
+        # tables handed out (framed on use, set by a caller, or a mode's own windows table)
+        self._tables: dict[str, Any] = {} if own_windows_table is None else {"windows": own_windows_table}
+
+    def _table(self, name: str):
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = getattr(self, f"_frame_{name}")()
+        return t
+
+    def _frame_events(self):
+        import pandas as pd
+        frames = [e if isinstance(e, pd.DataFrame) else pd.DataFrame(e) for e in self.window_events]
+        events = [f.assign(window=i) for i, f in enumerate(frames) if len(f)]
+        # one window: its (already RangeIndex-ed) table as is
+        return (events[0] if len(events) == 1 else pd.concat(events, ignore_index=True)) if events else frames[0]
+
+    def _frame_energy(self):
+        import pandas as pd
+        frames = [e if isinstance(e, pd.DataFrame) else pd.DataFrame(e, columns=_ENERGY_COLUMNS)
+                  for e in self.window_energy]
+        if len(frames) == 1:   # one row per (device, kind) already: what the group-by sum gives back
+            return frames[0]
+        return pd.concat(frames).groupby(["device", "kind"], sort=False, as_index=False)["energy_j"].sum()
+
+    def _frame_windows(self):
+        import pandas as pd
+        return pd.DataFrame(self.window_rows, columns=WINDOW_COLUMNS)
+
+    def csv_tables(self) -> dict[str, Any] | None:
+        """{file name: (header, rows)} of the CSV files, straight from the rows
+        (:mod:`ahasd_sim.csvrows`); None when some table needs pandas to be written, and once
+        a table was handed out (a caller may have changed or replaced it: it is written as is)."""
+        from . import csvrows
+        if self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
+            return None
+        out = {"events.csv": csvrows.events_rows(self.window_events),
+               "energy_breakdown.csv": csvrows.energy_rows(self.window_energy),
+               "windows.csv": csvrows.windows_rows(self.window_rows, WINDOW_COLUMNS)}
+        return None if any(t is None for t in out.values()) else out
+
+    events = property(lambda self: self._table("events"), lambda self, v: self._tables.__setitem__("events", v))
+    energy = property(lambda self: self._table("energy"), lambda self, v: self._tables.__setitem__("energy", v))
+    windows = property(lambda self: self._table("windows"), lambda self, v: self._tables.__setitem__("windows", v))
 
 
 def trace_models(trace) -> dict[str, str | None]:
@@ -460,7 +535,6 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))
-    events = pd.DataFrame(col.events)
-    energy = pd.DataFrame(rows, columns=["device", "kind", "energy_j"])
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
-    return RunResult(summary, events, energy, timeline, policy.stats())
+    # the rows as lists: framed by run_window, or on first use of a combined run's tables
+    return RunResult(summary, col.events, rows, timeline, policy.stats())
