@@ -128,7 +128,7 @@ class AsyncMode(Mode):
         # is asked every time)
         draft_at = getattr(costs, "draft_costs_by_kv", {})
         last_kv = len(kv_list) - 1
-        task = self.col.task
+        task, events = self.col.task, self.col.events
         draft_stretch = self._draft_stretch
         last_cost = last_scaled = None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
@@ -252,9 +252,15 @@ class AsyncMode(Mode):
             self.on_batch_drafted(batch, env._now - round_start)
             if not unverified.try_put(batch):
                 yield from unverified.put(batch)
-            batch = self._batch_queued(batch)
+            # _batch_queued(batch), inlined
+            self.queue_ops += 1
+            live = my_gen == self.gen
+            if live:
+                self.batches.append(batch)
+            events.append({"time_s": env._now, "event": "batch_pushed", "position": batch.start,
+                           "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
             round_tokens = []
-            if batch is not None:
+            if live:
                 wait = self.after_batch(batch)
                 if wait is not None:
                     yield from wait
