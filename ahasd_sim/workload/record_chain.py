@@ -516,12 +516,7 @@ def online_greedy(tgt, drf, prompt_tokens, k: int, n_out: int, verify: str = "ba
 # ------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 22), b""):
-            h.update(b)
-    return h.hexdigest()
+sha256_file = T.sha256_file   # re-exported (record_tree and extend_rollouts import it from here)
 
 
 def load_models(cfg):

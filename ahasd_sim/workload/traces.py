@@ -332,11 +332,11 @@ def load_trace(path, validate: bool = True) -> Trace:
     header, cols = read_npz(path, check_header)
     if validate:
         validate_columns(path, header, cols)
-    return Trace(cols, header, path, _file_sha256(path))
+    return Trace(cols, header, path, sha256_file(path))
 
 
-def _file_sha256(path: str) -> str:
-    """SHA-256 of a trace file (identifies the input in every run's summary.json)."""
+def sha256_file(path: str) -> str:
+    """SHA-256 of a file (a trace: identifies the input in every run's summary.json; a model)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
