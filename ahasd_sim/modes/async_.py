@@ -123,12 +123,12 @@ class AsyncMode(Mode):
         feedback_items = self.feedback.items
         unverified = self.unverified
         decide, begin_round = policy.decide, policy.begin_round
-        view_at, draft_token, kv_list = replay.view, costs.draft_token, replay._kv_list
+        view_at, draft_token, kv_list = replay.view, costs.draft_token, replay.kv_lengths()
         # draft_token's memo, read directly (a miss calls draft_token; a cost model without one
         # is asked every time)
         draft_at = getattr(costs, "draft_costs_by_kv", {})
         last_kv = len(kv_list) - 1
-        task, events = self.col.task, self.col.events
+        task = self.col.task
         draft_stretch = self._draft_stretch
         last_cost = last_scaled = None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
@@ -252,15 +252,9 @@ class AsyncMode(Mode):
             self.on_batch_drafted(batch, env._now - round_start)
             if not unverified.try_put(batch):
                 yield from unverified.put(batch)
-            # _batch_queued(batch), inlined
-            self.queue_ops += 1
-            live = my_gen == self.gen
-            if live:
-                self.batches.append(batch)
-            events.append({"time_s": env._now, "event": "batch_pushed", "position": batch.start,
-                           "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
+            batch = self._batch_queued(batch)
             round_tokens = []
-            if live:
+            if batch is not None:
                 wait = self.after_batch(batch)
                 if wait is not None:
                     yield from wait

@@ -161,6 +161,10 @@ class TraceReplay:
         """Entropy, p(token), p(top-1) and top-k probabilities per position (see :meth:`chain_bounds`)."""
         return self._H_list, self._p_tok_list, self._p_top1_list, self._topk
 
+    def kv_lengths(self) -> list[int]:
+        """KV length per position (:meth:`kv_len_at` without the clamp past the end, for hot loops)."""
+        return self._kv_list
+
     def rollout_columns(self) -> tuple[list, list]:
         """Entropy and p(token) of the recorded off-path rollout tokens (see :meth:`chain_bounds`)."""
         return self._ro_H_list, self._ro_p_list
