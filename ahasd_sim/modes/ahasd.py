@@ -141,9 +141,7 @@ class AhasdMode(AsyncMode):
         batch.edc_index, batch.edc_bucket, batch.edc_continue = idx, bucket, cont
         # The control CPU's decision latency delays the drafter; both decisions are charged
         # in one step (they are sequential and take ~100 ns against ~ms-long tasks).
-        energy_j, latency = self._edc_cost          # _decision(self._edc_cost, "edc"), inlined
-        self._ctrl_energy_j["ctrl"] += energy_j
-        self._ctrl_energy_by_label_j[("ctrl", "edc")] += energy_j
+        latency = self._decision(self._edc_cost, "edc")
         if not cont and self.tvc is not None and self.verify_in_flight is None and self.unverified.items:
             # An idle NPU takes the batch just queued at this very instant; let it do so before
             # TVC looks at the in-flight verification (the decision itself takes ~100 ns).
