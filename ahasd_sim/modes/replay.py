@@ -33,7 +33,7 @@ def _tables(trace) -> dict:
     n = len(trace)
     t.accept = np.asarray(trace.accept, dtype=bool)
     t.kv_len = (np.asarray(trace.prompt_len, dtype=np.int64)
-                   + np.asarray(trace.pos_in_response, dtype=np.int64))
+                + np.asarray(trace.pos_in_response, dtype=np.int64))
     topk = np.asarray(trace.topk_p, dtype=float)
     # Python scalars/tuples once, so building a view per drafted token stays cheap.
     t._topk = [tuple(row) for row in topk.tolist()] if topk.ndim == 2 else [()] * n

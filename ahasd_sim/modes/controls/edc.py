@@ -58,8 +58,8 @@ class EntropyHistoryControl:
     def bucket(self, mean_entropy_nats: float) -> int:
         """Bucket id of a batch: 8 equal bins over [0, H_max]."""
         h = mean_entropy_nats    # max(0.0, h) and min(n - 1, b) as comparisons (same values)
-        b = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self.cfg.entropy_max_nats)
-        top = self.n_buckets - 1
+        b = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self._entropy_max)
+        top = self._top_bucket
         return b if b < top else top
 
     def _insert(self, table: list[int], bucket: int, which: str) -> None:
@@ -90,10 +90,7 @@ class EntropyHistoryControl:
     # ---------------------------------------------------------------- protocol
     def predict(self, mean_entropy_nats: float, live_unverified_batches: int) -> tuple[bool, int, int]:
         """After a batch is drafted: returns (continue look-ahead?, PHT index, bucket)."""
-        h = mean_entropy_nats       # bucket(mean_entropy_nats), inlined (once per batch)
-        bucket = math.floor(self.n_buckets * (h if h > 0.0 else 0.0) / self._entropy_max)
-        if bucket > self._top_bucket:
-            bucket = self._top_bucket
+        bucket = self.bucket(mean_entropy_nats)
         live = live_unverified_batches if live_unverified_batches > 0 else 0
         self.llr = live if live < self.llr_max else self.llr_max   # min(llr_max, max(0, live))
         sums = self._half_sums

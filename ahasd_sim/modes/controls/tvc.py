@@ -100,17 +100,11 @@ class TimeAwarePreverifyControl:
         recompute`` rebuilds the KV of the NPU's in-flight tokens): L_pv = floor(C_left / C_pv)
         - extra_tokens."""
         self.stats.decisions += 1
-        # the tables' cached means, recomputed only after a push (mean_per_unit / mean_length)
-        nvct, pdct, pvct = self.nvct, self.pdct, self.pvct
-        npu_per_kv = nvct._per_unit if nvct._per_unit is not None else nvct.mean_per_unit()
-        c_npu = npu_per_kv * npu_kv_len       # predicted_npu_ns(npu_kv_len)
-        if next_draft_len is None:
-            l_draft = pdct._length if pdct._length is not None else pdct.mean_length()
-        else:
-            l_draft = next_draft_len
-        c_draft1 = (pdct._per_unit if pdct._per_unit is not None else pdct.mean_per_unit()) * l_draft
+        c_npu = self.nvct.mean_per_unit() * npu_kv_len       # predicted_npu_ns(npu_kv_len)
+        l_draft = self.pdct.mean_length() if next_draft_len is None else next_draft_len
+        c_draft1 = self.pdct.mean_per_unit() * l_draft
         c_left = c_npu - (npu_elapsed_s * 1e9 + c_draft1)
-        per_token_pv = pvct._per_unit if pvct._per_unit is not None else pvct.mean_per_unit()
+        per_token_pv = self.pvct.mean_per_unit()
         if c_left <= 0 or per_token_pv <= 0:
             return 0
         n = math.floor(c_left / per_token_pv) - int(extra_tokens)
