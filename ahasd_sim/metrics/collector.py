@@ -122,6 +122,23 @@ class Collector:
         if cost.offchip_bytes:
             self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
 
+    def task_over(self, cost, label: str, intervals: list[tuple[float, float]]) -> None:
+        """Record a task whose devices worked only during ``intervals`` ((start_s, end_s), in
+        order, inside the task), e.g. a layer-pipelined pre-verification that waits for the NPU
+        between its layers: each device's ``busy_s`` is drawn over the intervals in proportion to
+        their lengths; energy and off-chip bytes as :meth:`task`."""
+        span = sum(b - a for a, b in intervals)
+        for dev, busy in cost.busy_s.items():
+            if busy > 0:
+                end = intervals[0][0]
+                for a, b in intervals:
+                    start = a if a > end else end    # never before the previous one ended
+                    end = start + (b - a) * busy / span
+                    self.busy(dev, start, end, label)
+        self.energy_map(cost.energy_j, label)
+        if cost.offchip_bytes:
+            self.offchip(label, cost.offchip_bytes)
+
     def busy_until(self, device: str, now_s: float) -> float:
         """Busy time of ``device`` up to ``now_s``, counting the running part of unfinished tasks."""
         extra = sum(max(0.0, min(now_s, start + b.get(device, 0.0)) - start)

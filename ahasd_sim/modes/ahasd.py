@@ -243,11 +243,14 @@ class AhasdMode(AsyncMode):
             span = max(base.duration_s, reads[-1] + (pv_layer + pv_head) * q - t0)
             self.pv_wait_s += span - base.duration_s   # PIM in target mode, idle between layers
             cost = TaskCost(span, base.energy_j, base.busy_s, base.offchip_bytes)
-            # PIM works on the shared ranks only during its layers (it idles between them,
-            # waiting for the NPU's next layer); registered before it runs, as above
-            self._pv_intervals += [(a, a + pv_layer * q) for a in reads[:-1]]
-            self._pv_intervals.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
-            yield from self.run_task(cost, "preverify")
+            # PIM works (on the shared ranks) only during its layers and idles between them,
+            # waiting for the NPU's next layer: registered before it runs, as above, and
+            # recorded over those layers (PIM is held in target mode for the whole span)
+            layers = [(a, a + pv_layer * q) for a in reads[:-1]]
+            layers.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
+            self._pv_intervals += layers
+            yield from self.run_task(TaskCost(span, {}, {}), "preverify")
+            self.col.task_over(cost, "preverify", layers)
         self.kv_ledger.read(start - 1, own_lo, reads)
         self.tvc.record_preverify(cost.duration_s, length + (start - v_start if self.kv_policy == "recompute" else 0))
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")
