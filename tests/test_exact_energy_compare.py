@@ -35,6 +35,13 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
         tasks.append((label, cost))
 
     monkeypatch.setattr(Collector, "task", task)
+    orig_task_over = Collector.task_over   # a layer-pipelined pre-verification, drawn per layer
+
+    def task_over(self, cost, label, intervals):
+        orig_task_over(self, cost, label, intervals)
+        tasks.append((label, cost))
+
+    monkeypatch.setattr(Collector, "task_over", task_over)
     cfg = load_config(PAPER_PLATFORM, [f"run.mode={mode}", "run.policy=fixed", f"run.trace={SMOKE_TRACE}",
                                        f"run.generated_tokens={n}", "run.timeline=false", *extra])
     # capture the mode instance at finalize without changing what finalize does
