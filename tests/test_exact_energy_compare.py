@@ -37,8 +37,8 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
     monkeypatch.setattr(Collector, "task", task)
     orig_task_over = Collector.task_over   # a layer-pipelined pre-verification, drawn per layer
 
-    def task_over(self, cost, label, intervals):
-        orig_task_over(self, cost, label, intervals)
+    def task_over(self, cost, label, start_s, intervals):
+        orig_task_over(self, cost, label, start_s, intervals)
         tasks.append((label, cost))
 
     monkeypatch.setattr(Collector, "task_over", task_over)

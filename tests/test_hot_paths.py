@@ -173,20 +173,21 @@ def test_a_task_recorded_over_its_layers_books_what_task_books():
     from ahasd_sim.modes.base import TaskCost
     cost = TaskCost(10.0, {"pim": 3e-3, "memory": 1e-3}, {"pim": 2.0}, 64.0)
     a, b = Collector(devices=["pim"]), Collector(devices=["pim"])
-    a.task(cost, "preverify", 4.0)
-    b.task_over(cost, "preverify", [(5.0, 5.5), (7.0, 8.5)])        # 2 s of intervals: drawn 1:1
-    assert a.busy_intervals["pim"] == [(4.0, 6.0, "preverify")]
+    a.task(cost, "preverify", 1.3)
+    b.task_over(cost, "preverify", 1.3, [(5.0, 5.5), (7.0, 8.5)])        # 2 s of intervals: drawn 1:1
+    assert a.busy_intervals["pim"] == [(1.3, 1.3 + 2.0, "preverify")]
     assert b.busy_intervals["pim"] == [(5.0, 5.5, "preverify"), (7.0, 8.5, "preverify")]
-    assert a.busy_s("pim") == b.busy_s("pim") == 2.0
+    # the busy sum is task()'s to the last bit ((1.3 + 2) - 1.3 is not 2.0 in floats)
+    assert a.busy_s("pim") == b.busy_s("pim") == (1.3 + 2.0) - 1.3 != 2.0
     assert a.dynamic_energy_by_label_j == b.dynamic_energy_by_label_j and a.offchip_bytes_by_task == b.offchip_bytes_by_task
     # 1 s of work over 2 s of layers: each layer drawn at half its length, from its start
     c = Collector(devices=["pim"])
-    c.task_over(TaskCost(10.0, {}, {"pim": 1.0}), "preverify", [(5.0, 5.5), (7.0, 8.5)])
+    c.task_over(TaskCost(10.0, {}, {"pim": 1.0}), "preverify", 4.0, [(5.0, 5.5), (7.0, 8.5)])
     assert c.busy_intervals["pim"] == [(5.0, 5.25, "preverify"), (7.0, 7.75, "preverify")]
     # overlapping intervals (an inconsistent schedule) are drawn one after the other
     d = Collector(devices=["pim"])
-    d.task_over(TaskCost(10.0, {}, {"pim": 1.0}), "preverify", [(5.0, 5.5), (5.25, 5.75)])
+    d.task_over(TaskCost(10.0, {}, {"pim": 1.0}), "preverify", 4.0, [(5.0, 5.5), (5.25, 5.75)])
     assert d.busy_intervals["pim"] == [(5.0, 5.5, "preverify"), (5.5, 6.0, "preverify")]
     # and the overlap check against earlier tasks still holds
     with pytest.raises(OverlapError):
-        a.task_over(TaskCost(1.0, {}, {"pim": 1.0}), "preverify", [(5.0, 6.0)])
+        a.task_over(TaskCost(1.0, {}, {"pim": 1.0}), "preverify", 3.0, [(3.0, 4.0)])   # a busy until 3.3

@@ -122,19 +122,34 @@ class Collector:
         if cost.offchip_bytes:
             self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
 
-    def task_over(self, cost, label: str, intervals: list[tuple[float, float]]) -> None:
-        """Record a task whose devices worked only during ``intervals`` ((start_s, end_s), in
-        order, inside the task), e.g. a layer-pipelined pre-verification that waits for the NPU
-        between its layers: each device's ``busy_s`` is drawn over the intervals in proportion to
-        their lengths; energy and off-chip bytes as :meth:`task`."""
-        span = sum(b - a for a, b in intervals)
+    def task_over(self, cost, label: str, start_s: float, intervals: list[tuple[float, float]]) -> None:
+        """Record a task started at ``start_s`` whose devices worked only during ``intervals``
+        ((start, end) in order, inside the task), e.g. a layer-pipelined pre-verification that
+        waits for the NPU between its layers: as :meth:`task` (the same busy time, energy and
+        bytes, summed alike), but a device's busy time is drawn over the intervals in proportion
+        to their lengths (timeline)."""
+        last_end = self._last_end
+        tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))
+        span = None
         for dev, busy in cost.busy_s.items():
-            if busy > 0:
+            if busy <= 0:
+                continue
+            if start_s < last_end[dev] - tol:
+                raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
+                                   f"({last_end[dev]})")
+            if self.keep_intervals:
+                if span is None:
+                    span = sum(b - a for a, b in intervals)
+                drawn = self.busy_intervals[dev]
                 end = intervals[0][0]
                 for a, b in intervals:
                     start = a if a > end else end    # never before the previous one ended
                     end = start + (b - a) * busy / span
-                    self.busy(dev, start, end, label)
+                    drawn.append((start, end, label))
+            else:
+                end = intervals[-1][1]
+            last_end[dev] = end
+            self._busy_s[dev] += (start_s + busy) - start_s    # the sum task() adds
         self.energy_map(cost.energy_j, label)
         if cost.offchip_bytes:
             self.offchip(label, cost.offchip_bytes)

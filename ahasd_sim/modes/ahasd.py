@@ -249,8 +249,8 @@ class AhasdMode(AsyncMode):
             layers = [(a, a + pv_layer * q) for a in reads[:-1]]
             layers.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
             self._pv_intervals += layers
-            yield from self.run_task(TaskCost(span, {}, {}), "preverify")
-            self.col.task_over(cost, "preverify", layers)
+            started_s = yield from self.run_task(TaskCost(span, {}, {}), "preverify")
+            self.col.task_over(cost, "preverify", started_s, layers)
         self.kv_ledger.read(start - 1, own_lo, reads)
         self.tvc.record_preverify(cost.duration_s, length + (start - v_start if self.kv_policy == "recompute" else 0))
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")
