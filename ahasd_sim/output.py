@@ -71,13 +71,13 @@ def _json_default(o: Any):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-_CONFIG_TEXT: dict[str, str] = {}   # repr of a config's dict -> its YAML (dumping is the slow part)
+_CONFIG_TEXT: dict[str, str] = {}   # SimConfig.fingerprint() -> its YAML (dumping is the slow part)
 
 
 def config_text(cfg: SimConfig) -> str:
     """:func:`dump_config` of ``cfg``, remembered per resolved content: a run names its folder
     after the config's hash, writes config.resolved.yaml and hashes it into meta.json."""
-    key = repr(cfg.to_dict())
+    key = cfg.fingerprint()
     text = _CONFIG_TEXT.get(key)
     if text is None:
         if len(_CONFIG_TEXT) >= 64:
@@ -125,16 +125,13 @@ def _csv_cells(column) -> list | None:
 def write_csv(table, path: Path) -> None:
     """``table.to_csv(path, index=False)``, byte for byte, several times faster for the column
     types a run's tables hold (plain csv rows from per-column cells); other tables go to pandas."""
-    import csv
+    from .csvrows import write_rows
     cols = [_csv_cells(table[c]) for c in table.columns] if len(table.columns) and len(table) \
         and all(type(c) is str for c in table.columns) and table.columns.is_unique else None
     if cols is None or any(c is None for c in cols):
         table.to_csv(path, index=False)
         return
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh, lineterminator=os.linesep)   # to_csv's defaults: ',', '"', minimal quoting
-        w.writerow(list(table.columns))
-        w.writerows(zip(*cols))
+    write_rows(path, (list(table.columns), zip(*cols)))
 
 
 _CODE_FP: str | None = None
@@ -236,7 +233,7 @@ def _write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Pat
             "ahasd_sim_version": __version__,
             "git_revision": git_revision(),
             "config_file": cfg.source_file,
-            "config_sha256_12": hashlib.sha256(config_yaml.encode()).hexdigest()[:12],   # config_hash
+            "config_sha256_12": config_hash(cfg),
             "code_sha256_12": code_fingerprint(),
             "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
