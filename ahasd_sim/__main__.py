@@ -71,12 +71,15 @@ def _add_compare(sub) -> None:
              "per mode plus compare.csv, and print throughput and energy efficiency relative to a baseline.")
     _config_options(c)
     c.add_argument("--modes", default=None, metavar="M1,M2,...",
-                   help="comma-separated mode names, each once (see `list`)")
+                   help="comma-separated mode names, each once (see `list`); autoregressive runs on every "
+                        "device of the platform, autoregressive@npu/pim/gpu on one (default: autoregressive, "
+                        "gpu_only, operator_sync, async, ahasd, those the platform supports)")
     c.add_argument("--policies", default=None, metavar="P1,P2,...",
                    help="instead of --modes: drafting policies run with the config's mode, e.g. "
                         "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")
     c.add_argument("--baseline", default=None, metavar="MODE",
-                   help="mode (or policy) to normalise against (default: the first)")
+                   help="mode (or policy) to normalise against as well; every mode table is also normalised "
+                        "to the best decoder of its rows (default 'best'; policies: default the first)")
     c.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default: a new folder under results/); replaced as a whole")
     _dry(c, "comparison")
@@ -253,20 +256,19 @@ def cmd_compare(args) -> int:
         print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print(f"results: {out}")
         return 0
-    if args.modes is None:
-        raise InputError("compare: give --modes (or --policies)")
+    from .compare import expand_modes, format_compare
     modes, base = parse_modes(args.modes, args.baseline)
     if args.dry_run:
         from .checks import dry_run
         from .outdir import OutputFolder
         out = Path(args.out) if args.out else default_compare_dir(cfg)
         OutputFolder(out, "compare").check()
-        for m in modes:
-            print("\n".join(dry_run(cfg.replace([f"run.mode={m}"]))[:-1]))
+        for _label, overrides in expand_modes(cfg, modes):
+            print("\n".join(dry_run(cfg.replace(overrides))[:-1]))
         print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
         return 0
     table, out = run_compare(cfg, modes, base, args.out)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(format_compare(table, base))
     print(f"results: {out}")
     return 0
 

@@ -43,10 +43,58 @@ def _parse_names(text: str | list[str], baseline: str | None, registry, flag: st
     return names, base
 
 
-def parse_modes(text: str | list[str], baseline: str | None) -> tuple[list[str], str]:
-    """(modes in order, baseline) from ``--modes``/``--baseline``."""
+#: the SoC execution modes ``compare`` runs when no ``--modes`` is given (those the platform supports)
+DEFAULT_MODES = ("autoregressive", "gpu_only", "operator_sync", "async", "ahasd")
+#: ``--baseline`` value that normalises against the platform's best decoder (the default)
+BEST = "best"
+
+
+def _mode_registry():
+    """Mode names ``--modes`` accepts: the registry, plus ``autoregressive@DEVICE`` placements."""
     from .modes import MODES
-    return _parse_names(text, baseline, MODES, "--modes", "mode", "modes")
+    names = dict(MODES)
+    for dev in ("gpu", "npu", "pim"):
+        names[f"autoregressive@{dev}"] = MODES["autoregressive"]
+    return names
+
+
+def parse_modes(text: str | list[str] | None, baseline: str | None) -> tuple[list[str], str]:
+    """(modes in order, baseline) from ``--modes``/``--baseline``; ``--baseline best`` (or none, with
+    the default modes) normalises against the best decoder of the rows."""
+    if text is None:
+        text = list(DEFAULT_MODES)
+    base = None if baseline in (None, BEST) else baseline
+    names, first = _parse_names(text, base, _mode_registry(), "--modes", "mode", "modes")
+    return names, (first if base else BEST)
+
+
+def expand_modes(cfg, modes: list[str]) -> list[tuple[str, list[str]]]:
+    """[(row label, config overrides)]: each mode the platform supports; ``autoregressive`` becomes
+    one row per device that can decode on this platform (``autoregressive@gpu/npu/pim``)."""
+    from .hw.platform import Platform
+    from .modes import MODES
+    platform = Platform.build(cfg)
+    have = {d for d in ("npu", "pim", "gpu", "h2d", "network") if getattr(platform, d, None) is not None}
+    rows = []
+    for m in modes:
+        name, _, dev = m.partition("@")
+        if name == "autoregressive" and not dev:
+            for d in ("gpu", "npu", "pim"):
+                if d in have:
+                    rows.append((f"autoregressive@{d}", ["run.mode=autoregressive", f"baseline.device={d}"]))
+            continue
+        cls = MODES[name]
+        if dev:
+            if dev not in have:
+                raise InputError(f"--modes: {m}: this platform has no {dev.upper()} ({dev}.enabled is false)")
+            rows.append((m, ["run.mode=autoregressive", f"baseline.device={dev}"]))
+        elif all(d in have for d in cls.required_devices):
+            rows.append((m, [f"run.mode={m}"]))
+        elif m not in DEFAULT_MODES or modes != list(DEFAULT_MODES):
+            missing = [d for d in cls.required_devices if d not in have]
+            raise InputError(f"--modes: mode '{m}' needs device(s) {', '.join(missing)}, which this platform "
+                             f"does not enable")
+    return rows
 
 
 def default_compare_dir(cfg) -> Path:
@@ -54,35 +102,92 @@ def default_compare_dir(cfg) -> Path:
     return d.with_name(d.name + "_compare")
 
 
-def run_compare(cfg, modes: list[str] | str, baseline: str | None, out: str | Path | None):
+def _pooled(w: pd.DataFrame, metric: str) -> float:
+    """Ratio estimator over windows (total tokens / total decode time, or / total energy); the
+    window mean when the table lacks the totals."""
+    if {"generated_tokens", "makespan_s", "prefill_s", "energy_j"} <= set(w.columns):
+        den = (w["makespan_s"] - w["prefill_s"]).sum() if metric == "throughput_tok_s" else w["energy_j"].sum()
+        return float(w["generated_tokens"].sum() / den) if den > 0 else 0.0
+    return float(w[metric].mean())
+
+
+def _paired_ratio(num, den):
+    m, ci = mean_ci95(num / den)   # paired, per window
+    return m, (ci[0] if ci else m), (ci[1] if ci else m)
+
+
+def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: str | Path | None):
     """Run each mode (same trace windows, same seed); return (table, output dir). The output
-    folder is checked and locked before the first simulation and filled in one swap."""
+    folder is checked and locked before the first simulation and filled in one swap.
+
+    Every row gets its ratio to the **best decoder** of the table (max pooled throughput for the
+    throughput ratio, max pooled tokens/J for the energy-efficiency ratio: every autoregressive
+    placement and every speculative mode the platform supports, issue 23), and to ``baseline``
+    when one is named. The best is picked on the same windows the ratios are formed on, which
+    can only favour the baseline."""
     modes, base_mode = parse_modes(modes, baseline)
+    rows_spec = expand_modes(cfg, modes)
+    if base_mode != BEST and base_mode not in [r for r, _ in rows_spec]:
+        base_mode = next(r for r, _ in rows_spec if r.startswith(base_mode))
     out_dir = Path(out) if out else default_compare_dir(cfg)
     windows = load_run_windows(cfg)
     with OutputFolder(out_dir, "compare") as folder:
         rows, per_window = [], {}
-        for mode in modes:
-            mcfg = cfg.replace([f"run.mode={mode}"])
+        for label, overrides in rows_spec:
+            mcfg = cfg.replace(overrides)
             t0 = time.perf_counter()
             res = run_simulation(mcfg, windows)
-            write_run(res, mcfg, folder.stage / mode, time.perf_counter() - t0)
-            rows.append({k: res.summary.get(k) for k in COLUMNS})
-            per_window[mode] = res.windows.set_index("window")
-        table = pd.DataFrame(rows, columns=COLUMNS)
-        ref = per_window[base_mode]
-        for metric, name in (("throughput_tok_s", "throughput"), ("tokens_per_j", "energy_efficiency")):
-            col = f"{name}_vs_{base_mode}"
-            means, lows, highs = [], [], []
-            for mode in table["mode"]:
-                m, ci = mean_ci95(per_window[mode][metric] / ref[metric])   # paired, per window
-                means.append(m)
-                lows.append(ci[0] if ci else m)
-                highs.append(ci[1] if ci else m)
-            table[col], table[col + "_ci95_low"], table[col + "_ci95_high"] = means, lows, highs
+            write_run(res, mcfg, folder.stage / label.replace("@", "_"), time.perf_counter() - t0)
+            row = {k: res.summary.get(k) for k in COLUMNS}
+            row["mode"] = label
+            pl = res.summary.get("pim_placement") or {}
+            row["pim_placement"] = pl.get("policy") if pl.get("chosen_by") in ("tuned", "pinned") else None
+            rows.append(row)
+            per_window[label] = res.windows.set_index("window")
+        table = pd.DataFrame(rows, columns=[*COLUMNS, "pim_placement"])
+        pooled_tput = {r: _pooled(w, "throughput_tok_s") for r, w in per_window.items()}
+        pooled_eff = {r: _pooled(w, "tokens_per_j") for r, w in per_window.items()}
+        best_t = max(pooled_tput, key=pooled_tput.get)
+        best_e = max(pooled_eff, key=pooled_eff.get)
+        refs = [("throughput_tok_s", "throughput", "best", best_t), ("tokens_per_j", "energy_efficiency", "best", best_e)]
+        if base_mode != BEST:
+            refs += [("throughput_tok_s", "throughput", base_mode, base_mode),
+                     ("tokens_per_j", "energy_efficiency", base_mode, base_mode)]
+        for metric, name, tag, ref_label in refs:
+            col = f"{name}_vs_{tag}"
+            ref = per_window[ref_label][metric]
+            vals = [_paired_ratio(per_window[m][metric], ref) for m in table["mode"]]
+            table[col], table[col + "_ci95_low"], table[col + "_ci95_high"] = zip(*vals)
+        table["best_throughput_decoder"] = best_t
+        table["best_efficiency_decoder"] = best_e
         atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir
+
+
+def format_compare(table: pd.DataFrame, base_mode: str) -> str:
+    """The printed compare table: per mode, throughput and tokens/J with 95% CIs and the ratios
+    to the best decoder (and to ``base_mode`` when one was named)."""
+    from .metrics.stats import fmt_ci
+
+    def cell(row, col):
+        return fmt_ci(row[col], [row[col + "_ci95_low"], row[col + "_ci95_high"]])
+    head = ["mode", "placement", "tok/s [95% CI]", "tok/J [95% CI]", "tok/s vs best", "tok/J vs best"]
+    extra = [] if base_mode == BEST else [f"tok/s vs {base_mode}", f"tok/J vs {base_mode}"]
+    lines = []
+    for _, r in table.iterrows():
+        cells = [r["mode"], r["pim_placement"] or "-", cell(r, "throughput_tok_s"), cell(r, "tokens_per_j"),
+                 cell(r, "throughput_vs_best"), cell(r, "energy_efficiency_vs_best")]
+        if extra:
+            cells += [cell(r, f"throughput_vs_{base_mode}"), cell(r, f"energy_efficiency_vs_{base_mode}")]
+        lines.append(cells)
+    rows = [head + extra] + lines
+    width = [max(len(str(x[i])) for x in rows) for i in range(len(rows[0]))]
+    text = ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+    b = table.iloc[0]
+    text.append(f"best decoder: {b['best_throughput_decoder']} (throughput), {b['best_efficiency_decoder']} "
+                f"(tokens/J); ratios are per-window means with 95% CIs over {int(b['windows'])} windows")
+    return "\n".join(text)
 
 
 #: extra columns reported when the runs have them (mode moe_offload)

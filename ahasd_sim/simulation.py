@@ -342,6 +342,8 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         npu_acc = acc - summary.get("preverify_accepted_tokens", 0)
         summary["mean_accepted_per_verify"] = npu_acc / summary["verifications"] if summary["verifications"] else 0.0
         summary["platform"] = results[0].summary["platform"]
+    if "pim_placement" in summary.get("platform", {}):
+        summary["pim_placement"] = summary["platform"]["pim_placement"]
     summary["windows"] = len(results)
     summary["window_tokens"] = cfg.run.generated_tokens
     summary["window_start_prompts"] = [int(p) for p in start_prompts]
@@ -449,6 +451,10 @@ def describe_platform(platform, mode) -> dict[str, Any]:
     if part is not None:
         out["pim_draft_ranks"] = part.draft_ranks
         out["pim_target_ranks"] = part.target_ranks
+        out["pim_shared_ranks"] = part.shared_ranks
+    placement = getattr(mode.costs, "placement", None)
+    if placement is not None:
+        out["pim_placement"] = placement.as_dict()
     return out
 
 

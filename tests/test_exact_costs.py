@@ -32,7 +32,10 @@ _ELEMENTWISE = (OpKind.NONLINEAR, OpKind.REDUCTION)
 
 
 def _sc(path=PAPER_PLATFORM, *overrides):
-    cfg = load_config(path, list(overrides))
+    # the exact checks here are of one pinned placement (per-mode placement: test_fair_baselines.py)
+    # (and serial weight streaming: the overlapped form is checked in test_fair_baselines.py)
+    cfg = load_config(path, ["pim.partition_policy=striped", "gpu.weight_streaming=serial",
+                             *overrides])
     p = Platform.build(cfg)
     return cfg, p, StepCosts(p, get_model(cfg.run.draft_model), get_model(cfg.run.target_model), cfg)
 
@@ -197,6 +200,7 @@ def test_npu_prefill_is_one_forward_over_the_prompt():
             exp = _expected_forward(forward_ops(model, n, q), lambda op: (p.npu.op_cost(op, bw), "npu"))
             _assert_cost(sc.prefill(role, n_prompt), *exp)
     # the NPU baseline's autoregressive step and prefill are the target on the NPU
+    _, _, sc = _sc(PAPER_PLATFORM, "baseline.device=npu")
     assert sc._baseline_device() == "npu"
     assert sc.target_forward(1, 300) == sc.verify(1, 300)
     assert sc.baseline_prefill(37) == sc.prefill("target", 37)

@@ -43,7 +43,8 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
 
     monkeypatch.setattr(Collector, "task_over", task_over)
     cfg = load_config(PAPER_PLATFORM, [f"run.mode={mode}", "run.policy=fixed", f"run.trace={SMOKE_TRACE}",
-                                       f"run.generated_tokens={n}", "run.timeline=false", *extra])
+                                       f"run.generated_tokens={n}", "run.timeline=false",
+                                       "pim.partition_policy=striped", *extra])   # no tuning runs in the capture
     # capture the mode instance at finalize without changing what finalize does
     cls = mode_base.get_mode(mode)
     real_final = cls.finalize
@@ -128,7 +129,7 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
     from ahasd_sim.compare import run_compare
     # one trace window: the table's mean of per-window ratios is then the ratio of the summaries
     cfg = load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.windows=1",
-                                       "run.policy=fixed", "run.timeline=false"])
+                                       "run.policy=fixed", "run.timeline=false", "pim.partition_policy=striped"])
     monkeypatch.chdir(tmp_path)
     t0 = time.perf_counter()
     table, out = run_compare(cfg, "ahasd,operator_sync", "operator_sync", None)
@@ -159,13 +160,15 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
     given = tmp_path / "given"
     _t, out1 = run_compare(cfg, "ahasd,operator_sync", "operator_sync", given)
     assert out1 == given and (given / "compare.csv").is_file()
-    table2, out2 = run_compare(cfg, "operator_sync,ahasd", None, given)
+    table2, out2 = run_compare(cfg, "operator_sync,ahasd", "operator_sync", given)
     assert out2 == given and list(table2["mode"]) == ["operator_sync", "ahasd"]
     assert table2.set_index("mode").loc["ahasd", "throughput_vs_operator_sync"] == pytest.approx(r, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("text, baseline, expected", [
-    ("ahasd, async", None, (["ahasd", "async"], "ahasd")),               # first mode is the baseline
+    ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
+    (None, None, (["autoregressive", "gpu_only", "operator_sync", "async", "ahasd"], "best")),
+    ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
     ("ahasd,async", "async", (["ahasd", "async"], "async")),
 ])
@@ -189,7 +192,8 @@ def test_parse_modes_errors(text, baseline, message):
     from ahasd_sim.modes import MODES
     with pytest.raises(InputError) as ei:
         parse_modes(text, baseline)
-    assert str(ei.value) == message.format(valid=", ".join(sorted(MODES)))
+    from ahasd_sim.compare import _mode_registry
+    assert str(ei.value) == message.format(valid=", ".join(sorted(_mode_registry())))
 
 
 # ------------------------------------------------------------------ config strictness
@@ -289,7 +293,8 @@ from ahasd_sim.workload.traces import load_trace  # noqa: E402
 
 
 def _smoke_cfg(*extra):
-    return load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.timeline=false", *extra])
+    return load_config(PAPER_PLATFORM, [f"run.trace={SMOKE_TRACE}", "run.timeline=false",
+                                        "pim.partition_policy=striped", *extra])
 
 
 @pytest.mark.parametrize("tokens, windows, starts", [
@@ -534,8 +539,11 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
             t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.75 - h, 0.75 + h], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
-    assert list(table.columns) == cmp.COLUMNS + [f"{n}_vs_async{s}" for n in ("throughput", "energy_efficiency")
-                                                 for s in ("", "_ci95_low", "_ci95_high")]
+    assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
+        f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
+        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
+    # the best decoder by each metric: ahasd is faster on average (17.5 vs 15), async more efficient
+    assert table["best_throughput_decoder"].iloc[0] == "ahasd" and table["best_efficiency_decoder"].iloc[0] == "async"
     csv = pd.read_csv(out / "compare.csv")
     assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.25 + h, rel=1e-12, abs=0)
     # default folder: next to the run's default output, suffixed _compare
@@ -574,7 +582,7 @@ def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
                  "memory_effective_bandwidth_gb_s": pytest.approx(p.memory.effective_bandwidth_bytes_s / 1e9,
                                                                   rel=1e-12, abs=0),
                  "npu_peak_tops": pytest.approx(2 * 64 * 64 * 2 * 1e9 / 1e12, rel=1e-12, abs=0),
-                 "pim_draft_ranks": 3, "pim_target_ranks": 5}
+                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0}
     gpu = Platform.build(_smoke_cfg("gpu.enabled=true", "npu.enabled=false", "pim.enabled=false"))
     d = sim.describe_platform(gpu, SimpleNamespace(costs=SimpleNamespace()))
     assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}

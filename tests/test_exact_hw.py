@@ -83,7 +83,7 @@ def _step_costs(*overrides):
     from ahasd_sim.modes.costs import StepCosts
     from ahasd_sim.workload.models import get_model
     from conftest import PAPER_PLATFORM
-    cfg = load_config(PAPER_PLATFORM, list(overrides))
+    cfg = load_config(PAPER_PLATFORM, ["pim.partition_policy=striped", *overrides])
     p = Platform.build(cfg)
     return cfg, p, StepCosts(p, get_model(cfg.run.draft_model), get_model(cfg.run.target_model), cfg)
 

@@ -299,7 +299,7 @@ def test_verification_right_after_the_last_draft_is_not_contended(tmp_path):
         def verify_stretch_while_drafting(self):
             return 1.5
     m, col, policy, t = run_scripted(tmp_path, "ahasd", [T, F] * 10, 2, [2],
-                                     [*ASYNC, "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"],
+                                     [*ASYNC, "ahasd.tvc=false", "ahasd.edc_stop=idle_until_feedback", "ahasd.edc_config.pht_counter_init=0"],
                                      costs=Contended())
     assert t == 7.0 and m.contended_verifications == 0
     assert intervals(col, "npu") == [(2.0, 7.0, "verify")]
@@ -376,7 +376,7 @@ def test_ahasd_edc_stop_waits_for_every_verification_exact(tmp_path):
     # [4,6) drafted 14..16, verified 16..21: both right -> commit 4,5 (bonus cut at 6): done.
     m, col, policy, t = run_scripted(
         tmp_path, "ahasd", [T, T, T, F] + [T] * 20, 6, [2],
-        ASYNC + ["ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0",
+        ASYNC + ["ahasd.tvc=false", "ahasd.edc_stop=idle_until_feedback", "ahasd.edc_config.pht_counter_init=0",
                  "ahasd.edc_config.decision_latency_ns=0"])
     assert t == 21.0
     # 6 drafted = 2 + 0 + 2 accepted + 1 rejected + 1 killed

@@ -100,7 +100,8 @@ def test_garbage_collector_is_paused_only_while_a_window_simulates(monkeypatch):
         return real_run(self, until)
 
     monkeypatch.setattr(simpy.Environment, "run", run)
-    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=64", "run.windows=1", "run.timeline=false"])
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=64", "run.windows=1", "run.timeline=false",
+                                    "pim.partition_policy=striped"])     # no tuning runs
     assert gc.isenabled()
     run_simulation(cfg, load_run_trace(cfg))
     assert seen == [False] and gc.isenabled()

@@ -108,8 +108,8 @@ def test_partition_proportional_spreads_spare_ranks():
 
 
 def test_partition_striped_uses_every_rank_and_respects_capacity():
-    p = pim_of()          # default: striped
-    assert p.cfg.partition_policy == "striped"
+    assert pim_of().cfg.partition_policy == "auto"     # default: each mode its own (test_fair_baselines.py)
+    p = pim_of({"pim": {"partition_policy": "striped"}})
     # LLaMA2-7B + 13B: min_fit needs 2 + 4; striped gives the drafter 16-4 = 12 ranks and the
     # target 16-2 = 14; 10 ranks in the middle hold both.
     part = p.partition(6.738e9, 13.016e9)
@@ -122,14 +122,15 @@ def test_partition_striped_uses_every_rank_and_respects_capacity():
     # capacity respected: a model pair that fits min_fit but whose slices overflow a shared rank
     # (4 ranks of 1 GiB: 0.9 + 1.8 GiB need 1 + 2 ranks; striped shares one rank that would hold
     # 0.45 + 0.6 GiB)
-    tight = pim_of({"pim": {"ranks": 4, "rank_capacity_gib": 1.0}, "memory": {"capacity_gib": 4}})
+    tight = pim_of({"pim": {"ranks": 4, "rank_capacity_gib": 1.0, "partition_policy": "striped"},
+                    "memory": {"capacity_gib": 4}})
     with pytest.raises(ConfigError) as exc:
         tight.partition(0.9 * 2**30, 1.8 * 2**30)
     assert exc.value.key_path == "pim.partition_policy"
 
 
 def test_partition_too_big_raises_config_error():
-    p = pim_of({"pim": {"ranks": 4}, "memory": {"capacity_gib": 16}})
+    p = pim_of({"pim": {"ranks": 4, "partition_policy": "striped"}, "memory": {"capacity_gib": 16}})
     with pytest.raises(ConfigError) as exc:
         p.partition(6.738e9, 13.016e9)
     assert exc.value.key_path == "pim.ranks"

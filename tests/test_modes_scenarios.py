@@ -58,7 +58,7 @@ def test_edc_only_stalls_drafter_until_feedback(tmp_path):
     # drafter waits for feedback, so there is never look-ahead and nothing is killed.
     accept = [T, F] * 10
     m, col, t = run_mode(tmp_path, "ahasd", accept, 6,
-                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false",
+                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_stop=idle_until_feedback",
                           "ahasd.edc_config.pht_counter_init=1"])
     # Batches [0,2), [2,4), [4,6): each has pos 2i right and 2i+1 wrong -> 1 accepted, 1 rejected,
     # commit 2 tokens, 3 verifications. Every prediction uses PHT index (bucket 0, bucket 0, LLR 1) = 1,
@@ -238,7 +238,8 @@ def test_feedback_latency_delays_the_drafter(tmp_path):
     # ends). EDC's 100 ns decision latency passes while the drafter waits: it delays nothing.
     # With a 0.5 s poll delay the drafter sees each of the first 5 results 0.5 s later (the
     # rollback too: it was posted as long ago): done at 44.5, waits 5.5 s each.
-    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_config.pht_counter_init=0"]
+    base = ["run.policy=fixed", "policy.fixed.k=2", "ahasd.tvc=false", "ahasd.edc_stop=idle_until_feedback",
+            "ahasd.edc_config.pht_counter_init=0"]
     m0, col0, t0 = run_mode(tmp_path, "ahasd", [T, F] * 20, 12, [*base, "ahasd.feedback_latency_ns=0"])
     m1, col1, t1 = run_mode(tmp_path, "ahasd", [T, F] * 20, 12, [*base, "ahasd.feedback_latency_ns=500000000.0"])
     assert t0 == 42.0 and t1 == 44.5

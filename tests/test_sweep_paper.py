@@ -18,7 +18,7 @@ SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 def test_shipped_reproduction_spec_resolves():
     spec = load_sweep_spec(paper.DEFAULT_SPEC)
     pts = expand(spec)
-    assert len(pts) == 11 * 3 * 4   # 11 configurations x 3 model pairs x 4 algorithms
+    assert len(pts) == 21 * 3 * 4   # 21 configurations x 3 model pairs x 4 algorithms
     assert all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
     by = {}
     for p in pts:
@@ -27,9 +27,14 @@ def test_shipped_reproduction_spec_resolves():
     assert by["gpu_only"].run.mode == "gpu_only" and by["gpu_only"].gpu.enabled
     sg = by["specpim_gpu"]
     assert sg.run.mode == "operator_sync" and sg.gpu.enabled and sg.pim.enabled and not sg.npu.enabled
-    assert by["npu_pim"].run.mode == "async" and not by["npu_pim"].pim.aau.enabled
-    assert by["plus_aau"].run.mode == "async" and by["plus_aau"].pim.aau.enabled
+    # the ladder runs mode ahasd throughout (EDC and TVC off = async), one switch per rung
+    assert by["npu_pim"].run.mode == "ahasd" and not by["npu_pim"].pim.aau.enabled
+    assert not by["npu_pim"].ahasd.edc and not by["npu_pim"].ahasd.tvc
+    assert by["plus_aau"].run.mode == "ahasd" and by["plus_aau"].pim.aau.enabled
     assert by["plus_edc"].run.mode == "ahasd" and by["plus_edc"].ahasd.edc and not by["plus_edc"].ahasd.tvc
+    assert by["plus_tvc"].ahasd.tvc and not by["plus_tvc"].pim.gts.enabled
+    assert by["pim_ar"].run.mode == "autoregressive" and by["pim_ar"].baseline.device == "pim"
+    assert by["gpu_ar"].run.mode == "autoregressive" and by["gpu_ar"].gpu.enabled
     a = by["ahasd"]
     assert a.run.mode == "ahasd" and a.ahasd.edc and a.ahasd.tvc and a.pim.aau.enabled and a.pim.gts.enabled
     assert by["specpim"].run.mode == "operator_sync" and not by["specpim"].pim.aau.enabled
@@ -46,7 +51,7 @@ def test_restrict_and_overrides():
                            model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"], variants=["gpu_only", "ahasd"])
     pts = expand(small)
     assert len(pts) == 2 and all(p.config.run.generated_tokens == 24 for p in pts)
-    assert len(expand(spec)) == 132      # the original is untouched
+    assert len(expand(spec)) == 252      # the original is untouched
     with pytest.raises(InputError):
         paper.restrict(spec, policies=["nope"])
 
@@ -155,14 +160,15 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     report = (out / "report.md").read_text()
     assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
     df = pd.read_csv(out / "results.csv")
-    assert len(df) == 11 and (df["status"] == "ok").all() and (df["windows"] == 2).all()
+    assert len(df) == 21 and (df["status"] == "ok").all() and (df["windows"] == 2).all()
     assert (df["generated_tokens"] == 80).all()
     # intervals: paired per-window ratios with 95% CIs, for every pre-verification KV option
     assert "## Headline ratios with 95% confidence intervals" in report
-    for kv in ("recompute", "wait", "layer_pipelined"):
-        assert f"| AHASD ({kv}) | operator_sync (SpecPIM-style) |" in report
+    for kv in ("default", "recompute", "wait", "layer_pipelined"):
+        assert f"| AHASD ({kv}) | SpecPIM-style (no AAU/GTS) |" in report
+        assert f"| AHASD ({kv}) | best decoder of the same hardware |" in report
     wt = pd.read_csv(out / "windows.csv")
-    assert len(wt) == 22 and set(wt["window"]) == {0, 1}
+    assert len(wt) == 42 and set(wt["window"]) == {0, 1}
     norm = pd.read_csv(out / "normalised.csv")
     assert norm.loc[norm["variant"] == "gpu_only", "throughput_tok_s_ratio"].tolist() == pytest.approx([1.0])
     files = sorted(p.name for p in (out / "figures").iterdir())
@@ -172,20 +178,27 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     # ci_ratios: one bar per (KV option, baseline) at the geomean of the paired per-window ratios of
     # windows.csv, error bars spanning their 95% t interval (recomputed here from the window values)
     by = {v: wt[wt["variant"] == v].sort_values("window") for v in set(wt["variant"])}
-    kvs = [v for v in ("ahasd", "ahasd_wait", "ahasd_layer_pipelined") if v in by]
-    assert kvs == ["ahasd", "ahasd_wait", "ahasd_layer_pipelined"]
+    kvs = [v for v in ("ahasd", "ahasd_recompute", "ahasd_wait", "ahasd_layer_pipelined") if v in by]
+    assert kvs == ["ahasd", "ahasd_recompute", "ahasd_wait", "ahasd_layer_pipelined"]
+    best = paper.with_best_variants(wt)
+    by = {v: best[best["variant"] == v].sort_values("window") for v in set(best["variant"])}
     fig = figs["ci_ratios"]
     assert len(fig.axes) == 2
     for ax, metric, label in zip(fig.axes, ("throughput_tok_s", "tokens_per_j"),
                                  ("Throughput ratio", "Energy-efficiency ratio")):
         assert ax.get_ylabel() == f"{label}\n(geomean, 95% CI)"
-        assert [t.get_text() for t in ax.get_xticklabels()] == ["vs async (+AAU)", "vs operator_sync", "vs GPU-only"]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["vs best SoC", "vs operator_sync", "vs async",
+                                                                "vs best GPU"]
         bars = _bar_containers(ax)
-        assert [c.get_label() for c in bars] == [f"AHASD ({kv})" for kv in ("recompute", "wait", "layer_pipelined")]
+        assert [c.get_label() for c in bars] == [f"AHASD ({kv})" for kv in ("default", "recompute", "wait",
+                                                                            "layer_pipelined")]
+        dens = ("best_soc", "operator_sync", "plus_aau", "best_gpu")
+        if metric == "tokens_per_j":
+            dens = ("best_soc_eff", "operator_sync", "plus_aau", "best_gpu_eff")
         for v, cont in zip(kvs, bars):
-            assert len(cont.patches) == 3
+            assert len(cont.patches) == 4
             segs = cont.errorbar.lines[2][0].get_segments()
-            for patch, seg, den in zip(cont.patches, segs, ("plus_aau", "specpim", "gpu_only")):
+            for patch, seg, den in zip(cont.patches, segs, dens):
                 ratios = by[v][metric].to_numpy() / by[den][metric].to_numpy()
                 g, lo, hi = _t_interval_of_logs(ratios)
                 assert patch.get_height() == pytest.approx(g, rel=1e-9, abs=0)

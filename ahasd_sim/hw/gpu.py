@@ -68,6 +68,14 @@ class GpuConfig:
                                   source="RTX 4090 Laptop TGP 80-150 W [4090L]")
     memory_source: str = param("own", doc="own device memory, or the mobile SoC's LPDDR5",
                                choices=("own", "lpddr5"))
+    weight_streaming: str = param("overlapped", doc="how weights that do not fit in GPU memory are streamed over "
+                                  "h2d every forward: overlapped = double-buffered per layer (layer i+1 streams "
+                                  "while layer i computes; a forward takes fill + sum of max(compute, stream) per "
+                                  "layer, hw.gpu.double_buffered_time_s); serial = stream everything, then compute "
+                                  "(no overlap)", choices=("overlapped", "serial"),
+                                  source="overlapped: what offloading runtimes do (FlexGen, ICML 2023, "
+                                  "arXiv:2303.06865; DeepSpeed ZeRO-Inference; HF accelerate's offload prefetch); "
+                                  "serial: the pre-issue-23 model, kept as an option")
     # MoE expert FFN implementation (issue 15; validation/h200_moe_measured.csv)
     moe_kernel: str = param("fused", doc="MoE expert FFN: one fused grouped kernel set per layer, or a "
                             "loop over the experts hit (several kernels + a host sync each, as in HF "
@@ -85,6 +93,22 @@ class GpuConfig:
             raise ValueError(f"reserved_gib ({self.reserved_gib}) must be < memory_gib ({self.memory_gib})")
         if self.active_power_w < self.idle_power_w:
             raise ValueError(f"active_power_w ({self.active_power_w}) < idle_power_w ({self.idle_power_w})")
+
+
+def double_buffered_time_s(compute_s, stream_s) -> float:
+    """Span of a forward whose unit j (a layer) needs ``stream_s[j]`` of weight streaming before
+    its ``compute_s[j]``, with two weight buffers: unit j's stream starts once unit j-1's stream
+    has ended and unit j-2's compute has freed its buffer; unit j computes once its stream and
+    unit j-1's compute have ended. For L equal units (c, s) this is L x max(c, s) + min(c, s)."""
+    if len(compute_s) != len(stream_s):
+        raise ValueError("compute_s and stream_s need one entry per unit")
+    stream_end = 0.0
+    compute_end = [0.0, 0.0]            # ends of the computes of units j-2 and j-1
+    for c, s in zip(compute_s, stream_s):
+        stream_end = max(stream_end, compute_end[0]) + s
+        done = max(compute_end[1], stream_end) + c
+        compute_end = [compute_end[1], done]
+    return compute_end[1]
 
 
 class Gpu:

@@ -134,15 +134,21 @@ class PimConfig:
                               source="references.md#derived-defaults (grade C): ~2x logic-process 0.17 pJ/MAC")
     static_mw_per_rank: float = param(5.0, doc="PIM-unit leakage per rank (AAU and GTS counted separately)",
                                       unit="mW", ge=0, source="assumption (grade C), same order as the AAU's 5 mW")
-    partition_policy: str = param("striped", doc="rank allocation of the draft and target model: striped = each "
+    partition_policy: str = param("auto", doc="rank allocation of the draft and target model: auto = each mode "
+                                  "chooses its best allocation among the four below, measured on the tuning data "
+                                  "(section tuning; data the reported run does not use) and recorded in "
+                                  "summary.json's pim_placement; all_ranks = both models striped over every rank "
+                                  "(each rank holds a slice of both; what a mode that never runs the two models at "
+                                  "the same time, such as operator_sync, can use); striped = each "
                                   "model is striped over every rank the other model does not need for itself "
                                   "(ranks in the middle hold slices of both; their PIM units are time-multiplexed "
                                   "by GTS and the host's reads of them contend with PIM compute, see "
                                   "host_share_of_active_rank); min_fit = distinct ranks, each model gets "
                                   "ceil(bytes / rank capacity) ranks and the rest stay idle; proportional = "
                                   "distinct ranks, every rank given out pro rata to the bytes (at least min_fit each)",
-                                  choices=("striped", "min_fit", "proportional"),
-                                  source="striped: what a designer builds to use every PIM unit (issue 12); "
+                                  choices=("auto", "all_ranks", "striped", "min_fit", "proportional"),
+                                  source="auto: issue 23 (each competitor's best placement on the same hardware); "
+                                  "striped: what a designer builds to use every PIM unit (issue 12); "
                                   "min_fit/proportional: references.md#ahasd-aau-gts (distinct ranks)")
     vectors_per_weight_read: int = param(1, doc="input vectors a PIM unit holds and multiplies per weight row it "
                                          "reads: a multi-token GEMM on PIM reads its weights (and KV) "
@@ -282,13 +288,17 @@ class PimMemory:
 
     # ---------------------------------------------------------------- partition
     def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
-                  target_kv_reserve_bytes: float | None = None) -> RankPartition:
-        """Place the draft and target model in distinct ranks.
+                  target_kv_reserve_bytes: float | None = None, policy: str | None = None) -> RankPartition:
+        """Place the draft and target model in ranks by ``policy`` (default ``pim.partition_policy``;
+        ``auto`` is resolved by the caller, :mod:`ahasd_sim.modes.placement`).
 
         ``kv_reserve_bytes`` is reserved next to each model for its KV cache (pass
         ``target_kv_reserve_bytes`` to give the target a different reserve). Raises
         :class:`ConfigError` (file left empty for the caller) if they do not fit.
         """
+        policy = self.cfg.partition_policy if policy is None else policy
+        if policy == "auto":
+            raise ValueError("partition policy 'auto' is resolved per mode (ahasd_sim.modes.placement)")
         t_kv = kv_reserve_bytes if target_kv_reserve_bytes is None else target_kv_reserve_bytes
         need_d = float(draft_bytes) + float(kv_reserve_bytes)
         need_t = float(target_bytes) + float(t_kv)
@@ -297,6 +307,14 @@ class PimMemory:
         cap = float(self.rank_capacity_bytes)
         rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
         ranks = self.cfg.ranks
+        if policy == "all_ranks":
+            part = RankPartition(ranks, ranks, 0, need_d, need_t, cap, shared_ranks=ranks)
+            if part.max_rank_fill > 1.0 + 1e-12:
+                raise ConfigError(
+                    "", "pim.partition_policy",
+                    f"all_ranks allocation: a rank would hold {part.max_rank_fill * cap / 1e9:.2f} GB "
+                    f"(draft + target slices + KV reserve) but a rank holds {cap / 1e9:.2f} GB")
+            return part
         if rd + rt > ranks:
             raise ConfigError(
                 "", "pim.ranks",
@@ -304,7 +322,7 @@ class PimMemory:
                 f"(+ KV reserve {(kv_reserve_bytes + t_kv) / 1e9:.2f} GB) need {rd} + {rt} ranks of "
                 f"{self.cfg.rank_capacity_gib:g} GiB in distinct ranks, but the device has {ranks} ranks "
                 f"({self.capacity_bytes / 1e9:.1f} GB)")
-        if self.cfg.partition_policy == "striped":
+        if policy == "striped":
             # each model over every rank the other does not need for itself; the middle is shared
             sd, st = ranks - rt, ranks - rd
             shared = sd + st - ranks
@@ -315,7 +333,7 @@ class PimMemory:
                     f"striped allocation: a shared rank would hold {part.max_rank_fill * cap / 1e9:.2f} GB "
                     f"(draft + target slices + KV reserve) but a rank holds {cap / 1e9:.2f} GB; use min_fit")
             return part
-        if self.cfg.partition_policy == "proportional":
+        if policy == "proportional":
             spare = ranks - rd - rt
             # spare ranks go pro rata to the bytes (rounded share of all ranks, never below min_fit)
             share_d = ranks * need_d / (need_d + need_t)

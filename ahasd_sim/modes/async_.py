@@ -58,6 +58,7 @@ class AsyncMode(Mode):
     """Task-level asynchronous execution: PIM drafts, NPU verifies, no controls."""
 
     required_devices = ("npu", "pim")
+    uses_pim_placement = True
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)

@@ -114,6 +114,9 @@ class Mode:
     name: ClassVar[str] = "base"
     #: devices that must be present on the platform (names from Platform.devices())
     required_devices: ClassVar[tuple[str, ...]] = ()
+    #: the mode places a draft and a target model on PIM ranks (``pim.partition_policy: auto``
+    #: then chooses its placement on the tuning data, :mod:`ahasd_sim.modes.placement`)
+    uses_pim_placement: ClassVar[bool] = False
     #: True for modes that replay their whole trace in one run and report their own windows
     #: (summary field ``mode_windows``); ``run.windows`` then gives one simulation, not many
     replays_own_windows: ClassVar[bool] = False

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from ..hw.cost import OpCost
+from ..hw.gpu import double_buffered_time_s
 from ..workload.ops import OpKind, forward_ops
 from .base import TaskCost
 
@@ -148,12 +149,15 @@ class StepCosts:
         self.cfg = cfg
         self.quantum = cfg.run.kv_len_quantum_tokens
         self.partition = None
+        self.placement = None
         if platform.pim is not None:
+            from .placement import resolve_placement
+            self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
             tokens = cfg.pim.kv_reserve_tokens
             self.partition = platform.pim.partition(
                 draft_spec.weight_bytes(), target_spec.weight_bytes(),
                 draft_spec.kv_bytes_per_token() * tokens,
-                target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens)
+                target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens, policy=self.placement.policy)
         table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
@@ -327,10 +331,22 @@ class StepCosts:
         return self._cached(("gts",), make)
 
     # ------------------------------------------------------------ single-device baselines
+    def baseline_devices(self) -> tuple[str, ...]:
+        """Devices of this platform that can run the target autoregressively."""
+        return tuple(d for d in ("gpu", "npu", "pim") if getattr(self.p, d, None) is not None)
+
     def _baseline_device(self) -> str:
         dev = self.cfg.baseline.device
         if dev == "auto":
-            return "gpu" if self.p.gpu is not None else "npu"
+            c = self.__dict__.get("_auto_device")
+            if c is None:
+                devs = self.baseline_devices()
+                if not devs:
+                    raise ConfigError("", "baseline.device", "autoregressive decoding needs a GPU, an NPU or PIM")
+                kv = self.cfg.baseline.auto_reference_kv_tokens
+                # the fastest one-token forward; ties keep the order gpu, npu, pim
+                c = self._auto_device = min(devs, key=lambda d: self._target_forward_on(d, 1, kv).duration_s)
+            return c
         if getattr(self.p, dev, None) is None:
             raise ConfigError("", "baseline.device", f"is {dev}, but this platform has no {dev.upper()} "
                               f"({dev}.enabled is false); use auto or a device the platform has")
@@ -338,12 +354,24 @@ class StepCosts:
 
     def target_forward(self, n_tokens: int, kv_len: int) -> TaskCost:
         """Autoregressive decoding step of the target on the baseline device."""
-        dev = self._baseline_device()
+        return self._target_forward_on(self._baseline_device(), n_tokens, kv_len)
+
+    def _target_forward_on(self, dev: str, n_tokens: int, kv_len: int) -> TaskCost:
         if dev == "gpu":
             return self._gpu_forward(self.target, n_tokens, kv_len, resident_other=0)
+        if dev == "pim":
+            return self.pim_target_forward(n_tokens, kv_len)
         if self.p.npu is None:
             raise ConfigError("", "baseline.device", "autoregressive decoding needs a GPU or an NPU")
         return self.verify(n_tokens, kv_len)
+
+    def pim_target_forward(self, n_tokens: int, kv_len: int) -> TaskCost:
+        """Target forward over ``n_tokens`` on every PIM rank (autoregressive on PIM: the target is
+        the only model, striped over all ranks; nonlinear ops on the AAUs, or on the NPU without)."""
+        kv = self._kv(kv_len)
+        ranks = self.p.pim.cfg.ranks
+        return self._cached(("pim_ar", n_tokens, kv), lambda: self._pim_forward(
+            self.ops(self.target, n_tokens, kv), ranks))
 
     def _gpu_forward(self, model, n_tokens: int, kv_len: int, resident_other: float) -> TaskCost:
         kv = self._kv(kv_len)
@@ -362,18 +390,51 @@ class StepCosts:
                     raise ConfigError("", "gpu.memory_gib",
                                       f"{model.name} needs {share / 1e9:.1f} GB more than the GPU holds "
                                       f"and no h2d link is enabled to stream it")
-                link = self.p.h2d.isolated_transfer_cost(share)
-                dur += link.duration_s
-                busy["h2d"] = link.duration_s
-                for d, e in link.energy_j_by_device.items():
+                if gpu.cfg.weight_streaming == "serial":
+                    link = self.p.h2d.isolated_transfer_cost(share)
+                    dur += link.duration_s
+                    busy["h2d"] = link.duration_s
+                else:
+                    dur, busy["h2d"] = self._overlapped_stream(self.ops(model, n_tokens, kv), cost.duration_s, share)
+                for d, e in self.p.h2d.isolated_transfer_cost(share).energy_j_by_device.items():
                     energy[d] = energy.get(d, 0.0) + e
             return TaskCost(dur, energy, busy, cost.bus_bytes)
         return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)
 
+    def _overlapped_stream(self, ops, compute_s: float, stream_bytes: float) -> tuple[float, float]:
+        """(forward span, h2d busy time) of a GPU forward that streams ``stream_bytes`` of its
+        weights double-buffered, layer by layer (``gpu.weight_streaming: overlapped``).
+
+        Units of the pipeline: the model's layers, then the head ops. The streamed bytes are spread
+        over the units in proportion to their weight bytes (the runtime offloads the same share of
+        every layer); each unit's transfer pays the link's per-transfer latency. A layer's compute
+        is the forward's compute (with launch overheads) less the head, over the layers."""
+        gpu, link = self.p.gpu, self.p.h2d
+        per_layer = [op for op in ops if op.per_layer]
+        head = [op for op in ops if not op.per_layer]
+        n_layers = per_layer[0].layer_repeat if per_layer else 0
+        head_s = sum(gpu.op_cost(op).duration_s * op.layer_repeat for op in head)
+        layer_s = (compute_s - head_s) / n_layers if n_layers else 0.0
+        w_layer = sum(op.weight_bytes for op in per_layer)
+        w_head = sum(op.weight_bytes * op.layer_repeat for op in head)
+        w_total = w_layer * n_layers + w_head
+        if w_total <= 0:
+            t = link.isolated_transfer_time_s(stream_bytes)
+            return compute_s + t, t
+        s_layer = link.isolated_transfer_time_s(stream_bytes * w_layer / w_total) if w_layer > 0 else 0.0
+        s_head = link.isolated_transfer_time_s(stream_bytes * w_head / w_total) if w_head > 0 else 0.0
+        compute = [layer_s] * n_layers + [head_s]
+        stream = [s_layer] * n_layers + [s_head]
+        return double_buffered_time_s(compute, stream), s_layer * n_layers + s_head
+
     def baseline_prefill(self, n_tokens: int) -> TaskCost:
         """Prefill of the target alone on the autoregressive baseline device."""
-        if self._baseline_device() == "gpu":
+        dev = self._baseline_device()
+        if dev == "gpu":
             return self._gpu_forward(self.target, max(1, n_tokens), 0, resident_other=0)
+        if dev == "pim" and self.p.npu is None:
+            return self.pim_target_forward(max(1, n_tokens), 0)
+        # PIM decoding prefills on the NPU (a compute-bound GEMM over the prompt, as every mode does)
         return self.prefill("target", n_tokens)
 
     def gpu_prefill(self, role: str, n_tokens: int) -> TaskCost:

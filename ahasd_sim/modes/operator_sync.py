@@ -21,6 +21,7 @@ class OperatorSyncMode(SyncSpeculativeMode):
     """Draft then verify, each forward split operator-by-operator across NPU and PIM."""
 
     required_devices = ("pim",)   # plus a host: the NPU, else the GPU (every platform has one)
+    uses_pim_placement = True
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)

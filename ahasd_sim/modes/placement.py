@@ -1,0 +1,90 @@
+"""Per-mode PIM rank placement (``pim.partition_policy: auto``, issue 23).
+
+A mode that drafts on PIM while the target runs elsewhere (async, ahasd) and one that never
+runs its two models at the same time (operator_sync) want different placements: the best of
+one is not the best of the other. With ``auto`` every PIM mode is run once per candidate
+placement on the tuning data (section ``tuning``: another trace than the reported one) and
+keeps the best by ``tuning.objective``; a pinned ``pim.partition_policy`` is used as it is.
+The choice and the candidates' measured values are reported in summary.json
+(``pim_placement``).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from ..config.errors import ConfigError
+
+#: candidates of ``auto``, in the order ties are broken
+CANDIDATES = ("all_ranks", "striped", "min_fit", "proportional")
+
+_CHOICES: dict[tuple[str, str], "Placement"] = {}
+_WARNED: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The partition policy a run uses and how it was chosen."""
+
+    policy: str
+    chosen_by: str                                      # "pinned" | "tuned" | "not used by this mode"
+    candidates: dict[str, float | None] = field(default_factory=dict)   # tuning objective per candidate
+    objective: str | None = None
+    tuning_trace: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"policy": self.policy, "chosen_by": self.chosen_by, "objective": self.objective,
+                "tuning_trace": self.tuning_trace, "candidates": dict(self.candidates)}
+
+
+def mode_uses_placement(mode_name: str) -> bool:
+    from . import MODES
+    return bool(getattr(MODES.get(mode_name), "uses_pim_placement", False))
+
+
+def resolve_placement(cfg) -> Placement:
+    """The placement of ``cfg.run.mode`` on ``cfg``'s hardware (memoised per config)."""
+    policy = cfg.pim.partition_policy
+    if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
+        # a mode that places no model pair on PIM ranks: any valid layout, never tuned
+        return Placement("striped" if policy == "auto" else policy, "not used by this mode")
+    if policy != "auto":
+        return Placement(policy, "pinned")
+    key = (cfg.fingerprint(), cfg.run.mode)
+    hit = _CHOICES.get(key)
+    if hit is None:
+        hit = _CHOICES[key] = _tune(cfg)
+    return hit
+
+
+def _tune(cfg) -> Placement:
+    from ..simulation import load_run_windows, run_simulation
+    t = cfg.tuning
+    if t.trace == cfg.run.trace and t.trace not in _WARNED:
+        _WARNED.add(t.trace)
+        print(f"warning: {cfg.source_file}: tuning.trace is run.trace ({t.trace}): the placement is chosen on "
+              "the data it is reported on; set tuning.trace to another trace", file=sys.stderr)
+    base = [f"run.trace={t.trace}", f"run.windows={t.windows}", f"run.generated_tokens={t.generated_tokens}",
+            "run.timeline=false"]
+    scores: dict[str, float | None] = {}
+    first_error = None
+    for cand in CANDIDATES:
+        ccfg = cfg.replace(base + [f"pim.partition_policy={cand}"])
+        try:
+            res = run_simulation(ccfg, load_run_windows(ccfg))
+        except ConfigError as exc:           # this layout does not fit or cannot run: not a candidate
+            if exc.key_path in ("run.trace", "run.generated_tokens", "tuning.trace"):
+                raise ConfigError(cfg.source_file, "tuning.trace", f"{exc.message} (the trace pim.partition_policy "
+                                  "auto chooses the placement on)") from None
+            scores[cand] = None
+            if first_error is None or (exc.key_path == "pim.ranks" and first_error.key_path != "pim.ranks"):
+                first_error = exc            # the capacity error says most about why nothing fits
+            continue
+        scores[cand] = float(res.summary[t.objective])
+    valid = [c for c in CANDIDATES if scores[c] is not None]
+    if not valid:
+        raise ConfigError(cfg.source_file, first_error.key_path if first_error else "pim.partition_policy",
+                          "no rank placement (" + ", ".join(CANDIDATES) + ") can run this mode: "
+                          + (first_error.message if first_error else ""))
+    best = max(valid, key=lambda c: (scores[c], -CANDIDATES.index(c)))
+    return Placement(best, "tuned", scores, t.objective, t.trace)
