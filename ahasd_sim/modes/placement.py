@@ -18,6 +18,9 @@ from ..config.errors import ConfigError
 #: candidates of ``auto``, in the order ties are broken
 CANDIDATES = ("all_ranks", "striped", "min_fit", "proportional")
 
+#: config errors that make one placement unusable (capacity), not the whole configuration
+_PLACEMENT_KEYS = ("pim.partition_policy", "pim.ranks", "pim.rank_capacity_gib", "gpu.memory_gib", "h2d.enabled")
+
 _CHOICES: dict[tuple[str, str], "Placement"] = {}
 _WARNED: set[str] = set()
 
@@ -76,6 +79,9 @@ def _tune(cfg) -> Placement:
             if exc.key_path in ("run.trace", "run.generated_tokens", "tuning.trace"):
                 raise ConfigError(cfg.source_file, "tuning.trace", f"{exc.message} (the trace pim.partition_policy "
                                   "auto chooses the placement on)") from None
+            if exc.key_path not in _PLACEMENT_KEYS:
+                # not about where the models sit: the reported run would fail the same way
+                raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
             scores[cand] = None
             if first_error is None or (exc.key_path == "pim.ranks" and first_error.key_path != "pim.ranks"):
                 first_error = exc            # the capacity error says most about why nothing fits
