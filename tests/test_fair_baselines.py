@@ -244,3 +244,14 @@ def test_compare_runs_every_decoder_and_normalises_to_the_best(tmp_path):
     with pytest.raises(InputError, match="no GPU"):
         expand_modes(cfg, ["autoregressive@gpu"])
     assert math.isfinite(row.loc["ahasd", "energy_efficiency_vs_best"])
+
+
+def test_gpu_platform_compares_speculation_with_plain_decoding_on_the_gpu():
+    from ahasd_sim.compare import DEFAULT_MODES, expand_modes
+    cfg = load_config(LAPTOP)
+    rows = expand_modes(cfg, list(DEFAULT_MODES))
+    assert [r for r, _ in rows] == ["autoregressive@gpu", "gpu_only"]
+    assert dict(rows)["autoregressive@gpu"] == ["run.mode=autoregressive", "baseline.device=gpu"]
+    # a mode named explicitly that the platform cannot run is an error, not a silent drop
+    with pytest.raises(InputError, match="mode 'operator_sync' needs device"):
+        expand_modes(cfg, ["operator_sync", "gpu_only"])
