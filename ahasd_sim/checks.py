@@ -52,8 +52,12 @@ def dry_run(cfg: SimConfig) -> list[str]:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
     platform = build_platform(cfg, mode_cls)
     _full, sim_trace, heldout = load_run_trace(cfg)
+    from .modes.placement import dry_run_lines
     try:
-        StepCosts(platform, models["draft_model"], models["target_model"], cfg)
+        place_lines, fits = dry_run_lines(cfg, platform, models["draft_model"], models["target_model"])
+        # a dry run simulates nothing: cost the first fitting placement instead of tuning
+        ccfg = cfg.replace([f"pim.partition_policy={fits}"]) if fits else cfg
+        StepCosts(platform, models["draft_model"], models["target_model"], ccfg)
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
     fit = heldout if policy_needs_fit_data(run.policy) else None
@@ -72,6 +76,7 @@ def dry_run(cfg: SimConfig) -> list[str]:
         f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {run.generated_tokens} tokens from prompt "
         f"{run.trace_start_prompt} on; acceptance recorded with {tm['drafter']} -> {tm['target']}",
         f"  devices: {devices}",
+        *place_lines,
         "dry run: nothing was simulated; no results are reported",
     ]
 

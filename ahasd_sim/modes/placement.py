@@ -94,3 +94,29 @@ def _tune(cfg) -> Placement:
                           + (first_error.message if first_error else ""))
     best = max(valid, key=lambda c: (scores[c], -CANDIDATES.index(c)))
     return Placement(best, "tuned", scores, t.objective, t.trace)
+
+
+def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
+    """(report lines, a candidate policy that fits) for ``--dry-run``: which placements fit the
+    models, without running the tuning simulations; the tuning trace is checked to exist."""
+    if platform.pim is None or not mode_uses_placement(cfg.run.mode) or cfg.pim.partition_policy != "auto":
+        return [], None
+    from ..simulation import resolve_data_path
+    path = resolve_data_path(cfg.tuning.trace, cfg.source_file)
+    if not path.is_file():
+        raise ConfigError(cfg.source_file, "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "
+                          "(pim.partition_policy auto chooses each mode's placement on it)")
+    tokens = cfg.pim.kv_reserve_tokens
+    fits = []
+    for cand in CANDIDATES:
+        try:
+            platform.pim.partition(draft.weight_bytes(), target.weight_bytes(), draft.kv_bytes_per_token() * tokens,
+                                   target_kv_reserve_bytes=target.kv_bytes_per_token() * tokens, policy=cand)
+        except ConfigError:
+            continue
+        fits.append(cand)
+    if not fits:
+        raise ConfigError(cfg.source_file, "pim.ranks", "no rank placement (" + ", ".join(CANDIDATES)
+                          + ") fits the draft and target models")
+    return [f"  pim placement: auto; fitting candidates {', '.join(fits)}; the best is chosen on "
+            f"{cfg.tuning.trace} when the run starts"], fits[0]
