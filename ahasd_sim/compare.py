@@ -176,7 +176,8 @@ def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     extra = [] if base_mode == BEST else [f"tok/s vs {base_mode}", f"tok/J vs {base_mode}"]
     lines = []
     for _, r in table.iterrows():
-        cells = [r["mode"], r["pim_placement"] or "-", cell(r, "throughput_tok_s"), cell(r, "tokens_per_j"),
+        place = r["pim_placement"] if isinstance(r["pim_placement"], str) else "-"
+        cells = [r["mode"], place, cell(r, "throughput_tok_s"), cell(r, "tokens_per_j"),
                  cell(r, "throughput_vs_best"), cell(r, "energy_efficiency_vs_best")]
         if extra:
             cells += [cell(r, f"throughput_vs_{base_mode}"), cell(r, f"energy_efficiency_vs_{base_mode}")]

@@ -206,8 +206,10 @@ def _reproduce(args, argv) -> int:
         reg = run_sweep(reg_spec, out / "regimes", workers=workers, executor=args.executor,
                         scheduler=args.scheduler, progress=False)
         t_reg = time.perf_counter() - t0
-        regimes = paper.regime_section(reg.table, out / "regimes" / "points")
+        rwt = paper.regime_windows(reg.table, out / "regimes" / "points")
+        regimes = paper.regime_section_from_windows(rwt)
         atomic_write(out / "regimes.csv", lambda fh: reg.table.to_csv(fh, index=False))
+        atomic_write(out / "regimes_windows.csv", lambda fh: rwt.to_csv(fh, index=False))
     df = res.table
     atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
     wt = paper.window_table(df, out / "sweep" / "points")

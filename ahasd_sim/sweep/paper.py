@@ -148,10 +148,10 @@ def trace_token_budget(trace_path: Path, wanted: int, min_fit_positions: int = 2
 
 
 # ---------------------------------------------------------------- per-window samples and 95% CIs
-def window_table(df: pd.DataFrame, points_dir: Path) -> pd.DataFrame:
+def window_table(df: pd.DataFrame, points_dir: Path, extra_keys: Sequence[str] = ()) -> pd.DataFrame:
     """One row per (finished point, trace window) from the points' windows.csv files."""
     frames = []
-    keys = [c for c in ("variant", "model_pair", "run.policy", "seed") if c in df.columns]
+    keys = [c for c in ("variant", "model_pair", "run.policy", "seed", *extra_keys) if c in df.columns]
     for _, r in ok_rows(df).iterrows():
         f = Path(points_dir) / str(r["point"]) / "windows.csv"
         if f.is_file():
@@ -372,51 +372,71 @@ REGIME_AXES = ["pim.gops_scope", "pim.bw_scope", "pim.shared_rank_contention"]
 REGIME_DECODERS = ["pim_ar", "npu_ar", "operator_sync", "async", "ahasd"]
 
 
+def regime_windows(table: pd.DataFrame, points_dir: Path) -> pd.DataFrame:
+    """The regimes sweep's window table (one row per point and window, with the regime axes)."""
+    return window_table(table, points_dir, REGIME_AXES)
+
+
+def regime_rows(rwt: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per regime: the best decoders and AHASD's paired ratios (to the best, to operator_sync, TVC
+    on/off) as (geomean, ci) pairs, and whether AHASD beats the best on both metrics."""
+    from ..metrics.stats import geomean_ci95
+    rows = []
+    if rwt.empty or not all(a in rwt.columns for a in REGIME_AXES):
+        return rows
+    for key, g in rwt.groupby(REGIME_AXES, sort=False):
+        w = {v: gv.set_index("window") for v, gv in g.groupby("variant")}
+        if not {"ahasd", "operator_sync"} <= set(w):
+            continue
+        dec = [v for v in REGIME_DECODERS if v in w]
+        best_t = max(dec, key=lambda v: _pooled_metric(w[v], "throughput_tok_s"))
+        best_e = max(dec, key=lambda v: _pooled_metric(w[v], "tokens_per_j"))
+        row: dict[str, Any] = {"regime": dict(zip(REGIME_AXES, key)), "best_throughput": best_t,
+                               "best_efficiency": best_e}
+        for tag, den_t, den_e in (("best", best_t, best_e), ("operator_sync", "operator_sync", "operator_sync"),
+                                  ("tvc", "ahasd_no_tvc", "ahasd_no_tvc")):
+            if den_t not in w:
+                continue
+            for m, den in (("throughput_tok_s", den_t), ("tokens_per_j", den_e)):
+                r_ = (w["ahasd"][m] / w[den][m]).dropna()
+                row[f"{tag}/{m}"] = (r_, geomean_ci95(list(r_)))
+        wins = [row["best/" + m][1][1] is not None and row["best/" + m][1][1][0] > 1
+                for m in ("throughput_tok_s", "tokens_per_j")]
+        row["beats_best"] = wins
+        row["beats_best_on_both"] = all(wins)
+        rows.append(row)
+    return rows
+
+
 def regime_section(table: pd.DataFrame, points_dir: Path) -> list[str]:
     """AHASD vs the best decoder and operator_sync, and TVC's effect, over the regimes sweep."""
+    return regime_section_from_windows(regime_windows(table, points_dir))
+
+
+def regime_section_from_windows(rwt: pd.DataFrame) -> list[str]:
     lines = ["## AHASD under each Table-2 reading (regimes sweep)", "",
              "LLaMA2-7B/13B shapes, AdaEDL, 5 windows; every decoder on the same NPU + LPDDR5-PIM platform with "
              "AAU and GTS, each PIM mode with its own best placement. `gops`/`bw` = whether Table 2's 102.4 GOPS "
              "and 256 GB/s are per PIM unit or the device total. Ratios paired per window, geomean [95% CI]. "
              "**both** = the whole interval is above 1 for throughput and for tokens/J. Best decoder = the "
              "fastest (tokens/J: most efficient) of " + ", ".join(REGIME_DECODERS) + " in that regime.", ""]
-    d = ok_rows(table)
-    if d.empty or not all(a in d.columns for a in REGIME_AXES) or "variant" not in d.columns:
+    rows = regime_rows(rwt)
+    if not rows:
         return lines + ["(regimes sweep missing)", ""]
-    from ..metrics.stats import geomean_ci95
-    rows = []
-    for key, g in d.groupby(REGIME_AXES, sort=False):
-        w = {}
-        for _, r in g.iterrows():
-            f = Path(points_dir) / str(r["point"]) / "windows.csv"
-            if f.is_file():
-                w[r["variant"]] = pd.read_csv(f).set_index("window")
-        if not {"ahasd", "operator_sync"} <= set(w):
-            continue
-        dec = [v for v in REGIME_DECODERS if v in w]
-        best_t = max(dec, key=lambda v: _pooled_metric(w[v], "throughput_tok_s"))
-        best_e = max(dec, key=lambda v: _pooled_metric(w[v], "tokens_per_j"))
-        cells = [*(str(k) for k in key)]
-        flags = {}
-        for den_t, den_e, tag in ((best_t, best_e, "best"), ("operator_sync", "operator_sync", "opsync"),
-                                  ("ahasd_no_tvc", "ahasd_no_tvc", "tvc")):
-            if den_t not in w:
-                cells += ["n/a", "n/a"]
-                continue
-            wins = []
-            for m, den in (("throughput_tok_s", den_t), ("tokens_per_j", den_e)):
-                r_ = (w["ahasd"][m] / w[den][m]).dropna()
-                _gm, ci = geomean_ci95(list(r_))
-                cells.append(ci_cell(r_))
-                wins.append(ci is not None and ci[0] > 1)
-            flags[tag] = wins
-        cells.insert(3, f"{SHORT.get(best_t, best_t)} / {SHORT.get(best_e, best_e)}")
-        fb = flags.get("best", [False, False])
+    out = []
+    for row in rows:
+        cells = [str(v) for v in row["regime"].values()]
+        cells.append(f"{SHORT.get(row['best_throughput'], row['best_throughput'])} / "
+                     f"{SHORT.get(row['best_efficiency'], row['best_efficiency'])}")
+        for tag in ("best", "operator_sync", "tvc"):
+            for m in ("throughput_tok_s", "tokens_per_j"):
+                cells.append(ci_cell(row[f"{tag}/{m}"][0]) if f"{tag}/{m}" in row else "n/a")
+        fb = row["beats_best"]
         cells.append("**both**" if all(fb) else ("throughput only" if fb[0] else ("energy only" if fb[1] else "no")))
-        rows.append(cells)
+        out.append(cells)
     lines.append(md_table(["gops", "bw", "contention", "best decoder (tok/s / tok/J)", "AHASD/best tok/s",
                            "AHASD/best tok/J", "AHASD/opsync tok/s", "AHASD/opsync tok/J", "TVC on/off tok/s",
-                           "TVC on/off tok/J", "AHASD beats best"], rows))
+                           "TVC on/off tok/J", "AHASD beats best"], out))
     lines.append("")
     return lines
 
