@@ -181,6 +181,11 @@ def default_out_dir(cfg: SimConfig, base: str | Path = "results") -> Path:
 
 
 def git_revision() -> str | None:
+    """Short commit id of the checkout; ``AHASD_SIM_GIT_REVISION`` overrides it for a copy of a
+    tree whose own .git is absent or stale (e.g. a working tree shipped to another host)."""
+    env = os.environ.get("AHASD_SIM_GIT_REVISION")
+    if env:
+        return env
     if not (REPO_ROOT / ".git").exists():   # an installed copy: no revision to report
         return None
     try:
