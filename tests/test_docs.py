@@ -45,3 +45,42 @@ def test_every_generated_block_is_current_at_head(capsys):
     docs = _docs()
     rc = docs.main(docs.parser().parse_args(["--check"]))
     assert rc == 0, capsys.readouterr().out
+
+
+def test_a_stale_fingerprint_stamp_or_a_planted_number_fails_the_check(tmp_path, monkeypatch):
+    docs = _docs()
+    (tmp_path / "docs").mkdir()
+    doc = tmp_path / "docs" / "report.md"
+    doc.write_text("<!-- fingerprint: 0123456789abcdef (make it) -->\n# r\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- generated: t-two (cmd) -->\n42\n<!-- end generated: t-two -->\n")
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(docs, "DOC_FILES", [readme])
+    assert docs.stale_stamps("0123456789abcdef") == []
+    assert docs.stale_stamps("fedcba9876543210") == [
+        "docs/report.md: made at fingerprint 0123456789abcdef (rerun: make it)"]
+    docs.stamp_file(doc, "fedcba9876543210", "again")
+    assert doc.read_text() == "<!-- fingerprint: fedcba9876543210 (again) -->\n# r\n"
+    docs.GENERATORS["t-two"] = lambda: "42"
+    try:
+        assert docs.render(readme.read_text(), None, {})[1] == []
+        readme.write_text(readme.read_text().replace("42", "43"))      # a hand-edited number
+        assert docs.render(readme.read_text(), None, {})[1] == ["t-two"]
+    finally:
+        del docs.GENERATORS["t-two"]
+
+
+def test_fingerprint_is_deterministic_and_sees_a_model_change():
+    from ahasd_sim import fingerprint
+    a, da = fingerprint.compute(["autoregressive_pim"])
+    b, db = fingerprint.compute(["autoregressive_pim"])
+    assert a == b and da == db
+    import ahasd_sim.fingerprint as fpm
+    name = "autoregressive_pim"
+    cfg, over = fpm.CASES[name]
+    fpm.CASES[name] = (cfg, [*over, "pim.op_overhead_ns=150"])     # a cost constant moves results
+    try:
+        c, _ = fingerprint.compute([name])
+    finally:
+        fpm.CASES[name] = (cfg, over)
+    assert c != a
