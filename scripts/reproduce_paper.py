@@ -129,7 +129,8 @@ def make_figures(df, norm, out: Path, main_points: Path, tl_result) -> dict[str,
     return figs
 
 
-REPRO_FILES = ("report.md", "results.csv", "normalised.csv", "sweep", "timeline_sweep", "figures")
+REPRO_FILES = ("report.md", "results.csv", "normalised.csv", "windows.csv", "regimes.csv", "regimes_windows.csv",
+               "sweep", "timeline_sweep", "regimes", "figures")
 
 
 def _check_args(args) -> None:
@@ -137,6 +138,8 @@ def _check_args(args) -> None:
     for flag, v in (("--tokens", args.tokens), ("--timeline-tokens", args.timeline_tokens)):
         if v < 1:
             raise InputError(f"{flag} {v}: expected >= 1")
+    if args.windows < 0:
+        raise InputError(f"--windows {args.windows}: expected >= 0 (0 = the whole trace)")
     check_sweep_args(args.executor, args.workers, args.scheduler)
     out = Path(args.out)
     check_writable_dir(out)

@@ -117,7 +117,10 @@ def _mark(prov: dict[str, str], path: str, value: Any, source: str) -> None:
 def load_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, dict[str, str]]:
     """Read ``path`` following ``extends``; return (merged tree, key -> source file)."""
     path = Path(path)
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (RuntimeError, OSError) as exc:     # a symlink loop (RuntimeError before Python 3.13)
+        raise ConfigError(str(path), "", f"cannot be opened: symlink loop or unreadable path ({exc})") from None
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))
         raise ConfigError(str(path), "extends", f"circular extends: {cycle}")

@@ -60,6 +60,40 @@ for _ch, _resolvers in StrictLoader.yaml_implicit_resolvers.items():
     _resolvers.sort(key=lambda r: 0 if r[0] == "tag:yaml.org,2002:int" else 1)
 
 
+#: most scalar/collection values a document may expand to through aliases (a real config has a few hundred)
+MAX_EXPANDED_NODES = 200_000
+
+
+def _expanded_size(root, limit: int) -> int:
+    """Values the node graph expands to when every alias is copied (memoised per node, so a
+    graph of aliases of aliases is measured in linear time); stops counting past ``limit``."""
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if nid in size:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            size[nid] = 1
+            continue
+        if not done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in size)
+            continue
+        total = 1
+        for c in children:
+            total += size.get(id(c), 1)
+            if total > limit:
+                break
+        size[nid] = min(total, limit + 1)
+    return size[id(root)]
+
+
 def _depth(obj: Any) -> int:
     """Nesting depth, iteratively (a recursive walk could itself overflow)."""
     best = 0
@@ -113,7 +147,17 @@ def loads(text: str, source: str, key: str = "") -> Any:
     if _flow_depth_exceeds(text, MAX_DEPTH):
         raise ConfigError(source, key, f"nested too deeply (more than {MAX_DEPTH} levels)")
     try:
-        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+        loader = StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            # aliases are shared in the node graph but copied by everything that walks the data:
+            # bound what the document expands to before building it ("billion laughs")
+            if node is not None and _expanded_size(node, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+                raise ConfigError(source, key, f"expands to more than {MAX_EXPANDED_NODES} values through YAML "
+                                  "aliases (&anchor / *alias): refused")
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except _DuplicateKey as exc:
         raise ConfigError(source, key or str(exc.key), f"duplicate key '{exc.key}' at line {exc.line} "
                           "(YAML would silently keep the last one)") from None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli_common import raise_if_interrupted
-from ..config.errors import ConfigError, InputError
+from ..config.errors import ConfigError, InputError, OutputError
 from ..output import atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
 from .evaluate import DesignPoint, Executor, evaluate, plan
@@ -140,8 +140,21 @@ def open_study(study: Study, out: Path):
     """The optuna study stored in ``out/study.db`` (created on first use)."""
     optuna = import_optuna()
     out.mkdir(parents=True, exist_ok=True)
-    storage = optuna.storages.RDBStorage(f"sqlite:///{(out / 'study.db').resolve()}",
-                                         engine_kwargs={"connect_args": {"timeout": 30}})
+    db = out / "study.db"
+    if db.exists():
+        # a study.db that is not SQLite (or is empty) is refused: optuna would raise a database
+        # error or, for a 0-byte file, silently start a new study over the old folder
+        with open(db, "rb") as fh:
+            head = fh.read(16)
+        if head != b"SQLite format 3\x00":
+            what = "empty (0 bytes)" if not head else "not an SQLite database"
+            raise OutputError(f"{db}: {what}; it is not a study of this tool (move it away, or use a new --out)")
+    try:
+        storage = optuna.storages.RDBStorage(f"sqlite:///{db.resolve()}",
+                                             engine_kwargs={"connect_args": {"timeout": 30}})
+    except Exception as exc:     # sqlalchemy errors on a damaged database
+        raise OutputError(f"{db}: cannot open the study database ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:120]})") from None
     _fast_sqlite(storage)
     fp = space_fingerprint(study)
     ostudy = optuna.create_study(study_name=study.name, storage=storage, load_if_exists=True,

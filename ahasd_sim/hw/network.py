@@ -81,6 +81,11 @@ class NetworkConfig:
 
 
 # ------------------------------------------------------------------ traces
+#: bounds of a mahimahi trace file: size and the largest timestamp (30 days in ms)
+_MAX_TRACE_BYTES = 256 * 2**20
+_MAX_TIMESTAMP_MS = 30 * 24 * 3600 * 1000
+
+
 class PacketTrace:
     """A mahimahi packet-delivery schedule (integer ms timestamps, looping)."""
 
@@ -104,19 +109,38 @@ class PacketTrace:
     def load(cls, path: str | Path) -> "PacketTrace":
         path = Path(path)
         try:
-            text = path.read_text()
+            with open(path, "rb") as fh:
+                raw = fh.read(_MAX_TRACE_BYTES + 1)
         except OSError as exc:
             raise TraceFormatError(f"cannot read mahimahi trace '{path}': {exc.strerror or exc}") from None
+        where = f"mahimahi trace '{path}'"
+        if len(raw) > _MAX_TRACE_BYTES:
+            raise TraceFormatError(f"{where}: larger than {_MAX_TRACE_BYTES} bytes (not a mahimahi trace?)")
+        if raw.startswith(b"PK\x03\x04"):
+            raise TraceFormatError(f"{where}: a zip/.npz archive, expected a text file of millisecond timestamps")
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise TraceFormatError(f"{where}: UTF-16 text, expected ASCII/UTF-8 (one integer per line)")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(f"{where}: byte 0x{raw[exc.start]:02x} at offset {exc.start} is not text "
+                                   "(a binary file?); expected one integer millisecond timestamp per line") from None
+        if "\x00" in text:
+            raise TraceFormatError(f"{where}: NUL bytes (a binary file?)")
         values = []
         for i, line in enumerate(text.splitlines(), 1):
             s = line.strip()
             if not s:
                 continue
             try:
-                values.append(int(s))
+                v = int(s)
             except ValueError:
-                raise TraceFormatError(f"mahimahi trace '{path}' line {i}: expected an integer millisecond "
+                raise TraceFormatError(f"{where} line {i}: expected an integer millisecond "
                                        f"timestamp, got {s[:40]!r}") from None
+            if not 0 <= v <= _MAX_TIMESTAMP_MS:
+                raise TraceFormatError(f"{where} line {i}: timestamp {s[:24]} ms is outside 0..{_MAX_TIMESTAMP_MS} "
+                                       "(about 30 days; a mahimahi trace covers seconds to hours)")
+            values.append(v)
         return cls(values, str(path))
 
     def __len__(self) -> int:

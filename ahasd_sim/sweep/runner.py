@@ -323,7 +323,7 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
         if scheduler:
             try:
                 own_client = client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
         else:
             own_cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -359,6 +359,9 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
 
 
 # ---------------------------------------------------------------- driver
+_SCHEDULER_RE = __import__("re").compile(r"^((tcp|tls|ws|wss|ucx|inproc)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
 def check_sweep_args(executor: str, workers: int | None, scheduler: str | None) -> None:
     if executor not in EXECUTORS:
         raise InputError(f"unknown executor '{executor}' (expected one of {', '.join(EXECUTORS)})")
@@ -366,6 +369,9 @@ def check_sweep_args(executor: str, workers: int | None, scheduler: str | None) 
         raise InputError(f"--workers must be >= 1, got {workers}")
     if scheduler and executor != "dask":
         raise InputError(f"--scheduler {scheduler} needs --executor dask (the local executor has no scheduler)")
+    if scheduler and not _SCHEDULER_RE.match(scheduler):
+        raise InputError(f"--scheduler {scheduler!r}: expected a Dask scheduler address such as tcp://host:8786 "
+                         "(protocol://host:port, or host:port)")
     if executor == "dask":
         try:
             import distributed  # noqa: F401
@@ -427,7 +433,7 @@ def _connect(scheduler: str):
     from distributed import Client
     try:
         return Client(scheduler, timeout="20s")
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
 
 
@@ -481,6 +487,10 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
     return result
 
 
+#: most points ``--dry-run`` checks one by one (about 25 points per second on one core)
+DRY_RUN_MAX_POINTS = 5000
+
+
 def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=None, progress: bool = True) -> int:
     """Resolve every point and build what its run needs (hardware, trace slice, costs, policy;
     :func:`ahasd_sim.checks.dry_run`) without simulating or writing anything; print a report.
@@ -490,6 +500,11 @@ def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=Non
     check_writable_dir(out)
     _check_folder(spec, out)
     n_points = count_points(spec)
+    if n_points > DRY_RUN_MAX_POINTS:
+        # every point is built and checked (tens per second): refuse now rather than run for hours
+        raise InputError(f"{spec.source}: --dry-run checks every point, and this sweep has {n_points} "
+                         f"(more than {DRY_RUN_MAX_POINTS}, about {n_points / 25 / 3600:.1f} h of checking); "
+                         "dry-run a sweep with fewer axis values, then run the full one")
     announce(spec, n_points, stream)
     prog = Progress(n_points, enabled=progress and n_points >= 50, stream=stream, desc=f"{spec.name}: checking")
     bad: list[tuple[Point, BaseException]] = []

@@ -363,6 +363,38 @@ def check_header(path: str, header: dict) -> None:
         raise TraceError(path, "header 'categories' must be a non-empty list of names")
     if not isinstance(header["prompts"], list):
         raise TraceError(path, "header 'prompts' must be a list")
+    # every field is checked for type and range before anything uses it (issue 33)
+    for key, (types, what, ok) in _HEADER_FIELDS.items():
+        if key not in header:
+            continue
+        v = header[key]
+        if isinstance(v, bool) or not isinstance(v, types) or (ok is not None and not ok(v)):
+            raise TraceError(path, f"header {key!r} is {json.dumps(v)[:60]}: expected {what}")
+    if not all(isinstance(c, str) and c for c in header["categories"]):
+        raise TraceError(path, "header 'categories' must be a non-empty list of names")
+    if not all(isinstance(p, dict) for p in header["prompts"]):
+        raise TraceError(path, "header 'prompts' must be a list of objects")
+    models = header.get("models")
+    if models is not None:
+        for role in ("drafter", "target"):
+            m = models.get(role)
+            if m is not None and (not isinstance(m, dict) or not isinstance(m.get("name", ""), str)):
+                raise TraceError(path, f"header 'models.{role}' must be an object with a 'name' string")
+
+
+#: header fields with a type (and range) check: key -> (types, expectation, extra check)
+_HEADER_FIELDS = {
+    "n_positions": (int, "a positive integer (rows of the trace)", lambda v: v >= 1),
+    "L_max": (int, "a positive integer (longest draft recorded)", lambda v: v >= 1),
+    "format_version": (int, "an integer", None),
+    "n_vocab": (int, "a positive integer", lambda v: v >= 1),
+    "max_new": (int, "a positive integer", lambda v: v >= 1),
+    "top_k": (int, "a non-negative integer", lambda v: v >= 0),
+    "mode": (str, "'greedy' or 'sample'", None),
+    "models": (dict, "an object {drafter: {...}, target: {...}}", None),
+    "categories": (list, "a non-empty list of names", lambda v: len(v) > 0),
+    "prompts": (list, "a list of objects", None),
+}
 
 
 def _check_values(path: str, name: str, a: np.ndarray, check: Optional[str]) -> None:
