@@ -293,6 +293,7 @@ AIM_ROW_ELEMS = 1024          # 2 KB DRAM row / 2 B per element (GDDR6_AiM_org a
 AIM_COL_ELEMS = 16            # one 32 B (256 bit) column access = 16 x 16-bit elements
 AIM_BANKS = 16
 AIM_MAX_CHANNELS = 32         # the simulator always models 32 channels (README)
+AIM_HOST_ROW0 = 8192          # host reads use rows 8192..12287: above the weights, inside GDDR6-AiM's 16K rows
 AIM_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (5120, 13824))
 AIM_CHANNELS = (1, 2, 4, 8, 16, 32)
 AIM_VECTORS = (1, 2, 4, 8)
@@ -323,7 +324,7 @@ def aim_gemv_trace(rows: int, cols: int, channels: int, vectors: int = 1, host_r
         for _ in range(host_reads):
             k = counts["host_reads"]
             # host reads walk rows of a region the GEMV does not use (rows above its weights)
-            lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {60000 + (k // (channels * AIM_BANKS)) % 4096}")
+            lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {AIM_HOST_ROW0 + (k // (channels * AIM_BANKS)) % 4096}")
             counts["host_reads"] += 1
 
     def emit(line: str, kind: str) -> None:
@@ -351,7 +352,7 @@ def aim_host_trace(n_reads: int, channels: int) -> list[str]:
     """Conventional reads only (the host stream alone), same addresses as the interleaved ones."""
     lines = ["# host reads only"]
     for k in range(n_reads):
-        lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {60000 + (k // (channels * AIM_BANKS)) % 4096}")
+        lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {AIM_HOST_ROW0 + (k // (channels * AIM_BANKS)) % 4096}")
     lines.append("AiM EOC")
     return lines
 
@@ -368,9 +369,11 @@ def _aim_run(binary: Path, config: Path, lines: list[str], tmp: Path) -> dict:
     if not m:
         raise RuntimeError(f"no memory_system_cycles in the simulator's output: {res.stdout[-2000:]}")
     out = {"cycles": int(m.group(1)), "wall_s": round(time.time() - t0, 2)}
+    # per-channel command counts of the busiest channel (a channel mask's bit i is the
+    # simulator's channel 31 - i, so the used channels are the highest-numbered ones)
     for key in ("num_REFab_commands", "num_TMOD_commands", "num_MAC16_commands", "num_RD_commands"):
-        vals = [int(v) for v in re.findall(rf"CH0_{key}:\s*(\d+)", res.stdout)]
-        out["ch0_" + key] = vals[0] if vals else ""
+        vals = [int(v) for v in re.findall(rf"CH\d+_{key}:\s*(\d+)", res.stdout)]
+        out["max_ch_" + key] = max(vals) if vals else ""
     return out
 
 
@@ -394,7 +397,7 @@ def run_aim(out: Path, src: Path, binary: Path, shapes=AIM_SHAPES, channels=AIM_
                                      **{k: n for k, n in counts.items() if k != "host_reads"},
                                      "cycles": res["cycles"], "tCK_ns": tck_ps / 1000,
                                      "time_s": res["cycles"] * tck_ps * 1e-12,
-                                     **{k: res[k] for k in res if k.startswith("ch0_")},
+                                     **{k: res[k] for k in res if k.startswith("max_ch_")},
                                      "sim_wall_s": res["wall_s"], "date_utc": _now()})
                         print(f"aim {preset} {r}x{c} ch{ch} v{v}: {res['cycles']} cycles "
                               f"({res['wall_s']} s)", flush=True)

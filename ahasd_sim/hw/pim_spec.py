@@ -63,7 +63,6 @@ class PimTimings:
     n_ccd_mac: int           # all-bank MAC (MAC16) to MAC16
     n_ccd_wr: int            # global-buffer write (WRGB) to WRGB: max(data bus nBL, nCCD)
     n_rp_ab: int             # all-bank precharge PREA -> ACT
-    n_act_extra: int         # extra command cycles of the all-bank ACT (LPDDR5 two-step ACT-1/ACT-2: 1)
     n_rcd_mac: int           # ACT -> MAC16 (nRCDRDMAC)
     n_modch: int             # PIM mode switch (TMOD) -> any command
     n_cas: int               # CAS (WCK2CK sync) before a register read/write (LPDDR5: 1, GDDR6: 0)
@@ -202,21 +201,32 @@ def _check_gemv(spec: PimSpec, rows: int, cols: int, vectors: int, channels: int
 
 
 def isr_cycles(spec: PimSpec) -> dict:
-    """Cycles of each ISR of the GEMV sequence on one lockstep unit (as functions of opsize).
+    """Cycles from the first command of each ISR of the GEMV sequence to the first command
+    of the next ISR, on one lockstep unit (opsize-dependent ones as functions of opsize).
 
-    WR_GB(n)  = mode switch (TMOD + nMODCH) + CAS + n x n_ccd_wr
-    WR_BIAS   = CAS + 1 (WRMAC16 issue) + ISR decode
-    MAC_ABK(n)= mode switch + 1 (PREA) + nRPab + 1 + extra ACT cycles + nRCDRDMAC + (n - 1) x n_ccd_mac + 1
-    RD_MAC    = mode switch + CAS + 1 (RDMAC16) + nCLREG + nBL + ISR decode (blocking)
+    Timing constraints are issue-to-issue (Ramulator's convention: a command at cycle t with
+    latency L to the next allows it at t + L); a mode switch (TMOD) is issued when the ISR's
+    first command would be ready, and every command waits nMODCH after it:
+
+    * MAC_ABK(n) = nMODCH (TMOD -> PREA) + nRPab (PREA -> ACT) + nRCDRDMAC (ACT -> first
+      MAC16; LPDDR5's second ACT step fits inside it) + (n - 1) x MAC spacing + 1;
+    * RD_MAC = nMODCH (TMOD -> CAS) + CAS + nCLREG + nBL (register data back; blocking)
+      + ``isr_issue_cycles`` (the PIM DMA decodes the next ISR on its next cycle);
+    * WR_BIAS = CAS + 1 (WRMAC16; the next ISR is already decoded: it is not blocking);
+    * WR_GB(n) = CAS + (n - 1) x n_ccd_wr + 1 (it follows an RD_MAC, already in register
+      mode; the sequence's first WR_GB pays one mode switch, :data:`first_mode_switch`).
+
+    The GEMV order switches mode twice per output group (into MAC mode for MAC_ABK, back
+    into register mode for RD_MAC; WR_BIAS and WR_GB stay in register mode).
     """
     t = spec.timings
-    mode = 1 + t.n_modch
     ccd = mac_spacing_cycles(spec)
     return {
-        "WR_GB": lambda n: mode + t.n_cas + n * t.n_ccd_wr,
-        "WR_BIAS": t.n_cas + 1 + spec.isr_issue_cycles,
-        "MAC_ABK": lambda n: mode + 1 + t.n_rp_ab + 1 + t.n_act_extra + t.n_rcd_mac + (n - 1) * ccd + 1,
-        "RD_MAC": mode + t.n_cas + 1 + t.n_cl_reg + t.n_bl + spec.isr_issue_cycles,
+        "WR_GB": lambda n: t.n_cas + (n - 1) * t.n_ccd_wr + 1,
+        "WR_BIAS": t.n_cas + 1,
+        "MAC_ABK": lambda n: t.n_modch + t.n_rp_ab + t.n_rcd_mac + (n - 1) * ccd + 1,
+        "RD_MAC": t.n_modch + t.n_cas + t.n_cl_reg + t.n_bl + spec.isr_issue_cycles,
+        "first_mode_switch": t.n_modch,
     }
 
 
@@ -229,10 +239,13 @@ def mac_spacing_cycles(spec: PimSpec) -> float:
     return max(float(t.n_ccd_mac), compute_ns / t.tck_ns)
 
 
-def refresh_stretch(spec: PimSpec) -> float:
+def refresh_stretch(spec: PimSpec, refresh: bool = True) -> float:
     """Factor all-bank refresh stretches a busy PIM sequence by: every n_refi the rank is
-    blocked n_rfc and the interrupted row is re-opened (nRPab + nRCDRDMAC)."""
+    blocked n_rfc and the interrupted row is re-opened (nRPab + nRCDRDMAC). 1 with
+    ``refresh`` False (what the AiM simulator does for GDDR6, validation/peers/README.md)."""
     t = spec.timings
+    if not refresh:
+        return 1.0
     lost = t.n_rfc + t.n_rp_ab + t.n_rcd_mac
     return 1.0 / (1.0 - lost / t.n_refi)
 
@@ -249,9 +262,10 @@ def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
             "MAC_ABK": vectors * chunks * groups, "RD_MAC": vectors * chunks * groups}
 
 
-def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None) -> float:
+def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
+                refresh: bool = True) -> float:
     """Cycles (of ``spec.timings.tck_ns``) of ``vectors`` GEMVs y = W[rows x cols] . x on
-    ``channels`` channels (None = all), refresh included."""
+    ``channels`` channels (None = all), refresh included unless ``refresh`` is False."""
     c = gemv_counts(spec, rows, cols, vectors, channels)
     isr = isr_cycles(spec)
     per_vector = 0.0
@@ -259,11 +273,12 @@ def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
         n_elem = min(spec.elements_per_row, cols - k * spec.elements_per_row)
         opsize = math.ceil(n_elem / spec.elements_per_column)
         per_vector += isr["WR_GB"](opsize) + c["groups"] * (isr["WR_BIAS"] + isr["MAC_ABK"](opsize) + isr["RD_MAC"])
-    return vectors * per_vector * refresh_stretch(spec)
+    return (isr["first_mode_switch"] + vectors * per_vector) * refresh_stretch(spec, refresh)
 
 
-def gemv_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None) -> float:
-    return gemv_cycles(spec, rows, cols, vectors, channels) * spec.timings.tck_ns * 1e-9
+def gemv_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
+                refresh: bool = True) -> float:
+    return gemv_cycles(spec, rows, cols, vectors, channels, refresh) * spec.timings.tck_ns * 1e-9
 
 
 def gemv_stream_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None) -> float:
@@ -282,12 +297,12 @@ _AIM_L5_TIMINGS = PimTimings(
     # tCK_ps = 1e6 / (6400 / 2) = 312 ps) = 898 / 12520 (the simulator derives its refresh
     # cycles from a 312 ps clock while its other timings are in 1.25 ns cycles; we copy its
     # cycle counts, configured identically).
-    tck_ns=1.25, n_ccd_mac=4, n_ccd_wr=4, n_rp_ab=17, n_act_extra=1, n_rcd_mac=56, n_modch=32, n_cas=1,
+    tck_ns=1.25, n_ccd_mac=4, n_ccd_wr=4, n_rp_ab=17, n_rcd_mac=56, n_modch=32, n_cas=1,
     n_bl=4, n_cl_reg=0, n_rfc=898, n_refi=12520, source=_AIM_L5)
 _AIM_G6_TIMINGS = PimTimings(
     # GDDR6_AiM_timing: nBL 2, nCCDS 2 = nCCDL 2, nRCDRDMAC 56, nRP 32, nMODCH 32, nCLREG 0,
     # nRFC 210, nREFI 3333, tCK_ps 500 (2 GHz command clock of a 16 Gb/s GDDR6-AiM, ISSCC 2022)
-    tck_ns=0.5, n_ccd_mac=2, n_ccd_wr=2, n_rp_ab=32, n_act_extra=0, n_rcd_mac=56, n_modch=32, n_cas=0,
+    tck_ns=0.5, n_ccd_mac=2, n_ccd_wr=2, n_rp_ab=32, n_rcd_mac=56, n_modch=32, n_cas=0,
     n_bl=2, n_cl_reg=0, n_rfc=210, n_refi=3333, source=_AIM_G6)
 
 PRESETS: dict[str, PimSpec] = {
@@ -336,7 +351,7 @@ PRESETS: dict[str, PimSpec] = {
         name="hbm_pim", standard="HBM2", channels=16, ranks_per_channel=1, dies_per_rank=1, bankgroups=4,
         banks_per_bankgroup=4, banks_per_mac_unit=2, column_bytes=32, row_bytes=1024, element_bytes=2,
         mac_lanes=16, mac_clock_ghz=0.3, capacity_gib_per_die=0.1875,
-        timings=PimTimings(tck_ns=1 / 1.2, n_ccd_mac=4, n_ccd_wr=2, n_rp_ab=17, n_act_extra=0, n_rcd_mac=17,
+        timings=PimTimings(tck_ns=1 / 1.2, n_ccd_mac=4, n_ccd_wr=2, n_rp_ab=17, n_rcd_mac=17,
                            n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680,
                            source="JESD235 HBM2 at 2.4 Gb/s (tCK 0.833 ns): tRP/tRCD 14 ns = 17 nCK, tCCD_L 4 nCK, "
                            "tRFC 350 ns = 420 nCK, tREFI 3.9 us = 4680 nCK (grade B: datasheet class values); "
