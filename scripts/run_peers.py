@@ -297,6 +297,9 @@ AIM_HOST_ROW0 = 8192          # host reads use rows 8192..12287: above the weigh
 AIM_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (5120, 13824))
 AIM_CHANNELS = (1, 2, 4, 8, 16, 32)
 AIM_VECTORS = (1, 2, 4, 8)
+# data-bus peak of one channel in the simulator's presets: 32 B per nBL cycles (LPDDR5_AiM_timing
+# nBL 4 x 1.25 ns -> 6.4 GB/s, half a real LPDDR5-6400 x16; GDDR6_AiM_timing nBL 2 x 0.5 ns -> 32 GB/s)
+AIM_NBL = {"gddr6_aim": 2, "lpddr5_aim": 4}
 AIM_PRESETS = {  # preset -> (example config in the simulator's test/, DRAM impl, tCK_ps of its timing preset)
     "gddr6_aim": ("test/example.yaml", "GDDR6", 500),
     "lpddr5_aim": ("test/example_LPDDR5.yaml", "LPDDR5", 1250),
@@ -430,7 +433,9 @@ def run_aim_contention(out: Path, src: Path, binary: Path, commit: str, tmp: Pat
                              v for key, v in counts.items() if key != "host_reads"),
                          "host_reads": n, "host_bytes": n * 32, "gemv_alone_cycles": alone,
                          "host_alone_cycles": host_alone, "mixed_cycles": mixed, "tCK_ns": tck_ps / 1000,
-                         "host_offered_share_of_peak": "",
+                         "host_gb_s": n * 32 / (mixed * tck_ps * 1e-12) / 1e9,
+                         "host_share_of_peak": (n * 32 / (mixed * tck_ps * 1e-12))
+                         / (ch * 32 / (AIM_NBL[preset] * tck_ps * 1e-12)),
                          "gemv_slowdown": mixed / alone,
                          "host_slowdown": (mixed / host_alone) if host_alone else "",
                          "date_utc": _now()})
@@ -458,6 +463,7 @@ def main(argv=None) -> int:
     ap.add_argument("--aim-src", type=Path, metavar="DIR", help="aim_simulator checkout (preset YAMLs, commit id)")
     ap.add_argument("--aim-bin", type=Path, metavar="FILE", help="its built ramulator2 binary")
     ap.add_argument("--aim-quick", action="store_true", help="one shape, 1 and 4 channels, 1 vector (smoke run)")
+    ap.add_argument("--aim-contention-only", action="store_true", help="only contention.csv")
     a = ap.parse_args(argv)
     print(f"python {platform.python_version()} on {platform.platform()}", flush=True)
     if a.peer == "scalesim":
@@ -465,7 +471,12 @@ def main(argv=None) -> int:
     elif a.peer == "aim":
         if not (a.aim_src and a.aim_bin):
             ap.error("aim needs --aim-src and --aim-bin")
-        if a.aim_quick:
+        if a.aim_contention_only:
+            commit = subprocess.run(["git", "-C", str(a.aim_src), "rev-parse", "HEAD"], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+            with tempfile.TemporaryDirectory() as tmp:
+                run_aim_contention(a.out, a.aim_src, a.aim_bin, commit, Path(tmp))
+        elif a.aim_quick:
             run_aim(a.out, a.aim_src, a.aim_bin, shapes=AIM_SHAPES[:1], channels=(1, 4), vectors=(1,),
                     contention=False)
         else:

@@ -135,3 +135,15 @@ def test_dies_and_unknown_preset_and_field():
     with pytest.raises(ValueError):
         pim_gemv_time_s("gddr6_aim", 4096, 4096, channels=33)
     assert math.isfinite(pim_gemv_time_s("hbm_pim", 1, 1))
+
+
+def test_contention_runs_and_our_bank_time_rule():
+    from ahasd_sim.validate_peers import pim_contention
+    df = pim_contention()
+    for p, s in df.groupby("preset"):
+        s = s.sort_values("host_reads_per_pim_isr")
+        # no host reads: no slowdown; more host reads: the GEMV slows monotonically (peer and ours)
+        assert s["gemv_slowdown"].iloc[0] == pytest.approx(1.0)
+        assert s["gemv_slowdown"].is_monotonic_increasing and s["ours_gemv_slowdown"].is_monotonic_increasing
+        # ours within 10% of the peer's slowdown at every interleaving rate
+        assert ((s["ours_gemv_slowdown"] / s["gemv_slowdown"] - 1).abs() <= 0.10).all(), p
