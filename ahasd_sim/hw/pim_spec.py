@@ -354,7 +354,7 @@ PRESETS: dict[str, PimSpec] = {
         timings=PimTimings(tck_ns=1 / 1.2, n_ccd_mac=4, n_ccd_wr=2, n_rp_ab=17, n_rcd_mac=17,
                            n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680,
                            source="JESD235 HBM2 at 2.4 Gb/s (tCK 0.833 ns): tRP/tRCD 14 ns = 17 nCK, tCCD_L 4 nCK, "
-                           "tRFC 350 ns = 420 nCK, tREFI 3.9 us = 4680 nCK (grade B: datasheet class values); "
+                           "tRFC 350 ns = 420 nCK, tREFI 3.9 us = 4680 nCK (grade B: datasheet class values); ACT -> MAC = tRCD (no PIM offset published, assumption grade C); "
                            "mode switch as AiM's nMODCH (assumption, grade C)"),
         sources={"topology": _HBMPIM + ": PIM pseudo channels of 16 banks, a PCU per bank pair",
                  "mac": _HBMPIM + ": 16-lane FP16 SIMD per PCU at 300 MHz, 1.2 TFLOPS per cube",
