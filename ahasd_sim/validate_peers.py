@@ -14,6 +14,11 @@ measurements (issue 13), from committed outputs only (nothing is re-run here).
   run 2): the free parameters (``launch_overhead_us``, ``multi_token_layer_overhead_us``,
   ``multi_token_kv_bw_fraction``) are fitted on run 1 (in-sample) and the error is
   reported on run 2 (out-of-sample), by model, k and KV length.
+* **PIM GEMV vs the AiM simulator** (``validation/peers/aim/gemv.csv``, written by
+  ``scripts/run_peers.py aim``): our GEMV time from :mod:`ahasd_sim.hw.pim_spec` (the
+  command sequence the driver issues, every timing from the simulator's own preset tables)
+  against the simulator's cycles x the preset's tCK, per preset, shape, channel count and
+  vector count. No parameter is fitted. :func:`pim_gemv_time_s` is the model side.
 * **H2D copies**: the non-overlapped setup (``latency_us - overlapped_us``) fitted on run 1's pinned copies >= 1 MiB; error on run 2.
 """
 from __future__ import annotations
@@ -31,6 +36,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PEERS_DIR = REPO_ROOT / "validation" / "peers"
 SCALESIM_CSV = PEERS_DIR / "scalesim" / "gemm_cycles.csv"
 RAMULATOR_CSV = PEERS_DIR / "ramulator2" / "lpddr5.csv"
+AIM_CSV = PEERS_DIR / "aim" / "gemv.csv"
+AIM_CONTENTION_CSV = PEERS_DIR / "aim" / "contention.csv"
+PIM_MEDIAN_GOAL_PCT = 10.0
+PIM_WORST_GOAL_PCT = 20.0
 RUN1_CSV = REPO_ROOT / "validation" / "h200_measured.csv"
 RUN2_CSV = REPO_ROOT / "validation" / "h200_repeat.csv"
 GPU_CONFIG = "hw_configs/platform_server_h200_pcie5.yaml"
@@ -185,6 +194,102 @@ def lpddr5_vs_ramulator(csv: Path = RAMULATOR_CSV) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ----------------------------------------------------------------------------- PIM
+def pim_gemv_time_s(preset: str, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
+                    refresh: bool = True) -> float:
+    """Time of ``vectors`` GEMVs y = W . x on the PIM device ``preset``, in seconds.
+
+    ``preset``: a name of :data:`ahasd_sim.hw.pim_spec.PRESETS` (``lpddr5_aim``,
+    ``gddr6_aim``, ``lpddr5_pim``, ``hbm_pim``). ``rows`` x ``cols``: the weight matrix,
+    ``rows`` output elements by ``cols`` input elements, in the preset's element size (16-bit
+    for the AiM and HBM-PIM presets, as AiM stores them; INT8 for ``lpddr5_pim``).
+    ``vectors``: input vectors, each re-reading the weights (the global buffer holds one).
+    ``channels``: channels used (None = all of the preset). The time is the command
+    sequence a PIM driver issues (WR_GB per input chunk, WR_BIAS / MAC_ABK / RD_MAC per
+    output group; :func:`ahasd_sim.hw.pim_spec.gemv_cycles`) at the preset's tCK, all-bank
+    refresh included unless ``refresh`` is False (the AiM simulator issues no refresh on
+    GDDR6 and an undefined, near-free one on its 32 Gb LPDDR5 part: the comparison with it
+    passes False; validation/peers/README.md). Raises ``ConfigError`` for an unknown
+    preset, ``ValueError`` for bad sizes.
+    """
+    from .hw import pim_spec
+    return pim_spec.gemv_time_s(pim_spec.preset(preset), rows, cols, vectors, channels, refresh)
+
+
+def pim_vs_aim(csv: Path = AIM_CSV) -> pd.DataFrame:
+    df = _read(csv, "AiM simulator outputs")
+    rows = []
+    for _, r in df.iterrows():
+        ref = float(r["time_s"])
+        args = (str(r["preset"]), int(r["rows"]), int(r["cols"]), int(r["vectors"]), int(r["channels"]))
+        pred = pim_gemv_time_s(*args, refresh=False)           # configured as the peer runs (no refresh)
+        with_refresh = pim_gemv_time_s(*args)
+        rows.append({"preset": r["preset"], "rows": int(r["rows"]), "cols": int(r["cols"]),
+                     "vectors": int(r["vectors"]), "channels": int(r["channels"]), "cycles": int(r["cycles"]),
+                     "tCK_ns": float(r["tCK_ns"]), "reference_s": ref, "predicted_s": pred,
+                     "error_pct": (pred / ref - 1) * 100, "with_refresh_s": with_refresh,
+                     "with_refresh_error_pct": (with_refresh / ref - 1) * 100, "commit": r.get("commit", "")})
+    return pd.DataFrame(rows)
+
+
+def format_pim(t: pd.DataFrame) -> str:
+    commit = str(t["commit"].iloc[0])[:12] if len(t) else ""
+    lines = [f"PIM GEMV time vs the AiM simulator (arkhadem/aim_simulator @{commit}; ours: hw/pim_spec.py with its "
+             "preset timings, no fitted parameter)",
+             f"  {'preset':<11} {'shape':<12} {'n':>3} {'median err %':>12} {'worst err %':>11}"
+             f" {'with refresh: median err %':>27}"]
+    for (p, r, c), s in t.groupby(["preset", "rows", "cols"], sort=False):
+        worst = s["error_pct"].iloc[s["error_pct"].abs().argmax()]
+        lines.append(f"  {p:<11} {f'{r}x{c}':<12} {len(s):>3} {s['error_pct'].median():>+12.2f} {worst:>+11.2f}"
+                     f" {s['with_refresh_error_pct'].median():>+27.2f}")
+    for p, s in t.groupby("preset", sort=False):
+        a = s["error_pct"].abs()
+        ok = a.median() <= PIM_MEDIAN_GOAL_PCT and a.max() <= PIM_WORST_GOAL_PCT
+        lines.append(f"  {p}: median |err| {a.median():.2f}%  worst |err| {a.max():.2f}%  (n={len(s)})   "
+                     f"goal median <= {PIM_MEDIAN_GOAL_PCT:g}%, worst <= {PIM_WORST_GOAL_PCT:g}%: "
+                     f"{'met' if ok else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def pim_contention(csv: Path = AIM_CONTENTION_CSV) -> pd.DataFrame:
+    """The AiM contention runs with our rule beside them. Our simulator shares a rank's time
+    between host reads and PIM (``pim.host_share_of_active_rank`` s): the host streams at
+    s x its rate R and PIM at 1 - s meanwhile, so B host bytes cost the PIM work B / R of
+    time whatever s: GEMV slowdown = 1 + (B / R) / T_gemv, with R the used channels' data-bus
+    peak in the peer's own preset (32 B per nBL cycles)."""
+    from .hw import pim_spec
+    df = _read(csv, "AiM contention outputs").copy()
+    ours = []
+    for _, r in df.iterrows():
+        spec = pim_spec.preset(str(r["preset"]))
+        t = spec.timings
+        peak = int(r["channels"]) * spec.column_bytes / (t.n_bl * t.tck_ns * 1e-9)
+        t_gemv = float(r["gemv_alone_cycles"]) * float(r["tCK_ns"]) * 1e-9
+        ours.append(1.0 + float(r["host_bytes"]) / peak / t_gemv)
+    df["ours_gemv_slowdown"] = ours
+    return df
+
+
+def format_pim_contention(csv: Path = AIM_CONTENTION_CSV) -> str:
+    if not csv.is_file():
+        return f"PIM/host contention: {csv} not found (run scripts/run_peers.py aim)"
+    df = pim_contention(csv)
+    lines = ["PIM GEMV 4096x4096 on 4 channels + k conventional 32 B host reads after every PIM ISR, in the same AiM "
+             "controllers (AiM simulator: the two kinds never overlap in one controller)",
+             f"  {'preset':<11} {'k':>3} {'host GB/s':>9} {'of peak':>7} {'GEMV slowdown':>13} {'ours':>6} "
+             f"{'error %':>7} {'host time / alone':>17}"]
+    for _, r in df.iterrows():
+        hs = r["host_slowdown"]
+        hs_txt = f"{float(hs):>17.2f}" if str(hs) not in ("", "nan") else f"{'-':>17}"
+        err = (r["ours_gemv_slowdown"] / float(r["gemv_slowdown"]) - 1) * 100
+        lines.append(f"  {r['preset']:<11} {int(r['host_reads_per_pim_isr']):>3} {float(r['host_gb_s']):>9.2f} "
+                     f"{float(r['host_share_of_peak']):>7.1%} {float(r['gemv_slowdown']):>13.3f} "
+                     f"{r['ours_gemv_slowdown']:>6.3f} {err:>+7.1f} {hs_txt}")
+    lines.append("  host time / alone: the interleaved reads finish with the GEMV (the trace offers them at the ISRs' "
+                 "pace), so it measures the offered rate, not a slowdown of a saturating host stream")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- GPU
 def _graph_points(csv: Path, platform) -> pd.DataFrame:
     from .validate import GROUP_GRAPH, GROUP_H2D, load_measured, simulate_points
@@ -334,19 +439,25 @@ def run_validate_peers(args) -> int:
     npu = npu_vs_scalesim()
     mem = lpddr5_vs_ramulator()
     gpu = gpu_validation(getattr(args, "config", None), getattr(args, "overrides", []) or [])
+    pim = pim_vs_aim()
     print(format_npu(npu))
     print()
     print(format_lpddr5(mem))
     print()
+    print(format_pim(pim))
+    print()
+    print(format_pim_contention())
+    print()
     print(format_gpu(gpu))
     out = getattr(args, "out", None)
     if out:
-        from .plots.peers import write_peer_plots
+        from .plots.peers import write_peer_plots, write_pim_plot
         out_dir = Path(out)
         out_dir.mkdir(parents=True, exist_ok=True)
         npu.to_csv(out_dir / "peers_npu.csv", index=False, float_format="%.6g")
         mem.to_csv(out_dir / "peers_lpddr5.csv", index=False, float_format="%.6g")
         gpu["points"].to_csv(out_dir / "peers_gpu_h2d.csv", index=False, float_format="%.6g")
-        for p in write_peer_plots(npu, mem, gpu["points"], out_dir):
+        pim.to_csv(out_dir / "peers_pim.csv", index=False, float_format="%.6g")
+        for p in write_peer_plots(npu, mem, gpu["points"], out_dir) + write_pim_plot(pim, out_dir):
             print(f"wrote {p}")
     return 0

@@ -13,12 +13,21 @@ This is a study script, not a test: the tests read the committed outputs under
   (``PYTHONPATH`` must reach its ``python/`` folder). Runs LPDDR5-6400 x16, 1 and 4
   channels, two address mappings, sequential and random reads (bandwidth) and a
   pointer-chase-like low-load probe (latency).
+* ``aim``: the SK hynix AiM simulator on Ramulator 2 (github arkhadem/aim_simulator, the
+  CENT paper, ASPLOS 2025) built from source (``--aim-bin`` its ``ramulator2`` binary,
+  ``--aim-src`` its checkout, for the preset YAMLs and the commit id). Writes the ISR trace
+  a PIM driver issues for an LLM GEMV (:func:`aim_gemv_trace`; the mapping is in
+  validation/peers/README.md) and records the simulator's ``memory_system_cycles``;
+  ``gemv.csv`` (shapes x channels x vectors x preset) and ``contention.csv`` (a GEMV with
+  conventional host reads interleaved in the same trace, same controllers).
 
 Usage::
 
     python scripts/run_peers.py scalesim   --out validation/peers/scalesim
     PYTHONPATH=$RAMULATOR2/python python scripts/run_peers.py ramulator2 --out validation/peers/ramulator2 \
         --ramulator-commit $(git -C $RAMULATOR2 rev-parse HEAD)
+    nice -n 10 python scripts/run_peers.py aim --out validation/peers/aim \
+        --aim-src /work/build/aim --aim-bin /work/build/aim/build/ramulator2
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ import csv
 import datetime as _dt
 import os
 import platform
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -266,6 +277,173 @@ def run_ramulator2(out: Path, commit: str) -> None:
     print(f"wrote {path} ({len(rows)} rows)")
 
 
+# --------------------------------------------------------------------------- AiM (CENT)
+# ISR trace of one GEMV y[rows] = W[rows x cols] . x[cols], 16-bit elements, as the CENT
+# driver lays it out (its trace generator's "no-reuse" GEMV order): each output element's
+# weight row is split into DRAM-row chunks of AIM_ROW_ELEMS elements (a 2 KB row of one bank,
+# 64 column accesses of 32 B = 16 elements); output element o goes to bank (o mod banks) of
+# channel ((o div banks) mod channels), as the (o div (banks x channels))-th output of that
+# bank ("group" g); chunk c of group g sits in DRAM row g x chunks + c of every bank.
+# Per chunk c: WR_GB broadcasts x's chunk into every channel's 2 KB global buffer (one
+# vector's chunk: the buffer holds one), then per group g: WR_BIAS (the running partial sum
+# of the 16 outputs back into the banks' MAC registers), MAC_ABK (all 16 banks of every used
+# channel multiply their row chunk with the buffer), RD_MAC (blocking: partial sums to the
+# host's GPRs). Each further input vector repeats the whole sequence (weights re-read).
+AIM_ROW_ELEMS = 1024          # 2 KB DRAM row / 2 B per element (GDDR6_AiM_org and LPDDR5_AiM_org: 1K columns x 16 bit)
+AIM_COL_ELEMS = 16            # one 32 B (256 bit) column access = 16 x 16-bit elements
+AIM_BANKS = 16
+AIM_MAX_CHANNELS = 32         # the simulator always models 32 channels (README)
+AIM_HOST_ROW0 = 8192          # host reads use rows 8192..12287: above the weights, inside GDDR6-AiM's 16K rows
+AIM_SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096), (5120, 13824))
+AIM_CHANNELS = (1, 2, 4, 8, 16, 32)
+AIM_VECTORS = (1, 2, 4, 8)
+# data-bus peak of one channel in the simulator's presets: 32 B per nBL cycles (LPDDR5_AiM_timing
+# nBL 4 x 1.25 ns -> 6.4 GB/s, half a real LPDDR5-6400 x16; GDDR6_AiM_timing nBL 2 x 0.5 ns -> 32 GB/s)
+AIM_NBL = {"gddr6_aim": 2, "lpddr5_aim": 4}
+AIM_PRESETS = {  # preset -> (example config in the simulator's test/, DRAM impl, tCK_ps of its timing preset)
+    "gddr6_aim": ("test/example.yaml", "GDDR6", 500),
+    "lpddr5_aim": ("test/example_LPDDR5.yaml", "LPDDR5", 1250),
+}
+
+
+def aim_gemv_trace(rows: int, cols: int, channels: int, vectors: int = 1, host_read_every: int = 0,
+                   host_reads: int = 1) -> tuple[list[str], dict]:
+    """ISR lines of ``vectors`` GEMVs W[rows x cols] . x on ``channels`` channels (see above).
+
+    ``host_read_every`` > 0 interleaves ``host_reads`` conventional reads (``R MEM``) to the
+    used channels after every that many PIM ISRs (a host stream sharing the controllers).
+    Returns the lines and a count of each ISR."""
+    if not 1 <= channels <= AIM_MAX_CHANNELS:
+        raise ValueError(f"channels must be 1..{AIM_MAX_CHANNELS}")
+    mask = f"0x{(1 << channels) - 1:x}"
+    chunks = -(-cols // AIM_ROW_ELEMS)
+    groups = -(-rows // (AIM_BANKS * channels))
+    lines = [f"# GEMV {rows}x{cols} (16-bit), {channels} channel(s), {vectors} vector(s)", "W CFR 0 1"]
+    counts = {"WR_GB": 0, "WR_BIAS": 0, "MAC_ABK": 0, "RD_MAC": 0, "host_reads": 0}
+    pim = 0
+    host_row = [0]
+
+    def host() -> None:
+        for _ in range(host_reads):
+            k = counts["host_reads"]
+            # host reads walk rows of a region the GEMV does not use (rows above its weights)
+            lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {AIM_HOST_ROW0 + (k // (channels * AIM_BANKS)) % 4096}")
+            counts["host_reads"] += 1
+
+    def emit(line: str, kind: str) -> None:
+        nonlocal pim
+        lines.append(line)
+        counts[kind] += 1
+        pim += 1
+        if host_read_every and pim % host_read_every == 0:
+            host()
+
+    for _v in range(vectors):
+        for c in range(chunks):
+            n_elem = min(AIM_ROW_ELEMS, cols - c * AIM_ROW_ELEMS)
+            opsize = -(-n_elem // AIM_COL_ELEMS)
+            emit(f"AiM WR_GB {opsize} 0 {mask}", "WR_GB")
+            for g in range(groups):
+                emit(f"AiM WR_BIAS 0 {mask}", "WR_BIAS")
+                emit(f"AiM MAC_ABK {opsize} {mask} {g * chunks + c}", "MAC_ABK")
+                emit(f"AiM RD_MAC 0 {mask}", "RD_MAC")
+    lines.append("AiM EOC")
+    return lines, counts
+
+
+def aim_host_trace(n_reads: int, channels: int) -> list[str]:
+    """Conventional reads only (the host stream alone), same addresses as the interleaved ones."""
+    lines = ["# host reads only"]
+    for k in range(n_reads):
+        lines.append(f"R MEM {k % channels} {(k // channels) % AIM_BANKS} {AIM_HOST_ROW0 + (k // (channels * AIM_BANKS)) % 4096}")
+    lines.append("AiM EOC")
+    return lines
+
+
+def _aim_run(binary: Path, config: Path, lines: list[str], tmp: Path) -> dict:
+    trace = tmp / "gemv.trace"
+    trace.write_text("\n".join(lines) + "\n")
+    t0 = time.time()
+    res = subprocess.run([str(binary), "-f", str(config), "-t", str(trace)], capture_output=True, text=True,
+                         timeout=3600)
+    if res.returncode != 0:
+        raise RuntimeError(f"aim simulator failed ({res.returncode}): {res.stderr[-2000:]}")
+    m = re.search(r"memory_system_cycles:\s*(\d+)", res.stdout)
+    if not m:
+        raise RuntimeError(f"no memory_system_cycles in the simulator's output: {res.stdout[-2000:]}")
+    out = {"cycles": int(m.group(1)), "wall_s": round(time.time() - t0, 2)}
+    # per-channel command counts of the busiest channel (a channel mask's bit i is the
+    # simulator's channel 31 - i, so the used channels are the highest-numbered ones)
+    for key in ("num_REFab_commands", "num_TMOD_commands", "num_MAC16_commands", "num_RD_commands"):
+        vals = [int(v) for v in re.findall(rf"CH\d+_{key}:\s*(\d+)", res.stdout)]
+        out["max_ch_" + key] = max(vals) if vals else ""
+    return out
+
+
+def run_aim(out: Path, src: Path, binary: Path, shapes=AIM_SHAPES, channels=AIM_CHANNELS, vectors=AIM_VECTORS,
+            presets=tuple(AIM_PRESETS), contention: bool = True) -> None:
+    commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for preset in presets:
+            cfg, dram, tck_ps = AIM_PRESETS[preset]
+            for r, c in shapes:
+                for ch in channels:
+                    for v in vectors:
+                        lines, counts = aim_gemv_trace(r, c, ch, v)
+                        res = _aim_run(binary, src / cfg, lines, tmp)
+                        rows.append({"tool": "aim_simulator", "commit": commit, "preset": preset, "dram": dram,
+                                     "config": cfg, "rows": r, "cols": c, "vectors": v, "channels": ch,
+                                     **{k: n for k, n in counts.items() if k != "host_reads"},
+                                     "cycles": res["cycles"], "tCK_ns": tck_ps / 1000,
+                                     "time_s": res["cycles"] * tck_ps * 1e-12,
+                                     **{k: res[k] for k in res if k.startswith("max_ch_")},
+                                     "sim_wall_s": res["wall_s"], "date_utc": _now()})
+                        print(f"aim {preset} {r}x{c} ch{ch} v{v}: {res['cycles']} cycles "
+                              f"({res['wall_s']} s)", flush=True)
+                        _write_csv(out / "gemv.csv", rows)
+        if contention:
+            run_aim_contention(out, src, binary, commit, tmp)
+    print(f"wrote {out / 'gemv.csv'} ({len(rows)} rows)")
+
+
+# contention: one GEMV (4096x4096, 1 vector, 4 channels) with k conventional reads after every
+# PIM ISR, against the GEMV alone and the same reads alone
+AIM_CONT_SHAPE = (4096, 4096)
+AIM_CONT_CHANNELS = 4
+AIM_CONT_READS_PER_ISR = (0, 1, 2, 4, 8, 16, 32)
+
+
+def run_aim_contention(out: Path, src: Path, binary: Path, commit: str, tmp: Path) -> None:
+    rows = []
+    r, c = AIM_CONT_SHAPE
+    ch = AIM_CONT_CHANNELS
+    for preset, (cfg, dram, tck_ps) in AIM_PRESETS.items():
+        alone = _aim_run(binary, src / cfg, aim_gemv_trace(r, c, ch)[0], tmp)["cycles"]
+        for k in AIM_CONT_READS_PER_ISR:
+            lines, counts = aim_gemv_trace(r, c, ch, 1, host_read_every=1 if k else 0, host_reads=k)
+            mixed = _aim_run(binary, src / cfg, lines, tmp)["cycles"]
+            n = counts["host_reads"]
+            host_alone = _aim_run(binary, src / cfg, aim_host_trace(n, ch), tmp)["cycles"] if n else 0
+            rows.append({"tool": "aim_simulator", "commit": commit, "preset": preset, "rows": r, "cols": c,
+                         "channels": ch, "host_reads_per_pim_isr": k, "pim_isrs": sum(
+                             v for key, v in counts.items() if key != "host_reads"),
+                         "host_reads": n, "host_bytes": n * 32, "gemv_alone_cycles": alone,
+                         "host_alone_cycles": host_alone, "mixed_cycles": mixed, "tCK_ns": tck_ps / 1000,
+                         "host_gb_s": n * 32 / (mixed * tck_ps * 1e-12) / 1e9,
+                         "host_share_of_peak": (n * 32 / (mixed * tck_ps * 1e-12))
+                         / (ch * 32 / (AIM_NBL[preset] * tck_ps * 1e-12)),
+                         "gemv_slowdown": mixed / alone,
+                         "host_slowdown": (mixed / host_alone) if host_alone else "",
+                         "date_utc": _now()})
+            print(f"aim contention {preset} k={k}: mixed {mixed} vs gemv {alone} / host {host_alone}", flush=True)
+            _write_csv(out / "contention.csv", rows)
+    print(f"wrote {out / 'contention.csv'} ({len(rows)} rows)")
+
+
 def _write_csv(path: Path, rows: list[dict]) -> None:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", newline="") as f:
@@ -277,15 +455,32 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("peer", choices=("scalesim", "ramulator2"), help="which peer simulator to run")
+    ap.add_argument("peer", choices=("scalesim", "ramulator2", "aim"), help="which peer simulator to run")
     ap.add_argument("--out", required=True, type=Path, metavar="DIR",
                     help="folder for the CSV (and configs); an existing scalesim CSV is resumed")
     ap.add_argument("--ramulator-commit", default="unknown", metavar="SHA",
                     help="the Ramulator 2 commit the bindings were built from (recorded in every row)")
+    ap.add_argument("--aim-src", type=Path, metavar="DIR", help="aim_simulator checkout (preset YAMLs, commit id)")
+    ap.add_argument("--aim-bin", type=Path, metavar="FILE", help="its built ramulator2 binary")
+    ap.add_argument("--aim-quick", action="store_true", help="one shape, 1 and 4 channels, 1 vector (smoke run)")
+    ap.add_argument("--aim-contention-only", action="store_true", help="only contention.csv")
     a = ap.parse_args(argv)
     print(f"python {platform.python_version()} on {platform.platform()}", flush=True)
     if a.peer == "scalesim":
         run_scalesim(a.out)
+    elif a.peer == "aim":
+        if not (a.aim_src and a.aim_bin):
+            ap.error("aim needs --aim-src and --aim-bin")
+        if a.aim_contention_only:
+            commit = subprocess.run(["git", "-C", str(a.aim_src), "rev-parse", "HEAD"], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+            with tempfile.TemporaryDirectory() as tmp:
+                run_aim_contention(a.out, a.aim_src, a.aim_bin, commit, Path(tmp))
+        elif a.aim_quick:
+            run_aim(a.out, a.aim_src, a.aim_bin, shapes=AIM_SHAPES[:1], channels=(1, 4), vectors=(1,),
+                    contention=False)
+        else:
+            run_aim(a.out, a.aim_src, a.aim_bin)
     else:
         run_ramulator2(a.out, a.ramulator_commit)
     return 0

@@ -12,9 +12,42 @@ from test_hw_helpers import Op, elementwise, linear, make_cfg
 GIB = 2**30
 
 
-def pim_of(tree=None) -> PimMemory:
+# The roofline tests below check the mechanics with the AHASD Table 2 figures typed in
+# (102.4 GOPS, 256 GB/s per unit): since issue 25 these are explicit overrides and the
+# default is derived from pim.preset (test_pim_default_rates_are_derived_from_the_preset).
+TYPED_TABLE2 = {"unit_gops_int8": 102.4, "internal_bw_gb_s": 256.0}
+
+
+def pim_of(tree=None, typed=True) -> PimMemory:
+    tree = dict(tree or {})
+    if typed:
+        tree["pim"] = {**TYPED_TABLE2, **tree.get("pim", {})}
     cfg = make_cfg(tree)
     return PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+
+
+def test_pim_default_rates_are_derived_from_the_preset():
+    from ahasd_sim.hw import pim_spec
+    p = pim_of(typed=False)
+    assert p.rates_source == {"ops": "derived", "internal_bw": "derived"}
+    r = pim_spec.derive(pim_spec.preset("lpddr5_pim"))
+    # per unit = one x8 LPDDR5-6400 die: 16 banks x 16 B / (4 x 1.25 ns), 16 banks x 4 lanes x 0.8 GHz x 2
+    assert p.rank_internal_bw_bytes_s == pytest.approx(16 * 16 / 5e-9) == r.internal_bytes_s_per_die
+    assert p.rank_ops_s == pytest.approx(16 * 4 * 0.8e9 * 2) == r.ops_s_per_die
+    assert p.total_internal_bw_bytes_s == pytest.approx(819.2e9)
+    # a typed value overrides only its own rate
+    q = pim_of({"pim": {"internal_bw_gb_s": 256.0}}, typed=False)
+    assert q.rates_source == {"ops": "derived", "internal_bw": "typed"}
+    assert q.rank_internal_bw_bytes_s == pytest.approx(256e9) and q.rank_ops_s == pytest.approx(102.4e9)
+    # another preset moves the derived rates
+    g = pim_of({"pim": {"preset": "gddr6_aim"}}, typed=False)
+    assert g.rank_internal_bw_bytes_s == pytest.approx(512e9)
+
+
+def test_unknown_pim_preset_is_a_config_error():
+    with pytest.raises(ConfigError) as e:
+        pim_of({"pim": {"preset": "lpddr6_pim"}}, typed=False)
+    assert "pim.preset" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_pim_rates_per_unit_and_total_scope():

@@ -111,9 +111,13 @@ def test_validate_peers_cli_prints_all_tables(capsys, tmp_path):
     from ahasd_sim.__main__ import main
     assert main(["validate", "--peers", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    for needle in ("vs SCALE-Sim", "vs Ramulator 2", "out (run 2)", "in (run 1, fitted)", "H2D pinned copies"):
+    for needle in ("vs SCALE-Sim", "vs Ramulator 2", "out (run 2)", "in (run 1, fitted)", "H2D pinned copies",
+                   "PIM GEMV time vs the AiM simulator", "lpddr5_aim: median |err|", "gddr6_aim: median |err|",
+                   "conventional 32 B host reads"):
         assert needle in text
     assert (tmp_path / "peers_validation.png").stat().st_size > 10_000
+    assert (tmp_path / "peers_pim.png").stat().st_size > 10_000
+    assert len(pd.read_csv(tmp_path / "peers_pim.csv")) == 192
     assert len(pd.read_csv(tmp_path / "peers_npu.csv")) > 50
 
 

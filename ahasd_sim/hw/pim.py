@@ -35,6 +35,7 @@ from ..config.fields import param
 from ..config.registry import config_section
 from .cost import ELEMENTWISE_KINDS, MATRIX_KINDS, OpCost, op_kind
 from .npu import OPS_PER_MAC, nonlinear_class_of
+from . import pim_spec as _spec
 
 _AHASD = "AHASD paper Table 2"
 _AAU_SRC = "AHASD artifact AAU model (references.md#ahasd-aau-gts)"
@@ -114,14 +115,26 @@ class PimConfig:
                                      source=_AHASD + ": 4 GB/rank")
     units_per_rank: int = param(1, doc="PIM compute units per rank (16 units / 16 ranks)", ge=1,
                                 source=_AHASD + ": 16 PIM units")
-    unit_gops_int8: float = param(102.4, doc="INT8 PIM compute (2 ops/MAC), scope set by gops_scope", unit="GOPS",
-                                  gt=0, source=_AHASD + ": 102.4 GOPS INT8")
-    gops_scope: str = param("per_unit", doc="unit_gops_int8 is per unit or the device total",
+    preset: str = param("lpddr5_pim", doc="PIM device spec (hw/pim_spec.py) whose derived rates are used when "
+                        "unit_gops_int8 / internal_bw_gb_s are null; derived per unit (a die of the preset): "
+                        + "; ".join(f"{n}: {d['gops_per_die']:.1f} GOPS, {d['internal_gb_s_per_die']:.1f} GB/s"
+                                    for n, d in ((n, _spec.describe(_spec.PRESETS[n])) for n in _spec.PRESETS)),
+                        choices=tuple(_spec.PRESETS), source="docs/modeling.md 'PIM rates derived from the memory'; "
+                        "lpddr5_pim = AHASD Table 2 on JESD209-5B (4 ch x 2 ranks x 2 x8 dies)")
+    unit_gops_int8: float | None = param(None, doc="typed override of the INT8 PIM compute per unit (2 ops/MAC), "
+                                         "scope set by gops_scope; null = derived from pim.preset (MAC units x "
+                                         "lanes x clock)", unit="GOPS", gt=0,
+                                         source=_AHASD + ": 102.4 GOPS INT8 (the paper preset types it)")
+    gops_scope: str = param("per_unit", doc="a typed unit_gops_int8 is per unit or the device total (derived "
+                            "rates are per unit)",
                             choices=("per_unit", "total"), source="modeling.md decision 7: per_unit reproduces "
                             "the many-drafts-per-verification regime")
-    internal_bw_gb_s: float = param(256.0, doc="on-chip (bank-side) bandwidth, scope set by bw_scope", unit="GB/s",
-                                    gt=0, source=_AHASD + ": 256 GB/s on-chip")
-    bw_scope: str = param("per_unit", doc="internal_bw_gb_s is per unit or the device total",
+    internal_bw_gb_s: float | None = param(None, doc="typed override of the on-chip (bank-side) bandwidth, scope "
+                                           "set by bw_scope; null = derived from pim.preset (MAC-parallel banks x "
+                                           "column bytes / all-bank column-to-column time)", unit="GB/s", gt=0,
+                                           source=_AHASD + ": 256 GB/s on-chip (the paper preset types it)")
+    bw_scope: str = param("per_unit", doc="a typed internal_bw_gb_s is per unit or the device total (derived "
+                          "rates are per unit)",
                           choices=("per_unit", "total"), source="modeling.md decision 8")
     clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0,
                              source="AHASD artifact: 800 MHz, 1.25 ns cycle")
@@ -257,12 +270,31 @@ class PimMemory:
         return self.cfg.ranks * self.cfg.units_per_rank
 
     @property
+    def spec(self) -> "_spec.PimSpec":
+        """The device spec of ``pim.preset`` (hw/pim_spec.py)."""
+        return _spec.preset(self.cfg.preset)
+
+    @property
+    def derived_rates(self) -> "_spec.PimRates":
+        return _spec.derive(self.spec)
+
+    @property
+    def rates_source(self) -> dict:
+        """"derived" (from pim.preset) or "typed" (an explicit override), per rate."""
+        return {"ops": "typed" if self.cfg.unit_gops_int8 is not None else "derived",
+                "internal_bw": "typed" if self.cfg.internal_bw_gb_s is not None else "derived"}
+
+    @property
     def total_ops_s(self) -> float:
+        if self.cfg.unit_gops_int8 is None:               # derived: per unit = one die of the preset
+            return self.derived_rates.ops_s_per_die * self.total_units
         mult = self.total_units if self.cfg.gops_scope == "per_unit" else 1
         return self.cfg.unit_gops_int8 * 1e9 * mult
 
     @property
     def total_internal_bw_bytes_s(self) -> float:
+        if self.cfg.internal_bw_gb_s is None:
+            return self.derived_rates.internal_bytes_s_per_die * self.total_units
         mult = self.total_units if self.cfg.bw_scope == "per_unit" else 1
         return self.cfg.internal_bw_gb_s * 1e9 * mult
 

@@ -100,7 +100,7 @@ class Platform:
         """Devices that execute tasks (their busy time is reported)."""
         return [u.device for u in (self.npu, self.pim, self.gpu, self.h2d, self.network) if u is not None]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict:  # noqa: C901
         """Derived headline figures (JSON-serialisable) of the units present."""
         m = self.memory
         bw = m.bandwidth_breakdown
@@ -120,6 +120,8 @@ class Platform:
                           "total_internal_bw_gb_s": p.total_internal_bw_bytes_s / 1e9,
                           "rank_internal_bw_gb_s": p.rank_internal_bw_bytes_s / 1e9,
                           "gops_scope": p.cfg.gops_scope, "bw_scope": p.cfg.bw_scope,
+                          "preset": p.cfg.preset, "rates": p.rates_source,
+                          "derived": {k: v for k, v in _pim_spec_describe(p.spec).items() if k != "preset"},
                           "partition_policy": p.cfg.partition_policy,
                           "aau": p.aau.enabled, "gts": p.gts.enabled,
                           "gts_switch_s": p.gts.switch_cost().duration_s}
@@ -196,3 +198,8 @@ class Platform:
                 raise ValueError("platform has no GPU")
             return self.gpu.forward_cost(ops)
         raise ValueError(f"unit must be npu, pim or gpu, got {unit!r}")
+
+
+def _pim_spec_describe(spec) -> dict:
+    from .pim_spec import describe
+    return describe(spec)

@@ -61,3 +61,26 @@ def write_peer_plots(npu: pd.DataFrame, mem: pd.DataFrame, gpu_points: pd.DataFr
         fig.savefig(p, dpi=110)
     plt.close(fig)
     return paths
+
+
+PIM_PLOT_STEM = "peers_pim"
+
+
+def write_pim_plot(pim: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """PIM GEMV time, ours vs the AiM simulator, one panel per preset (y = x, +-10% band)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    presets = list(dict.fromkeys(pim["preset"]))
+    fig, axes = plt.subplots(1, max(1, len(presets)), figsize=(6 * max(1, len(presets)), 5.5), squeeze=False)
+    for ax, p in zip(axes[0], presets):
+        s = pim[pim["preset"] == p].reset_index(drop=True)
+        _panel(ax, s["reference_s"] * 1e3, s["predicted_s"] * 1e3,
+               s["rows"].astype(str) + "x" + s["cols"].astype(str), 0.10,
+               f"PIM GEMV vs AiM simulator, {p} (1-32 ch, 1-8 vectors)", "ms", True)
+    fig.tight_layout()
+    paths = [out_dir / f"{PIM_PLOT_STEM}.png"]
+    for path in paths:
+        fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return paths
