@@ -455,7 +455,27 @@ def describe_platform(platform, mode) -> dict[str, Any]:
     placement = getattr(mode.costs, "placement", None)
     if placement is not None:
         out["pim_placement"] = placement.as_dict()
+    if platform.pim is not None:
+        out["pim_throttle"] = platform.pim.throttle
     return out
+
+
+#: devices whose energy is spent inside the memory package (DRAM background and I/O, PIM, AAU, GTS)
+_DRAM_DEVICES = ("lpddr5", "pim", "aau", "gts")
+
+
+def _dram_power(platform, breakdown: dict, pim_busy_s: float, makespan: float) -> dict:
+    """The memory package's power against ``pim.dram_power_limit_w``: the static budget, the mean
+    over the run (its energy / makespan) and the PIM time the throttle added."""
+    b = platform.pim.power_budget()
+    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in _DRAM_DEVICES)
+    # PIM busy time at throttle f is GEMV time / f: the share (1 - f) of it is what throttling added
+    # (op overheads and AAU work, which the throttle does not slow, are counted in the busy time too:
+    # an upper bound)
+    return {"limit_w": b["limit_w"], "pim_throttle": b["pim_throttle"], "pim_full_rate_w": b["pim_full_rate_w"],
+            "background_w": b["background_w"], "host_io_full_rate_w": b["host_io_full_rate_w"],
+            "peak_bound_w": b["peak_bound_w"], "mean_w": e / makespan if makespan > 0 else 0.0,
+            "throttled_time_s": pim_busy_s * (1.0 - b["pim_throttle"])}
 
 
 def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
@@ -538,6 +558,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "mode_stats": mode.stats(),
         "platform": describe_platform(platform, mode),
     }
+    if platform.pim is not None:
+        summary["dram_power"] = _dram_power(platform, breakdown, busy.get("pim", 0.0), makespan)
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))

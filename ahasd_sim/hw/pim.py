@@ -138,6 +138,17 @@ class PimConfig:
                           choices=("per_unit", "total"), source="modeling.md decision 8")
     clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0,
                              source="AHASD artifact: 800 MHz, 1.25 ns cycle")
+    dram_power_limit_w: float | None = param(None, doc="power limit of the memory package (PIM units at work + "
+                                             "PIM leakage + DRAM background + host I/O); when PIM at full rate "
+                                             "would exceed it, the PIM units are throttled (static derating: the "
+                                             "budget reserves the background and the host's I/O power at the full "
+                                             "bus rate, and PIM GEMVs run at the rate that keeps that worst case "
+                                             "under the limit; docs/modeling.md 'DRAM power budget'); null = no limit",
+                                             unit="W", gt=0,
+                                             source="no sourced limit for a phone LPDDR5(-PIM) package was found "
+                                             "(JEDEC JESD209-5 specifies currents, not a package limit): null by "
+                                             "default; sweep it (a phone SoC draws 5-8 W in total, "
+                                             "references.md#hardware-parameters)")
     op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
                                   "units, result collection)", unit="ns", ge=0, source="assumption (grade C)")
     bank_pj_per_bit: float = param(0.8, doc="bank-local access energy", unit="pJ/bit", ge=0,
@@ -380,6 +391,49 @@ class PimMemory:
             raise ValueError(f"ranks must be in 1..{self.cfg.ranks}, got {ranks}")
         return ranks
 
+    # ------------------------------------------------------------- DRAM power budget
+    @property
+    def energy_per_byte_j(self) -> float:
+        """Dynamic energy of one bank byte a PIM GEMV reads: column access + row activation."""
+        e = 8.0 * self.cfg.bank_pj_per_bit * 1e-12
+        if self.memory is not None:
+            e += self.memory.cfg.act_pre_nj_per_row * 1e-9 / self.memory.cfg.page_bytes
+        return e
+
+    @property
+    def full_rate_power_w(self) -> float:
+        """Dynamic power of every PIM unit running an INT8 GEMV (one weight byte per MAC) unthrottled:
+        bytes/s = min(internal bandwidth, MAC rate), each byte read and multiplied."""
+        macs_s = min(self.total_internal_bw_bytes_s, self.total_ops_s / OPS_PER_MAC)
+        return macs_s * (self.energy_per_byte_j + self.cfg.pj_per_mac * 1e-12)
+
+    def power_budget(self) -> dict:
+        """The static derating of ``pim.dram_power_limit_w`` (all in W; ``throttle`` in (0, 1])."""
+        bg = self.memory.background_power_w if self.memory is not None else 0.0
+        io = (self.memory.effective_bandwidth_bytes_s * self.memory.read_energy_j(1.0)
+              if self.memory is not None else 0.0)
+        full = self.full_rate_power_w
+        limit = self.cfg.dram_power_limit_w
+        throttle = 1.0
+        if limit is not None:
+            room = limit - bg - io - self.static_power_w
+            if room <= 0:
+                raise ConfigError("", "pim.dram_power_limit_w",
+                                  f"{limit:g} W leaves no power for PIM: DRAM background {bg:.2f} W + host I/O at "
+                                  f"the full bus rate {io:.2f} W + PIM leakage {self.static_power_w:.2f} W already "
+                                  f"reach it; raise it or set it to null")
+            throttle = min(1.0, room / full) if full > 0 else 1.0
+        return {"limit_w": limit, "background_w": bg, "host_io_full_rate_w": io, "pim_static_w": self.static_power_w,
+                "pim_full_rate_w": full, "pim_throttle": throttle,
+                "peak_bound_w": bg + io + self.static_power_w + throttle * full}
+
+    @property
+    def throttle(self) -> float:
+        t = self.__dict__.get("_throttle")
+        if t is None:
+            t = self._throttle = self.power_budget()["pim_throttle"]
+        return t
+
     def gemv_cost(self, op: object, ranks: int) -> OpCost:
         """Cost of ONE occurrence of a GEMV/GEMM/attention ``op`` on ``ranks`` ranks' PIM units.
 
@@ -395,7 +449,8 @@ class PimMemory:
         macs = float(op.macs)
         t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
         t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
-        duration = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
+        # a power-capped device runs its GEMVs at the throttled rate (same work and energy, longer)
+        duration = max(t_bw, t_cmp) / self.throttle + self.cfg.op_overhead_ns * 1e-9
         energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + macs * self.cfg.pj_per_mac * 1e-12
         if self.memory is not None:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
