@@ -316,6 +316,51 @@ class FluidShare:
             self._arm(g)
         return f
 
+    # ---------------------------------------------------------------- fast path: one flow beside another
+    def beside(self, spec: FlowSpec, work: float):
+        """A flow of ``spec`` and ``work`` started now next to the one active flow ``g``, if that
+        is the case: (when it ends if nothing else starts or ends first, g, g's rate meanwhile),
+        else None (no other flow, several, or g would end first: use :meth:`start`). With
+        :meth:`commit_beside` it books exactly what start + finish_now would, without a Flow."""
+        act = self.active
+        if len(act) != 1:
+            return None
+        g = act[0]
+        key = (id(g.spec), id(spec))
+        rates = self._memo.get(key)
+        if rates is None:
+            rates = self._memo[key] = self.solver([g.spec, spec])
+        x_g, x = rates
+        now = self.env._now
+        t = now + work / x
+        g_done = g.done + g.rate * (now - g.t)
+        if g_done + x_g * (t - now) >= g.work:
+            return None
+        return t, g, x_g
+
+    def commit_beside(self, g: Flow, x_g: float, t0: float, t1: float, spec: FlowSpec, work: float) -> None:
+        """Book a :meth:`beside` flow that ran from ``t0`` to ``t1`` (nothing else happened):
+        ``g`` advanced at ``x_g`` meanwhile (its rate afterwards is its lone rate again; its
+        wake-up timer, if any, fires no later than it ends: early, it re-arms then)."""
+        done0 = g.done + g.rate * (t0 - g.t)
+        if g.history is not None:
+            if t0 > g.t:
+                g.history.append((t0, done0))
+            g.history.append((t1, done0 + x_g * (t1 - t0)))
+        g.done = done0 + x_g * (t1 - t0)
+        g.t = t1
+        lost = (t1 - t0) - work
+        if lost > _EPS * (work if work > 1.0 else 1.0):
+            name = spec.name
+            self.lost_s[name] = self.lost_s.get(name, 0.0) + lost
+            self.contended[name] = self.contended.get(name, 0) + 1
+
+    def done_of(self, f: Flow) -> float:
+        """Work ``f`` has done by now."""
+        if f.end_s is not None:
+            return f.work
+        return f.done + f.rate * (self.env._now - f.t)
+
     def projected_end(self, f: Flow) -> float:
         """When ``f`` ends if no flow starts or ends before."""
         rem = f.work - f.done - f.rate * (self.env._now - f.t)

@@ -307,14 +307,39 @@ class AhasdMode(AsyncMode):
                 if t > env._now:
                     yield env.timeout(t - env._now)
                 break
+            # Between this process's own steps only the NPU pass (vflow) and this pass's layers
+            # share the ranks: the drafter is running this, the verifier waits for it before its
+            # next pass. So the times below, from the sharing model's current rates, are exact.
             if i < n_l:
-                yield share.wait_work(vflow, (i + 1) * npu_layer)    # the NPU really wrote layer i
+                need = (i + 1) * npu_layer - share.done_of(vflow)
+                if need > 1e-12 * npu_layer:     # the NPU has not written layer i yet: wait
+                    # for its real progress: the pass runs alone meanwhile, at its lone rate
+                    # (nothing else starts), so it gets there in need / rate
+                    t = env._now + need / vflow.rate
+                    eq = env._queue
+                    if eq and eq[0][0] <= t:
+                        yield env.timeout(t - env._now)
+                    else:
+                        env._now = t
             work = pv_layer * q if i < n_p - 1 else (pv_layer + pv_head) * q
             a = env._now
             reads.append(a)
-            if vflow.end_s is None:
-                flow = share.start(spec, work)     # shares the target's ranks with the NPU pass
-                yield flow.event
+            b = share.beside(spec, work) if vflow.end_s is None else None
+            eq = env._queue
+            if b is not None and not (eq and eq[0][0] <= b[0]):
+                # the layer ends before the pass and before anything else happens (the common
+                # case): done at once, the clock advanced (fastq.advance's rule)
+                env._now = b[0]
+                share.commit_beside(b[1], b[2], a, b[0], spec, work)
+            elif vflow.end_s is None:
+                flow = share.start(spec, work, wait=False)   # shares the target's ranks with the pass
+                t = share.projected_end(flow)
+                v_t = share.projected_end(vflow)
+                if v_t < t:     # the pass ends first; the layer then runs alone at full rate
+                    t = v_t + (work - flow.rate * (v_t - a))
+                if t > a:
+                    yield env.timeout(t - a)
+                share.finish_now(flow)
             elif work > 0:
                 yield env.timeout(work)
             layers.append((a, env._now))

@@ -130,7 +130,7 @@ class AsyncMode(Mode):
         # is asked every time)
         draft_at = getattr(costs, "draft_costs_by_kv", {})
         last_kv = len(kv_list) - 1
-        task = self.col.task
+        task, took = self.col.task, self.col.task_took
         share = self.share
         draft_spec = self.flow_specs["draft"] if share is not None else None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
@@ -207,17 +207,22 @@ class AsyncMode(Mode):
                             yield from self.run_shared(cost, "draft", delay_s=delay)
                         else:
                             env._now = now = now + delay
-                            flow = share.start(draft_spec, d, wait=False)
-                            t = share.projected_end(flow)
-                            if q and q[0][0] <= t:
-                                token = object()
-                                self.col.in_flight[token] = (now, cost.busy_s)
-                                yield share.attach(flow)
-                                del self.col.in_flight[token]
+                            b = share.beside(draft_spec, d)    # next to the NPU pass alone
+                            if b is not None and not (q and q[0][0] <= b[0]):
+                                env._now = b[0]
+                                share.commit_beside(b[1], b[2], now, b[0], draft_spec, d)
                             else:
-                                env._now = t
-                                share.finish_now(flow)
-                            task(self.as_run(cost, env._now - now), "draft", now)
+                                flow = share.start(draft_spec, d, wait=False)
+                                t = share.projected_end(flow)
+                                if q and q[0][0] <= t:
+                                    token = object()
+                                    self.col.in_flight[token] = (now, cost.busy_s)
+                                    yield share.attach(flow)
+                                    del self.col.in_flight[token]
+                                else:
+                                    env._now = t
+                                    share.finish_now(flow)
+                            took(cost, "draft", now, env._now - now)
                     elif q and q[0][0] <= t:
                         if share is None:
                             yield from self.run_task(cost, "draft", delay_s=delay)
@@ -413,7 +418,7 @@ class AsyncMode(Mode):
         self.col.in_flight[token] = (start, cost.busy_s)
         yield flow.event
         del self.col.in_flight[token]
-        self.col.task(self.as_run(cost, env._now - start), label, start)
+        self.col.task_took(cost, label, start, env._now - start)
         if reqs:
             for res, req in reqs:
                 res.release(req)
