@@ -21,6 +21,14 @@ and the PIM units' command stream to a rank are served round-robin when both hav
 host flows weigh ``share`` and PIM flows ``1 - share`` (equal weights at the default); see
 docs/modeling.md "Shared ranks".
 
+Why not SimGrid (PyPI ``simgrid`` 4.1, whose LMM solver implements the same max-min sharing):
+it ships as a 5.4 MB source distribution only (3,516 files) that builds with CMake against
+Boost (and optionally Eigen, nlohmann_json) on every install; its Python binding drives its own
+engine and clock (actors on hosts and links), not a solver one can call from SimPy, so a run
+would need two simulators kept in step; and a compiled engine's event order is one more thing to
+keep deterministic. The solver here is ~60 lines, pure Python, deterministic (fixed order, no
+randomness) and memoised per set of flow kinds, so its cost is a dict lookup per rate change.
+
 Complexity: :func:`maxmin_rates` is O(F * R) per filling round and at most F rounds (F flows,
 R resources); :class:`FluidShare` memoises the rates per set of active flow kinds, so a
 simulation with a few kinds of flow solves each combination once.
@@ -218,6 +226,7 @@ class FluidShare:
         self.solver = solver
         self.active: list[Flow] = []
         self._memo: dict[tuple, list[float]] = {}
+        self._pairs: dict[FlowSpec, tuple] = {}     # spec -> (the other flow's spec, its rate, own rate)
         self.lost_s: dict[Hashable, float] = {}
         self.contended: dict[Hashable, int] = {}
 
@@ -326,15 +335,17 @@ class FluidShare:
         if len(act) != 1:
             return None
         g = act[0]
-        key = (id(g.spec), id(spec))
-        rates = self._memo.get(key)
-        if rates is None:
-            rates = self._memo[key] = self.solver([g.spec, spec])
-        x_g, x = rates
+        pair = self._pairs.get(spec)
+        if pair is None or pair[0] is not g.spec:
+            key = (id(g.spec), id(spec))
+            rates = self._memo.get(key)
+            if rates is None:
+                rates = self._memo[key] = self.solver([g.spec, spec])
+            pair = self._pairs[spec] = (g.spec, rates[0], rates[1])
+        _gs, x_g, x = pair
         now = self.env._now
         t = now + work / x
-        g_done = g.done + g.rate * (now - g.t)
-        if g_done + x_g * (t - now) >= g.work:
+        if g.done + g.rate * (now - g.t) + x_g * (t - now) >= g.work:
             return None
         return t, g, x_g
 
