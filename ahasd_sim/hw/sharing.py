@@ -36,6 +36,7 @@ simulation with a few kinds of flow solves each combination once.
 from __future__ import annotations
 
 import bisect
+import heapq
 from operator import itemgetter
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -181,7 +182,7 @@ class Flow:
     """One active flow of a :class:`FluidShare`: ``work`` seconds at full speed, ``done`` so far."""
 
     __slots__ = ("spec", "work", "done", "rate", "t", "start_s", "event", "armed_s", "version",
-                 "marks", "history", "end_s")
+                 "marks", "history", "end_s", "timer")
 
     def __init__(self, spec: FlowSpec, work: float, now: float):
         self.spec, self.work, self.done, self.rate, self.t = spec, work, 0.0, 1.0, now
@@ -192,6 +193,7 @@ class Flow:
         self.marks = None         # [(work, event)] progress milestones, sorted
         self.history = None       # [(t, done)] breakpoints of the progress curve (if recorded)
         self.end_s = None
+        self.timer = None         # its wake-up Timeout (while armed)
 
     def time_at(self, work: float) -> float:
         """When the flow's progress reached ``work`` (from its recorded history; exact inverse of
@@ -270,7 +272,7 @@ class FluidShare:
             return                # the timer fires no later than needed: re-arms then
         f.version += 1
         f.armed_s = at
-        ev = self.env.timeout(at - now)
+        ev = f.timer = self.env.timeout(at - now)
         v = f.version
         ev.callbacks.append(lambda _e, f=f, v=v: self._wake(f, v))
 
@@ -349,6 +351,23 @@ class FluidShare:
             return None
         return t, g, x_g
 
+    def drop_early_timer(self, g: Flow, t: float) -> bool:
+        """If ``g``'s wake-up timer is the next event and due by ``t``, take it off the event
+        queue (it would only find ``g`` unfinished and re-arm: a flow :meth:`beside` g slows g)
+        and return True; :meth:`commit_beside` or :meth:`rearm` sets a new one."""
+        q = self.env._queue
+        if q and g.timer is not None and q[0][3] is g.timer and q[0][0] <= t:
+            heapq.heappop(q)
+            g.timer = g.armed_s = None
+            g.version += 1
+            return True
+        return False
+
+    def rearm(self, g: Flow) -> None:
+        """Set ``g``'s wake-up timer if it has none."""
+        if g.armed_s is None and g.end_s is None:
+            self._arm(g)
+
     def commit_beside(self, g: Flow, x_g: float, t0: float, t1: float, spec: FlowSpec, work: float) -> None:
         """Book a :meth:`beside` flow that ran from ``t0`` to ``t1`` (nothing else happened):
         ``g`` advanced at ``x_g`` meanwhile (its rate afterwards is its lone rate again; its
@@ -360,6 +379,8 @@ class FluidShare:
             g.history.append((t1, done0 + x_g * (t1 - t0)))
         g.done = done0 + x_g * (t1 - t0)
         g.t = t1
+        if g.armed_s is None:
+            self._arm(g)
         lost = (t1 - t0) - work
         if lost > _EPS * (work if work > 1.0 else 1.0):
             name = spec.name

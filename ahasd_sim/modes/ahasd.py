@@ -326,6 +326,9 @@ class AhasdMode(AsyncMode):
             reads.append(a)
             b = share.beside(spec, work) if vflow.end_s is None else None
             eq = env._queue
+            if b is not None and eq and eq[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
+                if eq and eq[0][0] <= b[0]:          # something else comes first
+                    share.rearm(b[1])
             if b is not None and not (eq and eq[0][0] <= b[0]):
                 # the layer ends before the pass and before anything else happens (the common
                 # case): done at once, the clock advanced (fastq.advance's rule)

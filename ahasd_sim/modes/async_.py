@@ -208,6 +208,9 @@ class AsyncMode(Mode):
                         else:
                             env._now = now = now + delay
                             b = share.beside(draft_spec, d)    # next to the NPU pass alone
+                            if b is not None and q and q[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
+                                if q and q[0][0] <= b[0]:          # something else comes first
+                                    share.rearm(b[1])
                             if b is not None and not (q and q[0][0] <= b[0]):
                                 env._now = b[0]
                                 share.commit_beside(b[1], b[2], now, b[0], draft_spec, d)
