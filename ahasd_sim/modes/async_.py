@@ -133,6 +133,7 @@ class AsyncMode(Mode):
         task, took = self.col.task, self.col.task_took
         share = self.share
         draft_spec = self.flow_specs["draft"] if share is not None else None
+        share_pairs = share._pairs if share is not None else None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
         ctr = self.col.counters
         min_round, max_round = self.min_round_tokens, self.max_round_tokens
@@ -207,7 +208,19 @@ class AsyncMode(Mode):
                             yield from self.run_shared(cost, "draft", delay_s=delay)
                         else:
                             env._now = now = now + delay
-                            b = share.beside(draft_spec, d)    # next to the NPU pass alone
+                            # b = share.beside(draft_spec, d): next to the NPU pass alone,
+                            # inlined for a cached pair of kinds (the per-token path)
+                            b = None
+                            act = share.active
+                            if len(act) == 1:
+                                g = act[0]
+                                pair = share_pairs.get(draft_spec)
+                                if pair is None or pair[0] is not g.spec:
+                                    b = share.beside(draft_spec, d)    # fills the pair cache
+                                else:
+                                    t = now + d / pair[2]
+                                    if g.done + g.rate * (now - g.t) + pair[1] * (t - now) < g.work:
+                                        b = (t, g, pair[1])
                             if b is not None and q and q[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
                                 if q and q[0][0] <= b[0]:          # something else comes first
                                     share.rearm(b[1])
