@@ -153,6 +153,7 @@ def test_progress_milestones_and_the_recorded_curve():
     assert seen["at_2"] == pytest.approx(3.0)
     f = seen["flow"]
     assert [f.time_at(w) for w in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)] == pytest.approx([0.5, 1.0, 2.0, 3.0, 4.0, 5.0])
+    assert f.times_at([0.5, 1.0, 1.5, 2.0, 3.0, 4.0]) == [f.time_at(w) for w in (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)]
 
 
 def test_deterministic():

@@ -195,6 +195,29 @@ class Flow:
         self.end_s = None
         self.timer = None         # its wake-up Timeout (while armed)
 
+    def times_at(self, works: list[float]) -> list[float]:
+        """:meth:`time_at` of each of ``works`` (ascending), in one walk of the history."""
+        h = self.history
+        out = []
+        k, n = 0, len(h)
+        for work in works:
+            if work <= 0:
+                out.append(self.start_s)
+                continue
+            lim = work - _EPS * (work if work > 1.0 else 1.0)
+            while k < n and h[k][1] < lim:
+                k += 1
+            if k >= n:
+                out.append(h[-1][0])
+                continue
+            t1, d1 = h[k]
+            if k == 0:
+                out.append(t1)
+                continue
+            t0, d0 = h[k - 1]
+            out.append(t1 if d1 <= d0 else t0 + (t1 - t0) * (min(work, d1) - d0) / (d1 - d0))
+        return out
+
     def time_at(self, work: float) -> float:
         """When the flow's progress reached ``work`` (from its recorded history; exact inverse of
         the piecewise-linear progress curve, the rate constant between breakpoints)."""

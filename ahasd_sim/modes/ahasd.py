@@ -69,10 +69,19 @@ class KvLedger:
             return t0 + (layer + 1) * layer_s
         return flow.time_at((layer + 1) * layer_s)
 
+    @staticmethod
+    def layers_written_s(write: tuple) -> list[float]:
+        """:meth:`layer_written_s` of every layer of ``write``."""
+        _lo, _hi, t0, layer_s, layers, flow = write
+        if flow is None:
+            return [t0 + (layer + 1) * layer_s for layer in range(layers)]
+        return flow.times_at([(layer + 1) * layer_s for layer in range(layers)])
+
     def violations(self) -> int:
         """Pre-verification layer reads that happened before the NPU pass writing that KV had
         finished that layer (0 for a causal schedule)."""
         bad = 0
+        written: dict[int, list[float]] = {}     # per write (index): each layer's write time
         eps = 1e-12
         starts = [w[2] for w in self.writes]          # NPU passes are sequential: sorted by start
         for need_hi, own_lo, reads in self.reads:
@@ -83,16 +92,19 @@ class KvLedger:
             limits = None
             r0 = reads[0]
             first_limit = r0 + eps * (r0 if r0 > 1.0 else 1.0)
-            for w in self.writes[max(0, k - 2):k]:
-                lo_w, hi_w, t0, layer_s, layers, flow = w
-                if lo_w >= hi:                          # not needed
+            for j in range(max(0, k - 2), k):
+                w = self.writes[j]
+                if w[0] >= hi:                          # not needed
                     continue
-                if self.layer_written_s(w, layers - 1) <= first_limit:
+                at = written.get(j)
+                if at is None:
+                    at = written[j] = self.layers_written_s(w)
+                if at[-1] <= first_limit:
                     continue    # every layer written before the first read (reads never go back)
                 if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
                     limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
-                for layer, limit in enumerate(limits[:layers]):
-                    if self.layer_written_s(w, layer) > limit:
+                for layer, limit in enumerate(limits[:w[4]]):
+                    if at[layer] > limit:
                         bad += 1
                         break
         return bad
