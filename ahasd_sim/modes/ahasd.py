@@ -301,6 +301,7 @@ class AhasdMode(AsyncMode):
         reads: list[float] = []
         layers: list[tuple[float, float]] = []
         share, spec = self.share, (self.flow_specs["preverify"] if self.share is not None else None)
+        pairs = share._pairs if share is not None else None
         for i in range(n_p):
             if vflow is None or vflow.end_s is not None:
                 # no contention, or the NPU pass has ended: the remaining layers' times are known
@@ -323,7 +324,7 @@ class AhasdMode(AsyncMode):
             # share the ranks: the drafter is running this, the verifier waits for it before its
             # next pass. So the times below, from the sharing model's current rates, are exact.
             if i < n_l:
-                need = (i + 1) * npu_layer - share.done_of(vflow)
+                need = (i + 1) * npu_layer - (vflow.done + vflow.rate * (env._now - vflow.t))   # done_of
                 if need > 1e-12 * npu_layer:     # the NPU has not written layer i yet: wait
                     # for its real progress: the pass runs alone meanwhile, at its lone rate
                     # (nothing else starts), so it gets there in need / rate
@@ -336,7 +337,16 @@ class AhasdMode(AsyncMode):
             work = pv_layer * q if i < n_p - 1 else (pv_layer + pv_head) * q
             a = env._now
             reads.append(a)
-            b = share.beside(spec, work) if vflow.end_s is None else None
+            b = None
+            if vflow.end_s is None:
+                # b = share.beside(spec, work), inlined for the cached pair (pass, layer)
+                pair = pairs.get(spec)
+                if pair is None or pair[0] is not vflow.spec or len(share.active) != 1:
+                    b = share.beside(spec, work)
+                else:
+                    t = a + work / pair[2]
+                    if vflow.done + vflow.rate * (a - vflow.t) + pair[1] * (t - a) < vflow.work:
+                        b = (t, vflow, pair[1])
             eq = env._queue
             if b is not None and eq and eq[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
                 if eq and eq[0][0] <= b[0]:          # something else comes first
