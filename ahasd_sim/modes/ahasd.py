@@ -302,7 +302,8 @@ class AhasdMode(AsyncMode):
         layers: list[tuple[float, float]] = []
         share, spec = self.share, (self.flow_specs["preverify"] if self.share is not None else None)
         pairs = share._pairs if share is not None else None
-        for i in range(n_p):
+        i = 0
+        while i < n_p:
             if vflow is None or vflow.end_s is not None:
                 # no contention, or the NPU pass has ended: the remaining layers' times are known
                 # (without contention the pass runs as planned, layer i written at
@@ -323,6 +324,10 @@ class AhasdMode(AsyncMode):
             # Between this process's own steps only the NPU pass (vflow) and this pass's layers
             # share the ranks: the drafter is running this, the verifier waits for it before its
             # next pass. So the times below, from the sharing model's current rates, are exact.
+            j = self._layers_at_once(i, n_p, n_l, npu_layer, pv_layer, pv_head, q, vflow, spec, pairs, reads, layers)
+            if j > i:
+                i = j
+                continue
             if i < n_l:
                 need = (i + 1) * npu_layer - (vflow.done + vflow.rate * (env._now - vflow.t))   # done_of
                 if need > 1e-12 * npu_layer:     # the NPU has not written layer i yet: wait
@@ -368,6 +373,7 @@ class AhasdMode(AsyncMode):
             elif work > 0:
                 yield env.timeout(work)
             layers.append((a, env._now))
+            i += 1
         busy = sum(b - a for a, b in layers)
         span = env._now - t0
         self.pv_wait_s += span - busy   # PIM in target mode, idle between layers
@@ -377,6 +383,68 @@ class AhasdMode(AsyncMode):
         # layer; PIM is held in target mode for the whole span
         self.col.task_over(cost, "preverify", t0, layers)
         return cost, reads, t0
+
+    def _layers_at_once(self, i, n_p, n_l, npu_layer, pv_layer, pv_head, q, vflow, spec, pairs, reads, layers) -> int:
+        """Layers i, i + 1, ... of a layer-pipelined pre-verification done at once (the clock
+        advanced, as fastq.advance does) while nothing but the NPU pass ``vflow`` and these
+        layers happens: each waits for the pass to reach its layer (the pass alone, at its lone
+        rate), then runs beside it at the pair's max-min rates, until the next other event or
+        the pass's end would come first. Books exactly what FluidShare.beside + commit_beside
+        would per layer (the pass's progress curve, PIM's lost time). Returns the next layer."""
+        share = self.share
+        pair = pairs.get(spec)
+        if pair is None or pair[0] is not vflow.spec or len(share.active) != 1:
+            return i
+        env = self.env
+        eq = env._queue
+        dropped = False
+        if eq and eq[0][3] is vflow.timer and vflow.timer is not None:
+            # the pass's early wake-up would only re-arm: take it off, re-arm at the end
+            share.drop_early_timer(vflow, float("inf"))
+            dropped = True
+        q0 = eq[0][0] if eq else float("inf")
+        x_g, x = pair[1], pair[2]
+        r1, w_v, hist = vflow.rate, vflow.work, vflow.history
+        now = env._now
+        dv = vflow.done + r1 * (now - vflow.t)
+        tol = 1e-12 * npu_layer
+        lost = 0.0
+        slowed = 0
+        j = i
+        while j < n_p:
+            t, d = now, dv
+            if j < n_l:
+                need = (j + 1) * npu_layer - d
+                if need > tol:
+                    t = now + need / r1
+                    d += need
+            work = pv_layer * q if j < n_p - 1 else (pv_layer + pv_head) * q
+            b = t + work / x
+            if b >= q0 or d + x_g * (b - t) >= w_v:
+                break
+            if hist is not None:
+                if hist[-1][0] < t:
+                    hist.append((t, d))
+                hist.append((b, d + x_g * (b - t)))
+            reads.append(t)
+            layers.append((t, b))
+            extra = (b - t) - work
+            if extra > 1e-12 * (work if work > 1.0 else 1.0):
+                lost += extra
+                slowed += 1
+            dv = d + x_g * (b - t)
+            now = b
+            j += 1
+        if j > i:
+            vflow.done, vflow.t = dv, now
+            env._now = now
+            if slowed:
+                name = spec.name
+                share.lost_s[name] = share.lost_s.get(name, 0.0) + lost
+                share.contended[name] = share.contended.get(name, 0) + slowed
+        if dropped:
+            share.rearm(vflow)
+        return j
 
     def on_verify_start(self, start: int, n: int, t0: float, cost, flow) -> None:
         n_l, layer_s, head_s = self.costs.layer_split("verify", n + 1, self.replay.kv_len_at(start))
