@@ -398,10 +398,6 @@ class AhasdMode(AsyncMode):
         env = self.env
         eq = env._queue
         dropped = False
-        if eq and eq[0][3] is vflow.timer and vflow.timer is not None:
-            # the pass's early wake-up would only re-arm: take it off, re-arm at the end
-            share.drop_early_timer(vflow, float("inf"))
-            dropped = True
         q0 = eq[0][0] if eq else float("inf")
         x_g, x = pair[1], pair[2]
         r1, w_v, hist = vflow.rate, vflow.work, vflow.history
@@ -420,8 +416,16 @@ class AhasdMode(AsyncMode):
                     d += need
             work = pv_layer * q if j < n_p - 1 else (pv_layer + pv_head) * q
             b = t + work / x
-            if b >= q0 or d + x_g * (b - t) >= w_v:
+            if d + x_g * (b - t) >= w_v:
                 break
+            if b >= q0:
+                # the pass's own early wake-up would only re-arm: take it off (re-armed below)
+                if dropped or not share.drop_early_timer(vflow, b):
+                    break
+                dropped = True
+                q0 = eq[0][0] if eq else float("inf")
+                if b >= q0:
+                    break
             if hist is not None:
                 if hist[-1][0] < t:
                     hist.append((t, d))
