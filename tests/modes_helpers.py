@@ -64,6 +64,7 @@ class FixedCosts:
         return self._t("pim", self.sw)
 
     host_share = 1.0   # no shared-rank contention
+    draft_shares_ranks = False   # with contention: drafts on ranks of their own (only PV contends)
 
     def prefill(self, role, n_tokens):
         return self._t("npu", 0.0)     # scenarios check decode timelines
@@ -74,11 +75,17 @@ class FixedCosts:
     def gpu_prefill(self, role, n_tokens):
         return self._t("gpu", 0.0)
 
-    def verify_stretch_while_drafting(self):
-        return 1.0
-
-    def draft_stretch_while_verifying(self):
-        return 1.0
+    def sharing_specs(self):
+        """None without contention (host_share 1); else every task uses all of one group of ranks
+        (weights host_share for the NPU, 1 - host_share for PIM): two tasks at once progress at
+        host_share and 1 - host_share, a lone task at full rate."""
+        if self.host_share >= 1.0:
+            return None
+        from ahasd_sim.hw.sharing import FlowSpec
+        s = self.host_share
+        draft_on = "ranks" if self.draft_shares_ranks else "draft_ranks"   # off: drafts never contend
+        return {"verify": FlowSpec("verify", {"ranks": 1.0}, s), "draft": FlowSpec("draft", {draft_on: 1.0}, 1 - s),
+                "preverify": FlowSpec("preverify", {"ranks": 1.0}, 1 - s)}
 
     def layer_split(self, task, n_tokens, kv_len):
         """Four equal layers, no head ops."""

@@ -19,7 +19,8 @@ import pytest
 from ahasd_sim.config import ConfigError, load_config
 from ahasd_sim.hw.platform import Platform
 from ahasd_sim.modes.base import TaskCost
-from ahasd_sim.modes.costs import StepCosts, _AffineOps, contention_stretch, scaled, shared_rank_span
+from ahasd_sim.hw.sharing import FlowSpec, maxmin_rates, two_flow_span
+from ahasd_sim.modes.costs import StepCosts, _AffineOps
 from ahasd_sim.workload.models import get_model
 from ahasd_sim.workload.ops import OpKind, forward_ops
 from conftest import PAPER_PLATFORM, ROOT
@@ -72,31 +73,33 @@ def _assert_cost(cost: TaskCost, dur, energy, busy, nbytes=None):
 
 
 # ------------------------------------------------------------------ analytic helpers
-def test_shared_rank_span_by_hand():
+def shared_rank_span(t_a, rate_a, t_b, rate_b):
+    """Reference, by hand: two tasks started together progress at rate_a / rate_b while both run,
+    the one left then alone at rate 1: (span, time a ran, time b ran)."""
+    if t_a <= 0 or t_b <= 0:
+        return max(t_a, t_b), t_a, t_b
+    fa, fb = t_a / rate_a, t_b / rate_b
+    if fa <= fb:
+        return fa + (t_b - rate_b * fa), fa, fa + (t_b - rate_b * fa)
+    return fb + (t_a - rate_a * fb), fb + (t_a - rate_a * fb), fb
+
+
+def _pair(share):
+    return FlowSpec("host", {"ranks": 1.0}, share), FlowSpec("pim", {"ranks": 1.0}, 1.0 - share)
+
+
+def test_two_flow_span_by_hand():
     # a: 2 s alone at rate 0.5 -> 4 s shared; b: 3 s alone at 0.5 -> 6 s. a ends at 4, b has done
     # 0.5 x 4 = 2 s of its 3 s, finishes the last 1 s alone: span 5; a ran 4 s, b 5 s.
-    assert shared_rank_span(2.0, 0.5, 3.0, 0.5) == pytest.approx((5.0, 4.0, 5.0))
-    # a: 3 s at 0.25 -> 12 s; b: 1 s at 0.75 -> 4/3 s ends first; a did 0.25 x 4/3 = 1/3 s and
-    # finishes 8/3 s alone: span 4/3 + 8/3 = 4; a ran 4 s, b 4/3 s.
-    assert shared_rank_span(3.0, 0.25, 1.0, 0.75) == pytest.approx((4.0, 4.0, 4.0 / 3.0))
+    assert two_flow_span(2.0, 3.0, *_pair(0.5)) == pytest.approx((5.0, 4.0, 5.0))
+    # weights 0.25 / 0.75 on one resource: rates 0.25 and 0.75. a: 3 s -> 12 s; b: 1 s -> 4/3 s
+    # ends first; a did 1/3 s and finishes 8/3 s alone: span 4; a ran 4 s, b 4/3 s.
+    assert maxmin_rates(_pair(0.25)) == pytest.approx([0.25, 0.75])
+    assert two_flow_span(3.0, 1.0, *_pair(0.25)) == pytest.approx((4.0, 4.0, 4.0 / 3.0))
+    assert two_flow_span(3.0, 1.0, *_pair(0.25)) == pytest.approx(shared_rank_span(3.0, 0.25, 1.0, 0.75))
     # one side idle: the other runs alone at full rate
-    assert shared_rank_span(0.0, 0.5, 3.0, 0.5) == (3.0, 0.0, 3.0)
-    assert shared_rank_span(2.0, 0.5, 0.0, 0.5) == (2.0, 2.0, 0.0)
-
-
-def test_contention_stretch_by_hand():
-    # half the traffic on shared ranks at a quarter of their time: 0.5 + 0.5 / 0.25 = 2.5
-    assert contention_stretch(0.5, 0.25) == pytest.approx(2.5)
-    assert contention_stretch(1.0, 0.5) == pytest.approx(2.0)
-    assert contention_stretch(0.0, 0.1) == pytest.approx(1.0)
-
-
-def test_scaled_stretches_time_not_work():
-    c = TaskCost(2.0, {"pim": 3.0}, {"pim": 2.0, "npu": 1.0}, 7.0)
-    s = scaled(c, 1.5)
-    assert (s.duration_s, s.energy_j, s.busy_s, s.offchip_bytes) == (3.0, {"pim": 3.0}, {"pim": 3.0, "npu": 1.5}, 7.0)
-    assert scaled(c, 1.5) == s and scaled(c, 2.0).duration_s == 4.0
-    assert scaled(c, 1.0) is c
+    assert two_flow_span(0.0, 3.0, *_pair(0.5)) == (3.0, 0.0, 3.0)
+    assert two_flow_span(2.0, 0.0, *_pair(0.5)) == (2.0, 2.0, 0.0)
 
 
 def test_affine_ops_equal_the_graph_builder_at_every_kv():
@@ -168,21 +171,28 @@ def test_layer_split_adds_up_to_the_pass():
         assert n * layer_s + head_s == pytest.approx(whole.duration_s, rel=1e-12)
 
 
-def test_contention_factors_from_the_striped_partition():
+def test_sharing_specs_from_the_striped_partition():
     cfg, p, sc = _sc()
     part = sc.partition
     share = cfg.pim.host_share_of_active_rank
     assert part.shared_ranks > 0 and share == 0.5 and sc.host_share == 0.5
-    f, g = part.shared_ranks / part.target_ranks, part.shared_ranks / part.draft_ranks
-    # the host's target reads on shared ranks at 0.5 of their time; the drafter gets the other 0.5
-    assert sc.verify_stretch_while_drafting() == pytest.approx((1 - f) + f / share)
-    assert sc.draft_stretch_while_verifying() == pytest.approx((1 - g) + g / (1 - share))
+    f = part.shared_ranks / part.target_ranks
+    specs = sc.sharing_specs()
+    # an NPU pass streams f of the target's bytes from the shared ranks, the rest from the
+    # target-only ranks; a drafter forward keeps the shared ranks busy; weights 0.5 / 0.5
+    assert specs["verify"].demand == pytest.approx({"shared": f, "target_only": 1 - f})
+    assert specs["draft"].demand == {"shared": 1.0}
+    assert specs["preverify"].demand == {"shared": 1.0, "target_only": 1.0}
+    assert [specs[k].weight for k in ("verify", "draft", "preverify")] == [0.5, 0.5, 0.5]
+    # an NPU pass next to a drafter forward: both at 1 / (1 + f) (the shared ranks saturate)
+    assert maxmin_rates([specs["verify"], specs["draft"]]) == pytest.approx([1 / (1 + f)] * 2)
     _, _, off = _sc(PAPER_PLATFORM, "pim.shared_rank_contention=false")
-    assert off.host_share == 1.0
-    assert off.verify_stretch_while_drafting() == 1.0 and off.draft_stretch_while_verifying() == 1.0
-    _, _, quarter = _sc(PAPER_PLATFORM, "pim.host_share_of_active_rank=0.25")
-    assert quarter.host_share == 0.25
-    assert quarter.draft_stretch_while_verifying() == pytest.approx((1 - g) + g / 0.75)
+    assert off.host_share == 1.0 and off.sharing_specs() is None
+    _, _, tenth = _sc(PAPER_PLATFORM, "pim.host_share_of_active_rank=0.9")
+    t = tenth.sharing_specs()
+    # work-conserving: the host at weight 0.9 is capped at its full rate, the drafter gets what
+    # the host leaves of the shared ranks (1 - f), not 0.1 of them
+    assert maxmin_rates([t["verify"], t["draft"]]) == pytest.approx([1.0, 1 - f])
 
 
 def test_gts_switch_occupies_pim_for_its_duration():

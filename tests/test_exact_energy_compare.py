@@ -19,6 +19,7 @@ from ahasd_sim.config.errors import ConfigError, InputError
 from ahasd_sim.hw.platform import Platform
 from ahasd_sim.metrics.collector import Collector
 from ahasd_sim.modes import base as mode_base
+from ahasd_sim.modes.base import TaskCost
 from ahasd_sim.simulation import run_simulation
 
 from conftest import PAPER_PLATFORM, ROOT, SMOKE_TRACE
@@ -42,6 +43,17 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
         tasks.append((label, cost))
 
     monkeypatch.setattr(Collector, "task_over", task_over)
+    orig_task_took = Collector.task_took   # a task slowed by shared-rank contention (issue 24)
+
+    def task_took(self, cost, label, start_s, took_s):
+        orig_task_took(self, cost, label, start_s, took_s)
+        if took_s != cost.duration_s:      # else task() above recorded it
+            # the work (energy, bytes) is the task's own; each device busy for the time it took
+            r = took_s / cost.duration_s
+            tasks.append((label, TaskCost(took_s, cost.energy_j, {d: b * r for d, b in cost.busy_s.items()},
+                                          cost.offchip_bytes)))
+
+    monkeypatch.setattr(Collector, "task_took", task_took)
     cfg = load_config(PAPER_PLATFORM, [f"run.mode={mode}", "run.policy=fixed", f"run.trace={SMOKE_TRACE}",
                                        f"run.generated_tokens={n}", "run.timeline=false",
                                        "pim.partition_policy=striped", *extra])   # no tuning runs in the capture

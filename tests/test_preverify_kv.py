@@ -48,13 +48,49 @@ def test_preverification_never_reads_kv_before_it_is_written(tmp_path, kv):
 
 
 def test_the_check_catches_a_noncausal_schedule(tmp_path, monkeypatch):
-    # Pre-verification that ignores the NPU's layer progress (the old behaviour: it read the
-    # in-flight tokens' KV at once) must be flagged.
-    monkeypatch.setattr(AhasdMode, "_layer_reads",
-                        lambda self, t0, n, kv, done: [t0 + 0.01 * i for i in range(4)])
+    # Pre-verification that ignores the NPU's layer progress (reading the in-flight tokens' KV
+    # at once) must be flagged.
+    read = KvLedger.read
+    monkeypatch.setattr(KvLedger, "read", lambda self, hi, lo, reads: read(self, hi, lo, [reads[0] + 0.01 * i
+                                                                                          for i in range(len(reads))]))
     m, _, _ = _scenario(tmp_path, "layer_pipelined")
     m.finalize()
     assert m.stats()["preverify"]["kv_causality_violations"] > 0
+
+
+class _Shared(FixedCosts):
+    host_share = 0.5     # PIM work on the target's ranks halves the NPU pass's rate meanwhile
+
+
+def test_layer_reads_wait_for_npu_layers_slowed_by_contention(tmp_path):
+    # Planted contention: each pre-verification layer (0.5 s of work) runs next to the NPU pass
+    # at half rate and slows it, so the pass writes its layers (5 s of work each) later than
+    # planned: at 7, 12.5, 18, 23.5 instead of 7, 12, 17, 22 (2..8: 5.5 s done; each later layer
+    # 4.5 s alone after the previous PIM layer). Every PIM layer must read no earlier than the
+    # NPU really wrote it: a gate on the planned (unslowed) times reads at 12, 17, 22 and fails.
+    m, col, _ = run_mode(tmp_path, "ahasd", [True] * 40, 8,
+                         ["run.policy=fixed", "policy.fixed.k=2", "ahasd.edc_config.pht_counter_init=0",
+                          "ahasd.tvc_config.preload_kv_len=100", "ahasd.preverify_kv=layer_pipelined"],
+                         costs=_Shared(draft_s=1.0, verify_s=20.0, preverify_per_token_s=2.0))
+    m.finalize()
+    w = m.kv_ledger.writes[0]
+    actual = [KvLedger.layer_written_s(w, layer) for layer in range(4)]   # off the pass's progress
+    reads = m.kv_ledger.reads[0][2]
+    assert all(r >= t - 1e-9 for r, t in zip(reads, actual)), (reads, actual)
+    assert m.stats()["preverify"]["kv_causality_violations"] == 0
+    assert actual == pytest.approx([7.0, 12.5, 18.0, 23.5])      # by hand, as above
+    # the pass really was slowed (else this test would not test the gate)
+    assert [(s, e) for s, e, lab in col.busy_intervals["npu"] if lab == "verify"][0] == (2.0, 23.5)
+
+
+@pytest.mark.parametrize("kv", KV)
+def test_no_violation_with_contention_on_the_paper_platform(kv):
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"ahasd.preverify_kv={kv}", "run.windows=1", "run.generated_tokens=256"])
+    st = run_simulation(cfg).summary["mode_stats"]
+    assert st["preverify"]["kv_reads_checked"] > 0
+    assert st["preverify"]["kv_causality_violations"] == 0
+    assert st["shared_rank_contention"]["contended_preverifications"] > 0 or kv == "wait"
 
 
 def test_recompute_charges_the_in_flight_tokens(tmp_path):

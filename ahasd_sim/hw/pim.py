@@ -181,10 +181,11 @@ class PimConfig:
                                          "input vector (ISSCC 2022, doi:10.1109/ISSCC42614.2022.9731711; Hot Chips 34, "
                                          "2022); Samsung HBM-PIM's GRF likewise holds one vector slice per MAC "
                                          "(ISCA 2021, doi:10.1109/ISCA52012.2021.00013)")
-    host_share_of_active_rank: float = param(0.5, doc="share of a rank's time the host (NPU) reads get while that "
-                                             "rank's PIM units compute (bank-time sharing): the host's bytes from "
-                                             "such ranks stream at this share of their rate, and PIM work there "
-                                             "runs at (1 - share) while the host streams", gt=0,
+    host_share_of_active_rank: float = param(0.5, doc="arbitration weight of the host's (NPU's) command stream to a "
+                                             "rank whose PIM units compute, PIM's being (1 - share): the ranks' bank "
+                                             "time is shared by weighted max-min fairness among the tasks that "
+                                             "really overlap (hw/sharing.py; work-conserving: a lone task runs at "
+                                             "full rate)", gt=0,
                                              source="PIM modes are exclusive per bank in HBM-PIM (ISCA 2021, "
                                              "doi:10.1109/ISCA52012.2021.00013) and AiM; 0.5 = round-robin "
                                              "arbitration between the two command streams (assumption, grade C; "

@@ -122,6 +122,37 @@ class Collector:
         if cost.offchip_bytes:
             self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
 
+    def task_took(self, cost, label: str, start_s: float, took_s: float) -> None:
+        """:meth:`task` for a task that took ``took_s`` instead of ``cost.duration_s`` (slowed by
+        sharing a resource, :mod:`ahasd_sim.hw.sharing`): each device's busy time scaled by
+        took / duration, the dynamic energy and bytes unchanged (the work is the same)."""
+        d = cost.duration_s
+        if took_s == d:
+            self.task(cost, label, start_s)
+            return
+        r = took_s / d if d > 0 else 1.0
+        plan = _PLANS.get(id(cost))
+        if plan is None or plan[0] is not cost or (plan[1] is not label and plan[1] != label):
+            plan = _plan(cost, label)
+        last_end = self._last_end
+        tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))
+        busy_s = self._busy_s
+        for dev, busy in plan[2]:
+            end_s = start_s + busy * r
+            if start_s < last_end[dev] - tol:
+                raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
+                                   f"({last_end[dev]})")
+            last_end[dev] = end_s
+            busy_s[dev] += end_s - start_s
+            if self.keep_intervals:
+                self.busy_intervals[dev].append((start_s, end_s, label))
+        total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
+        for dev, key, e in plan[3]:
+            total[dev] += e
+            by_label[key] += e
+        if cost.offchip_bytes:
+            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
+
     def task_over(self, cost, label: str, start_s: float, intervals: list[tuple[float, float]]) -> None:
         """Record a task started at ``start_s`` whose devices worked only during ``intervals``
         ((start, end) in order, inside the task), e.g. a layer-pipelined pre-verification that

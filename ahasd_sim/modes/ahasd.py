@@ -27,7 +27,6 @@ from typing import Any
 
 from .async_ import AsyncMode
 from .base import Batch, TaskCost, register_mode
-from .costs import scaled
 from .controls.edc import EntropyHistoryControl
 from .controls.tvc import TimeAwarePreverifyControl
 
@@ -45,24 +44,44 @@ class KvLedger:
     """Target-KV writes of NPU passes and reads of pre-verifications, per layer, for a causality check.
 
     An NPU pass over drafts [start, start + n) writes the KV of positions [start - 1, start + n)
-    (its n + 1 input tokens), layer l finishing at ``t0 + (l + 1) * layer_s``. A pre-verification
-    reads, at layer l and time ``reads[l]``, the KV of every position before its first own input
+    (its n + 1 input tokens); layer l is written when the pass has done ``(l + 1) * layer_s`` of
+    its work, at the time that really happened: read off the pass's progress curve in the
+    sharing model (``flow``, :meth:`~ahasd_sim.hw.sharing.Flow.time_at`) when contention is
+    modelled, else ``t0 + (l + 1) * layer_s``. A pre-verification reads, at layer l and the time
+    its layer l really started (``reads[l]``), the KV of every position before its first own input
     token (``need_hi``) except those it computes itself (from ``own_lo``)."""
 
     def __init__(self):
-        self.writes: list[tuple[int, int, float, float, int]] = []   # (lo, hi, t0, layer_s, layers)
+        self.writes: list[tuple] = []       # (lo, hi, t0, layer_s, layers, flow or None)
         self.reads: list[tuple[int, int, list[float]]] = []          # (need_hi, own_lo, per-layer read time)
 
-    def write(self, lo: int, hi: int, t0: float, layer_s: float, layers: int) -> None:
-        self.writes.append((lo, hi, t0, layer_s, layers))
+    def write(self, lo: int, hi: int, t0: float, layer_s: float, layers: int, flow=None) -> None:
+        self.writes.append((lo, hi, t0, layer_s, layers, flow))
 
     def read(self, need_hi: int, own_lo: int, layer_read_s: list[float]) -> None:
         self.reads.append((need_hi, own_lo, layer_read_s))
+
+    @staticmethod
+    def layer_written_s(write: tuple, layer: int) -> float:
+        """When the pass ``write`` had written layer ``layer``'s KV (actual time)."""
+        _lo, _hi, t0, layer_s, _layers, flow = write
+        if flow is None:
+            return t0 + (layer + 1) * layer_s
+        return flow.time_at((layer + 1) * layer_s)
+
+    @staticmethod
+    def layers_written_s(write: tuple) -> list[float]:
+        """:meth:`layer_written_s` of every layer of ``write``."""
+        _lo, _hi, t0, layer_s, layers, flow = write
+        if flow is None:
+            return [t0 + (layer + 1) * layer_s for layer in range(layers)]
+        return flow.times_at([(layer + 1) * layer_s for layer in range(layers)])
 
     def violations(self) -> int:
         """Pre-verification layer reads that happened before the NPU pass writing that KV had
         finished that layer (0 for a causal schedule)."""
         bad = 0
+        written: dict[int, list[float]] = {}     # per write (index): each layer's write time
         eps = 1e-12
         starts = [w[2] for w in self.writes]          # NPU passes are sequential: sorted by start
         for need_hi, own_lo, reads in self.reads:
@@ -73,15 +92,19 @@ class KvLedger:
             limits = None
             r0 = reads[0]
             first_limit = r0 + eps * (r0 if r0 > 1.0 else 1.0)
-            for lo_w, hi_w, t0, layer_s, layers in self.writes[max(0, k - 2):k]:
-                if lo_w >= hi:                          # not needed
+            for j in range(max(0, k - 2), k):
+                w = self.writes[j]
+                if w[0] >= hi:                          # not needed
                     continue
-                if t0 + layers * layer_s <= first_limit:
+                at = written.get(j)
+                if at is None:
+                    at = written[j] = self.layers_written_s(w)
+                if at[-1] <= first_limit:
                     continue    # every layer written before the first read (reads never go back)
                 if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
                     limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
-                for layer, limit in enumerate(limits[:layers]):
-                    if t0 + (layer + 1) * layer_s > limit:
+                for layer, limit in enumerate(limits[:w[4]]):
+                    if at[layer] > limit:
                         bad += 1
                         break
         return bad
@@ -112,15 +135,12 @@ class AhasdMode(AsyncMode):
         self.pv_running = None          # SimPy event while a pre-verification runs
         self.pv_pending: _Preverify | None = None
         self.kv_policy = a.preverify_kv
-        # pre-verification overlapping the NPU pass reads target ranks the NPU streams from
-        share = self._host_share = self.costs.host_share
-        self._pv_stretch = 1.0 / (1.0 - share) if share < 1.0 else 1.0
         self.kv_ledger = KvLedger()
+        # the KV ledger reads each NPU pass's layer times off its real progress curve
+        self.record_verify_progress = self.tvc is not None
         self.pv_recomputed_tokens = 0   # in-flight tokens whose KV PIM rebuilt (recompute)
         self.pv_wait_s = 0.0            # PIM held in target mode waiting for the NPU's KV
         self.edc_idle_waits = 0
-        # PIM pre-verification work on the target's ranks (contention), known when it starts
-        self._pv_intervals: list[tuple[float, float]] = []
 
     # ------------------------------------------------------------ EDC/TVC
     def _decision(self, cost: tuple[float, float], label: str) -> float:
@@ -215,46 +235,30 @@ class AhasdMode(AsyncMode):
         v_start, v_n, v_t0, v_end = self.verify_in_flight
         yield from self.run_task(self.costs.gts_switch(), "gts_switch", delay_s=self.take_drafter_delay())
         own_lo = start - 1          # the pass computes the KV of its own input tokens [start - 1, ...)
+        vflow = self.verify_flow    # the NPU pass in flight (None: contention not modelled)
         if self.kv_policy == "recompute":
             # rebuild the in-flight tokens' KV [v_start - 1, start - 1) too: n + 1 + L tokens
             own_lo = v_start - 1
             n_tok = length + (start - v_start)
             self.pv_recomputed_tokens += start - v_start
-            cost = self._pv_cost(n_tok, self.replay.kv_len_at(v_start))
+            cost = self.costs.preverify(n_tok, self.replay.kv_len_at(v_start))
             t0 = self.env.now
-            reads = self._layer_reads(t0, n_tok, self.replay.kv_len_at(v_start), None)
-            # registered before it runs: the NPU pass in flight may end first and must see it
-            self._pv_intervals.append((t0, t0 + cost.duration_s))
-            yield from self.run_task(cost, "preverify")
+            cost = yield from self._pim_task(cost)     # shares the target's ranks with the NPU pass
+            reads = self._layer_reads(t0, n_tok, self.replay.kv_len_at(v_start), cost.duration_s)
         elif self.kv_policy == "wait":
-            hold = max(0.0, v_end - self.env.now)
-            self.pv_wait_s += hold          # PIM gated to the target's ranks, idle until the KV exists
+            t_hold = self.env.now
+            if vflow is not None:
+                if vflow.end_s is None:
+                    yield vflow.event          # PIM gated to the target's ranks until the pass ends
+            elif v_end > self.env.now:
+                yield self.env.timeout(v_end - self.env.now)
+            self.pv_wait_s += self.env.now - t_hold   # idle until the KV exists
             kv = self.replay.kv_len_at(start)
-            cost = self.costs.preverify(length, kv)
-            t0 = self.env.now + hold
-            reads = self._layer_reads(t0, length, kv, None)
-            yield from self.run_task(cost, "preverify", delay_s=hold)
-        else:                               # layer_pipelined
-            kv = self.replay.kv_len_at(start)
-            n_l, npu_layer, npu_head = self.costs.layer_split("verify", v_n + 1, self.replay.kv_len_at(v_start))
-            r = (v_end - v_t0) / (n_l * npu_layer + npu_head)      # this pass's actual (stretched) timing
-            npu_done = [v_t0 + (i + 1) * npu_layer * r for i in range(n_l)]
-            base = self._pv_cost(length, kv)
             t0 = self.env.now
-            reads = self._layer_reads(t0, length, kv, npu_done)
-            n_p, pv_layer, pv_head = self.costs.layer_split("preverify", length, kv)
-            q = base.duration_s / (n_p * pv_layer + pv_head)
-            span = max(base.duration_s, reads[-1] + (pv_layer + pv_head) * q - t0)
-            self.pv_wait_s += span - base.duration_s   # PIM in target mode, idle between layers
-            cost = TaskCost(span, base.energy_j, base.busy_s, base.offchip_bytes)
-            # PIM works (on the shared ranks) only during its layers and idles between them,
-            # waiting for the NPU's next layer: registered before it runs, as above, and
-            # recorded over those layers (PIM is held in target mode for the whole span)
-            layers = [(a, a + pv_layer * q) for a in reads[:-1]]
-            layers.append((reads[-1], reads[-1] + (pv_layer + pv_head) * q))
-            self._pv_intervals += layers
-            started_s = yield from self.run_task(TaskCost(span, {}, {}), "preverify")
-            self.col.task_over(cost, "preverify", started_s, layers)
+            cost = yield from self._pim_task(self.costs.preverify(length, kv))
+            reads = self._layer_reads(t0, length, kv, cost.duration_s)
+        else:                               # layer_pipelined
+            cost, reads, t0 = yield from self._layer_pipelined(start, length, v_start, v_n, v_t0, v_end, vflow)
         self.kv_ledger.read(start - 1, own_lo, reads)
         self.tvc.record_preverify(cost.duration_s, length + (start - v_start if self.kv_policy == "recompute" else 0))
         yield from self.run_task(self.costs.gts_switch(), "gts_switch")
@@ -269,58 +273,194 @@ class AhasdMode(AsyncMode):
         else:
             self.pv_pending = result   # the NPU is still verifying the tokens before it
 
-    def _pv_cost(self, n_tokens: int, kv: int) -> TaskCost:
-        """Pre-verification cost; slowed while the NPU streams from the same (target) ranks."""
-        cost = self.costs.preverify(n_tokens, kv)
-        stretch = self._pv_stretch
-        if stretch != 1.0 and self.kv_policy != "wait":
-            cost = scaled(cost, stretch)
-        return cost
+    def _pim_task(self, cost: TaskCost):
+        """Run a pre-verification pass on the target's ranks (a flow next to the NPU pass when
+        contention is modelled); returns the cost as it ran."""
+        if self.share is None:
+            yield from self.run_task(cost, "preverify")
+            return cost
+        t0 = yield from self.run_shared(cost, "preverify")
+        return self.as_run(cost, self.env._now - t0)
 
-    def _layer_reads(self, t0: float, n_tokens: int, kv: int, npu_layer_done: list[float] | None) -> list[float]:
-        """Start time of each target layer of a pre-verification starting at ``t0``; with
-        ``npu_layer_done`` a layer waits until the NPU has written that layer's KV."""
+    def _layer_reads(self, t0: float, n_tokens: int, kv: int, took_s: float) -> list[float]:
+        """Start time of each target layer of a pre-verification that ran from ``t0`` for
+        ``took_s`` in one piece (recompute, wait): the layers take their share of that time."""
         n_l, layer_s, head_s = self.costs.layer_split("preverify", n_tokens, kv)
-        layer_s *= self._pv_cost(n_tokens, kv).duration_s / (n_l * layer_s + head_s)
-        if npu_layer_done is None and n_l > 0:     # the same sequential sums as the loop below
-            return list(itertools.accumulate(itertools.repeat(layer_s, n_l - 1), initial=t0))
-        out, t = [], t0
-        n_done = len(npu_layer_done) if npu_layer_done is not None else 0
-        for i in range(n_l):
-            if i < n_done:
-                done_s = npu_layer_done[i]
-                if done_s > t:           # t = max(t, done_s)
-                    t = done_s
-            out.append(t)
-            t += layer_s
-        return out
+        total = n_l * layer_s + head_s
+        layer_s *= took_s / total if total > 0 else 1.0
+        return list(itertools.accumulate(itertools.repeat(layer_s, n_l - 1), initial=t0)) if n_l > 0 else [t0]
 
-    def verify_extra_s(self, t0: float, t1: float) -> float:
-        """NPU time lost to pre-verifications computing on the target ranks during [t0, t1): the
-        NPU's reads progressed at the host's share of those ranks' time while they overlapped."""
-        share = self._host_share
-        intervals = self._pv_intervals
-        if share >= 1.0 or not intervals:
-            return 0.0
-        # sum(max(0, min(t1, b) - max(t0, a))) over the intervals, as comparisons: intervals that
-        # do not overlap add 0.0, which leaves a float sum unchanged
-        overlap = 0.0
-        keep = []
-        for iv in intervals:
-            a, b = iv
-            if b > t1:
-                keep.append(iv)
-                if a < t1:
-                    overlap += t1 - (t0 if t0 > a else a)
-            elif b > t0 and b > a:
-                overlap += b - (t0 if t0 > a else a)
-        self._pv_intervals = keep
-        return overlap * (1.0 - share)
+    def _layer_pipelined(self, start, length, v_start, v_n, v_t0, v_end, vflow):
+        """layer_pipelined: PIM layer l starts once the NPU pass has really written layer l's KV
+        (its flow's progress reached l + 1 layers: an event of the sharing model, so a pass
+        slowed by contention delays the reads) and the previous PIM layer is done. Returns (the
+        cost as it ran, each layer's start time, the start)."""
+        env = self.env
+        kv = self.replay.kv_len_at(start)
+        n_l, npu_layer, npu_head = self.costs.layer_split("verify", v_n + 1, self.replay.kv_len_at(v_start))
+        base = self.costs.preverify(length, kv)
+        n_p, pv_layer, pv_head = self.costs.layer_split("preverify", length, kv)
+        q = base.duration_s / (n_p * pv_layer + pv_head)
+        t0 = env._now
+        reads: list[float] = []
+        layers: list[tuple[float, float]] = []
+        share, spec = self.share, (self.flow_specs["preverify"] if self.share is not None else None)
+        pairs = share._pairs if share is not None else None
+        i = 0
+        while i < n_p:
+            if vflow is None or vflow.end_s is not None:
+                # no contention, or the NPU pass has ended: the remaining layers' times are known
+                # (without contention the pass runs as planned, layer i written at
+                # v_t0 + (i + 1) * npu_layer), so they run as one timeout
+                t = env._now
+                for j in range(i, n_p):
+                    if j < n_l and vflow is None:
+                        done_s = v_t0 + (j + 1) * npu_layer
+                        if done_s > t:           # t = max(t, done_s)
+                            t = done_s
+                    work = pv_layer * q if j < n_p - 1 else (pv_layer + pv_head) * q
+                    reads.append(t)
+                    layers.append((t, t + work))
+                    t += work
+                if t > env._now:
+                    yield env.timeout(t - env._now)
+                break
+            # Between this process's own steps only the NPU pass (vflow) and this pass's layers
+            # share the ranks: the drafter is running this, the verifier waits for it before its
+            # next pass. So the times below, from the sharing model's current rates, are exact.
+            j = self._layers_at_once(i, n_p, n_l, npu_layer, pv_layer, pv_head, q, vflow, spec, pairs, reads, layers)
+            if j > i:
+                i = j
+                continue
+            if i < n_l:
+                need = (i + 1) * npu_layer - (vflow.done + vflow.rate * (env._now - vflow.t))   # done_of
+                if need > 1e-12 * npu_layer:     # the NPU has not written layer i yet: wait
+                    # for its real progress: the pass runs alone meanwhile, at its lone rate
+                    # (nothing else starts), so it gets there in need / rate
+                    t = env._now + need / vflow.rate
+                    eq = env._queue
+                    if eq and eq[0][0] <= t:
+                        yield env.timeout(t - env._now)
+                    else:
+                        env._now = t
+            work = pv_layer * q if i < n_p - 1 else (pv_layer + pv_head) * q
+            a = env._now
+            reads.append(a)
+            b = None
+            if vflow.end_s is None:
+                # b = share.beside(spec, work), inlined for the cached pair (pass, layer)
+                pair = pairs.get(spec)
+                if pair is None or pair[0] is not vflow.spec or len(share.active) != 1:
+                    b = share.beside(spec, work)
+                else:
+                    t = a + work / pair[2]
+                    if vflow.done + vflow.rate * (a - vflow.t) + pair[1] * (t - a) < vflow.work:
+                        b = (t, vflow, pair[1])
+            eq = env._queue
+            if b is not None and eq and eq[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
+                if eq and eq[0][0] <= b[0]:          # something else comes first
+                    share.rearm(b[1])
+            if b is not None and not (eq and eq[0][0] <= b[0]):
+                # the layer ends before the pass and before anything else happens (the common
+                # case): done at once, the clock advanced (fastq.advance's rule)
+                env._now = b[0]
+                share.commit_beside(b[1], b[2], a, b[0], spec, work)
+            elif vflow.end_s is None:
+                flow = share.start(spec, work, wait=False)   # shares the target's ranks with the pass
+                t = share.projected_end(flow)
+                v_t = share.projected_end(vflow)
+                if v_t < t:     # the pass ends first; the layer then runs alone at full rate
+                    t = v_t + (work - flow.rate * (v_t - a))
+                if t > a:
+                    yield env.timeout(t - a)
+                share.finish_now(flow)
+            elif work > 0:
+                yield env.timeout(work)
+            layers.append((a, env._now))
+            i += 1
+        busy = sum(b - a for a, b in layers)
+        span = env._now - t0
+        self.pv_wait_s += span - busy   # PIM in target mode, idle between layers
+        r = busy / base.duration_s if base.duration_s > 0 else 1.0
+        cost = TaskCost(span, base.energy_j, {d: b * r for d, b in base.busy_s.items()}, base.offchip_bytes)
+        # PIM works only during its layers and idles between them, waiting for the NPU's next
+        # layer; PIM is held in target mode for the whole span
+        self.col.task_over(cost, "preverify", t0, layers)
+        return cost, reads, t0
 
-    def on_verify_start(self, start: int, n: int, t0: float, cost) -> None:
+    def _layers_at_once(self, i, n_p, n_l, npu_layer, pv_layer, pv_head, q, vflow, spec, pairs, reads, layers) -> int:
+        """Layers i, i + 1, ... of a layer-pipelined pre-verification done at once (the clock
+        advanced, as fastq.advance does) while nothing but the NPU pass ``vflow`` and these
+        layers happens: each waits for the pass to reach its layer (the pass alone, at its lone
+        rate), then runs beside it at the pair's max-min rates, until the next other event or
+        the pass's end would come first. Books exactly what FluidShare.beside + commit_beside
+        would per layer (the pass's progress curve, PIM's lost time). Returns the next layer."""
+        share = self.share
+        pair = pairs.get(spec)
+        if pair is None or pair[0] is not vflow.spec or len(share.active) != 1:
+            return i
+        env = self.env
+        eq = env._queue
+        dropped = False
+        q0 = eq[0][0] if eq else float("inf")
+        x_g, x = pair[1], pair[2]
+        r1, w_v, hist = vflow.rate, vflow.work, vflow.history
+        now = env._now
+        dv = vflow.done + r1 * (now - vflow.t)
+        tol = 1e-12 * npu_layer
+        lost = 0.0
+        slowed = 0
+        j = i
+        while j < n_p:
+            t, d = now, dv
+            if j < n_l:
+                need = (j + 1) * npu_layer - d
+                if need > tol:
+                    t = now + need / r1
+                    d += need
+            work = pv_layer * q if j < n_p - 1 else (pv_layer + pv_head) * q
+            b = t + work / x
+            if d + x_g * (b - t) >= w_v:
+                break
+            if b >= q0:
+                # the pass's own early wake-up would only re-arm: take it off (re-armed below)
+                if dropped or not share.drop_early_timer(vflow, b):
+                    break
+                dropped = True
+                q0 = eq[0][0] if eq else float("inf")
+                if b >= q0:
+                    break
+            if hist is not None:
+                if hist[-1][0] < t:
+                    hist.append((t, d))
+                hist.append((b, d + x_g * (b - t)))
+            reads.append(t)
+            layers.append((t, b))
+            extra = (b - t) - work
+            if extra > 1e-12 * (work if work > 1.0 else 1.0):
+                lost += extra
+                slowed += 1
+            dv = d + x_g * (b - t)
+            now = b
+            j += 1
+        if j > i:
+            vflow.done, vflow.t = dv, now
+            env._now = now
+            if slowed:
+                name = spec.name
+                share.lost_s[name] = share.lost_s.get(name, 0.0) + lost
+                share.contended[name] = share.contended.get(name, 0) + slowed
+        if dropped:
+            share.rearm(vflow)
+        return j
+
+    def on_verify_start(self, start: int, n: int, t0: float, cost, flow) -> None:
         n_l, layer_s, head_s = self.costs.layer_split("verify", n + 1, self.replay.kv_len_at(start))
-        # the pass's layers take their share of its actual (possibly contended) duration
-        self.kv_ledger.write(start - 1, start + n, t0, layer_s * cost.duration_s / (n_l * layer_s + head_s), n_l)
+        # layer l is written when the pass has done l + 1 layers of its work: with contention, at
+        # the time its flow really got there (read off its progress curve by the ledger)
+        if flow is None:
+            layer_s *= cost.duration_s / (n_l * layer_s + head_s)
+        self.kv_ledger.write(start - 1, start + n, t0, layer_s, n_l, flow)
 
     def finalize(self) -> None:
         super().finalize()

@@ -17,9 +17,9 @@ import numpy as np
 import simpy
 from simpy.events import PENDING
 
+from ..hw.sharing import FluidShare
 from ..policies.base import Decision, RoundContext, new_view
 from .base import Batch, Mode, TaskCost, register_mode
-from .costs import scaled
 from .fastq import FastLock, FastStore
 
 
@@ -67,17 +67,19 @@ class AsyncMode(Mode):
         self.unverified = BoundedQueue(env, acfg.unverified_queue_batches, "unverified_draft")
         self.feedback = BoundedQueue(env, acfg.feedback_queue_entries, "feedback")
         self.npu = FastLock(env)
-        self.verify_in_flight: tuple[int, int, float] | None = None  # (start, n, t_start)
+        self.verify_in_flight: tuple[int, int, float, float] | None = None  # (start, n, t_start, planned end)
         self.drafter_stall_s = 0.0
         self.queue_ops = 0             # pushes + pops of all queues (energy charged in finalize)
         self.drafter_delay_s = 0.0     # control-CPU latency the drafter still has to wait
         self.feedback_latency_s = acfg.feedback_latency_ns * 1e-9
         self._gen_changed_s = 0.0      # when the current generation started (rollback time)
-        self._pim_busy_until_s = -1.0  # end of the PIM task running now (contention)
-        self._verify_stretch = self.costs.verify_stretch_while_drafting()
-        self._draft_stretch = self.costs.draft_stretch_while_verifying()
-        self.contended_verifications = 0
-        self.contended_drafts = 0
+        # Shared-rank contention: NPU passes and PIM tasks are flows of one processor-sharing
+        # model (hw/sharing.py), their rates recomputed whenever one starts or ends (no stretch
+        # factor fixed at a task's start: time is lost only while tasks really overlap).
+        self.flow_specs = self.costs.sharing_specs()
+        self.share = FluidShare(env) if self.flow_specs is not None else None
+        self.verify_flow = None        # the NPU pass in flight, as a flow (with contention)
+        self.record_verify_progress = False   # keep each pass's progress curve (KV ledger)
 
     # ------------------------------------------------------------ processes
     def start(self):
@@ -129,9 +131,10 @@ class AsyncMode(Mode):
         # is asked every time)
         draft_at = getattr(costs, "draft_costs_by_kv", {})
         last_kv = len(kv_list) - 1
-        task = self.col.task
-        draft_stretch = self._draft_stretch
-        last_cost = last_scaled = None
+        task, took = self.col.task, self.col.task_took
+        share = self.share
+        draft_spec = self.flow_specs["draft"] if share is not None else None
+        share_pairs = share._pairs if share is not None else None
         STOP_DISCARD, CONTINUE = Decision.STOP_DISCARD, Decision.CONTINUE
         ctr = self.col.counters
         min_round, max_round = self.min_round_tokens, self.max_round_tokens
@@ -190,23 +193,58 @@ class AsyncMode(Mode):
                 cost = draft_at.get(kv)
                 if cost is None:
                     cost = draft_token(kv)
-                if draft_stretch != 1.0 and self.verify_in_flight is not None:
-                    # the NPU streams from shared ranks: scaled(cost, draft_stretch), remembered
-                    # for the last cost (positions share a cost within a KV quantum)
-                    if cost is not last_cost:
-                        last_cost, last_scaled = cost, scaled(cost, draft_stretch)
-                    cost = last_scaled
-                    self.contended_drafts += 1
                 delay, self.drafter_delay_s = self.drafter_delay_s, 0.0   # take_drafter_delay()
                 now = env._now
                 d = cost.duration_s
-                self._pim_busy_until_s = now + delay + d
-                # task_if_next(cost, "draft", delay), inlined
+                # task_if_next(cost, "draft", delay), inlined: done at once when nothing else
+                # happens before it ends; with contention modelled, only if no NPU pass is in
+                # flight (else the forward is a flow sharing the ranks with it)
                 if d > 0 or delay > 0:
                     t = now + (delay + d)
                     q = env._queue
-                    if q and q[0][0] <= t:
-                        yield from self.run_task(cost, "draft", delay_s=delay)
+                    if share is not None and self.verify_flow is not None:
+                        # an NPU pass is in flight: the forward is a flow next to it; done at once
+                        # (clock advanced) when nothing else happens before it ends
+                        if (q and q[0][0] <= now + delay) or d <= 0:
+                            yield from self.run_shared(cost, "draft", delay_s=delay)
+                        else:
+                            env._now = now = now + delay
+                            # b = share.beside(draft_spec, d): next to the NPU pass alone,
+                            # inlined for a cached pair of kinds (the per-token path)
+                            b = None
+                            act = share.active
+                            if len(act) == 1:
+                                g = act[0]
+                                pair = share_pairs.get(draft_spec)
+                                if pair is None or pair[0] is not g.spec:
+                                    b = share.beside(draft_spec, d)    # fills the pair cache
+                                else:
+                                    t = now + d / pair[2]
+                                    if g.done + g.rate * (now - g.t) + pair[1] * (t - now) < g.work:
+                                        b = (t, g, pair[1])
+                            if b is not None and q and q[0][0] <= b[0] and share.drop_early_timer(b[1], b[0]):
+                                if q and q[0][0] <= b[0]:          # something else comes first
+                                    share.rearm(b[1])
+                            if b is not None and not (q and q[0][0] <= b[0]):
+                                env._now = b[0]
+                                share.commit_beside(b[1], b[2], now, b[0], draft_spec, d)
+                            else:
+                                flow = share.start(draft_spec, d, wait=False)
+                                t = share.projected_end(flow)
+                                if q and q[0][0] <= t:
+                                    token = object()
+                                    self.col.in_flight[token] = (now, cost.busy_s)
+                                    yield share.attach(flow)
+                                    del self.col.in_flight[token]
+                                else:
+                                    env._now = t
+                                    share.finish_now(flow)
+                            took(cost, "draft", now, env._now - now)
+                    elif q and q[0][0] <= t:
+                        if share is None:
+                            yield from self.run_task(cost, "draft", delay_s=delay)
+                        else:
+                            yield from self.run_shared(cost, "draft", delay_s=delay)
                     else:
                         env._now = t
                         task(cost, "draft", now + delay)
@@ -350,16 +388,14 @@ class AsyncMode(Mode):
                 continue
             kv = self.replay.kv_len_at(start)
             cost = self.costs.verify(n + 1, kv)
-            if self._verify_stretch != 1.0 and self.pim_active():
-                cost = scaled(cost, self._verify_stretch)   # PIM computes on ranks holding target weights
-                self.contended_verifications += 1
             self.verify_in_flight = (start, n, self.env.now, self.env.now + cost.duration_s)
-            self.on_verify_start(start, n, self.env.now, cost)
-            t0 = yield from self.run_task(cost, "verify", npu)
-            extra = self.verify_extra_s(t0, self.env.now)
-            if extra > 0:      # the NPU's reads were slowed by PIM work on the same ranks
-                self.contended_verifications += 1
-                yield from self.run_task(TaskCost(extra, {}, {"npu": extra}), "verify", npu)
+            if self.share is None:
+                self.on_verify_start(start, n, self.env.now, cost, None)
+                t0 = yield from self.run_task(cost, "verify", npu)
+            else:
+                # the NPU's reads share the ranks with PIM work (drafts, pre-verifications)
+                t0 = yield from self.run_shared(cost, "verify", npu, record=self.record_verify_progress)
+            self.verify_flow = None
             self.verify_in_flight = None
             ctr.verifications += 1
             self.on_verified(self.env.now - t0, kv)
@@ -375,9 +411,44 @@ class AsyncMode(Mode):
             if not self._post_feedback(restart):
                 yield from self._signal_feedback(restart)
 
-    def pim_active(self) -> bool:
-        """Whether a PIM task (a drafter forward) is running now."""
-        return self.env.now < self._pim_busy_until_s
+    def run_shared(self, cost: TaskCost, label: str, resources=None, delay_s: float = 0.0, record: bool = False):
+        """:meth:`run_task` for a task on the shared ranks: after ``delay_s`` it runs as a flow of
+        the processor-sharing model (``self.share``) until its work is done, however the rates
+        change meanwhile. Dynamic energy and bytes are the task's own; its duration (and each
+        device's busy time, in proportion) is the time it actually took. A generator returning
+        the start time; the flow of an NPU pass is ``self.verify_flow`` while it runs."""
+        reqs = None
+        if resources:
+            reqs = []
+            for res in resources.values():
+                req = yield from res.acquire()
+                reqs.append((res, req))
+        env = self.env
+        if delay_s > 0:
+            yield env.timeout(delay_s)
+        start = env._now
+        flow = self.share.start(self.flow_specs[label], cost.duration_s, record=record)
+        if label == "verify":
+            self.verify_flow = flow
+            self.on_verify_start(*self.verify_in_flight[:2], start, cost, flow)
+        token = object()
+        self.col.in_flight[token] = (start, cost.busy_s)
+        yield flow.event
+        del self.col.in_flight[token]
+        self.col.task_took(cost, label, start, env._now - start)
+        if reqs:
+            for res, req in reqs:
+                res.release(req)
+        return start
+
+    @staticmethod
+    def as_run(cost: TaskCost, took_s: float) -> TaskCost:
+        """``cost`` as it ran, taking ``took_s``: the same energy and bytes, the time changed."""
+        alone = cost.duration_s
+        if took_s == alone:
+            return cost
+        r = took_s / alone if alone > 0 else 1.0
+        return TaskCost(took_s, cost.energy_j, {dev: b * r for dev, b in cost.busy_s.items()}, cost.offchip_bytes)
 
     def resolve(self, new_committed: int) -> bool:
         gen = self.gen
@@ -387,11 +458,10 @@ class AsyncMode(Mode):
         return restart
 
     # ------------------------------------------------------------ hooks for ahasd
-    def on_verify_start(self, start: int, n: int, t0: float, cost) -> None:
+    def on_verify_start(self, start: int, n: int, t0: float, cost, flow) -> None:
+        """An NPU pass over drafts [start, start + n) starts at ``t0`` (``flow``: its flow in the
+        sharing model, None without contention)."""
         pass
-
-    def verify_extra_s(self, t0: float, t1: float) -> float:
-        return 0.0
 
     def after_batch(self, batch: Batch):
         """Called by the drafter after each batch is queued: returns None to keep drafting, or a
@@ -419,6 +489,17 @@ class AsyncMode(Mode):
     def stats(self) -> dict[str, Any]:
         return {"queue_ops": self.queue_ops, "queues": {"unverified_draft": self.unverified.stats(), "feedback": self.feedback.stats()},
                 "drafter_stall_s": self.drafter_stall_s,
-                "shared_rank_contention": {"verify_stretch": self._verify_stretch, "draft_stretch": self._draft_stretch,
-                                           "contended_verifications": self.contended_verifications,
-                                           "contended_drafts": self.contended_drafts}}
+                "shared_rank_contention": self.contention_stats()}
+
+    def contention_stats(self) -> dict[str, Any]:
+        """Time lost to shared-rank contention (beyond each task's stand-alone time) per device,
+        and how many tasks of each kind were slowed (hw/sharing.py)."""
+        share = self.share
+        lost = share.lost_s if share is not None else {}
+        slowed = share.contended if share is not None else {}
+        return {"model": "processor sharing, weighted max-min" if share is not None else "off",
+                "host_weight": self.costs.host_share if share is not None else None,
+                "lost_s": {"npu": lost.get("verify", 0.0), "pim": lost.get("draft", 0.0) + lost.get("preverify", 0.0)},
+                "contended_verifications": slowed.get("verify", 0),
+                "contended_drafts": slowed.get("draft", 0),
+                "contended_preverifications": slowed.get("preverify", 0)}

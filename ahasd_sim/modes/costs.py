@@ -24,6 +24,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..hw.cost import OpCost
 from ..hw.gpu import double_buffered_time_s
+from ..hw.sharing import FlowSpec, maxmin_rates, two_flow_span
 from ..workload.ops import OpKind, forward_ops
 from .base import TaskCost
 
@@ -95,45 +96,6 @@ class _AffineOps:
 @lru_cache(maxsize=4096)
 def _affine_ops(model, n_tokens: int, kv_probe: int) -> _AffineOps:
     return _AffineOps(model, n_tokens, kv_probe)
-
-
-def shared_rank_span(t_a: float, rate_a: float, t_b: float, rate_b: float) -> tuple[float, float, float]:
-    """Two tasks started together that share ranks by time division.
-
-    Alone they take ``t_a`` and ``t_b``; while both run, each progresses at its share of the
-    ranks' time (``rate_a``, ``rate_b``); the one left alone then runs at full rate. Returns
-    (span until both are done, time a was running, time b was running)."""
-    if t_a <= 0 or t_b <= 0:
-        return max(t_a, t_b), t_a, t_b
-    fa, fb = t_a / rate_a, t_b / rate_b
-    if fa <= fb:                      # a finishes first, b then finishes alone
-        return fa + (t_b - rate_b * fa), fa, fa + (t_b - rate_b * fa)
-    return fb + (t_a - rate_a * fb), fb + (t_a - rate_a * fb), fb
-
-
-def contention_stretch(shared_fraction: float, share: float) -> float:
-    """Duration factor of a task whose ``shared_fraction`` of rank traffic goes to ranks where
-    the other client is active and gets ``share`` of their time (the rest at full rate)."""
-    return (1.0 - shared_fraction) + shared_fraction / share
-
-
-_SCALED: dict[tuple[int, float], tuple[TaskCost, TaskCost]] = {}
-
-
-def scaled(cost: TaskCost, factor: float) -> TaskCost:
-    """``cost`` stretched in time by ``factor`` (same work and dynamic energy)."""
-    if factor == 1.0:
-        return cost
-    key = (id(cost), factor)
-    hit = _SCALED.get(key)
-    if hit is not None and hit[0] is cost:
-        return hit[1]
-    out = TaskCost(cost.duration_s * factor, cost.energy_j, {d: b * factor for d, b in cost.busy_s.items()},
-                   cost.offchip_bytes)
-    if len(_SCALED) > 100_000:
-        _SCALED.clear()
-    _SCALED[key] = (cost, out)
-    return out
 
 
 _MEMOS = ("memos by exact arguments",)   # a key no task uses, in a configuration's cost table
@@ -313,16 +275,43 @@ class StepCosts:
             return 1.0
         return self.cfg.pim.host_share_of_active_rank
 
-    def verify_stretch_while_drafting(self) -> float:
-        """NPU verification while the drafter computes on ranks that also hold target weights
-        (striped allocation): the target's bytes on those ranks stream at the host's share."""
-        f = self.partition.target_shared_fraction if self.partition else 0.0
-        return contention_stretch(f, self.host_share) if self.host_share < 1.0 else 1.0
+    def sharing_specs(self) -> dict[str, FlowSpec] | None:
+        """Flow kinds of the tasks that share the PIM ranks (:mod:`ahasd_sim.hw.sharing`), or
+        None when contention is not modelled.
 
-    def draft_stretch_while_verifying(self) -> float:
-        """A drafter forward while the NPU streams target weights from ranks it shares."""
-        g = self.partition.draft_shared_fraction if self.partition else 0.0
-        return contention_stretch(g, 1.0 - self.host_share) if self.host_share < 1.0 else 1.0
+        Resources: the bank time of the ranks holding both models (``shared``, striped
+        allocation) and of the ranks holding only the target (``target_only``). An NPU pass
+        streams the target's bytes, the fraction ``target_shared_fraction`` of them (and of its
+        time at full speed) from the shared ranks; a drafter forward is a GEMV striped over the
+        drafter's ranks, every part as long as the others, so its parts on the shared ranks keep
+        those ranks busy for its whole length and set its pace (the parts on drafter-only ranks,
+        which nothing else uses, finish no later); a pre-verification computes on every target
+        rank. Weights: the host's command stream ``host_share``, PIM's ``1 - host_share``."""
+        share = self.host_share
+        if share >= 1.0 or self.partition is None:
+            return None
+        key = ("sharing specs", share)
+        c = self._memo.get(key)
+        if c is None:
+            f = self.partition.target_shared_fraction
+            both = 1.0 if self.partition.shared_ranks else 0.0
+            c = self._memo[key] = {
+                "verify": FlowSpec("verify", {"shared": f, "target_only": 1.0 - f}, share),
+                "draft": FlowSpec("draft", {"shared": both}, 1.0 - share),
+                "preverify": FlowSpec("preverify", {"shared": both, "target_only": 1.0}, 1.0 - share)}
+        return c
+
+    def _tier_args(self, share: float) -> tuple[FlowSpec, FlowSpec, tuple[float, float]]:
+        """operator_sync's two flows of a tier: the host's operators stream the very ranks the
+        PIM operators compute on (both use all of their bank time at full speed), weighted like
+        :meth:`sharing_specs`; with their max-min rates."""
+        key = ("tier specs", share)
+        c = self._memo.get(key)
+        if c is None:
+            h = FlowSpec("host", {"ranks": 1.0}, share)
+            p = FlowSpec("pim", {"ranks": 1.0}, 1.0 - share)
+            c = self._memo[key] = (h, p, tuple(maxmin_rates((h, p))))
+        return c
 
     def gts_switch(self) -> TaskCost:
         def make():
@@ -502,8 +491,8 @@ class StepCosts:
                 nbytes += c.bus_bytes * rep
                 for k, v in c.energy_j_by_device.items():
                     energy[k] = energy.get(k, 0.0) + v * rep
-            if share < 1.0:
-                span, t_host, t_pim = shared_rank_span(t[host], share, t["pim"], 1.0 - share)
+            if share < 1.0:    # the tier's host and PIM flows share the ranks (processor sharing)
+                span, t_host, t_pim = two_flow_span(t[host], t["pim"], *self._tier_args(share))
             else:
                 span, t_host, t_pim = max(t.values()), t[host], t["pim"]
             dur += (span + barrier) * rep
@@ -520,6 +509,7 @@ class StepCosts:
         """
         kv = self._kv(self.cfg.ahasd.tvc_config.preload_kv_len)
         share = self.host_share if self.host == "npu" else 1.0
+        specs = self._tier_args(share) if share < 1.0 else None
         out = {}
         for role, model, n in (("draft", self.draft, 1), ("target", self.target, draft_len + 1)):
             mapping: dict[str, str] = {}
@@ -529,7 +519,7 @@ class StepCosts:
                     t = {self.host: 0.0, "pim": 0.0}
                     for op, dev in zip(ops, combo):
                         t[dev] += self._op_on(op, dev, role).duration_s
-                    span = (shared_rank_span(t["npu"], share, t["pim"], 1.0 - share)[0] if share < 1.0
+                    span = (two_flow_span(t["npu"], t["pim"], *specs)[0] if share < 1.0
                             else max(t.values()))
                     if best is None or span < best[0]:
                         best = (span, combo)
