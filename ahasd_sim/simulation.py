@@ -162,6 +162,14 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
     else:
         windows = list(trace_parts)
     from .modes import MODES
+    if cfg.pim.enabled:
+        # choose the placement here, once: forked window workers inherit the choice instead of
+        # each tuning it again (the tuning runs' windows use the same workers)
+        from .modes.placement import resolve_placement
+        try:
+            resolve_placement(cfg, workers)
+        except ConfigError as exc:
+            raise _in_config_file(cfg, exc) from None
     if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
         windows = windows[:1]   # the mode replays its whole trace once and cuts its own windows
     n = len(windows)

@@ -45,8 +45,9 @@ def mode_uses_placement(mode_name: str) -> bool:
     return bool(getattr(MODES.get(mode_name), "uses_pim_placement", False))
 
 
-def resolve_placement(cfg) -> Placement:
-    """The placement of ``cfg.run.mode`` on ``cfg``'s hardware (memoised per config)."""
+def resolve_placement(cfg, workers: int = 1) -> Placement:
+    """The placement of ``cfg.run.mode`` on ``cfg``'s hardware (memoised per config; ``workers``:
+    processes for the tuning runs' windows)."""
     policy = cfg.pim.partition_policy
     if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
         # a mode that places no model pair on PIM ranks: any valid layout, never tuned
@@ -56,11 +57,11 @@ def resolve_placement(cfg) -> Placement:
     key = (cfg.fingerprint(), cfg.run.mode)
     hit = _CHOICES.get(key)
     if hit is None:
-        hit = _CHOICES[key] = _tune(cfg)
+        hit = _CHOICES[key] = _tune(cfg, workers)
     return hit
 
 
-def _tune(cfg) -> Placement:
+def _tune(cfg, workers: int = 1) -> Placement:
     from ..simulation import load_run_windows, run_simulation
     t = cfg.tuning
     if t.trace == cfg.run.trace and t.trace not in _WARNED:
@@ -71,11 +72,10 @@ def _tune(cfg) -> Placement:
             "run.timeline=false"]
     scores: dict[str, float | None] = {}
     first_error = None
-    for cand in CANDIDATES:
-        ccfg = cfg.replace(base + [f"pim.partition_policy={cand}"])
-        try:
-            res = run_simulation(ccfg, load_run_windows(ccfg))
-        except ConfigError as exc:           # this layout does not fit or cannot run: not a candidate
+    cfgs = {cand: cfg.replace(base + [f"pim.partition_policy={cand}"]) for cand in CANDIDATES}
+    for cand, outcome in zip(CANDIDATES, _run_candidates([cfgs[c] for c in CANDIDATES], workers)):
+        if isinstance(outcome, ConfigError):   # this layout does not fit or cannot run: not a candidate
+            exc = outcome
             if exc.key_path in ("run.trace", "run.generated_tokens", "tuning.trace"):
                 raise ConfigError(cfg.source_file, "tuning.trace", f"{exc.message} (the trace pim.partition_policy "
                                   "auto chooses the placement on)") from None
@@ -86,7 +86,7 @@ def _tune(cfg) -> Placement:
             if first_error is None or (exc.key_path == "pim.ranks" and first_error.key_path != "pim.ranks"):
                 first_error = exc            # the capacity error says most about why nothing fits
             continue
-        scores[cand] = float(res.summary[t.objective])
+        scores[cand] = float(outcome[t.objective])
     valid = [c for c in CANDIDATES if scores[c] is not None]
     if not valid:
         raise ConfigError(cfg.source_file, first_error.key_path if first_error else "pim.partition_policy",
@@ -94,6 +94,41 @@ def _tune(cfg) -> Placement:
                           + (first_error.message if first_error else ""))
     best = max(valid, key=lambda c: (scores[c], -CANDIDATES.index(c)))
     return Placement(best, "tuned", scores, t.objective, t.trace)
+
+
+_POOL_CFGS: list = []
+
+
+def _candidate(i: int):
+    """One candidate's tuning run (its summary), or the ConfigError that rules it out."""
+    from ..simulation import load_run_windows, run_simulation
+    ccfg = _POOL_CFGS[i]
+    try:
+        return dict(run_simulation(ccfg, load_run_windows(ccfg)).summary)
+    except ConfigError as exc:
+        return exc
+
+
+def _run_candidates(cfgs: list, workers: int) -> list:
+    """The candidates' outcomes, in order; in ``workers`` forked processes when asked (each run is a
+    pure function of its config, so the outcomes are those of the serial loop)."""
+    _POOL_CFGS[:] = cfgs
+    try:
+        if workers > 1:
+            import multiprocessing as mp
+            try:
+                ctx = mp.get_context("fork")
+            except ValueError:
+                ctx = None
+            if ctx is not None:
+                with ctx.Pool(min(workers, len(cfgs))) as pool:
+                    out = pool.map(_candidate, range(len(cfgs)), chunksize=1)
+                    pool.close()
+                    pool.join()
+                return out
+        return [_candidate(i) for i in range(len(cfgs))]
+    finally:
+        _POOL_CFGS.clear()
 
 
 def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
