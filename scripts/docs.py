@@ -113,7 +113,26 @@ def block_headline() -> str:
     return text
 
 
-GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline}
+def block_study() -> str:
+    """The README's summary of the committed where_ahasd_wins study (docs/studies/*_trials.csv)."""
+    import pandas as pd
+    f = ROOT / "docs" / "studies" / "where_ahasd_wins_trials.csv"
+    if not f.is_file():
+        raise InputError(f"docs: {f} is missing; publish the study first (docs/studies/intros/where_ahasd_wins.md)")
+    t = pd.read_csv(f)
+    ok = t[t["status"] == "ok"]
+    both = ok[(ok["throughput_ratio"] > 1) & (ok["energy_efficiency_ratio"] > 1)]
+    front = ok[ok["pareto"] == True]  # noqa: E712
+    pts = "; ".join(f"{r.throughput_ratio:.2f}x throughput at {r.energy_efficiency_ratio:.2f}x energy efficiency"
+                    for r in front.drop_duplicates(["throughput_ratio", "energy_efficiency_ratio"])
+                    .sort_values("throughput_ratio", ascending=False).itertuples())
+    return (f"With per-mode placement AHASD beats operator_sync on both throughput and energy efficiency at "
+            f"**{len(both)}** of the {len(ok)} design points of the search (the front: {pts}; median ratios "
+            f"{ok['throughput_ratio'].median():.2f} and {ok['energy_efficiency_ratio'].median():.2f}).")
+
+
+GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
+              "study": block_study}
 
 
 def render(text: str, only: set[str] | None, cache: dict[str, str]) -> tuple[str, list[str]]:
