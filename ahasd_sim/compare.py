@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config.errors import InputError
-from .metrics.stats import mean_ci95
+from .metrics.stats import mean_ci95, pooled_rate
 from .outdir import OutputFolder
 from .output import atomic_write, default_out_dir, write_run
 from .simulation import load_run_trace, load_run_windows, run_simulation
@@ -73,8 +73,7 @@ def expand_modes(cfg, modes: list[str]) -> list[tuple[str, list[str]]]:
     one row per device that can decode on this platform (``autoregressive@gpu/npu/pim``)."""
     from .hw.platform import Platform
     from .modes import MODES
-    platform = Platform.build(cfg)
-    have = {d for d in ("npu", "pim", "gpu", "h2d", "network") if getattr(platform, d, None) is not None}
+    have = set(Platform.build(cfg).busy_device_names())
     rows = []
     for m in modes:
         name, _, dev = m.partition("@")
@@ -100,15 +99,6 @@ def expand_modes(cfg, modes: list[str]) -> list[tuple[str, list[str]]]:
 def default_compare_dir(cfg) -> Path:
     d = default_out_dir(cfg)
     return d.with_name(d.name + "_compare")
-
-
-def _pooled(w: pd.DataFrame, metric: str) -> float:
-    """Ratio estimator over windows (total tokens / total decode time, or / total energy); the
-    window mean when the table lacks the totals."""
-    if {"generated_tokens", "makespan_s", "prefill_s", "energy_j"} <= set(w.columns):
-        den = (w["makespan_s"] - w["prefill_s"]).sum() if metric == "throughput_tok_s" else w["energy_j"].sum()
-        return float(w["generated_tokens"].sum() / den) if den > 0 else 0.0
-    return float(w[metric].mean())
 
 
 def _paired_ratio(num, den):
@@ -145,8 +135,8 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
             rows.append(row)
             per_window[label] = res.windows.set_index("window")
         table = pd.DataFrame(rows, columns=[*COLUMNS, "pim_placement"])
-        pooled_tput = {r: _pooled(w, "throughput_tok_s") for r, w in per_window.items()}
-        pooled_eff = {r: _pooled(w, "tokens_per_j") for r, w in per_window.items()}
+        pooled_tput = {r: pooled_rate(w, "throughput_tok_s") for r, w in per_window.items()}
+        pooled_eff = {r: pooled_rate(w, "tokens_per_j") for r, w in per_window.items()}
         best_t = max(pooled_tput, key=pooled_tput.get)
         best_e = max(pooled_eff, key=pooled_eff.get)
         refs = [("throughput_tok_s", "throughput", "best", best_t), ("tokens_per_j", "energy_efficiency", "best", best_e)]

@@ -133,21 +133,43 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     return trace, sim, heldout
 
 
-_POOL_WINDOWS: list = []   # (cfg, parts) handed to forked window workers (never pickled)
+_FORK_JOBS: list = []   # (function, argument) handed to forked workers (never pickled)
 
 
 def _window_worker_init() -> None:
-    """Forked window workers leave signals to the parent (its handlers would fire in each child)."""
+    """Forked workers leave signals to the parent (its handlers would fire in each child)."""
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _window_job(i: int) -> RunResult:
-    """One window in a forked worker, its event and energy rows as plain lists (tables are framed
-    in the parent, and only when used: :class:`CombinedRun`)."""
-    cfg, parts = _POOL_WINDOWS[i]
-    return _run_window_rows(cfg, parts, i)
+def _fork_job(i: int):
+    fn, arg = _FORK_JOBS[i]
+    return fn(arg)
+
+
+def fork_map(fn, args: list, workers: int) -> list:
+    """``[fn(a) for a in args]``, in up to ``workers`` forked processes when there are several
+    (the function and arguments reach the children by fork, never pickled; only the results
+    travel back). Serial where fork is not available. Each call must be a pure function of its
+    argument, so the results are those of the serial loop."""
+    if workers > 1 and len(args) > 1:
+        import multiprocessing as mp
+        try:
+            ctx = mp.get_context("fork")
+        except ValueError:        # no fork on this platform: run serially
+            ctx = None
+        if ctx is not None:
+            _FORK_JOBS[:] = [(fn, a) for a in args]
+            try:
+                with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                    out = pool.map(_fork_job, range(len(args)), chunksize=1)
+                    pool.close()
+                    pool.join()
+                return out
+            finally:
+                _FORK_JOBS.clear()
+    return [fn(a) for a in args]
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
@@ -172,25 +194,10 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
             raise _in_config_file(cfg, exc) from None
     if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
         windows = windows[:1]   # the mode replays its whole trace once and cuts its own windows
-    n = len(windows)
-    results = None
-    if workers > 1 and n > 1:
-        import multiprocessing as mp
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:        # no fork on this platform: run serially
-            ctx = None
-        if ctx is not None:
-            _POOL_WINDOWS[:] = [(cfg, parts) for _p, parts in windows]
-            try:
-                with ctx.Pool(min(workers, n), initializer=_window_worker_init) as pool:
-                    results = pool.map(_window_job, range(n), chunksize=1)
-                    pool.close()
-                    pool.join()
-            finally:
-                _POOL_WINDOWS.clear()
-    if results is None:
-        results = [_run_window_rows(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+    # each window's event and energy rows come back as plain lists (tables are framed in the
+    # parent, and only when used: CombinedRun)
+    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0]),
+                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
     return combine_windows(cfg, results, [p for p, _ in windows])
 
 

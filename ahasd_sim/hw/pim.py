@@ -266,6 +266,9 @@ class PimMemory:
         #: the AAUs (check ``aau.enabled``) and the GTS of this device
         self.aau = Aau(cfg.aau, n_units=cfg.ranks)
         self.gts = Gts(cfg.gts, cfg.clock_ghz)
+        #: GEMV rate fraction under ``pim.dram_power_limit_w`` (1 = unthrottled); an impossible limit
+        #: is a ConfigError here, when the device is built, before any run
+        self.throttle = self.power_budget()["pim_throttle"]
 
     # ------------------------------------------------- offload (AAU disabled)
     def offload_transfer_bytes(self, op: object) -> float:
@@ -428,12 +431,6 @@ class PimMemory:
                 "pim_full_rate_w": full, "pim_throttle": throttle,
                 "peak_bound_w": bg + io + self.static_power_w + throttle * full}
 
-    @property
-    def throttle(self) -> float:
-        t = self.__dict__.get("_throttle")
-        if t is None:
-            t = self._throttle = self.power_budget()["pim_throttle"]
-        return t
 
     def gemv_cost(self, op: object, ranks: int) -> OpCost:
         """Cost of ONE occurrence of a GEMV/GEMM/attention ``op`` on ``ranks`` ranks' PIM units.

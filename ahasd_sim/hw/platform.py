@@ -58,7 +58,6 @@ class Platform:
         pim = aau = gts = None
         if cfg.pim.enabled:
             pim = PimMemory(cfg.pim, memory)
-            pim.power_budget()      # a limit PIM can never run under is a config error before any run
             if pim.capacity_bytes > memory.capacity_bytes:
                 raise ConfigError(src, "pim.ranks",
                                   f"{cfg.pim.ranks} ranks x {cfg.pim.rank_capacity_gib:g} GiB = "

@@ -96,7 +96,12 @@ class Collector:
 
     def task(self, cost, label: str, start_s: float) -> None:
         """Record a finished task (a :class:`~ahasd_sim.modes.base.TaskCost` started at
-        ``start_s``): each device's busy interval, the dynamic energy and the off-chip bytes.
+        ``start_s``): each device's busy interval, the dynamic energy and the off-chip bytes."""
+        self._record(cost, label, start_s, 1.0)
+
+    def _record(self, cost, label: str, start_s: float, scale: float) -> None:
+        """:meth:`task` of a task that took ``scale`` x its duration (busy time scaled; energy
+        and bytes unchanged). One body for :meth:`task` and :meth:`task_took`.
         Same checks and records as :meth:`busy`, :meth:`energy_map` and :meth:`offchip`, inlined:
         this runs once per simulated task. What a (cost, label) records is read once into a
         plan (:func:`_plan`); the same cost objects recur (costs are cached per task size)."""
@@ -107,7 +112,7 @@ class Collector:
         tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))  # 1e-12*max(1,|t|)
         busy_s = self._busy_s
         for dev, busy in plan[2]:
-            end_s = start_s + busy          # busy > 0 in a plan: never a negative interval
+            end_s = start_s + busy * scale  # busy > 0 in a plan: never a negative interval
             if start_s < last_end[dev] - tol:
                 raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
                                    f"({last_end[dev]})")
@@ -130,28 +135,7 @@ class Collector:
         if took_s == d:
             self.task(cost, label, start_s)
             return
-        r = took_s / d if d > 0 else 1.0
-        plan = _PLANS.get(id(cost))
-        if plan is None or plan[0] is not cost or (plan[1] is not label and plan[1] != label):
-            plan = _plan(cost, label)
-        last_end = self._last_end
-        tol = 1e-12 * (start_s if start_s > 1.0 else (-start_s if start_s < -1.0 else 1.0))
-        busy_s = self._busy_s
-        for dev, busy in plan[2]:
-            end_s = start_s + busy * r
-            if start_s < last_end[dev] - tol:
-                raise OverlapError(f"{dev}: '{label}' starts at {start_s} before the previous task ended "
-                                   f"({last_end[dev]})")
-            last_end[dev] = end_s
-            busy_s[dev] += end_s - start_s
-            if self.keep_intervals:
-                self.busy_intervals[dev].append((start_s, end_s, label))
-        total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
-        for dev, key, e in plan[3]:
-            total[dev] += e
-            by_label[key] += e
-        if cost.offchip_bytes:
-            self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + cost.offchip_bytes
+        self._record(cost, label, start_s, took_s / d if d > 0 else 1.0)
 
     def task_over(self, cost, label: str, start_s: float, intervals: list[tuple[float, float]]) -> None:
         """Record a task started at ``start_s`` whose devices worked only during ``intervals``

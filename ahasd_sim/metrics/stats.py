@@ -59,3 +59,14 @@ def fmt_ci(mean: float, ci: Sequence[float] | None, digits: int = 2) -> str:
     if not ci:
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def pooled_rate(windows, metric: str) -> float:
+    """Ratio estimator of ``metric`` over a run's windows table: total tokens / total decode time
+    (``throughput_tok_s``) or total tokens / total energy (``tokens_per_j``); the window mean when
+    the table lacks the totals; 0 for a run with no decode time or energy."""
+    if {"generated_tokens", "makespan_s", "prefill_s", "energy_j"} <= set(windows.columns):
+        den = ((windows["makespan_s"] - windows["prefill_s"]).sum() if metric == "throughput_tok_s"
+               else windows["energy_j"].sum())
+        return float(windows["generated_tokens"].sum() / den) if den > 0 else 0.0
+    return float(windows[metric].mean())

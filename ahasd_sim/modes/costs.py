@@ -112,14 +112,11 @@ class StepCosts:
         self.quantum = cfg.run.kv_len_quantum_tokens
         self.partition = None
         self.placement = None
+        self._auto_device: str | None = None     # baseline.device auto, once chosen
         if platform.pim is not None:
-            from .placement import resolve_placement
+            from .placement import place_models, resolve_placement
             self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
-            tokens = cfg.pim.kv_reserve_tokens
-            self.partition = platform.pim.partition(
-                draft_spec.weight_bytes(), target_spec.weight_bytes(),
-                draft_spec.kv_bytes_per_token() * tokens,
-                target_kv_reserve_bytes=target_spec.kv_bytes_per_token() * tokens, policy=self.placement.policy)
+            self.partition = place_models(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
         table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
         self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
         if self._cache is None:
@@ -327,7 +324,7 @@ class StepCosts:
     def _baseline_device(self) -> str:
         dev = self.cfg.baseline.device
         if dev == "auto":
-            c = self.__dict__.get("_auto_device")
+            c = self._auto_device
             if c is None:
                 devs = self.baseline_devices()
                 if not devs:
@@ -379,13 +376,13 @@ class StepCosts:
                     raise ConfigError("", "gpu.memory_gib",
                                       f"{model.name} needs {share / 1e9:.1f} GB more than the GPU holds "
                                       f"and no h2d link is enabled to stream it")
+                link = self.p.h2d.isolated_transfer_cost(share)   # the bytes' energy, whatever the overlap
                 if gpu.cfg.weight_streaming == "serial":
-                    link = self.p.h2d.isolated_transfer_cost(share)
                     dur += link.duration_s
                     busy["h2d"] = link.duration_s
                 else:
                     dur, busy["h2d"] = self._overlapped_stream(self.ops(model, n_tokens, kv), cost.duration_s, share)
-                for d, e in self.p.h2d.isolated_transfer_cost(share).energy_j_by_device.items():
+                for d, e in link.energy_j_by_device.items():
                     energy[d] = energy.get(d, 0.0) + e
             return TaskCost(dur, energy, busy, cost.bus_bytes)
         return self._cached(("gpu", model.name, n_tokens, kv, resident_other), make)

@@ -10,7 +10,6 @@ The choice and the candidates' measured values are reported in summary.json
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from ..config.errors import ConfigError
@@ -40,6 +39,14 @@ class Placement:
                 "tuning_trace": self.tuning_trace, "candidates": dict(self.candidates)}
 
 
+def place_models(pim, draft, target, cfg, policy: str):
+    """The :class:`~ahasd_sim.hw.pim.RankPartition` of the draft and target model (weights plus
+    ``pim.kv_reserve_tokens`` of KV each) under ``policy``."""
+    tokens = cfg.pim.kv_reserve_tokens
+    return pim.partition(draft.weight_bytes(), target.weight_bytes(), draft.kv_bytes_per_token() * tokens,
+                         target_kv_reserve_bytes=target.kv_bytes_per_token() * tokens, policy=policy)
+
+
 def mode_uses_placement(mode_name: str) -> bool:
     from . import MODES
     return bool(getattr(MODES.get(mode_name), "uses_pim_placement", False))
@@ -62,18 +69,19 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
 
 
 def _tune(cfg, workers: int = 1) -> Placement:
-    from ..simulation import load_run_windows, run_simulation
     t = cfg.tuning
     if t.trace == cfg.run.trace and t.trace not in _WARNED:
         _WARNED.add(t.trace)
-        print(f"warning: {cfg.source_file}: tuning.trace is run.trace ({t.trace}): the placement is chosen on "
-              "the data it is reported on; set tuning.trace to another trace", file=sys.stderr)
+        from ..cli_common import warn
+        warn(f"{cfg.source_file}: tuning.trace is run.trace ({t.trace}): the placement is chosen on "
+             "the data it is reported on; set tuning.trace to another trace")
     base = [f"run.trace={t.trace}", f"run.windows={t.windows}", f"run.generated_tokens={t.generated_tokens}",
             "run.timeline=false"]
     scores: dict[str, float | None] = {}
     first_error = None
     cfgs = {cand: cfg.replace(base + [f"pim.partition_policy={cand}"]) for cand in CANDIDATES}
-    for cand, outcome in zip(CANDIDATES, _run_candidates([cfgs[c] for c in CANDIDATES], workers)):
+    from ..simulation import fork_map
+    for cand, outcome in zip(CANDIDATES, fork_map(_candidate, [cfgs[c] for c in CANDIDATES], workers)):
         if isinstance(outcome, ConfigError):   # this layout does not fit or cannot run: not a candidate
             exc = outcome
             if exc.key_path in ("run.trace", "run.generated_tokens", "tuning.trace"):
@@ -96,39 +104,13 @@ def _tune(cfg, workers: int = 1) -> Placement:
     return Placement(best, "tuned", scores, t.objective, t.trace)
 
 
-_POOL_CFGS: list = []
-
-
-def _candidate(i: int):
+def _candidate(ccfg):
     """One candidate's tuning run (its summary), or the ConfigError that rules it out."""
     from ..simulation import load_run_windows, run_simulation
-    ccfg = _POOL_CFGS[i]
     try:
         return dict(run_simulation(ccfg, load_run_windows(ccfg)).summary)
     except ConfigError as exc:
         return exc
-
-
-def _run_candidates(cfgs: list, workers: int) -> list:
-    """The candidates' outcomes, in order; in ``workers`` forked processes when asked (each run is a
-    pure function of its config, so the outcomes are those of the serial loop)."""
-    _POOL_CFGS[:] = cfgs
-    try:
-        if workers > 1:
-            import multiprocessing as mp
-            try:
-                ctx = mp.get_context("fork")
-            except ValueError:
-                ctx = None
-            if ctx is not None:
-                with ctx.Pool(min(workers, len(cfgs))) as pool:
-                    out = pool.map(_candidate, range(len(cfgs)), chunksize=1)
-                    pool.close()
-                    pool.join()
-                return out
-        return [_candidate(i) for i in range(len(cfgs))]
-    finally:
-        _POOL_CFGS.clear()
 
 
 def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
@@ -141,12 +123,10 @@ def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
     if not path.is_file():
         raise ConfigError(cfg.source_file, "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "
                           "(pim.partition_policy auto chooses each mode's placement on it)")
-    tokens = cfg.pim.kv_reserve_tokens
     fits = []
     for cand in CANDIDATES:
         try:
-            platform.pim.partition(draft.weight_bytes(), target.weight_bytes(), draft.kv_bytes_per_token() * tokens,
-                                   target_kv_reserve_bytes=target.kv_bytes_per_token() * tokens, policy=cand)
+            place_models(platform.pim, draft, target, cfg, cand)
         except ConfigError:
             continue
         fits.append(cand)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..config.errors import InputError
 from .analysis import device_energy_j, geomean, memory_energy_j, normalise, ok_rows
+from ..metrics.stats import pooled_rate
 from .spec import SweepSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -187,14 +188,6 @@ def ci_cell(s: pd.Series) -> str:
     return fmt_ci(g, ci)
 
 
-def _pooled_metric(g: pd.DataFrame, metric: str) -> float:
-    """Ratio estimator over a point's windows: total tokens / total decode time (or energy)."""
-    if {"generated_tokens", "makespan_s", "prefill_s", "energy_j"} <= set(g.columns):
-        den = (g["makespan_s"] - g["prefill_s"]).sum() if metric == "throughput_tok_s" else g["energy_j"].sum()
-        return float(g["generated_tokens"].sum() / den) if den > 0 else float("nan")
-    return float(g[metric].mean())
-
-
 def with_best_variants(wt: pd.DataFrame) -> pd.DataFrame:
     """``wt`` plus pseudo-variants best_soc / best_gpu (best by pooled throughput) and
     best_soc_eff / best_gpu_eff (best by pooled tokens/J): per (model pair, algorithm, seed), the
@@ -211,7 +204,7 @@ def with_best_variants(wt: pd.DataFrame) -> pd.DataFrame:
             continue
         for metric, suffix in (("throughput_tok_s", ""), ("tokens_per_j", "_eff")):
             for _k, g in d.groupby(keys, sort=False):
-                score = {v: _pooled_metric(gv, metric) for v, gv in g.groupby("variant")}
+                score = {v: pooled_rate(gv, metric) for v, gv in g.groupby("variant")}
                 best = max(score, key=lambda v: (score[v], -cands.index(v)))
                 pick = g[g["variant"] == best].copy()
                 pick["best_of"] = best
@@ -400,8 +393,8 @@ def regime_rows(rwt: pd.DataFrame) -> list[dict[str, Any]]:
         if not {"ahasd", "operator_sync"} <= set(w):
             continue
         dec = [v for v in REGIME_DECODERS if v in w]
-        best_t = max(dec, key=lambda v: _pooled_metric(w[v], "throughput_tok_s"))
-        best_e = max(dec, key=lambda v: _pooled_metric(w[v], "tokens_per_j"))
+        best_t = max(dec, key=lambda v: pooled_rate(w[v], "throughput_tok_s"))
+        best_e = max(dec, key=lambda v: pooled_rate(w[v], "tokens_per_j"))
         row: dict[str, Any] = {"regime": dict(zip(REGIME_AXES, key)), "best_throughput": best_t,
                                "best_efficiency": best_e}
         for tag, den_t, den_e in (("best", best_t, best_e), ("operator_sync", "operator_sync", "operator_sync"),
@@ -417,11 +410,6 @@ def regime_rows(rwt: pd.DataFrame) -> list[dict[str, Any]]:
         row["beats_best_on_both"] = all(wins)
         rows.append(row)
     return rows
-
-
-def regime_section(table: pd.DataFrame, points_dir: Path) -> list[str]:
-    """AHASD vs the best decoder and operator_sync, and TVC's effect, over the regimes sweep."""
-    return regime_section_from_windows(regime_windows(table, points_dir))
 
 
 def regime_section_from_windows(rwt: pd.DataFrame) -> list[str]:

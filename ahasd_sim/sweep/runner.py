@@ -22,6 +22,7 @@ import csv
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -359,7 +360,7 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
 
 
 # ---------------------------------------------------------------- driver
-_SCHEDULER_RE = __import__("re").compile(r"^((tcp|tls|ws|wss|ucx|inproc)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+_SCHEDULER_RE = re.compile(r"^((tcp|tls|ws|wss|ucx|inproc)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
 def check_sweep_args(executor: str, workers: int | None, scheduler: str | None) -> None:
