@@ -301,7 +301,7 @@ def test_pim_roofline_tie_is_bandwidth_bound():
 
 
 def test_pim_capacity_power_and_kv_write_bytes():
-    p = _pim(rank_capacity_gib=2.0, ranks=8, static_mw_per_rank=3.0, vectors_per_weight_read=2)
+    p = _pim(rank_capacity_gib=2.0, ranks=8, static_mw_per_rank=3.0, vectors_per_weight_read=2, gemv_timing="roofline")
     assert p.rank_capacity_bytes == 2 * 2**30 and p.capacity_bytes == 8 * 2 * 2**30
     assert p.static_power_w == pytest.approx(8 * 3.0e-3, rel=1e-12, abs=0)
     assert p.total_units == 8
@@ -320,7 +320,7 @@ def test_pim_capacity_power_and_kv_write_bytes():
 
 
 def test_pim_gemv_energy_exact():
-    cfg = make_cfg({"memory": {"page_bytes": 1024, "act_pre_nj_per_row": 2.5}})
+    cfg = make_cfg({"memory": {"page_bytes": 1024, "act_pre_nj_per_row": 2.5}, "pim": {"gemv_timing": "roofline"}})
     p = PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
     op = linear(1, 512, 256)
     c = p.gemv_cost(op, 3)

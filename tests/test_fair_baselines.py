@@ -99,12 +99,14 @@ def test_autoregressive_on_pim_is_the_target_on_every_rank_for_one_token():
     got = sc.target_forward(1, kv)
     assert got.duration_s == pytest.approx(expected, rel=1e-12)
     assert set(got.busy_s) == {"pim"}
-    # one GEMV by hand: max(bytes / (ranks x rank bandwidth), 2 MACs / (ranks x rank op rate)) + overhead
+    # one GEMV: the driver's command sequence for its layout on every die (hw/pim_spec.py; the
+    # sequence itself is hand-checked in test_pim_sequence.py)
+    from ahasd_sim.hw import pim_spec
     gemv = next(op for op in ops if op.kind.value in ("gemv", "gemm") and op.weight_bytes > 0)
-    pim = p.pim
-    t_bw = pim.bytes_read(gemv) / (ranks * pim.rank_internal_bw_bytes_s)
-    t_cmp = 2 * gemv.macs / (ranks * pim.rank_ops_s)
-    assert p.pim_op_cost(gemv, ranks).duration_s == pytest.approx(max(t_bw, t_cmp) + cfg.pim.op_overhead_ns * 1e-9)
+    rows, cols, vectors, eb = gemv.pim_gemv
+    spec = pim_spec.with_rates(pim_spec.preset(cfg.pim.preset), element_bytes=eb)
+    assert p.pim_op_cost(gemv, ranks).duration_s == pytest.approx(
+        pim_spec.gemv_time_s(spec, rows, cols, vectors, dies=ranks * cfg.pim.units_per_rank), rel=1e-12)
     # verifying L tokens on PIM costs about L x one token (weights re-read per input vector)
     four = sc.pim_target_forward(4, kv).duration_s
     assert 3.5 * got.duration_s < four <= 4.0 * got.duration_s * 1.01

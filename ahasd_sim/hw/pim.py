@@ -14,11 +14,13 @@ Reading of the AHASD paper's PIM row (Table 2: 16 PIM units, 102.4 GOPS INT8,
   OPT 1+2, LLaMA2 2+4, PaLM-like 3+8) or spreads every rank pro rata
   (``proportional``).
 
-GEMV on PIM (:meth:`PimMemory.gemv_cost`): time = max(bytes / internal bandwidth,
-2 x MACs / PIM op rate) of the ranks used, + a fixed per-op command overhead. A
-multi-token op (pre-verification of L tokens) reads its weights and KV
-ceil(L / ``vectors_per_weight_read``) times and does L x the MACs (the workload op's
-``macs`` already counts the L tokens). Energy (device "pim"):
+GEMV on PIM (:meth:`PimMemory.gemv_cost`): by default (``gemv_timing:
+command_sequence``) the ISR sequence a PIM driver issues on ``pim.preset``'s timings,
+validated against the AiM simulator (hw/pim_spec.py; docs/validation.md); ``roofline``
+keeps the v0.1 model, max(bytes / internal bandwidth, 2 x MACs / PIM op rate) of the
+ranks used + a fixed per-op overhead. A multi-token op (pre-verification of L tokens)
+reads its weights and KV once per ``vectors_per_weight_read`` input vectors and does
+L x the MACs (the workload op's ``macs`` already counts the L tokens). Energy (device "pim"):
 bank-local access pJ/bit + row activations + PIM MAC energy.
 
 AAU (one per rank, ``pim.aau``): cycle formulas of references.md#ahasd-aau-gts at the PIM
@@ -149,8 +151,18 @@ class PimConfig:
                                              "(JEDEC JESD209-5 specifies currents, not a package limit): null by "
                                              "default; sweep it (a phone SoC draws 5-8 W in total, "
                                              "references.md#hardware-parameters)")
+    gemv_timing: str = param("command_sequence", doc="how a PIM GEMV is timed: command_sequence = the ISR "
+                             "sequence a PIM driver issues on pim.preset's timings (WR_GB per input chunk; "
+                             "WR_BIAS, MAC_ABK with its mode switch/PREA/ACT, blocking RD_MAC per output group; "
+                             "all-bank refresh), validated against the AiM simulator (docs/validation.md; a "
+                             "typed rate replaces the MAC-command spacing or MAC clock in it); roofline = "
+                             "max(bytes / internal bandwidth, 2 x MACs / op rate) + op_overhead_ns (the v0.1 model)",
+                             choices=("command_sequence", "roofline"),
+                             source="issue 25: SK hynix AiM command protocol (ISSCC 2022; CENT, ASPLOS 2025, "
+                             "github arkhadem/aim_simulator)")
     op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
-                                  "units, result collection)", unit="ns", ge=0, source="assumption (grade C)")
+                                  "units, result collection); used by gemv_timing: roofline only (the command "
+                                  "sequence has its own overheads)", unit="ns", ge=0, source="assumption (grade C)")
     bank_pj_per_bit: float = param(0.8, doc="bank-local access energy", unit="pJ/bit", ge=0,
                                    source="0.55 pJ/bit HBM2 bank-level [AttAccCfg]; 0.6-1.0 for LPDDR5 "
                                    "(references.md#lpddr5, grade A/C)")
@@ -435,8 +447,12 @@ class PimMemory:
     def gemv_cost(self, op: object, ranks: int) -> OpCost:
         """Cost of ONE occurrence of a GEMV/GEMM/attention ``op`` on ``ranks`` ranks' PIM units.
 
-        time = max((weight + KV bytes) / internal bandwidth, 2 x MACs / op rate) + overhead;
-        weights are read once whatever ``op.n_tokens`` (multi-token pre-verification).
+        ``pim.gemv_timing: command_sequence`` (default): the driver's ISR sequence on
+        ``pim.preset`` (:func:`ahasd_sim.hw.pim_spec.gemv_time_s` on ``ranks x units_per_rank``
+        dies, the op's :attr:`pim_gemv` layout), the weights (and KV) re-read for every
+        ``vectors_per_weight_read`` input vectors, + the new K/V written at the internal rate.
+        ``roofline``: max((weight + KV bytes) / internal bandwidth, 2 x MACs / op rate) + overhead.
+        A power-capped device runs either at its throttled rate.
         """
         kind = op_kind(op)
         if kind not in MATRIX_KINDS:
@@ -445,21 +461,71 @@ class PimMemory:
         ranks = self._check_ranks(ranks)
         nbytes = self.bytes_read(op)
         macs = float(op.macs)
-        t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
-        t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
+        if self.cfg.gemv_timing == "roofline":
+            t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
+            t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
+            busy = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
+        else:
+            busy = self._sequence_time_s(op, ranks)
         # a power-capped device runs its GEMVs at the throttled rate (same work and energy, longer)
-        duration = max(t_bw, t_cmp) / self.throttle + self.cfg.op_overhead_ns * 1e-9
+        duration = busy / self.throttle
         energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + macs * self.cfg.pj_per_mac * 1e-12
         if self.memory is not None:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
         return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=macs)
 
+    # ------------------------------------------------------------- command sequence
+    def gemv_layout(self, op: object) -> tuple[int, int, int, float]:
+        """(rows, cols, input vectors, bytes per element) of ``op`` as the PIM driver lays it
+        out (:attr:`Operator.pim_gemv`); an op without one (a hand-made op) is taken as its
+        weight + KV-read bytes in whole DRAM rows, one input vector per token."""
+        shape = tuple(getattr(op, "pim_gemv", ()) or ())
+        if shape:
+            rows, cols, vectors, eb = shape
+            return int(rows), int(cols), max(1, int(vectors)), float(eb)
+        n = max(1, int(getattr(op, "n_tokens", 1) or 1))
+        matrix = float(op.weight_bytes) + float(getattr(op, "kv_bytes", 0.0)) - float(getattr(op, "kv_write_bytes", 0.0))
+        row = self.spec.row_bytes
+        return max(1, math.ceil(matrix / row)), int(row // self.spec.element_bytes), n, float(self.spec.element_bytes)
+
+    def _sequence_spec(self, element_bytes: float, vectors_held: int) -> "_spec.PimSpec":
+        key = (element_bytes, vectors_held)
+        cache = self.__dict__.setdefault("_seq_specs", {})
+        sp = cache.get(key)
+        if sp is None:
+            units = self.total_units
+            typed_bw = self.total_internal_bw_bytes_s / units if self.cfg.internal_bw_gb_s is not None else None
+            typed_macs = self.total_ops_s / OPS_PER_MAC / units if self.cfg.unit_gops_int8 is not None else None
+            base = self.spec
+            if vectors_held > 1:
+                # a unit holding k vectors does k MACs per element it reads: k x the MAC time per column
+                macs = typed_macs if typed_macs is not None else self.derived_rates.macs_s_per_die
+                typed_macs = macs / vectors_held
+            sp = cache[key] = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
+                                               macs_s_per_die=typed_macs)
+        return sp
+
+    def _sequence_time_s(self, op: object, ranks: int) -> float:
+        rows, cols, vectors, eb = self.gemv_layout(op)
+        held = min(self.cfg.vectors_per_weight_read, vectors)
+        passes = math.ceil(vectors / held)
+        dies = ranks * self.cfg.units_per_rank
+        t = _spec.gemv_time_s(self._sequence_spec(eb, held), rows, cols, passes, dies=dies)
+        kv_w = float(getattr(op, "kv_write_bytes", 0.0))
+        return t + kv_w / (ranks * self.rank_internal_bw_bytes_s)
+
     def bytes_read(self, op: object) -> float:
         """Bank bytes one occurrence of ``op`` moves: weights and KV reads are repeated for every
-        ``vectors_per_weight_read`` input tokens (a PIM unit holds that many input vectors)."""
+        ``vectors_per_weight_read`` input vectors (a PIM unit holds that many); new K/V written once.
+        With the command sequence the vectors and the matrix are the op's PIM layout (GQA query
+        heads of one KV head are separate vectors)."""
+        kv_w = float(getattr(op, "kv_write_bytes", 0.0))
+        if self.cfg.gemv_timing == "command_sequence" and getattr(op, "pim_gemv", ()):
+            rows, cols, vectors, eb = self.gemv_layout(op)
+            passes = math.ceil(vectors / min(self.cfg.vectors_per_weight_read, vectors))
+            return passes * rows * cols * eb + kv_w
         reads = math.ceil(max(1, int(getattr(op, "n_tokens", 1) or 1)) / self.cfg.vectors_per_weight_read)
         kv = float(getattr(op, "kv_bytes", 0.0))
-        kv_w = float(getattr(op, "kv_write_bytes", 0.0))
         return float(op.weight_bytes) * reads + (kv - kv_w) * reads + kv_w
 
     def bound(self, op: object, ranks: int) -> str:

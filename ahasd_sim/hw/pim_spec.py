@@ -150,11 +150,11 @@ class PimSpec:
 
     @property
     def elements_per_row(self) -> int:
-        return self.row_bytes // self.element_bytes
+        return int(self.row_bytes // self.element_bytes)
 
     @property
     def elements_per_column(self) -> int:
-        return self.column_bytes // self.element_bytes
+        return int(self.column_bytes // self.element_bytes)
 
 
 @dataclass(frozen=True)
@@ -250,11 +250,22 @@ def refresh_stretch(spec: PimSpec, refresh: bool = True) -> float:
     return 1.0 / (1.0 - lost / t.n_refi)
 
 
-def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None) -> dict:
-    """ISR counts (per lockstep unit) and the layout of a GEMV W[rows x cols] . x."""
-    ch = _check_gemv(spec, rows, cols, vectors, channels)
-    units = ch * spec.ranks_per_channel                       # ranks work concurrently; dies of a rank in lockstep
-    banks = spec.mac_units_per_die * spec.dies_per_rank      # output elements per MAC_ABK per unit
+def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
+                *, dies: int | None = None) -> dict:
+    """ISR counts (per lockstep unit) and the layout of a GEMV W[rows x cols] . x.
+
+    ``dies`` (instead of ``channels``): the GEMV runs on that many dies of the preset, all
+    working in parallel (the simulator's PIM units, :class:`ahasd_sim.hw.pim.PimMemory`:
+    one unit = one die); rows are spread over every MAC unit of those dies."""
+    if dies is None:
+        ch = _check_gemv(spec, rows, cols, vectors, channels)
+        units = ch * spec.ranks_per_channel                   # ranks work concurrently; dies of a rank in lockstep
+        banks = spec.mac_units_per_die * spec.dies_per_rank  # output elements per MAC_ABK per unit
+    else:
+        _check_gemv(spec, rows, cols, vectors, None)
+        if int(dies) < 1:
+            raise ValueError(f"dies must be >= 1, got {dies}")
+        ch, units, banks = None, int(dies), spec.mac_units_per_die
     chunks = math.ceil(cols / spec.elements_per_row)
     groups = math.ceil(rows / (banks * units))
     return {"channels": ch, "units": units, "banks_per_unit": banks, "chunks": chunks, "groups": groups,
@@ -263,10 +274,11 @@ def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
 
 
 def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                refresh: bool = True) -> float:
+                refresh: bool = True, *, dies: int | None = None) -> float:
     """Cycles (of ``spec.timings.tck_ns``) of ``vectors`` GEMVs y = W[rows x cols] . x on
-    ``channels`` channels (None = all), refresh included unless ``refresh`` is False."""
-    c = gemv_counts(spec, rows, cols, vectors, channels)
+    ``channels`` channels (None = all) or on ``dies`` dies, refresh included unless
+    ``refresh`` is False."""
+    c = gemv_counts(spec, rows, cols, vectors, channels, dies=dies)
     isr = isr_cycles(spec)
     per_vector = 0.0
     for k in range(c["chunks"]):
@@ -277,8 +289,30 @@ def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
 
 
 def gemv_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                refresh: bool = True) -> float:
-    return gemv_cycles(spec, rows, cols, vectors, channels, refresh) * spec.timings.tck_ns * 1e-9
+                refresh: bool = True, *, dies: int | None = None) -> float:
+    return gemv_cycles(spec, rows, cols, vectors, channels, refresh, dies=dies) * spec.timings.tck_ns * 1e-9
+
+
+def with_rates(spec: PimSpec, *, element_bytes: float | None = None, internal_bytes_s_per_die: float | None = None,
+               macs_s_per_die: float | None = None) -> PimSpec:
+    """``spec`` re-expressed for a GEMV of ``element_bytes`` elements (INT4 = 0.5) and, where
+    a rate is typed (``pim.internal_bw_gb_s`` / ``pim.unit_gops_int8``), with that rate
+    instead of the derived one: a typed internal bandwidth sets the all-bank MAC command
+    spacing (``n_ccd_mac`` = MAC units x column bytes / (rate x tCK), fractional cycles
+    allowed: a typed rate is a hypothetical device), a typed MAC rate sets the MAC clock
+    (rate / (MAC units x lanes)). The command overheads (mode switches, ACT, RD_MAC) stay
+    the preset's. Not validated again: a typed rate may exceed what the timings allow."""
+    changes: dict = {}
+    if element_bytes is not None and element_bytes != spec.element_bytes:
+        if not element_bytes > 0:
+            raise ValueError(f"element_bytes must be > 0, got {element_bytes}")
+        changes["element_bytes"] = element_bytes
+    if internal_bytes_s_per_die is not None:
+        ccd = spec.mac_units_per_die * spec.column_bytes / (internal_bytes_s_per_die * spec.timings.tck_ns * 1e-9)
+        changes["timings"] = replace(spec.timings, n_ccd_mac=ccd)
+    if macs_s_per_die is not None:
+        changes["mac_clock_ghz"] = macs_s_per_die / (spec.mac_units_per_die * spec.mac_lanes) / 1e9
+    return replace(spec, **changes) if changes else spec
 
 
 def gemv_stream_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None) -> float:

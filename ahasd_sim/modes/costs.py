@@ -81,15 +81,30 @@ class _AffineOps:
                     if abs(icpt + slope * k2 - vz) > 1e-9 * max(1.0, abs(vz)):
                         self.exact = False
                     coeffs[f] = (icpt, slope, type(vx))
+                # the PIM layout (rows, cols, vectors, element bytes) is affine in kv element-wise
+                gx, gy, gz = x.pim_gemv, y.pim_gemv, z.pim_gemv
+                if not len(gx) == len(gy) == len(gz):
+                    self.exact = False
+                layout = []
+                for vx, vy, vz in zip(gx, gy, gz):
+                    slope = (vy - vx) / (k1 - k0)
+                    icpt = vx - slope * k0
+                    if abs(icpt + slope * k2 - vz) > 1e-9 * max(1.0, abs(vz)):
+                        self.exact = False
+                    layout.append((icpt, slope, type(vx)))
+                coeffs["pim_gemv"] = tuple(layout)
                 self.varying.append((i, coeffs))
 
     def at(self, kv: int):
         if not self.exact:
             return forward_ops(self.model, self.n, kv)
         ops = list(self.base)
+        def value(a, b, t):
+            return t(round(a + b * kv)) if t is int else t(a + b * kv)
         for i, coeffs in self.varying:
-            ops[i] = dataclasses.replace(ops[i], **{
-                f: (t(round(a + b * kv)) if t is int else t(a + b * kv)) for f, (a, b, t) in coeffs.items()})
+            fields = {f: value(*c) for f, c in coeffs.items() if f != "pim_gemv"}
+            fields["pim_gemv"] = tuple(value(*c) for c in coeffs["pim_gemv"])
+            ops[i] = dataclasses.replace(ops[i], **fields)
         return tuple(ops)
 
 

@@ -84,6 +84,10 @@ class Operator:
     per_layer: bool = True  # False for final_norm / lm_head / logits_softmax
     k_dim: int = 0  # dense linear ops: weight rows (reduction dim K); 0 = not a single K x N GEMM
     n_dim: int = 0  # dense linear ops: weight columns (output dim N); used by the NPU fold arithmetic
+    #: the GEMV a bank-level PIM driver issues for one occurrence: (rows, cols, input vectors,
+    #: bytes per element) -- rows output elements, each a dot product of ``cols`` stored
+    #: elements with an input vector (hw/pim_spec.py, the AiM layout); () = not a PIM GEMV
+    pim_gemv: tuple = ()
 
     @property
     def kv_read_bytes(self) -> float:
@@ -194,6 +198,10 @@ def _weight_op(m: ModelSpec, name: str, n: int, d_in: int, d_out: int, tier: int
         per_layer=per_layer,
         k_dim=d_in if macs is None else 0,
         n_dim=d_out if macs is None else 0,
+        # every distinct weight matrix is read once per input vector it multiplies: an MoE op
+        # reads ``weight_matrices`` experts' rows, each with its share of the (token, expert) pairs
+        pim_gemv=(math.ceil(d_out * weight_matrices), d_in,
+                  max(1, math.ceil(mac / (d_in * d_out * weight_matrices))) if weight_matrices > 0 else n, wb),
     )
 
 
@@ -247,12 +255,16 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
     attn_macs = float(m.n_heads * m.head_dim * pairs)
     kv_one = m.kv_dim * kvb  # bytes of K (or V) of one token in one layer
     score_elems = m.n_heads * pairs
+    # on PIM (AiM layout): K is stored one key per row chunk, V transposed (one head dimension
+    # per row); the n_heads / n_kv_heads query heads of a KV head are separate input vectors
+    q_per_kv = m.n_heads // m.n_kv_heads
     ops.append(Operator(
         name="attn_score", kind=OpKind.ATTENTION, layer_repeat=L, n_tokens=n,
         flops=2.0 * attn_macs, macs=attn_macs, weight_bytes=0.0,
         act_bytes_in=n * m.q_dim * ab, act_bytes_out=score_elems * ab,
         kv_bytes=kv_one * (kv_len + n), kv_write_bytes=kv_one * n,
         elements=0, nonlinear_class=None, tier=t,
+        pim_gemv=((kv_len + n) * m.n_kv_heads, m.head_dim, n * q_per_kv, kvb),
     ))
     t += 1
     ops.append(_elementwise_op(m, "attn_softmax", n, score_elems, "softmax", t, repeat=L))
@@ -263,6 +275,7 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
         act_bytes_in=score_elems * ab, act_bytes_out=n * m.q_dim * ab,
         kv_bytes=kv_one * (kv_len + n), kv_write_bytes=kv_one * n,
         elements=0, nonlinear_class=None, tier=t,
+        pim_gemv=(m.kv_dim, kv_len + n, n * q_per_kv, kvb),
     ))
     t += 1
     ops.append(_weight_op(m, "o_proj", n, m.q_dim, d, t, bias=m.linear_bias, repeat=L))

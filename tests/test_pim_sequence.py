@@ -1,0 +1,125 @@
+"""The simulator's PIM GEMV cost is the driver's command sequence on the preset (issue 25).
+
+Expected numbers are derived by hand in each docstring from the lpddr5_pim preset
+(hw/pim_spec.py): tCK 1.25 ns; a die has 16 banks, one MAC unit each, 16 B per column
+access, 1 KB rows; nCCD(MAC) = nCCD(WR) = 4, nRPab 15, nRCDRDMAC 56, nMODCH 32, CAS 1,
+nBL 4, nCLREG 0; refresh tRFCab 224 / tREFI 3125 nCK; MAC unit 4 lanes at 0.8 GHz.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ahasd_sim.hw import Lpddr5Memory, PimMemory, pim_spec
+from ahasd_sim.workload.models import get_model
+from ahasd_sim.workload.ops import forward_ops
+from test_hw_helpers import make_cfg
+
+TCK = 1.25e-9
+#: refresh stretch: every 3125 nCK the die loses tRFCab 224 + re-opening the row (15 + 56)
+STRETCH = 3125 / (3125 - 224 - 15 - 56)
+
+
+def _pim(**pim) -> PimMemory:
+    cfg = make_cfg({"pim": pim})
+    return PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+
+
+def _op(model: str, name: str, n: int = 1, kv: int = 128):
+    return next(o for o in forward_ops(get_model(model), n, kv) if o.name == name)
+
+
+def test_a_4096_square_int8_gemv_on_two_dies_is_the_hand_counted_isr_sequence():
+    """LLaMA2-7B q_proj (4096 x 4096 INT8), one token, on 2 dies (32 MAC units):
+
+    * input chunks: 4096 / 1024 elements per row = 4, opsize 1024 / 16 = 64 MAC commands;
+    * output groups: 4096 / 32 = 128 per chunk;
+    * WR_GB(64) = CAS 1 + 63 x 4 + 1 = 254; WR_BIAS = 2;
+      MAC_ABK(64) = 32 + 15 + 56 + 63 x 4 + 1 = 356; RD_MAC = 32 + 1 + 0 + 4 + 1 = 38;
+    * cycles = 32 (first mode switch) + 4 x (254 + 128 x (2 + 356 + 38)) = 203,800;
+    * time = 203,800 x 1.25 ns x 3125 / 2830 (refresh) = 281.30 us.
+    """
+    op = _op("llama2-7b", "q_proj")
+    assert op.pim_gemv == (4096, 4096, 1, 1.0)
+    c = _pim().gemv_cost(op, 2)
+    assert c.duration_s == pytest.approx(203_800 * TCK * STRETCH, rel=1e-12, abs=0)
+    assert c.duration_s == pytest.approx(281.30e-6, rel=1e-4)
+    # every weight byte is read once, bank-locally
+    assert _pim().bytes_read(op) == 4096 * 4096 and c.bus_bytes == 0
+
+
+def test_each_input_vector_repeats_the_sequence_after_one_mode_switch():
+    """4 tokens pre-verified: the global buffer holds one vector, so 4 x the per-vector
+    cycles (203,768) after the one initial mode switch: 32 + 4 x 203,768 = 815,104."""
+    op = _op("llama2-7b", "q_proj", n=4)
+    assert op.pim_gemv == (4096, 4096, 4, 1.0)
+    assert _pim().gemv_cost(op, 2).duration_s == pytest.approx(815_104 * TCK * STRETCH, rel=1e-12, abs=0)
+    assert _pim().bytes_read(op) == 4 * 4096 * 4096
+
+
+def test_gqa_attention_layout_and_its_cost():
+    """Qwen2.5-Coder-1.5B: 12 query heads, 2 KV heads of 128 dims, INT8 KV. At KV length 127 and
+    one token, attn_score is the 128 keys x 2 KV heads = 256 rows of 128 elements, multiplied by
+    12 / 2 = 6 query vectors; on 16 dies (256 MAC units) one output group per chunk (at KV 128
+    the 258 rows need two, 2,276 cycles):
+    opsize 128 / 16 = 8; per vector WR_GB(8) = 1 + 7 x 4 + 1 = 30, one group
+    2 + (32 + 15 + 56 + 7 x 4 + 1) + 38 = 172; cycles = 32 + 6 x 202 = 1,244."""
+    op = _op("qwen2.5-coder-1.5b", "attn_score", kv=127)
+    assert op.pim_gemv == (256, 128, 6, 1.0)
+    p = _pim()
+    new_kv = op.kv_write_bytes
+    expect = 1_244 * TCK * STRETCH + new_kv / (16 * 51.2e9)
+    assert p.gemv_cost(op, 16).duration_s == pytest.approx(expect, rel=1e-12, abs=0)
+    # each query head re-reads its KV head's keys: 6 x 258 x 128 bytes + the new K/V written
+    assert p.bytes_read(op) == 6 * 256 * 128 + new_kv
+    two_groups = _op("qwen2.5-coder-1.5b", "attn_score", kv=128)
+    assert p.gemv_cost(two_groups, 16).duration_s == pytest.approx(
+        2_276 * TCK * STRETCH + new_kv / (16 * 51.2e9), rel=1e-12, abs=0)
+    ctx = _op("qwen2.5-coder-1.5b", "attn_context", kv=127)
+    assert ctx.pim_gemv == (256, 128, 6, 1.0)           # V transposed: kv_dim rows of 128 tokens
+
+
+def test_a_typed_bandwidth_sets_the_mac_command_spacing():
+    """A typed 25.6 GB/s per unit: spacing = 16 units x 16 B / (25.6 GB/s x 1.25 ns) = 8 nCK
+    (the derived 51.2 GB/s gives 4), so MAC_ABK(64) = 103 + 63 x 8 + 1 = 608 and the 4096^2
+    GEMV on 2 dies takes 32 + 4 x (254 + 128 x (2 + 608 + 38)) = 332,824 cycles."""
+    op = _op("llama2-7b", "q_proj")
+    p = _pim(internal_bw_gb_s=25.6)
+    assert p.gemv_cost(op, 2).duration_s == pytest.approx(332_824 * TCK * STRETCH, rel=1e-12, abs=0)
+    # a typed MAC rate of half the derived one (51.2 GOPS) makes each MAC command take 8 nCK too
+    q = _pim(unit_gops_int8=51.2)
+    assert q.gemv_cost(op, 2).duration_s == pytest.approx(332_824 * TCK * STRETCH, rel=1e-12, abs=0)
+
+
+def test_the_sequence_is_never_faster_than_streaming_at_the_derived_rate():
+    """Lower bound: bytes / (dies x 51.2 GB/s). Large weight GEMVs reach 50-70% of it (the
+    ACT, mode switches and blocking RD_MAC per output group), short KV rows far less."""
+    p = _pim()
+    for model in ("llama2-7b", "qwen2.5-coder-1.5b", "llama2-13b"):
+        for op in forward_ops(get_model(model), 1, 512):
+            if op.kind.value not in ("gemv", "gemm", "attention"):
+                continue
+            for dies in (1, 4, 16):
+                t = p.gemv_cost(op, dies).duration_s
+                stream = p.bytes_read(op) / (dies * 51.2e9)
+                assert t >= stream
+                if op.weight_bytes > 4 * 2**20 and dies <= 4:
+                    assert 0.5 < stream / t < 0.75, (model, op.name, dies, stream / t)
+
+
+def test_roofline_timing_is_the_v01_model():
+    op = _op("llama2-7b", "q_proj")
+    p = _pim(gemv_timing="roofline")
+    assert p.gemv_cost(op, 2).duration_s == pytest.approx(4096 * 4096 / (2 * 51.2e9) + 100e-9, rel=1e-12, abs=0)
+
+
+def test_the_driver_sequence_is_the_one_validated_against_the_aim_simulator():
+    """The simulator's cost and validate_peers.pim_gemv_time_s are the same function: a
+    validated shape costs the same in both (lpddr5_aim preset, 16-bit elements, all 32 channels
+    = 32 dies of one rank each)."""
+    from ahasd_sim.validate_peers import pim_gemv_time_s
+    cfg = make_cfg({"pim": {"preset": "lpddr5_aim", "ranks": 32, "rank_capacity_gib": 4.0}})
+    p = PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))
+    op = dataclasses.replace(_op("llama2-7b", "q_proj"), pim_gemv=(4096, 4096, 1, 2.0), kv_write_bytes=0.0)
+    assert p.gemv_cost(op, 32).duration_s == pytest.approx(pim_gemv_time_s("lpddr5_aim", 4096, 4096), rel=1e-12)
