@@ -10,6 +10,11 @@ Blocks:
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
+  study         the README's summary of the committed where_ahasd_wins study
+  peers-*       docs/validation.md's peer tables (`python -m ahasd_sim validate --peers`)
+  validate-h200 docs/validation.md's GPU-vs-H200 summary (`python -m ahasd_sim validate`, runs 1 and 2)
+  pim-timing-effect  docs/validation.md: the default job's compare under pim.gemv_timing roofline
+                and command_sequence
 
 Blocks too slow to regenerate here (the paper reproduction, the studies) carry a stamp
 ``<!-- fingerprint: HASH (COMMAND) -->``: the result fingerprint (ahasd_sim.fingerprint, a
@@ -131,8 +136,67 @@ def block_study() -> str:
             f"{ok['throughput_ratio'].median():.2f} and {ok['energy_efficiency_ratio'].median():.2f}).")
 
 
+_PEER_SECTIONS = {            # block name -> first words of its table's title in `validate --peers`
+    "peers-npu": "NPU GEMM cycles vs SCALE-Sim",
+    "peers-lpddr5": "LPDDR5-6400 x16 vs Ramulator 2",
+    "peers-pim": "PIM GEMV time vs the AiM simulator",
+    "peers-pim-contention": "PIM GEMV 4096x4096 on 4 channels",
+    "peers-gpu": "GPU step latency (H200",
+    "peers-h2d": "H2D pinned copies",
+}
+
+
+def _peer_tables(cache: dict = {}) -> dict[str, str]:      # noqa: B006 (one run per process)
+    """`python -m ahasd_sim validate --peers`, split into its tables (a title line at column 0)."""
+    if not cache:
+        text = _cli(["validate", "--peers"])
+        sections, title = {}, None
+        for ln in text.splitlines():
+            if ln and not ln.startswith(" "):
+                title = ln
+                sections[title] = [ln]
+            elif title is not None:
+                sections[title].append(ln)
+        for name, head in _PEER_SECTIONS.items():
+            hits = [t for t in sections if t.startswith(head)]
+            if len(hits) != 1:
+                raise InputError(f"docs: block '{name}': `validate --peers` printed {len(hits)} tables titled '{head}...'")
+            cache[name] = "```\n" + "\n".join(sections[hits[0]]).rstrip() + "\n```"
+    return cache
+
+
+def _peer_block(name: str):
+    return lambda: _peer_tables()[name]
+
+
+def block_validate_h200() -> str:
+    """The summary of `python -m ahasd_sim validate` (GPU model vs the H200 measurements, run 1)
+    and of the same against run 2 (out-of-sample): every line but the per-point table."""
+    out = []
+    for extra, label in (([], "run 1 (h200_measured.csv, the fit's data: in-sample)"),
+                         (["--measured", "validation/h200_repeat.csv"], "run 2 (h200_repeat.csv: out-of-sample)")):
+        text = _cli(["validate", *extra])
+        lines = text.splitlines()
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("Median absolute error"))
+        out += [f"# {label}", *lines[start:]]
+    return "```\n" + "\n".join(out).rstrip() + "\n```"
+
+
+def block_pim_timing_effect() -> str:
+    """The default job's compare under the v0.1 PIM roofline and under the command sequence."""
+    rows = []
+    for timing in ("roofline", "command_sequence"):
+        with tempfile.TemporaryDirectory() as d:
+            out = _cli(["compare", "--config", str(ROOT / "hw_configs" / "ahasd_mobile.yaml"),
+                        "--out", str(Path(d) / "cmp"), "--set", f"pim.gemv_timing={timing}"])
+        rows += [f"# pim.gemv_timing: {timing}"] + [ln for ln in out.splitlines()
+                                                     if not ln.strip().startswith("results")]
+    return "```\n" + "\n".join(rows).rstrip() + "\n```"
+
+
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
-              "study": block_study}
+              "study": block_study, "validate-h200": block_validate_h200, "pim-timing-effect": block_pim_timing_effect,
+              **{name: _peer_block(name) for name in _PEER_SECTIONS}}
 
 
 def render(text: str, only: set[str] | None, cache: dict[str, str]) -> tuple[str, list[str]]:
