@@ -146,7 +146,10 @@ def test_without_aau_offloaded_nonlinear_traffic_and_energy_appear():
 
 
 def test_operator_sync_on_gpu_host_streams_weights_that_do_not_fit():
-    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed", ["pim.partition_policy=min_fit", "run.prefill=false"]).summary
+    # with the PIM command-sequence cost (issue 25) operator_sync maps more verify ops to the GPU
+    # than its 16 GiB hold (its mapping search ignores capacity); 64 GiB hold all of them
+    fits = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed",
+                ["gpu.memory_gib=64", "pim.partition_policy=min_fit", "run.prefill=false"]).summary
     small = _run("platform_specpim_gpu_pim.yaml", "operator_sync", "fixed",
                  ["gpu.memory_gib=6", "pim.partition_policy=min_fit", "run.prefill=false"]).summary
     assert fits["device_busy_s"]["gpu"] > 0 and fits["device_busy_s"]["pim"] > 0

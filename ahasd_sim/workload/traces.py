@@ -326,13 +326,36 @@ def read_npz(path: str, check_header, error: type[TraceError] = TraceError,
     return header, cols
 
 
+#: traces read by this process, by (path, size, mtime, validate): a sweep point, its windows and
+#: its placement-tuning runs all read the same files (decompressing and hashing one took ~0.1 s);
+#: the cached columns are read-only, so no caller can change what the next one reads
+_TRACE_CACHE: dict[tuple, Trace] = {}
+_TRACE_CACHE_MAX = 8
+
+
 def load_trace(path, validate: bool = True) -> Trace:
-    """Read and (by default) validate a trace ``.npz``; raises :class:`TraceError`."""
+    """Read and (by default) validate a trace ``.npz``; raises :class:`TraceError`. A file read
+    before by this process (same path, size and modification time) is not read again."""
     path = os.fspath(path)
+    try:
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, bool(validate))
+    except OSError:
+        key = None                              # read_npz names the problem
+    hit = _TRACE_CACHE.get(key) if key is not None else None
+    if hit is not None:
+        return Trace(dict(hit.columns), dict(hit.header), path, hit.file_sha256)
     header, cols = read_npz(path, check_header)
     if validate:
         validate_columns(path, header, cols)
-    return Trace(cols, header, path, sha256_file(path))
+    for a in cols.values():
+        a.setflags(write=False)
+    trace = Trace(cols, header, path, sha256_file(path))
+    if key is not None:
+        if len(_TRACE_CACHE) >= _TRACE_CACHE_MAX:
+            _TRACE_CACHE.clear()
+        _TRACE_CACHE[key] = trace
+    return trace
 
 
 def sha256_file(path: str) -> str:
