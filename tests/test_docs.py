@@ -78,7 +78,7 @@ def test_fingerprint_is_deterministic_and_sees_a_model_change():
     import ahasd_sim.fingerprint as fpm
     name = "autoregressive_pim"
     cfg, over = fpm.CASES[name]
-    fpm.CASES[name] = (cfg, [*over, "pim.op_overhead_ns=150"])     # a cost constant moves results
+    fpm.CASES[name] = (cfg, [*over, "pim.bank_pj_per_bit=0.9"])     # a cost constant moves results
     try:
         c, _ = fingerprint.compute([name])
     finally:
