@@ -14,11 +14,13 @@ model at the row's byte widths):
   the DRAM's sustained bandwidth one unit's DMA can pull -- outstanding requests per unit, the
   NoC port; HeteroInfer, quoted by issue 29, reads 40-45 GB/s for one unit of a 76.8 GB/s part);
 * decode step = max(bytes / bandwidth, flops / NPU peak of the array dtype), bytes = every weight
-  (LM head included, embedding gathered) + the KV cache of the graph's whole context (AI Hub
-  graphs are static: a step attends over ``context`` positions, masked);
-* prefill = ceil(prompt / chunk) chunks of ``chunk`` tokens (128, AI Hub's prompt processor;
-  the whole context for Llama-2), each max(bytes / bandwidth, flops / (peak x ``u_prefill``))
-  with ``u_prefill`` **free** (NPU matrix utilisation in prefill);
+  (LM head included, at ``head_weight_bytes_per_param`` where the precision keeps it wider;
+  embedding gathered) + the KV cache of the graph's whole context (QNN graphs
+  are static: a step attends over ``graph_context`` positions, masked);
+* prefill = ceil(prompt / ar) graph calls of ``ar`` tokens over the static graph's
+  ``graph_context`` positions (both read from ``ar=N graph_context=N`` in the row's notes; default
+  one call over the prompt), each max(bytes / bandwidth, flops / (peak x ``u_prefill``)) with
+  ``u_prefill`` **free** (NPU matrix utilisation in prefill);
 * precisions whose weights are widened before the array (``dequant``) are charged on the NPU's
   vector peak when the preset has one; none of the presets does, so that cost is reported as not
   modelled (it is where the w4afp16 rows miss).
@@ -50,7 +52,8 @@ GOAL_DECODE = 0.15
 COLUMNS = ("source,year,device,soc,unit,memory,mem_gb_s,model,params_b,precision,phase,context_or_prompt,"
            "tok_s,j_per_tok,power_w,spec_decoding,notes").split(",")
 PHASES = ("decode", "prefill")
-_SOC_KEYS = {"name", "aliases", "memory", "npu", "on_chip"}
+_SOC_KEYS = {"name", "form_factor", "aliases", "memory", "npu", "on_chip"}
+FORM_FACTORS = ("phone", "laptop")
 _MEM_KEYS = {"standard", "data_rate_mts", "channels", "channel_width_bits", "source"}
 _NPU_KEYS = {"name", "int8_tops", "int16_tops", "fp16_tops", "int4_tops", "vector_gops", "source", "conflicts"}
 
@@ -78,6 +81,7 @@ class SocPreset:
     standard: str
     npu_tops: dict = field(default_factory=dict)   # array dtype -> TOPS (None: not sourced)
     vector_gops: float | None = None
+    form_factor: str = "phone"
     path: str = ""
 
     @property
@@ -131,7 +135,10 @@ def load_soc(path: str | Path) -> SocPreset:
             raise InputError(f"{path}: npu.{dt}_tops: expected a positive number or null, got {v!r}")
         tops[dt] = v
     name = _need(doc, "name", path, "", str)
-    return SocPreset(name=name, aliases=tuple(str(a) for a in (doc.get("aliases") or ())),
+    ff = doc.get("form_factor", "phone")
+    if ff not in FORM_FACTORS:
+        raise InputError(f"{path}: form_factor: expected one of {', '.join(FORM_FACTORS)}, got {ff!r}")
+    return SocPreset(form_factor=ff, name=name, aliases=tuple(str(a) for a in (doc.get("aliases") or ())),
                      data_rate_mts=float(vals["data_rate_mts"]), channels=int(vals["channels"]),
                      channel_width_bits=int(vals["channel_width_bits"]),
                      standard=str(mem.get("standard", "LPDDR5X")), npu_tops=tops,
@@ -179,28 +186,44 @@ def _pos(v: str, col: str, path: Path, line: int, optional: bool = False) -> flo
 
 
 # ----------------------------------------------------------------------------- model
-def _chunk_tokens(context: int, model_name: str) -> int:
-    # AI Hub prompt processors take 128 tokens, Llama-2's the whole 1024-token context (info.yaml)
-    return context if model_name == "llama2-7b" else 128
+_NOTE_INT = re.compile(r"\b(ar|graph_context)=(\d+)\b")
 
 
-def row_work(spec, phase: str, n: int, context: int, chunk: int) -> dict:
+def graph_shape(notes: str, n: int, phase: str) -> tuple[int, int]:
+    """(graph_context, ar) of a row: the static graph's positions and the tokens per prompt-processor
+    call, from ``graph_context=N`` / ``ar=N`` in its notes; defaults: the row's own context or prompt,
+    and the whole prompt in one call."""
+    kv = {k: int(v) for k, v in _NOTE_INT.findall(str(notes))}
+    ctx = max(kv.get("graph_context", n), n)
+    ar = kv.get("ar", n) if phase == "prefill" else 1
+    return ctx, max(1, min(ar, ctx))
+
+
+def head_extra_bytes(spec, prec) -> float:
+    """Extra bytes per forward when the precision stores the LM head wider than the other weights."""
+    if prec is None or prec.head_weight_bytes_per_param is None:
+        return 0.0
+    return spec.vocab_size * spec.d_model * (prec.head_weight_bytes_per_param - spec.weight_bytes_per_param)
+
+
+def row_work(spec, phase: str, n: int, context: int, chunk: int, prec=None) -> dict:
     """Bytes and flops of one decode step or one prefill chunk, and how many there are."""
     from .workload.ops import forward_totals
+    extra = head_extra_bytes(spec, prec)
     if phase == "decode":
         t = forward_totals(spec, 1, max(context - 1, 0))
-        return {"steps": 1, "tokens": 1, "bytes": t.weight_bytes + t.kv_bytes, "flops": t.flops,
+        return {"steps": 1, "tokens": 1, "bytes": t.weight_bytes + t.kv_bytes + extra, "flops": t.flops,
                 "weights": spec.param_count()}
     c = min(chunk, context)
     t = forward_totals(spec, c, max(context - c, 0))
-    return {"steps": math.ceil(n / c), "tokens": n, "bytes": t.weight_bytes + t.kv_bytes, "flops": t.flops,
-            "weights": spec.param_count()}
+    return {"steps": math.ceil(n / c), "tokens": n, "bytes": t.weight_bytes + t.kv_bytes + extra,
+            "flops": t.flops, "weights": spec.param_count()}
 
 
-BW_MODELS = ("port_cap", "fraction")
+BW_MODELS = ("fraction", "port_cap")
 
 
-def npu_bandwidth_bytes_s(soc: SocPreset, bw_param: float, bw_model: str = "port_cap") -> float:
+def npu_bandwidth_bytes_s(soc: SocPreset, bw_param: float, bw_model: str = "fraction") -> float:
     """What the NPU streams at: the DRAM's sustained bandwidth capped at the unit's port
     (``port_cap``, ``bw_param`` in GB/s), or a fixed fraction of it (``fraction``)."""
     dram = soc.bus_peak_bytes_s * soc.dram_efficiency()
@@ -212,7 +235,7 @@ def npu_bandwidth_bytes_s(soc: SocPreset, bw_param: float, bw_model: str = "port
 
 
 def predict_tok_s(w: dict, soc: SocPreset, prec, eta_bw: float, u_prefill: float, phase: str,
-                  bw_model: str = "port_cap") -> float:
+                  bw_model: str = "fraction") -> float:
     """Tokens per second of one row under the two efficiency parameters (see module docstring)."""
     bw = npu_bandwidth_bytes_s(soc, eta_bw, bw_model)
     peak = soc.peak_ops_s(prec.array_dtype)
@@ -232,7 +255,7 @@ class MobileResult:
     eta_bw: float
     u_prefill: float
     socs: dict
-    bw_model: str = "port_cap"
+    bw_model: str = "fraction"
 
 
 def match_rows(df: pd.DataFrame, socs: dict, path: Path):
@@ -272,9 +295,9 @@ def match_rows(df: pd.DataFrame, socs: dict, path: Path):
             skipped.append((line, f"{soc.name}: no sourced NPU {prec.array_dtype} peak for a prefill row"))
             continue
         spec = apply_precision(MODELS[mkey], prec)
-        graph_ctx = ctx if phase == "decode" else max(ctx, 4096 if mkey != "llama2-7b" else 1024)
-        w = row_work(spec, phase, ctx, graph_ctx, _chunk_tokens(graph_ctx, mkey))
-        rows.append(dict(line=line, soc=soc.name, model=mkey, precision=prec.name, phase=phase,
+        graph_ctx, ar = graph_shape(r["notes"], ctx, phase)
+        w = row_work(spec, phase, ctx, graph_ctx, ar, prec)
+        rows.append(dict(line=line, soc=soc.name, form_factor=soc.form_factor, model=mkey, precision=prec.name, phase=phase,
                          context_or_prompt=ctx, measured_tok_s=tok_s,
                          measured_j_per_tok=_pos(r["j_per_tok"], "j_per_tok", path, line, optional=True),
                          source=r["source"], _w=w, _soc=soc, _prec=prec))
@@ -286,7 +309,7 @@ def _mdape(err) -> float:
     return float(np.median(e)) * 100 if len(e) else float("nan")
 
 
-def fit_parameters(rows: list[dict], bw_model: str = "port_cap") -> tuple[float, float]:
+def fit_parameters(rows: list[dict], bw_model: str = "fraction") -> tuple[float, float]:
     """``eta_bw`` on the fitting decode rows, then ``u_prefill`` on the fitting prefill rows, each the
     grid value minimising the median |log(predicted / measured)|. Only rows with ``fit`` True count."""
     unit = np.geomspace(0.02, 1.0, 1200)
@@ -310,7 +333,7 @@ def fit_parameters(rows: list[dict], bw_model: str = "port_cap") -> tuple[float,
 
 
 def validate_mobile(measured: str | None = None, soc_dir: str | None = None,
-                    bw_model: str = "port_cap") -> MobileResult:
+                    bw_model: str = "fraction") -> MobileResult:
     from .paths import resolve_input_file
     path = resolve_input_file(measured or DEFAULT_MEASURED)
     df = load_measured(path)
@@ -328,7 +351,7 @@ def validate_mobile(measured: str | None = None, soc_dir: str | None = None,
         r["implied_gb_s"] = bw / 1e9 if r["phase"] == "decode" else float("nan")
         r["bytes_per_step"] = r["_w"]["bytes"]
         r["sample"] = "in" if r["fit"] else "out"
-    cols = ["line", "soc", "model", "precision", "phase", "context_or_prompt", "measured_tok_s",
+    cols = ["line", "soc", "form_factor", "model", "precision", "phase", "context_or_prompt", "measured_tok_s",
             "predicted_tok_s", "error", "sample", "implied_gb_s", "bytes_per_step", "measured_j_per_tok", "source"]
     pts = pd.DataFrame([{c: r[c] for c in cols} for r in rows])
     return MobileResult(pts, skipped, eta, u, {r["soc"]: r["_soc"] for r in rows}, bw_model)
@@ -336,11 +359,18 @@ def validate_mobile(measured: str | None = None, soc_dir: str | None = None,
 
 # ----------------------------------------------------------------------------- report
 def summarize(pts: pd.DataFrame) -> dict:
+    """MdAPE (%, n) by (sample, phase) over phones -- the headline -- and by (sample, phase, "all")
+    including the laptop control; per SoC and per precision."""
     s = {}
+    phones = pts[pts["form_factor"] == "phone"]
     for sample in ("in", "out"):
         for phase in PHASES:
-            sel = pts[(pts["sample"] == sample) & (pts["phase"] == phase)]
+            sel = phones[(phones["sample"] == sample) & (phones["phase"] == phase)]
             s[(sample, phase)] = (_mdape(sel["error"]), len(sel))
+            sel = pts[(pts["sample"] == sample) & (pts["phase"] == phase)]
+            s[(sample, phase, "all")] = (_mdape(sel["error"]), len(sel))
+            w = phones[(phones["sample"] == sample) & (phones["phase"] == phase) & (phones["precision"] == "w4a16")]
+            s[(sample, phase, "w4a16")] = (_mdape(w["error"]), len(w))
     s["per_soc"] = {(soc, ph): (_mdape(g["error"]), len(g)) for (soc, ph), g in pts.groupby(["soc", "phase"])}
     s["per_precision"] = {(p, ph): (_mdape(g["error"]), len(g))
                           for (p, ph), g in pts.groupby(["precision", "phase"])}
@@ -369,20 +399,24 @@ def format_report(res: MobileResult, path_label: str) -> str:
     for r in pts.sort_values(["sample", "phase", "soc", "model"]).itertuples():
         out.append(f"{r.line:4d} {r.soc:24s} {r.model:13s} {r.precision:8s} {r.phase:7s} {r.context_or_prompt:5d} "
                    f"{r.measured_tok_s:9.2f} {r.predicted_tok_s:9.2f} {r.error * 100:+6.1f}% {r.sample:>3s}")
-    out += ["", "MdAPE of tok/s (median |predicted - measured| / measured):"]
+    out += ["", "MdAPE of tok/s (median |predicted - measured| / measured), phones:"]
     for sample in ("in", "out"):
         out.append("  " + ", ".join(f"{sample}-sample {ph} {s[(sample, ph)][0]:.1f}% (n={s[(sample, ph)][1]})"
-                                    for ph in PHASES))
+                                    for ph in PHASES)
+                   + "; w4a16 only: " + ", ".join(f"{ph} {s[(sample, ph, 'w4a16')][0]:.1f}% "
+                                                 f"(n={s[(sample, ph, 'w4a16')][1]})" for ph in PHASES))
+    out.append("  with the laptop control: " + ", ".join(
+        f"out-of-sample {ph} {s[('out', ph, 'all')][0]:.1f}% (n={s[('out', ph, 'all')][1]})" for ph in PHASES))
     out.append("  per SoC: " + "; ".join(f"{soc} {ph} {v[0]:.1f}% (n={v[1]})"
                                           for (soc, ph), v in sorted(s["per_soc"].items())))
     out.append("  per precision: " + "; ".join(f"{p} {ph} {v[0]:.1f}% (n={v[1]})"
                                                 for (p, ph), v in sorted(s["per_precision"].items())))
-    out_dec = pts[(pts["sample"] == "out") & (pts["phase"] == "decode")]
-    worst = max((v[0] for (soc, ph), v in s["per_soc"].items() if ph == "decode" and soc != FIT_SOC),
-                default=float("nan"))
-    out.append(f"  goal: out-of-sample decode MdAPE <= {GOAL_DECODE * 100:.0f}%: "
-               f"{'met' if _mdape(out_dec['error']) <= GOAL_DECODE * 100 else 'NOT met'}; "
-               f"worst out-of-sample SoC (decode) {worst:.1f}% (goal 25%)")
+    phone_socs = set(pts.loc[pts["form_factor"] == "phone", "soc"])
+    worst = max(((v[0], soc) for (soc, ph), v in s["per_soc"].items()
+                 if ph == "decode" and soc != FIT_SOC and soc in phone_socs), default=(float("nan"), "-"))
+    out.append(f"  goal: out-of-sample phone decode MdAPE <= {GOAL_DECODE * 100:.0f}%: "
+               f"{'met' if s[('out', 'decode')][0] <= GOAL_DECODE * 100 else 'NOT met'}; "
+               f"worst out-of-sample phone SoC (decode) {worst[1]} {worst[0]:.1f}% (goal 25%)")
     ej = pts["measured_j_per_tok"].notna().sum()
     out.append(f"  energy: {ej} modelled rows measure J/token" + ("" if ej else " -- no energy comparison"))
     if res.skipped:
@@ -429,6 +463,31 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
     return paths
 
 
+DEFAULT_PLATFORM = "hw_configs/platform_mobile_npu_lpddr5_pim.yaml"
+
+
+def default_platform_comparison(res: MobileResult, config: str = DEFAULT_PLATFORM) -> str:
+    """How the default AHASD platform's NPU bandwidth and compute compare with the fitted phones."""
+    from .config import load_config
+    from .hw.platform import Platform
+    from .paths import resolve_input_file
+    plat = Platform.build(load_config(resolve_input_file(config), []))
+    mem, npu = plat.memory, plat.npu
+    bus = mem.peak_bandwidth_bytes_s
+    sim = mem.effective_bandwidth_bytes_s
+    lines = [f"default AHASD platform ({config}): the NPU streams at {sim / 1e9:.1f} GB/s = "
+             f"{sim / bus:.3f} of its {bus / 1e9:.1f} GB/s bus"]
+    if res.bw_model == "fraction":
+        phone = [p.dram_efficiency() * res.eta_bw for p in res.socs.values() if p.form_factor == "phone"]
+        lines.append(f"  measured phones (fit): the NPU streams at {min(phone):.3f}-{max(phone):.3f} of the bus peak "
+                     f"(eta_bw {res.eta_bw:.3f} x DRAM efficiency): the default's NPU bandwidth is "
+                     f"{sim / bus / max(phone):.2f}x what the phones reach")
+    if npu is not None:
+        lines.append(f"  default NPU: {npu.peak_tops:.1f} TOPS INT8 x matrix_util {npu.cfg.matrix_util:g}; phones (fit): "
+                     f"prefill at u_prefill {res.u_prefill:.3f} of the (derived) 16-bit peak")
+    return "\n".join(lines)
+
+
 def run_validate_mobile(args) -> int:
     from .outdir import OutputFolder
     out = getattr(args, "out", None)
@@ -437,17 +496,19 @@ def run_validate_mobile(args) -> int:
     res = validate_mobile(getattr(args, "measured", None))
     label = getattr(args, "measured", None) or DEFAULT_MEASURED
     print(format_report(res, label))
-    alt = validate_mobile(getattr(args, "measured", None), bw_model="fraction")
+    alt = validate_mobile(getattr(args, "measured", None), bw_model="port_cap")
     sa = summarize(alt.points)
-    print(f"  alternative bandwidth model 'fraction' (NPU = eta x DRAM sustained, eta {alt.eta_bw:.3f} fitted the "
+    print(f"  alternative bandwidth model 'port_cap' (NPU = min(DRAM sustained, {alt.eta_bw:.1f} GB/s) fitted the "
           f"same way): out-of-sample decode MdAPE {sa[('out', 'decode')][0]:.1f}%, prefill "
           f"{sa[('out', 'prefill')][0]:.1f}%")
+    print()
+    print(default_platform_comparison(res))
     if out:
         with OutputFolder(Path(out), "validate") as folder:
             res.points.to_csv(folder.stage / ERRORS_CSV, index=False, float_format="%.6g")
             s = summarize(res.points)
             paths = write_plot(res.points, folder.stage,
-                               f"phone NPU model vs {Path(label).name}: out-of-sample decode MdAPE "
+                               f"phone NPU model vs {Path(label).name}: out-of-sample phone decode MdAPE "
                                f"{s[('out', 'decode')][0]:.1f}%, prefill {s[('out', 'prefill')][0]:.1f}%")
             folder.commit()
         print(f"wrote {Path(out) / ERRORS_CSV}, " + ", ".join(str(Path(out) / p.name) for p in paths))

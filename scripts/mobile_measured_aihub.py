@@ -9,6 +9,16 @@ prompt-processor iteration) and ``context_length / ttft_max`` (the full context)
 which it is in every file read at 52c080d2 (an extrapolation, so those rows are left out). Llama-v2-7B's prompt processor takes the whole 1024-token context
 (min == max), so it gives one prefill row. Nothing is typed by hand.
 
+Older files (the 2024 ``*_quantized`` models, OLD_FORMAT) time the two QNN graphs separately:
+``Llama*-TokenGenerator-KVCache-Quantized`` (one token over a 1023-token KV cache: decode tok/s =
+1e6 / inference_time_us) and ``Llama*-PromptProcessor-Quantized`` (1024 tokens in one graph:
+prefill tok/s = 1024 / inference_time); their info.yaml gives "Prompt processor input: 1024
+tokens", "Max context length: 1024". The ``aggregated`` section (with a "Samsung Galaxy S23 Ultra"
+prompt-processor time of 117 ms for 1024 tokens, 8,700 tok/s, implausible) is not read.
+
+Each row's notes carry ``ar=N`` (tokens per prompt-processor graph call) and ``graph_context=N``
+(positions of the static graph), which ``validate --mobile`` models.
+
 Usage: python scripts/mobile_measured_aihub.py GIT_DIR COMMIT > rows.csv
 """
 from __future__ import annotations
@@ -32,6 +42,10 @@ MODELS = {  # AI Hub id -> (zoo name as published, params in B)
 PROMPT_PROCESSOR_TOKENS = {"llama_v2_7b_chat": 1024}  # info.yaml "Input sequence length for Prompt Processor"
 COLUMNS = ("source,year,device,soc,unit,memory,mem_gb_s,model,params_b,precision,phase,context_or_prompt,"
            "tok_s,j_per_tok,power_w,spec_decoding,notes").split(",")
+OLD_FORMAT = (  # (commit, AI Hub id, zoo name as published, params in B, graph context = prompt length)
+    ("1c5de3b94a1f40968224d6ee8a6d533501704967", "llama_v3_8b_chat_quantized", "Llama-3-8B-Chat", 8.03, 1024),
+    ("1c5de3b94a1f40968224d6ee8a6d533501704967", "llama_v2_7b_chat_quantized", "Llama-2-7B-Chat", 6.74, 1024),
+)
 PRECISION_NOTE = {"w4a16": "w4a16 + w8a16 (few layers)", "w4": "w4 + w8 (few layers), fp16 activations"}
 
 
@@ -56,13 +70,14 @@ def main(git_dir: str, commit: str) -> None:
                                         memory="", mem_gb_s="", model=mname, params_b=pb,
                                         precision="w4afp16" if prec == "w4" else prec, j_per_tok="",
                                         power_w="", spec_decoding="no")
-                            note = f"{PRECISION_NOTE.get(prec, prec)}; runtime {runtime}; perf.yaml of {date}"
+                            pp = PROMPT_PROCESSOR_TOKENS.get(mid, 128)
+                            note = (f"{PRECISION_NOTE.get(prec, prec)}; runtime {runtime}; perf.yaml of {date}; "
+                                    f"ar={pp} graph_context={ctx}")
                             w.writerow(base | dict(phase="decode", context_or_prompt=ctx,
                                                    tok_s=f"{float(lm['tokens_per_second']):.6g}",
                                                    notes=f"tokens_per_second (response rate after the first token), "
                                                          f"graph context {ctx}; {note}"))
                             t = lm["time_to_first_token_range_milliseconds"]
-                            pp = PROMPT_PROCESSOR_TOKENS.get(mid, 128)
                             pts = [(pp, float(t["min"]), "ttft min")]
                             # AI Hub's upper bound is the lower one x context/128 in every file read
                             # (an extrapolation, not a second measurement): keep it only when it is not
@@ -72,6 +87,30 @@ def main(git_dir: str, commit: str) -> None:
                                 w.writerow(base | dict(phase="prefill", context_or_prompt=n,
                                                        tok_s=f"{n / (ms / 1e3):.6g}",
                                                        notes=f"DERIVED {n} tokens / {which} {ms:g} ms; {note}"))
+    old_format(git_dir, w)
+
+
+def old_format(git_dir: str, w) -> None:
+    for commit, mid, mname, pb, ctx in OLD_FORMAT:
+        path = f"qai_hub_models/models/{mid}/perf.yaml"
+        doc = yaml.safe_load(subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
+                                            capture_output=True, text=True, check=True).stdout)
+        src = f"quic/ai-hub-models@{commit[:12]}:{path}"
+        for m in doc["models"]:
+            phase = "decode" if "TokenGenerator" in m["name"] else "prefill" if "PromptProcessor" in m["name"] else None
+            if phase is None:
+                continue
+            for e in m["performance_metrics"]:
+                dev = e["reference_device_info"]["name"]
+                us = float(e["torchscript_onnx_qnn"]["inference_time"])
+                n = 1 if phase == "decode" else ctx
+                w.writerow(dict(source=src, year=str(e.get("timestamp", ""))[:4], device=dev, soc=dev, unit="NPU",
+                                memory="", mem_gb_s="", model=mname, params_b=pb, precision="w4a16", phase=phase,
+                                context_or_prompt=ctx, tok_s=f"{n / (us / 1e6):.6g}", j_per_tok="", power_w="",
+                                spec_decoding="no",
+                                notes=f"DERIVED {n} token(s) / {m['name']} inference_time {us:g} us; "
+                                      f"w4a16 + w8a16 (few layers); measured {e.get('timestamp', '')}; "
+                                      f"ar={ctx} graph_context={ctx}"))
 
 
 if __name__ == "__main__":

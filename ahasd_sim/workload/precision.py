@@ -19,7 +19,8 @@ fp16       2       2      2    fp16         unquantised
 Sources: AI Hub ``info.yaml`` "Precision: w4a16 + w8a16 (few layers)" and "w4 + w8 (few layers)
 with fp16 activations" (quic/ai-hub-models qai_hub_models/models/llama_v3_2_3b_instruct/info.yaml
 @52c080d2); ``_shared/llm/export.py`` there: intermediate type float16 for w4, uint16 for w4a16.
-The KV cache is taken at the activation width (QNN keeps it in the activation type; assumption for
+"Few layers" in W8 is read as the LM head (``head_weight_bytes_per_param``; which layers QNN
+keeps at 8 bits is not stated). The KV cache is taken at the activation width (QNN keeps it in the activation type; assumption for
 the other rows). Group-quantisation scales are not counted (per-channel INT4: one scale per output
 row, < 0.1% of the weight bytes).
 
@@ -53,6 +54,7 @@ class Precision:
     array_dtype: str
     dequant: bool
     dequant_ops_per_weight: float = 0.0
+    head_weight_bytes_per_param: float | None = None  # LM head stored wider (None: same as the rest)
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -63,9 +65,13 @@ class Precision:
 
 
 _P = (
-    Precision("w4a16", 0.5, 2.0, 2.0, "int16", False, notes="QNN W4A16: INT4 weights on the 16-bit HMX path"),
+    # AI Hub: "w4a16 + w8a16 (few layers)"; which layers is not stated -- read as the LM head
+    # (the one layer whose INT4 error reaches the logits directly; assumption, grade C)
+    Precision("w4a16", 0.5, 2.0, 2.0, "int16", False, head_weight_bytes_per_param=1.0,
+              notes="QNN W4A16: INT4 weights on the 16-bit HMX path, LM head W8"),
     # one unpack + one scale multiply per weight (assumption, grade C)
-    Precision("w4afp16", 0.5, 2.0, 2.0, "fp16", True, 2.0, notes="AI Hub 'w4': INT4 weights widened to FP16"),
+    Precision("w4afp16", 0.5, 2.0, 2.0, "fp16", True, 2.0, head_weight_bytes_per_param=1.0,
+              notes="AI Hub 'w4': INT4 weights widened to FP16, LM head W8"),
     Precision("w4a8", 0.5, 1.0, 1.0, "int8", False, notes="INT4 weights, INT8 activations"),
     Precision("w8a8", 1.0, 1.0, 1.0, "int8", False, notes="the AHASD paper's INT8"),
     Precision("w8a16", 1.0, 2.0, 2.0, "int16", False, notes="QNN W8A16"),
