@@ -443,11 +443,22 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         for i, soc in enumerate(socs):
             for sample, mk in (("in", "o"), ("out", "^")):
                 g = sel[(sel["soc"] == soc) & (sel["sample"] == sample)]
-                if len(g):
-                    ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], marker=mk, color=colors(i % 10),
-                               s=30, label=f"{soc} ({sample}-sample)")
+                if not len(g):
+                    continue
+                tag = " laptop control" if (g["form_factor"] == "laptop").any() else ""
+                full = g[g["precision"] != "w4afp16"]
+                hollow = g[g["precision"] == "w4afp16"]
+                ax.scatter(full["measured_tok_s"], full["predicted_tok_s"], marker=mk, color=colors(i % 10),
+                           s=30, label=f"{soc} ({sample}-sample{tag})")
+                if len(hollow):
+                    ax.scatter(hollow["measured_tok_s"], hollow["predicted_tok_s"], marker=mk, s=30,
+                               facecolors="none", edgecolors=colors(i % 10))
+        ax.scatter([], [], marker="o", facecolors="none", edgecolors="0.4", label="hollow: w4afp16 (dequant not modelled)")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        from matplotlib.ticker import NullFormatter
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("measured tok/s")
         ax.set_ylabel("predicted tok/s")
         ax.set_title(phase)

@@ -8,6 +8,8 @@ block's generator computes now. Never hand-edit inside a block.
 Blocks:
   default-run   the default job's printed summary (`python -m ahasd_sim --config hw_configs/ahasd_mobile.yaml`)
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
+  mobile-validation  `python -m ahasd_sim validate --mobile` (docs/validation.md: the phone NPU model
+                against validation/mobile/measured.csv)
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
 
@@ -75,6 +77,11 @@ def block_compare() -> str:
     return "```\n" + "\n".join(lines).rstrip() + "\n```"
 
 
+def block_mobile_validation() -> str:
+    out = _cli(["validate", "--mobile"])
+    return "```\n" + out.rstrip() + "\n```"
+
+
 def block_headline() -> str:
     import pandas as pd
     from ahasd_sim.sweep import paper
@@ -132,7 +139,7 @@ def block_study() -> str:
 
 
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
-              "study": block_study}
+              "study": block_study, "mobile-validation": block_mobile_validation}
 
 
 def render(text: str, only: set[str] | None, cache: dict[str, str]) -> tuple[str, list[str]]:
