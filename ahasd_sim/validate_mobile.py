@@ -389,8 +389,9 @@ def format_report(res: MobileResult, path_label: str) -> str:
     for soc in sorted(res.socs.values(), key=lambda p: p.name):
         peak = soc.bus_peak_bytes_s / 1e9
         eff = soc.dram_efficiency()
-        dec = pts[(pts["soc"] == soc.name) & (pts["phase"] == "decode")]
-        implied = f"; measured rows imply {dec['implied_gb_s'].min():.1f}-{dec['implied_gb_s'].max():.1f}" if len(dec) else ""
+        dec = pts[(pts["soc"] == soc.name) & (pts["phase"] == "decode") & (pts["precision"] != "w4afp16")]
+        implied = (f"; its non-dequant decode rows imply {dec['implied_gb_s'].min():.1f}-"
+                   f"{dec['implied_gb_s'].max():.1f}" if len(dec) else "")
         out.append(f"  {soc.name:24s} {soc.channels}x{soc.channel_width_bits}b @ {soc.data_rate_mts:g} MT/s = "
                    f"{peak:.1f}; x {eff:.3f} refresh/protocol = {peak * eff:.1f}; NPU = "
                    f"{npu_bandwidth_bytes_s(soc, res.eta_bw, res.bw_model) / 1e9:.1f}{implied}")
