@@ -153,6 +153,9 @@ def load_socs(soc_dir: str | Path | None = None) -> dict[str, SocPreset]:
     for f in sorted(d.glob("*.yaml")):
         p = load_soc(f)
         for n in (p.name, *p.aliases):
+            other = out.get(squash(n))
+            if other is not None and other.path != p.path:
+                raise InputError(f"{f}: name or alias {n!r} is also used by {other.path}")
             out[squash(n)] = p
     return out
 
@@ -502,6 +505,9 @@ def default_platform_comparison(res: MobileResult, config: str = DEFAULT_PLATFOR
 
 def run_validate_mobile(args) -> int:
     from .outdir import OutputFolder
+    if getattr(args, "config", None) or getattr(args, "overrides", None) or getattr(args, "peers", False):
+        raise InputError("validate --mobile: --config, --set and --peers do not apply (the SoC presets are "
+                         f"{SOC_DIR}/*.yaml; the data is --measured CSV)")
     out = getattr(args, "out", None)
     if out:
         OutputFolder(out, "validate").check()

@@ -182,3 +182,7 @@ def test_cli_mobile(tmp_path, capsys):
     assert main(["validate", "--mobile", "--measured", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tok_s" in err[0]
+    assert main(["validate", "--mobile", "--set", "npu.chips=4"]) == 2
+    assert "do not apply" in capsys.readouterr().err
+    assert main(["list"]) == 0
+    assert "  hw_configs/soc/snapdragon_8_elite.yaml" in capsys.readouterr().out
