@@ -19,15 +19,26 @@ prompt-processor time of 117 ms for 1024 tokens, 8,700 tok/s, implausible) is no
 Each row's notes carry ``ar=N`` (tokens per prompt-processor graph call) and ``graph_context=N``
 (positions of the static graph), which ``validate --mobile`` models.
 
-Usage: python scripts/mobile_measured_aihub.py GIT_DIR COMMIT > rows.csv
+Usage: python scripts/mobile_measured_aihub.py GIT_DIR COMMIT --out validation/mobile/measured.csv
+(GIT_DIR: a quic/ai-hub-models git directory; the file is written atomically).
 """
 from __future__ import annotations
 
 import csv
+import io
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
+from ahasd_sim.config.errors import InputError  # noqa: E402
+from ahasd_sim.output import atomic_write_text  # noqa: E402
 
 MODELS = {  # AI Hub id -> (zoo name as published, params in B)
     "llama_v2_7b_chat": ("Llama-2-7B-Chat", 6.74),
@@ -49,16 +60,19 @@ OLD_FORMAT = (  # (commit, AI Hub id, zoo name as published, params in B, graph 
 PRECISION_NOTE = {"w4a16": "w4a16 + w8a16 (few layers)", "w4": "w4 + w8 (few layers), fp16 activations"}
 
 
-def main(git_dir: str, commit: str) -> None:
-    w = csv.DictWriter(sys.stdout, COLUMNS, lineterminator="\n")
-    w.writeheader()
-    date = subprocess.run(["git", "--git-dir", git_dir, "log", "-1", "--format=%cs", commit],
-                          capture_output=True, text=True, check=True).stdout.strip()
+def _git(git_dir: str, *args: str) -> str:
+    r = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, text=True)
+    if r.returncode:
+        first = (r.stderr.strip().splitlines() or ["git failed"])[0]
+        raise InputError(f"{git_dir}: git {' '.join(args)}: {first}")
+    return r.stdout
+
+
+def current_format(git_dir: str, commit: str, w) -> None:
+    date = _git(git_dir, "log", "-1", "--format=%cs", commit).strip()
     for mid, (mname, pb) in MODELS.items():
         path = f"qai_hub_models/models/{mid}/perf.yaml"
-        text = subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
-                              capture_output=True, text=True, check=True).stdout
-        doc = yaml.safe_load(text)
+        doc = yaml.safe_load(_git(git_dir, "show", f"{commit}:{path}"))
         src = f"quic/ai-hub-models@{commit[:12]}:{path}"
         for prec, pdoc in doc["precisions"].items():
             for comp in pdoc["components"].values():
@@ -87,14 +101,12 @@ def main(git_dir: str, commit: str) -> None:
                                 w.writerow(base | dict(phase="prefill", context_or_prompt=n,
                                                        tok_s=f"{n / (ms / 1e3):.6g}",
                                                        notes=f"DERIVED {n} tokens / {which} {ms:g} ms; {note}"))
-    old_format(git_dir, w)
 
 
 def old_format(git_dir: str, w) -> None:
     for commit, mid, mname, pb, ctx in OLD_FORMAT:
         path = f"qai_hub_models/models/{mid}/perf.yaml"
-        doc = yaml.safe_load(subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
-                                            capture_output=True, text=True, check=True).stdout)
+        doc = yaml.safe_load(_git(git_dir, "show", f"{commit}:{path}"))
         src = f"quic/ai-hub-models@{commit[:12]}:{path}"
         for m in doc["models"]:
             phase = "decode" if "TokenGenerator" in m["name"] else "prefill" if "PromptProcessor" in m["name"] else None
@@ -113,5 +125,24 @@ def old_format(git_dir: str, w) -> None:
                                       f"ar={ctx} graph_context={ctx}"))
 
 
+def parser():
+    p = script_parser("Write validation/mobile/measured.csv from Qualcomm AI Hub perf.yaml files.")
+    p.add_argument("git_dir", metavar="GIT_DIR", help="a quic/ai-hub-models git directory")
+    p.add_argument("commit", metavar="COMMIT", help="commit of the current-format perf.yaml files (52c080d2...)")
+    p.add_argument("--out", required=True, metavar="CSV", help="the CSV to write (atomically)")
+    return p
+
+
+def main(args) -> int:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    current_format(args.git_dir, args.commit, w)
+    old_format(args.git_dir, w)
+    atomic_write_text(Path(args.out), buf.getvalue())
+    print(f"wrote {args.out}: {buf.getvalue().count(chr(10)) - 1} rows")
+    return 0
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    sys.exit(run_script(parser(), main))
