@@ -133,7 +133,7 @@ def parser():
     return p
 
 
-def main(args) -> int:
+def body(args) -> int:
     buf = io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -144,5 +144,9 @@ def main(args) -> int:
     return 0
 
 
+def main(argv=None) -> int:
+    return run_script(parser(), body, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_script(parser(), main))
+    sys.exit(main())
