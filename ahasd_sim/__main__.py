@@ -160,6 +160,9 @@ def _add_validate(sub) -> None:
     v.add_argument("--peers", action="store_true",
                    help="NPU vs SCALE-Sim, LPDDR5 vs Ramulator 2, GPU/H2D fitted on run 1 and checked on run 2, "
                    "from the committed outputs in validation/peers/")
+    v.add_argument("--mobile", action="store_true",
+                   help="the phone NPU model against measured phones (validation/mobile/measured.csv or "
+                   "--measured CSV; SoC presets in hw_configs/soc/)")
     _debug(v)
 
 
@@ -324,6 +327,9 @@ def cmd_traces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    if getattr(args, "mobile", False):
+        from .validate_mobile import run_validate_mobile
+        return run_validate_mobile(args)
     if getattr(args, "peers", False):
         from .validate_peers import run_validate_peers
         return run_validate_peers(args)

@@ -63,7 +63,8 @@ def resolve_input_file(path: str | Path) -> Path:
 
 def shipped_files() -> dict[str, list[str]]:
     """Shipped configs, sweep/study files, traces and validation data, as relative names."""
-    out: dict[str, list[str]] = {"configs": [], "sweeps and studies": [], "traces": [], "validation data": []}
+    out: dict[str, list[str]] = {"configs": [], "sweeps and studies": [], "SoC presets (validate --mobile)": [],
+                                 "traces": [], "validation data": []}
     seen: set[str] = set()
     for root in data_roots():
         for f in sorted((root / "hw_configs").rglob("*.yaml")):
@@ -72,8 +73,11 @@ def shipped_files() -> dict[str, list[str]]:
                 continue
             seen.add(rel)
             parent = f.parent.name
-            out["sweeps and studies" if parent != "hw_configs" else "configs"].append(rel)
-        for sub, key, pat in (("traces", "traces", "*.npz"), ("validation", "validation data", "*.csv")):
+            key = ("configs" if parent == "hw_configs" else "SoC presets (validate --mobile)" if parent == "soc"
+                   else "sweeps and studies")
+            out[key].append(rel)
+        for sub, key, pat in (("traces", "traces", "*.npz"), ("validation", "validation data", "*.csv"),
+                              ("validation/mobile", "validation data", "*.csv")):
             for f in sorted((root / sub).glob(pat)):
                 rel = f.relative_to(root).as_posix()
                 if rel not in seen:

@@ -8,6 +8,8 @@ block's generator computes now. Never hand-edit inside a block.
 Blocks:
   default-run   the default job's printed summary (`python -m ahasd_sim --config hw_configs/ahasd_mobile.yaml`)
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
+  mobile-validation  `python -m ahasd_sim validate --mobile` (docs/validation.md: the phone NPU model
+                against validation/mobile/measured.csv)
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
   study         the README's summary of the committed where_ahasd_wins study
@@ -78,6 +80,11 @@ def block_compare() -> str:
                     "--out", str(Path(d) / "cmp")])
     lines = [ln for ln in out.splitlines() if not ln.strip().startswith("results")]
     return "```\n" + "\n".join(lines).rstrip() + "\n```"
+
+
+def block_mobile_validation() -> str:
+    out = _cli(["validate", "--mobile"])
+    return "```\n" + out.rstrip() + "\n```"
 
 
 def block_headline() -> str:
@@ -195,7 +202,8 @@ def block_pim_timing_effect() -> str:
 
 
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
-              "study": block_study, "validate-h200": block_validate_h200, "pim-timing-effect": block_pim_timing_effect,
+              "study": block_study, "mobile-validation": block_mobile_validation,
+              "validate-h200": block_validate_h200, "pim-timing-effect": block_pim_timing_effect,
               **{name: _peer_block(name) for name in _PEER_SECTIONS}}
 
 

@@ -54,7 +54,7 @@ def test_every_subcommand_explains_its_options(cmd, capsys):
 
 @pytest.mark.parametrize("script", ["plot_bars", "plot_sweep heatmap", "plot_sweep lines", "plot_timeline",
                                     "plot_distributions", "bench", "reproduce_paper", "hyco_study",
-                                    "bench_study", "publish_study"])
+                                    "bench_study", "publish_study", "mobile_measured_aihub"])
 def test_every_script_explains_its_options(script, capsys):
     import importlib.util
     name, *sub = script.split()

@@ -20,6 +20,12 @@ palm-like-30b          29,880,819,712  30 B       shape assumed, see below
 qwen2.5-coder-0.5b     494,032,768     0.49 B     tied (official)
 qwen2.5-coder-1.5b     1,543,714,304   1.54 B     tied (official)
 qwen3-30b-a3b          30,532,122,624  30.5 B     active 3,353,032,704 (3.3 B)
+llama3-8b, llama3.1-8b 8,030,261,248   8.03 B     same shape (issue 29 zoo)
+llama3.2-1b            1,235,814,400   1.24 B     tied
+llama3.2-3b            3,212,749,824   3.21 B     tied
+qwen2.5-0.5b           494,032,768     0.49 B     tied (= Coder shape)
+qwen2.5-1.5b           1,543,714,304   1.54 B     tied (= Coder shape)
+qwen2.5-7b             7,615,616,512   7.61 B     untied
 =====================  ==============  =========  ==========================
 
 Modelling decisions (documented here, tested in tests/test_workload.py):
@@ -336,6 +342,68 @@ _SPECS = (
         source="https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
         notes="Every layer is MoE (decoder_sparse_step 1, no mlp_only_layers); dense "
         "intermediate_size 6144 is unused.",
+    ),
+    # ---- mobile zoo (issue 29): shapes of the published HF configs (the URLs; not fetched here).
+    # Cross-checked where readable: NUM_LAYERS / HIDDEN_SIZE / NUM_ATTN_HEADS / NUM_KEY_VALUE_HEADS in
+    # quic/ai-hub-models@52c080d2 qai_hub_models/models/<id>/model.py for Llama-3-8B, 3.1-8B, 3.2-1B,
+    # 3.2-3B and Qwen2.5-1.5B (NUM_LAYERS only for Qwen2.5-7B); FFN width and vocabulary are checked
+    # through the parameter count against the published size (tests/test_workload.py, 3%).
+    ModelSpec(
+        name="llama3-8b",
+        display_name="Llama-3-8B",
+        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, d_ffn=14336,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+        vocab_size=128256, tied_embeddings=False, max_context=8192, published_params_b=8.03,
+        source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
+    ),
+    ModelSpec(
+        name="llama3.1-8b",
+        display_name="Llama-3.1-8B",
+        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, d_ffn=14336,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+        vocab_size=128256, tied_embeddings=False, max_context=131072, published_params_b=8.03,
+        source="https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json",
+        notes="Same shape as Llama-3-8B; RoPE scaling for 128k context (not modelled).",
+    ),
+    ModelSpec(
+        name="llama3.2-1b",
+        display_name="Llama-3.2-1B",
+        n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64, d_ffn=8192,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+        vocab_size=128256, tied_embeddings=True, max_context=131072, published_params_b=1.24,
+        source="https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json",
+    ),
+    ModelSpec(
+        name="llama3.2-3b",
+        display_name="Llama-3.2-3B",
+        n_layers=28, d_model=3072, n_heads=24, n_kv_heads=8, head_dim=128, d_ffn=8192,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+        vocab_size=128256, tied_embeddings=True, max_context=131072, published_params_b=3.21,
+        source="https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json",
+    ),
+    ModelSpec(
+        name="qwen2.5-0.5b",
+        display_name="Qwen2.5-0.5B",
+        n_layers=24, d_model=896, n_heads=14, n_kv_heads=2, head_dim=64, d_ffn=4864,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
+        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=0.49,
+        source="https://huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json",
+    ),
+    ModelSpec(
+        name="qwen2.5-1.5b",
+        display_name="Qwen2.5-1.5B",
+        n_layers=28, d_model=1536, n_heads=12, n_kv_heads=2, head_dim=128, d_ffn=8960,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
+        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=1.54,
+        source="https://huggingface.co/Qwen/Qwen2.5-1.5B/blob/main/config.json",
+    ),
+    ModelSpec(
+        name="qwen2.5-7b",
+        display_name="Qwen2.5-7B",
+        n_layers=28, d_model=3584, n_heads=28, n_kv_heads=4, head_dim=128, d_ffn=18944,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
+        vocab_size=152064, tied_embeddings=False, max_context=131072, published_params_b=7.61,
+        source="https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json",
     ),
 )
 
