@@ -489,9 +489,11 @@ def default_platform_comparison(res: MobileResult, config: str = DEFAULT_PLATFOR
     plat = Platform.build(load_config(resolve_input_file(config), []))
     mem, npu = plat.memory, plat.npu
     bus = mem.peak_bandwidth_bytes_s
-    sim = mem.effective_bandwidth_bytes_s
+    frac = npu.cfg.dram_bw_fraction if npu is not None else 1.0
+    sim = mem.effective_bandwidth_bytes_s * frac
     lines = [f"default AHASD platform ({config}): the NPU streams at {sim / 1e9:.1f} GB/s = "
-             f"{sim / bus:.3f} of its {bus / 1e9:.1f} GB/s bus"]
+             f"{sim / bus:.3f} of its {bus / 1e9:.1f} GB/s bus (npu.dram_bw_fraction {frac:g} x the "
+             f"LPDDR5's sustained {mem.effective_bandwidth_bytes_s / 1e9:.1f} GB/s)"]
     if res.bw_model == "fraction":
         phone = [p.dram_efficiency() * res.eta_bw for p in res.socs.values() if p.form_factor == "phone"]
         lines.append(f"  measured phones (fit): the NPU streams at {min(phone):.3f}-{max(phone):.3f} of the bus peak "

@@ -156,8 +156,10 @@ class OpKv(OpDims):
 
 
 def _npu_mem(npu=None, **mem):
-    # distinct read and write energies so that a read/write mix-up shows
-    cfg = make_cfg({"npu": npu or {}, "memory": {"read_pj_per_bit": 4.0, "write_pj_per_bit": 6.0, **mem}})
+    # distinct read and write energies so that a read/write mix-up shows; the NPU's DMA at the
+    # whole given bandwidth (dram_bw_fraction 1: the fraction is checked on its own)
+    cfg = make_cfg({"npu": {"dram_bw_fraction": 1.0, **(npu or {})},
+                    "memory": {"read_pj_per_bit": 4.0, "write_pj_per_bit": 6.0, **mem}})
     m = Lpddr5Memory(cfg.memory)
     return Npu(cfg.npu, m), m
 
@@ -237,7 +239,7 @@ def test_npu_vector_op_energy_and_time_exact():
 
 
 def test_npu_forward_cost_repeats_each_op_by_its_layers():
-    npu = Npu(make_cfg().npu)
+    npu = Npu(make_cfg({"npu": {"dram_bw_fraction": 1.0}}).npu)
     a = OpDims(kind="gemm", n_tokens=10, macs=10 * 192 * 64, weight_bytes=192 * 64, act_bytes_in=1920,
                act_bytes_out=640, k_dim=192, n_dim=64, layer_repeat=3)
     b = Op(kind="nonlinear", nonlinear_class="softmax", elements=1000, layer_repeat=2)
@@ -398,7 +400,7 @@ def test_gts_switch_and_static_power_exact():
 
 
 def test_npu_paths_and_breakdown_fields():
-    npu = Npu(make_cfg().npu)
+    npu = Npu(make_cfg({"npu": {"dram_bw_fraction": 1.0}}).npu)
     # a matrix op with MACs runs on the array; one MAC is enough
     b = npu.analyse(OpDims(kind="gemv", n_tokens=1, macs=1, weight_bytes=1, k_dim=1, n_dim=1), 0.5)
     assert (b.unit, b.passes, b.weight_reads) == ("array", 1, 1)

@@ -129,6 +129,13 @@ class NpuConfig:
                                              source="one add/compare per element")
     attention_score_ops_per_element: float = param(4.0, doc="vector element-ops per attention-score element",
                                                    gt=0, source="AAU 4 cycles per vector")
+    dram_bw_fraction: float = param(0.703, doc="share of the LPDDR5's sustained bandwidth (memory."
+                                    "effective_bandwidth) the NPU's DMA achieves when it streams weights/KV "
+                                    "alone (1 = the whole sustained rate, the v0.1 assumption)", gt=0, le=1,
+                                    source="fitted by `python -m ahasd_sim validate --mobile` (eta_bw) on Snapdragon "
+                                    "8 Elite decode measurements of Qualcomm AI Hub (validation/mobile/measured.csv, "
+                                    "quic/ai-hub-models@52c080d2), out-of-sample phone decode MdAPE 13.7% "
+                                    "(docs/validation.md); it also absorbs the runtime's per-token overheads")
     op_overhead_ns: float = param(200.0, doc="fixed per-op overhead (descriptor fetch, DMA setup, sync)",
                                   unit="ns", ge=0, source="assumption (grade C)")
     pj_per_mac: float = param(0.17, doc="INT8 MAC energy (whole-NPU efficiency)", unit="pJ/MAC", gt=0,
@@ -238,6 +245,7 @@ class Npu:
         if not mem_bw_bytes_s > 0:
             raise ValueError(f"mem_bw_bytes_s must be > 0, got {mem_bw_bytes_s!r}")
         c = self.cfg
+        mem_bw_bytes_s = mem_bw_bytes_s * c.dram_bw_fraction      # what one NPU's DMA achieves of it
         kind = op_kind(op)
         n = max(1, int(getattr(op, "n_tokens", 1)))
         act_in, act_out = float(op.act_bytes_in), float(op.act_bytes_out)
