@@ -196,3 +196,15 @@ def test_summary_compare_report_and_figures_agree(tmp_path):
                            metrics=[metric])
         bar = bars[(bars["bar"] == "ahasd") & (bars["group"] == "smoke")]["ratio"].iloc[0]
         assert bar == pytest.approx(m, rel=1e-15)
+
+
+def test_figure_cells_are_ratios_of_totals():
+    """A sweep cell of two seeds (10 tokens in 1 s, 10 tokens in 4 s): the heat map / line value
+    is 20 / 5 = 4 tok/s, not the mean (10 + 2.5) / 2 = 6.25 of the points' rates; a column
+    that is not a rate is averaged."""
+    from ahasd_sim.plots.sweep_plots import cell_values
+    d = pd.DataFrame({"x": [1, 1, 2], "seed": [0, 1, 0], "generated_tokens": [10, 10, 10],
+                      "decode_makespan_s": [1.0, 4.0, 2.0], "throughput_tok_s": [10.0, 2.5, 5.0],
+                      "acceptance_rate": [0.2, 0.4, 0.5]})
+    assert cell_values(d, "x", "throughput_tok_s").to_dict() == {1: 4.0, 2: 5.0}
+    assert cell_values(d, "x", "acceptance_rate").to_dict() == pytest.approx({1: 0.3, 2: 0.5})
