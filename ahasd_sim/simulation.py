@@ -90,10 +90,11 @@ def _load_full_trace(cfg: SimConfig) -> Trace:
 def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
     """First prompt of each trace window (``run.windows``). Windows start at prompt boundaries and
     never overlap (each window is one independent sample): window i+1 starts at or after the end
-    of window i. They are spread evenly over the trace: window i starts at the first prompt at or
-    after i x (positions - generated_tokens) / (windows - 1), moved earlier only as far as the
-    later windows need to fit. ``run.windows: 0`` takes the most disjoint windows the trace holds
-    (the greedy count from the first prompt); more windows than that is a ConfigError."""
+    of window i. They are spread evenly over the prompts at which a window fits (window i aims at
+    the prompt round(i x (fitting prompts - 1) / (windows - 1))), each moved later only as far as
+    the previous window's end needs, and earlier only as far as the later windows need to fit.
+    ``run.windows: 0`` takes the most disjoint windows the trace holds (the greedy count from the
+    first prompt); more windows than that is a ConfigError."""
     run = cfg.run
     if run.windows == 1:
         return [run.trace_start_prompt]
@@ -125,17 +126,19 @@ def max_disjoint_windows(starts: list[int], n: int, T: int) -> int:
 
 def disjoint_window_starts(starts: list[int], n: int, T: int, k: int) -> list[int]:
     """``k`` disjoint window start positions among ``starts``, spread evenly (see
-    :func:`window_start_prompts`); requires ``k <= max_disjoint_windows(starts, n, T)``."""
+    :func:`window_start_prompts`; where the evenly spread prompts are already disjoint, exactly
+    them); requires ``k <= max_disjoint_windows(starts, n, T)``."""
     # latest[i]: the latest start window i may take so that windows i+1..k-1 still fit after it
     latest = [0] * k
     limit = n - T
     for i in range(k - 1, -1, -1):
         latest[i] = max(s for s in starts if s <= limit)
         limit = latest[i] - T
+    fits = [s for s in starts if s + T <= n]
+    aims = [fits[int(round(x))] for x in np.linspace(0, len(fits) - 1, k)]
     out, free = [], 0
     for i in range(k):
-        target = 0 if k == 1 else round(i * (n - T) / (k - 1))
-        nxt = [s for s in starts if s >= max(free, target)]
+        nxt = [s for s in starts if s >= max(free, aims[i])]
         pick = min(nxt[0], latest[i]) if nxt else latest[i]
         out.append(pick)
         free = pick + T
