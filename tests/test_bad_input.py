@@ -55,6 +55,12 @@ def sweep(d: Path, body: str, name: str = "sw.yaml") -> Path:
 
 def results_csv(d: Path) -> Path:
     return text(d, "results.csv", "point,status,variant,model_pair,seed,error_type,error,wall_time_s,"
+                "throughput_tok_s,tokens_per_j,generated_tokens,decode_makespan_s,decode_energy_j\n"
+                "a,ok,gpu_only,x/y,0,,,0.1,1.0,1.0,6,6.0,6.0\nb,ok,ahasd,x/y,0,,,0.1,2.0,3.0,6,3.0,2.0\n")
+
+
+def results_csv_without_totals(d: Path) -> Path:
+    return text(d, "old.csv", "point,status,variant,model_pair,seed,error_type,error,wall_time_s,"
                 "throughput_tok_s,tokens_per_j\n"
                 "a,ok,gpu_only,x/y,0,,,0.1,1.0,1.0\nb,ok,ahasd,x/y,0,,,0.1,2.0,3.0\n")
 
@@ -188,6 +194,7 @@ CASES = [
     ("bars-unknown-bar", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--bars", "ahasd,xx", "--out", str(d / "f")], "--bars xx"),
     ("bars-results-missing", "plot_bars", lambda d: ["--results", str(d / "none"), "--baseline", "a", "--out", str(d / "f")], "not found"),
     ("bars-out-under-file", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--out", str(afile(d) / "f")], "is a file"),
+    ("bars-no-totals", "plot_bars", lambda d: ["--results", str(results_csv_without_totals(d)), "--baseline", "gpu_only", "--out", str(d / "f")], "--metrics throughput_tok_s: the results table has no columns generated_tokens and decode_makespan_s"),
     ("bars-no-pairing", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--match", "point", "--out", str(d / "f")], "could be paired"),
     ("sweep-plot-where", "plot_sweep", lambda d: ["heatmap", "--results", str(results_csv(d)), "--x", "variant", "--y", "seed",
                                                   "--metric", "throughput_tok_s", "--where", "seed=7", "--out", str(d / "f")], "--where seed=7"),

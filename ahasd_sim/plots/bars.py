@@ -44,9 +44,11 @@ def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: 
     match = [c for c in match if c in df.columns]
     d = ok_rows(df)
     for m in metrics:
-        if m not in RATIOS or not has_totals(d, m):
-            raise InputError(f"ratio_table: {m!r} is not a ratio of totals this table carries "
-                             f"(known: {', '.join(RATIOS)})")
+        if m not in RATIOS:
+            raise InputError(f"--metrics {m}: a bar is a ratio of totals; known rates: {', '.join(RATIOS)}")
+        if not has_totals(d, m):
+            raise InputError(f"--metrics {m}: the results table has no columns {' and '.join(RATIOS[m])} "
+                             f"(the totals its ratio is formed from); rerun the sweep")
     bars = list(bars) if bars is not None else list(dict.fromkeys(d[by]))
     groups = list(dict.fromkeys(d[group])) if group in d.columns else []
     base_rows = d[d[by] == baseline].drop_duplicates(match).set_index(match) if match else d[d[by] == baseline]
