@@ -146,8 +146,12 @@ def disjoint_window_starts(starts: list[int], n: int, T: int, k: int) -> list[in
 
 
 def load_run_windows(cfg: SimConfig) -> list[tuple[int, tuple[Trace, Trace, Trace | None]]]:
-    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run."""
+    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run
+    (one, at ``run.trace_start_prompt``, for a mode that cuts its own windows from its own trace)."""
+    from .modes import MODES
     trace = _load_full_trace(cfg)
+    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
+        return [(cfg.run.trace_start_prompt, load_run_trace(cfg, None, trace))]
     return [(p, load_run_trace(cfg, p, trace)) for p in window_start_prompts(cfg, trace)]
 
 
