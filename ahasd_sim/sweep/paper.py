@@ -200,7 +200,7 @@ def paired_windows(wt: pd.DataFrame, num: str, den: str, metric: str, where: dic
         out[tag] = pd.DataFrame({f"{tag}_n": totals(x, n_col), f"{tag}_d": totals(x, d_col)},
                                 index=pd.MultiIndex.from_frame(x[keys]) if len(keys) > 1 else x[keys[0]])
     m = out["num"].join(out["den"], how="inner")
-    m = m[(m["num_d"] > 0) & (m["den_d"] > 0)]
+    m = m[(m["num_d"] > 0) & (m["den_d"] > 0)].copy()
     m["stratum"] = [tuple(i[:-1]) if isinstance(i, tuple) else () for i in m.index]
     return m.reset_index(drop=True)[cols]
 
