@@ -108,6 +108,11 @@ CASES = [
     ("cfg-dup-key", "cli", lambda d: ["--config", str(text(d, "c.yaml", "run:\n  seed: 1\n  seed: 2\n"))], "duplicate key 'seed' at line 3"),
     ("cfg-yaml-syntax", "cli", lambda d: ["--config", str(text(d, "c.yaml", "run: [1, 2\n"))], "YAML parse error"),
     ("cfg-toplevel-list", "cli", lambda d: ["--config", str(text(d, "c.yaml", "- 1\n- 2\n"))], "expected a mapping at the top level"),
+    # the smoke trace holds 3 disjoint windows of 24 tokens: 4 is refused before anything runs
+    ("cfg-too-many-windows", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.windows=4", "--out", str(d / "o")],
+     "run.windows: 4 disjoint windows of 24 tokens (run.generated_tokens) starting at prompt boundaries do not fit in the trace (72 positions, 3 prompts): at most 3"),
+    ("cfg-too-many-windows-dry", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.windows=4", "--dry-run"],
+     "run.windows: 4 disjoint windows"),
     ("cfg-unknown-section", "cli", lambda d: ["--config", str(good_cfg(d, "npuu: {}\n"))], "npuu: unknown section (did you mean 'npu'?)"),
     ("cfg-unknown-key", "cli", lambda d: ["--config", str(good_cfg(d, "npu: {freq_gz: 1}\n"))], "npu.freq_gz: unknown key"),
     ("cfg-wrong-type", "cli", lambda d: ["--config", str(good_cfg(d, "npu: {freq_ghz: fast}\n"))], "npu.freq_ghz: expected a number"),
