@@ -190,7 +190,8 @@ def _load(args):
 def _ci(s: dict, key: str) -> str:
     ci = s.get(f"{key}_ci95")
     n = s.get("windows", 1)
-    return f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] over {n} windows" if ci else f"  ({n} window, no CI)"
+    return (f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (bootstrap over {n} windows)" if ci
+            else f"  ({n} window, no CI)")
 
 
 def _fmt_summary(s: dict) -> str:

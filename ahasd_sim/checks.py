@@ -36,7 +36,7 @@ def dry_run(cfg: SimConfig) -> list[str]:
     from .modes import get_mode
     from .modes.costs import StepCosts
     from .policies import make_policy, policy_needs_fit_data
-    from .simulation import _config_error, _in_config_file, build_platform, load_run_trace, resolve_data_path, trace_models
+    from .simulation import _config_error, _in_config_file, build_platform, load_run_windows, resolve_data_path, trace_models
     from .workload.models import get_model
 
     run = cfg.run
@@ -51,7 +51,8 @@ def dry_run(cfg: SimConfig) -> list[str]:
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
     platform = build_platform(cfg, mode_cls)
-    _full, sim_trace, heldout = load_run_trace(cfg)
+    windows = load_run_windows(cfg)         # the disjoint windows (an error when they do not fit)
+    _full, sim_trace, heldout = windows[0][1]
     from .modes.placement import dry_run_lines
     try:
         place_lines, fits = dry_run_lines(cfg, platform, models["draft_model"], models["target_model"])
@@ -73,8 +74,9 @@ def dry_run(cfg: SimConfig) -> list[str]:
         f"  mode {run.mode}, policy {run.policy}, seed {run.seed}",
         f"  model shapes: draft {run.draft_model} ({d.param_count() / 1e9:.2f} B parameters), "
         f"target {run.target_model} ({t.param_count() / 1e9:.2f} B)",
-        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {run.generated_tokens} tokens from prompt "
-        f"{run.trace_start_prompt} on; acceptance recorded with {tm['drafter']} -> {tm['target']}",
+        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(windows)} disjoint window(s) of "
+        f"{run.generated_tokens} tokens from prompt(s) {', '.join(str(p) for p, _ in windows)}; acceptance recorded "
+        f"with {tm['drafter']} -> {tm['target']}",
         f"  devices: {devices}",
         *place_lines,
         "dry run: nothing was simulated; no results are reported",

@@ -1,8 +1,9 @@
 """``compare``: several modes (or drafting policies) on the same config and trace windows, normalised to a baseline.
 
-Every mode replays the same trace windows (``run.windows``), so ratios are paired: each
-window's ratio to the baseline is one sample, and the table gives their mean with a 95%
-confidence interval (Student t over windows).
+Every mode replays the same trace windows (``run.windows``), so ratios are paired: a row's ratio
+to the baseline is the ratio of their ratio estimators (total / total over the same windows),
+with a paired bootstrap 95% interval over whole windows (``metrics.stats``, the method of
+summary.json).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config.errors import InputError
-from .metrics.stats import mean_ci95, pooled_rate
+from .metrics.stats import paired_metric_ci, pooled_rate
 from .outdir import OutputFolder
 from .output import atomic_write, default_out_dir, write_run
 from .simulation import load_run_trace, load_run_windows, run_simulation
@@ -101,8 +102,10 @@ def default_compare_dir(cfg) -> Path:
     return d.with_name(d.name + "_compare")
 
 
-def _paired_ratio(num, den):
-    m, ci = mean_ci95(num / den)   # paired, per window
+def _paired_ratio(num, den, metric: str):
+    """(ratio, low, high) of ``metric`` between two runs' windows tables (aligned by window)."""
+    num, den = num.align(den, join="inner", axis=0)
+    m, ci = paired_metric_ci(num, den, metric)
     return m, (ci[0] if ci else m), (ci[1] if ci else m)
 
 
@@ -145,8 +148,8 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
                      ("tokens_per_j", "energy_efficiency", base_mode, base_mode)]
         for metric, name, tag, ref_label in refs:
             col = f"{name}_vs_{tag}"
-            ref = per_window[ref_label][metric]
-            vals = [_paired_ratio(per_window[m][metric], ref) for m in table["mode"]]
+            ref = per_window[ref_label]
+            vals = [_paired_ratio(per_window[m], ref, metric) for m in table["mode"]]
             table[col], table[col + "_ci95_low"], table[col + "_ci95_high"] = zip(*vals)
         table["best_throughput_decoder"] = best_t
         table["best_efficiency_decoder"] = best_e
@@ -177,7 +180,8 @@ def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     text = ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
     b = table.iloc[0]
     text.append(f"best decoder: {b['best_throughput_decoder']} (throughput), {b['best_efficiency_decoder']} "
-                f"(tokens/J); ratios are per-window means with 95% CIs over {int(b['windows'])} windows")
+                f"(tokens/J); rates and ratios are ratios of totals over the same {int(b['windows'])} windows, 95% CIs by "
+                f"paired bootstrap over whole windows")
     return "\n".join(text)
 
 

@@ -88,25 +88,70 @@ def _load_full_trace(cfg: SimConfig) -> Trace:
 
 
 def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
-    """First prompt of each trace window (``run.windows``), spread evenly over the prompts at
-    which a window of ``run.generated_tokens`` still fits."""
+    """First prompt of each trace window (``run.windows``). Windows start at prompt boundaries and
+    never overlap (each window is one independent sample): window i+1 starts at or after the end
+    of window i. They are spread evenly over the prompts at which a window fits (window i aims at
+    the prompt round(i x (fitting prompts - 1) / (windows - 1))), each moved later only as far as
+    the previous window's end needs, and earlier only as far as the later windows need to fit.
+    ``run.windows: 0`` takes the most disjoint windows the trace holds (the greedy count from the
+    first prompt); more windows than that is a ConfigError."""
     run = cfg.run
     if run.windows == 1:
         return [run.trace_start_prompt]
     n, T = len(trace), run.generated_tokens
-    bounds = trace.prompt_bounds()
-    fits = [i for i, b in enumerate(bounds) if n - int(b[0]) >= T]
-    if not fits:
+    starts = [int(b[0]) for b in trace.prompt_bounds()]
+    if not any(n - s >= T for s in starts):
         raise _config_error(cfg, "run.generated_tokens",
                             f"{T} tokens do not fit in the trace ({n} positions); lower it")
-    k = min(run.windows or max(1, n // T), len(fits))
-    picks = sorted({int(round(x)) for x in np.linspace(0, len(fits) - 1, k)})
-    return [fits[i] for i in picks]
+    most = max_disjoint_windows(starts, n, T)
+    k = run.windows or most
+    if k > most:
+        raise _config_error(cfg, "run.windows",
+                            f"{k} disjoint windows of {T} tokens (run.generated_tokens) starting at prompt "
+                            f"boundaries do not fit in the trace ({n} positions, {len(starts)} prompts): at most "
+                            f"{most}; lower run.windows or run.generated_tokens, or set run.windows: 0 (as many "
+                            f"as fit)")
+    return [starts.index(s) for s in disjoint_window_starts(starts, n, T, k)]
+
+
+def max_disjoint_windows(starts: list[int], n: int, T: int) -> int:
+    """The most windows of ``T`` positions, each starting at one of ``starts`` (sorted prompt
+    start positions), that fit disjointly in ``n`` positions (greedy: earliest first is optimal)."""
+    count, free = 0, 0
+    for s in starts:
+        if s >= free and s + T <= n:
+            count, free = count + 1, s + T
+    return count
+
+
+def disjoint_window_starts(starts: list[int], n: int, T: int, k: int) -> list[int]:
+    """``k`` disjoint window start positions among ``starts``, spread evenly (see
+    :func:`window_start_prompts`; where the evenly spread prompts are already disjoint, exactly
+    them); requires ``k <= max_disjoint_windows(starts, n, T)``."""
+    # latest[i]: the latest start window i may take so that windows i+1..k-1 still fit after it
+    latest = [0] * k
+    limit = n - T
+    for i in range(k - 1, -1, -1):
+        latest[i] = max(s for s in starts if s <= limit)
+        limit = latest[i] - T
+    fits = [s for s in starts if s + T <= n]
+    aims = [fits[int(round(x))] for x in np.linspace(0, len(fits) - 1, k)]
+    out, free = [], 0
+    for i in range(k):
+        nxt = [s for s in starts if s >= max(free, aims[i])]
+        pick = min(nxt[0], latest[i]) if nxt else latest[i]
+        out.append(pick)
+        free = pick + T
+    return out
 
 
 def load_run_windows(cfg: SimConfig) -> list[tuple[int, tuple[Trace, Trace, Trace | None]]]:
-    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run."""
+    """[(start prompt, (full trace, replayed slice, held-out part))] for every window of the run
+    (one, at ``run.trace_start_prompt``, for a mode that cuts its own windows from its own trace)."""
+    from .modes import MODES
     trace = _load_full_trace(cfg)
+    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
+        return [(cfg.run.trace_start_prompt, load_run_trace(cfg, None, trace))]
     return [(p, load_run_trace(cfg, p, trace)) for p in window_start_prompts(cfg, trace)]
 
 
@@ -293,12 +338,14 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
 
 
-#: per-window columns of windows.csv (and the samples of the reported means and intervals)
-WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "prefill_s", "throughput_tok_s",
-                  "throughput_e2e_tok_s", "energy_j", "tokens_per_j", "tokens_per_j_e2e", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
+#: per-window columns of windows.csv: the totals of the ratio estimators (metrics.stats.RATIOS)
+#: and each window's own rates (for reading; the reported rates are ratios of the totals)
+WINDOW_COLUMNS = ["window", "start_prompt", "generated_tokens", "makespan_s", "prefill_s", "decode_makespan_s",
+                  "energy_j", "decode_energy_j", "throughput_tok_s", "throughput_e2e_tok_s", "tokens_per_j",
+                  "tokens_per_j_e2e", "energy_per_token_j", "acceptance_rate", "mean_accepted_per_verify",
                   "drafted_tokens", "wasted_draft_tokens", "duplicate_drafter_forwards", "offpath_synthetic_tokens"]
-#: summary fields that are means over windows (each window one sample)
-WINDOW_MEANS = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throughput_e2e_tok_s", "tokens_per_j_e2e")
+#: summary rates that are ratio estimators over windows, each with a bootstrap 95% interval
+WINDOW_RATES = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throughput_e2e_tok_s", "tokens_per_j_e2e")
 #: summary fields recomputed from the pooled counters of all windows
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
@@ -333,9 +380,9 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
 
 
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
-    """One result for the run: totals over windows, window means with 95% CIs, windows.csv rows.
-    Its tables are framed on first use (:class:`CombinedRun`)."""
-    from .metrics.stats import mean_ci95
+    """One result for the run: totals over windows, rates as ratios of the totals with bootstrap
+    95% CIs over windows (metrics.stats), windows.csv rows. Its tables are framed on first use
+    (:class:`CombinedRun`)."""
     rows = []
     for i, (r, p) in enumerate(zip(results, start_prompts)):
         row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
@@ -368,16 +415,17 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         import pandas as pd
         own_table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
         summary["windows"], summary["window_basis"] = own["n"], own["basis"]
-    for k in WINDOW_MEANS:
-        if own is not None and k not in own:
+    from .metrics.stats import METHOD, ci_fields, has_totals, metric_ci
+    table = {c: [row[c] for row in rows] for c in WINDOW_COLUMNS} if own is None else own_table
+    for k in WINDOW_RATES:
+        if own is not None and not has_totals(table, k):
             continue
-        # the column's values (mean_ci95 skips missing ones, None here as NaN in a table)
-        m, ci = mean_ci95([row[k] for row in rows] if own is None else own_table[k])
-        summary[k if own is None else f"{k}_window_mean"] = m
-        summary[f"{k}_ci95"] = ci
-        summary[f"{k}_ci95_low"], summary[f"{k}_ci95_high"] = (ci if ci else (m, m))
-    dec = summary["decode_makespan_s"]
-    summary["throughput_tok_s_pooled"] = summary["generated_tokens"] / dec if dec else 0.0
+        # the ratio estimator over the windows' totals (= the run's totals), and its bootstrap
+        # interval over whole windows; a mode's own windows only give the interval (its point is
+        # the run's own total ratio)
+        point, ci = metric_ci(table, k)
+        summary.update(ci_fields(k, point if own is None else summary[k], ci))
+    summary["ci_method"] = METHOD
     return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
                        results[0].timeline, summary["policy_stats"])
 
@@ -540,6 +588,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "throughput_e2e_tok_s": n / makespan if makespan > 0 else 0.0,
         "energy_j": energy_j,
         "prefill_energy_j": prefill_j,
+        "decode_energy_j": decode_j,
         "energy_per_token_j": decode_j / n if n else 0.0,
         "tokens_per_j": n / decode_j if decode_j > 0 else 0.0,
         "tokens_per_j_e2e": n / energy_j if energy_j > 0 else 0.0,

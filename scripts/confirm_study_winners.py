@@ -6,8 +6,9 @@ can afford hundreds of trials); its interval over two windows is wide and the be
 noisy scores is biased upwards (winner's curse). This script takes the distinct designs that
 beat the reference run on every objective in ``trials.csv``, re-runs both runs of the study on
 every window of the trace (``run.windows`` default: the whole trace; ``--tokens`` per window),
-pairs the two runs window by window and reports the geometric mean ratio with its 95% t
-interval on the log scale (``ahasd_sim.metrics.stats.geomean_ci95``), as ``compare`` does.
+pairs the two runs window by window and reports the ratio of their ratio estimators (total /
+total over the same windows) with a paired bootstrap 95% interval over whole windows
+(``ahasd_sim.metrics.stats.paired_metric_ci``), as ``compare`` does.
 
 Usage:
   python scripts/confirm_study_winners.py hw_configs/studies/where_ahasd_wins.yaml \\
@@ -44,7 +45,7 @@ def main(args) -> int:
 
     from ahasd_sim.dse.evaluate import plan
     from ahasd_sim.dse.study import load_study
-    from ahasd_sim.metrics.stats import fmt_ci, geomean_ci95
+    from ahasd_sim.metrics.stats import RATIOS, fmt_ci, paired_metric_ci
     from ahasd_sim.output import atomic_write_text
     from ahasd_sim.simulation import run_simulation
 
@@ -77,9 +78,12 @@ def main(args) -> int:
             runs[run] = run_simulation(cfg, workers=2).windows.set_index("window")
         row = {"trial": int(tr["trial"]), **params}
         for o in obj:
-            a, b = runs[o.run][o.metric], runs[o.over][o.metric]
-            common = a.index.intersection(b.index)
-            m, ci = geomean_ci95([a[w] / b[w] for w in common])
+            if o.metric not in RATIOS:
+                raise InputError(f"{args.study}: objective {o.name}: {o.metric} is not a ratio of totals "
+                                 f"({', '.join(RATIOS)})")
+            a, b = runs[o.run].align(runs[o.over], join="inner", axis=0)
+            common = a.index
+            m, ci = paired_metric_ci(a, b, o.metric)
             row.update({f"{o.name}_study": tr[o.name], o.name: m,
                         f"{o.name}_ci95_low": ci[0] if ci else float("nan"),
                         f"{o.name}_ci95_high": ci[1] if ci else float("nan"), "windows": len(common)})

@@ -55,6 +55,12 @@ def sweep(d: Path, body: str, name: str = "sw.yaml") -> Path:
 
 def results_csv(d: Path) -> Path:
     return text(d, "results.csv", "point,status,variant,model_pair,seed,error_type,error,wall_time_s,"
+                "throughput_tok_s,tokens_per_j,generated_tokens,decode_makespan_s,decode_energy_j\n"
+                "a,ok,gpu_only,x/y,0,,,0.1,1.0,1.0,6,6.0,6.0\nb,ok,ahasd,x/y,0,,,0.1,2.0,3.0,6,3.0,2.0\n")
+
+
+def results_csv_without_totals(d: Path) -> Path:
+    return text(d, "old.csv", "point,status,variant,model_pair,seed,error_type,error,wall_time_s,"
                 "throughput_tok_s,tokens_per_j\n"
                 "a,ok,gpu_only,x/y,0,,,0.1,1.0,1.0\nb,ok,ahasd,x/y,0,,,0.1,2.0,3.0\n")
 
@@ -102,6 +108,11 @@ CASES = [
     ("cfg-dup-key", "cli", lambda d: ["--config", str(text(d, "c.yaml", "run:\n  seed: 1\n  seed: 2\n"))], "duplicate key 'seed' at line 3"),
     ("cfg-yaml-syntax", "cli", lambda d: ["--config", str(text(d, "c.yaml", "run: [1, 2\n"))], "YAML parse error"),
     ("cfg-toplevel-list", "cli", lambda d: ["--config", str(text(d, "c.yaml", "- 1\n- 2\n"))], "expected a mapping at the top level"),
+    # the smoke trace holds 3 disjoint windows of 24 tokens: 4 is refused before anything runs
+    ("cfg-too-many-windows", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.windows=4", "--out", str(d / "o")],
+     "run.windows: 4 disjoint windows of 24 tokens (run.generated_tokens) starting at prompt boundaries do not fit in the trace (72 positions, 3 prompts): at most 3"),
+    ("cfg-too-many-windows-dry", "cli", lambda d: ["--config", str(good_cfg(d)), "--set", "run.windows=4", "--dry-run"],
+     "run.windows: 4 disjoint windows"),
     ("cfg-unknown-section", "cli", lambda d: ["--config", str(good_cfg(d, "npuu: {}\n"))], "npuu: unknown section (did you mean 'npu'?)"),
     ("cfg-unknown-key", "cli", lambda d: ["--config", str(good_cfg(d, "npu: {freq_gz: 1}\n"))], "npu.freq_gz: unknown key"),
     ("cfg-wrong-type", "cli", lambda d: ["--config", str(good_cfg(d, "npu: {freq_ghz: fast}\n"))], "npu.freq_ghz: expected a number"),
@@ -188,6 +199,7 @@ CASES = [
     ("bars-unknown-bar", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--bars", "ahasd,xx", "--out", str(d / "f")], "--bars xx"),
     ("bars-results-missing", "plot_bars", lambda d: ["--results", str(d / "none"), "--baseline", "a", "--out", str(d / "f")], "not found"),
     ("bars-out-under-file", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--out", str(afile(d) / "f")], "is a file"),
+    ("bars-no-totals", "plot_bars", lambda d: ["--results", str(results_csv_without_totals(d)), "--baseline", "gpu_only", "--out", str(d / "f")], "--metrics throughput_tok_s: the results table has no columns generated_tokens and decode_makespan_s"),
     ("bars-no-pairing", "plot_bars", lambda d: ["--results", str(results_csv(d)), "--baseline", "gpu_only", "--match", "point", "--out", str(d / "f")], "could be paired"),
     ("sweep-plot-where", "plot_sweep", lambda d: ["heatmap", "--results", str(results_csv(d)), "--x", "variant", "--y", "seed",
                                                   "--metric", "throughput_tok_s", "--where", "seed=7", "--out", str(d / "f")], "--where seed=7"),

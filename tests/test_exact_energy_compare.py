@@ -108,11 +108,12 @@ def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, m
         for dev in sorted(br) for kind, v in (("dynamic", expected_dyn.get(dev, 0.0)),
                                               ("static", powers.get(dev, 0.0) * makespan))]
     # rates: decode-only figures leave out the prefill time and energy, end-to-end ones keep them
-    # (pooled over the windows here; the per-window figures are averaged separately)
+    # (ratios of the totals over the windows)
     n = s["generated_tokens"]
     assert n == 32 * len(ms)
     assert s["decode_makespan_s"] == pytest.approx(makespan - prefill_s, rel=1e-12, abs=0)
-    assert s["throughput_tok_s_pooled"] == pytest.approx(n / (makespan - prefill_s), rel=1e-12, abs=0)
+    assert s["throughput_tok_s"] == pytest.approx(n / (makespan - prefill_s), rel=1e-12, abs=0)
+    assert s["tokens_per_j"] == pytest.approx(n / (total - prefill_j), rel=1e-9, abs=0)
     # device busy time: what the recorded tasks say each device worked
     for dev in ("npu", "pim"):
         worked = sum(c.busy_s.get(dev, 0.0) for _label, c in tasks)
@@ -309,20 +310,35 @@ def _smoke_cfg(*extra):
                                         "pim.partition_policy=striped", *extra])
 
 
+# the smoke trace: 3 prompts starting at positions 0, 24, 48; 72 positions
 @pytest.mark.parametrize("tokens, windows, starts", [
-    (16, 0, [0, 1, 2]),      # 72 // 16 = 4 windows wanted, 3 prompts fit
-    (16, 2, [0, 2]),         # spread: first and last prompt that fits
+    (16, 0, [0, 1, 2]),      # [0, 16), [24, 40), [48, 64): the most disjoint windows that fit
+    (16, 2, [0, 2]),         # spread: targets 0 and 72 - 16 = 56 -> the last prompt that fits (48)
     (16, 3, [0, 1, 2]),
-    (30, 0, [0, 1]),         # 72 // 30 = 2; prompt 2 (24 positions left) does not fit 30
-    (30, 3, [0, 1]),
-    (48, 0, [0]),            # 72 // 48 = 1 window
-    (48, 2, [0, 1]),         # prompt 1 leaves exactly 48
+    (24, 0, [0, 1, 2]),      # back to back
+    (30, 0, [0]),            # [0, 30) overlaps prompt 1 (24); prompt 2 leaves 24 < 30
+    (48, 0, [0]),
     (49, 0, [0]),
     (72, 0, [0]),
 ])
 def test_window_start_prompts_on_the_smoke_trace(tokens, windows, starts):
     cfg = _smoke_cfg(f"run.generated_tokens={tokens}", f"run.windows={windows}")
     assert sim.window_start_prompts(cfg, load_trace(SMOKE_TRACE)) == starts
+
+
+@pytest.mark.parametrize("tokens, windows, most", [(30, 3, 1), (48, 2, 1), (16, 4, 3), (25, 2, 1)])
+def test_more_windows_than_fit_disjointly_is_an_error(tokens, windows, most):
+    """Greedy counts by hand (prompts at 0, 24, 48; 72 positions): 30 and 25 tokens: [0, 30) or
+    [0, 25) overlaps prompt 1 and prompt 2 leaves 24 positions -> 1; 48: prompt 1 leaves exactly
+    48 but [24, 72) overlaps [0, 48) -> 1; 16: one per prompt -> 3."""
+    trace = load_trace(SMOKE_TRACE)
+    assert sim.max_disjoint_windows([0, 24, 48], 72, tokens) == most
+    with pytest.raises(ConfigError) as ei:
+        sim.window_start_prompts(_smoke_cfg(f"run.generated_tokens={tokens}", f"run.windows={windows}"), trace)
+    assert str(ei.value) == (
+        f"{PAPER_PLATFORM}: run.windows: {windows} disjoint windows of {tokens} tokens (run.generated_tokens) "
+        f"starting at prompt boundaries do not fit in the trace (72 positions, 3 prompts): at most {most}; lower "
+        "run.windows or run.generated_tokens, or set run.windows: 0 (as many as fit)")
 
 
 def test_window_start_prompts_single_and_too_long():
@@ -387,10 +403,12 @@ def test_run_errors_name_the_file_and_key(tmp_path):
 
 
 def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, pv_acc, verifs, thr):
+    """A window's summary; its own rates (``thr`` ...) deliberately disagree with its totals, so a
+    combined rate taken from them (a mean of per-window ratios) fails the tests."""
     summary = {c: None for c in sim.WINDOW_COLUMNS[2:]}
     summary.update({
         "generated_tokens": tokens, "makespan_s": makespan, "prefill_s": prefill, "decode_makespan_s": makespan - prefill,
-        "energy_j": energy, "throughput_tok_s": thr, "tokens_per_j": 2.0 * thr, "energy_per_token_j": 1.0 / thr,
+        "energy_j": energy, "decode_energy_j": 0.75 * energy, "throughput_tok_s": thr, "tokens_per_j": 2.0 * thr, "energy_per_token_j": 1.0 / thr,
         "throughput_e2e_tok_s": thr / 2, "tokens_per_j_e2e": thr / 4,
         "accepted_tokens": acc, "rejected_tokens": rej, "killed_tokens": killed, "preverify_accepted_tokens": pv_acc,
         "verifications": verifs, "acceptance_rate": 0.123, "mean_accepted_per_verify": 9.9,
@@ -415,20 +433,24 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
     res = sim.combine_windows(cfg, [w0, w1], [0, 2])
     s = res.summary
     assert (s["generated_tokens"], s["makespan_s"], s["energy_j"], s["prefill_s"]) == (32, 5.0, 10.0, 1.5)
-    assert s["decode_makespan_s"] == 3.5 and s["throughput_tok_s_pooled"] == 32 / 3.5
+    assert s["decode_makespan_s"] == 3.5 and s["decode_energy_j"] == 7.5
     assert s["device_busy_s"] == {"npu": 4.0, "pim": 4.5}
     assert s["device_idle_s"] == {"npu": 1.0, "pim": 0.5}
     assert s["device_utilization"] == {"npu": 0.8, "pim": 0.9}
     # pooled counters: 20 accepted of 20 + 9 + 3 verified; NPU-verified accepted per verification
     assert s["acceptance_rate"] == 20 / 32 and s["mean_accepted_per_verify"] == (20 - 2) / 8
     assert (s["accepted_tokens"], s["rejected_tokens"], s["killed_tokens"], s["verifications"]) == (20, 9, 3, 8)
-    # window means with the t interval (n = 2: t = 12.706, sd = |a - b| / sqrt 2)
-    h = 12.706 * (14.0 - 10.0) / math.sqrt(2) / math.sqrt(2)
-    assert s["throughput_tok_s"] == 12.0
-    assert s["throughput_tok_s_ci95"] == pytest.approx([12.0 - h, 12.0 + h], rel=1e-12, abs=0)
-    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == pytest.approx((12 - h, 12 + h), rel=1e-12, abs=0)
-    assert s["tokens_per_j"] == 24.0 and s["energy_per_token_j"] == pytest.approx((0.1 + 1 / 14) / 2, rel=1e-12, abs=0)
-    assert s["throughput_e2e_tok_s"] == 6.0 and s["tokens_per_j_e2e"] == 3.0
+    # ratios of totals (not the mean 12 of the windows' own 10 and 14): 32 tokens / 3.5 s decode,
+    # / 7.5 J decode energy, / 5 s and 10 J end to end
+    assert s["throughput_tok_s"] == 32 / 3.5 and s["tokens_per_j"] == 32 / 7.5
+    assert s["energy_per_token_j"] == 7.5 / 32 and abs(s["tokens_per_j"] * s["energy_per_token_j"] - 1) <= 4e-16
+    assert s["throughput_e2e_tok_s"] == 32 / 5 and s["tokens_per_j_e2e"] == 32 / 10
+    # bootstrap over 2 windows: a resample is {w0, w0} (16 / 1.5 s), {w1, w1} (16 / 2 s) or mixed
+    # (32 / 3.5 s), with probabilities 1/4, 1/4, 1/2: the 2.5% and 97.5% quantiles are the two pure
+    # resamples, exactly
+    assert s["throughput_tok_s_ci95"] == [8.0, 16 / 1.5]
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (8.0, 16 / 1.5)
+    assert s["tokens_per_j_ci95"] == [16 / 4.5, 16 / 3.0] and s["ci_method"].startswith("ratio of totals")
     # other entries: numbers by name (rates averaged, counts/seconds/joules added), strings and
     # flags from the first window, the first window's identity
     assert s["mode_stats"] == {"some_rate": 1.5, "some_count": 30, "label": "w0", "flag": False}
@@ -453,25 +475,26 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
     cfg = _smoke_cfg("run.generated_tokens=16")
     w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5, thr=10.0)
     s = sim.combine_windows(cfg, [w0], [1]).summary
-    assert s["throughput_tok_s"] == 10.0 and s["throughput_tok_s_ci95"] is None
-    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (10.0, 10.0)
+    # one window: its own totals' ratio (16 tokens / 1.5 s decode), no interval
+    assert s["throughput_tok_s"] == 16 / 1.5 and s["throughput_tok_s_ci95"] is None
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (16 / 1.5, 16 / 1.5)
     assert s["acceptance_rate"] == 0.123 and s["windows"] == 1 and s["window_start_prompts"] == [1]
-    assert s["throughput_tok_s_pooled"] == 16 / 1.5
     own = _fake_window(0, 16, 2.0, 0.0, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=0, verifs=5, thr=10.0)
     own.summary["mode_windows"] = {"n": 3, "basis": "rounds", "throughput_tok_s": [1.0, 2.0, 6.0],
+                                   "generated_tokens": [4.0, 4.0, 4.0], "decode_makespan_s": [2.0, 2.0, 2.0],
                                    "throughput_e2e_tok_s": [1.0, 1.0, 1.0]}
     res = sim.combine_windows(cfg, [own], [0])
     s = res.summary
     assert (s["windows"], s["window_basis"]) == (3, "rounds") and "mode_windows" not in s
-    assert s["throughput_tok_s_window_mean"] == 3.0 and s["throughput_tok_s"] == 10.0
-    h = 4.303 * math.sqrt(7.0) / math.sqrt(3)       # t(0.975, 2); sd of 1, 2, 6 = sqrt(7)
-    assert s["throughput_tok_s_ci95"] == pytest.approx([3 - h, 3 + h], rel=1e-12, abs=0)
-    assert "tokens_per_j_ci95" not in s and list(res.windows["window"]) == [0, 1, 2]
-    assert list(res.windows.columns) == ["window", "throughput_tok_s", "throughput_e2e_tok_s"]
-    assert s["throughput_e2e_tok_s_window_mean"] == 1.0 and s["throughput_e2e_tok_s_ci95"] == [1.0, 1.0]
-    # no decode time: no pooled throughput
+    # the run's own total ratio; the interval from the mode's windows' totals (all equal: degenerate)
+    assert s["throughput_tok_s"] == 10.0 and s["throughput_tok_s_ci95"] == [2.0, 2.0]
+    assert "throughput_tok_s_window_mean" not in s
+    # windows without the totals of a rate give it no interval (never one from a mean of rates)
+    assert "tokens_per_j_ci95" not in s and "throughput_e2e_tok_s_ci95" not in s
+    assert list(res.windows["window"]) == [0, 1, 2]
+    # no decode time: rate 0, not a division error
     zero = _fake_window(0, 0, 0.0, 0.0, 0.0, {}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
-    assert sim.combine_windows(cfg, [zero], [0]).summary["throughput_tok_s_pooled"] == 0.0
+    assert sim.combine_windows(cfg, [zero], [0]).summary["throughput_tok_s"] == 0.0
     # two windows with nothing verified and no time: rates 0, not a division error or 1
     z = [_fake_window(i, 0, 0.0, 0.0, 0.0, {"npu": 0.0}, acc=0, rej=0, killed=0, pv_acc=0, verifs=0, thr=1.0)
          for i in (0, 1)]
@@ -522,10 +545,14 @@ def _fake_compare(monkeypatch, per_run):
     def run_simulation(cfg, parts):
         key = cfg.run.mode if cfg.run.mode in per_run else cfg.run.policy
         thr, tpj, extra = per_run[key]
-        w = pd.DataFrame({"window": range(len(thr)), "throughput_tok_s": thr, "tokens_per_j": tpj})
+        # 10 tokens per window: decode time 10 / thr, decode energy 10 / tpj
+        w = pd.DataFrame({"window": range(len(thr)), "generated_tokens": 10.0,
+                          "decode_makespan_s": [10 / x for x in thr], "decode_energy_j": [10 / x for x in tpj],
+                          "throughput_tok_s": thr, "tokens_per_j": tpj})
         summary = {c: None for c in cmp.COLUMNS}
-        summary.update({"mode": cfg.run.mode, "windows": len(thr), "throughput_tok_s": sum(thr) / len(thr),
-                        "tokens_per_j": sum(tpj) / len(tpj), **extra})
+        summary.update({"mode": cfg.run.mode, "windows": len(thr),
+                        "throughput_tok_s": 10 * len(thr) / w["decode_makespan_s"].sum(),
+                        "tokens_per_j": 10 * len(thr) / w["decode_energy_j"].sum(), **extra})
         return sim.RunResult(summary, pd.DataFrame(), pd.DataFrame(), None, {}, windows=w)
 
     monkeypatch.setattr(cmp, "run_simulation", run_simulation)
@@ -540,24 +567,25 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
     table, out = cmp.run_compare(cfg, "ahasd,async", "async", tmp_path / "c")
     assert written == ["ahasd", "async"] and out == tmp_path / "c"     # the order given
     t = table.set_index("mode")
-    # ahasd / async per window: throughput 1.5 and 1.0, tokens/J 0.5 and 1.0; n = 2, t = 12.706,
-    # sd = 0.5 / sqrt 2 -> half width 12.706 x 0.25
-    h = 12.706 * 0.25
-    assert t.loc["ahasd", "throughput_vs_async"] == 1.25
+    # ratio of totals, not the mean 1.25 of the per-window ratios 1.5 and 1.0: the same 20 tokens
+    # in 10/10 + 10/20 = 1.5 s (async) and 10/15 + 10/20 = 7/6 s (ahasd) -> 9/7; energy 7.5 J and
+    # 12.5 J -> 0.6 (not 0.75). Paired bootstrap over the 2 windows: the pure resamples give the
+    # per-window ratios (1.0 and 1.5; 0.5 and 1.0), the mixed ones the point: the interval spans them
+    assert t.loc["ahasd", "throughput_vs_async"] == pytest.approx(9 / 7, rel=1e-15, abs=0)
     assert [t.loc["ahasd", "throughput_vs_async_ci95_low"], t.loc["ahasd", "throughput_vs_async_ci95_high"]] == \
-        pytest.approx([1.25 - h, 1.25 + h], rel=1e-12, abs=0)
-    assert t.loc["ahasd", "energy_efficiency_vs_async"] == 0.75
+        pytest.approx([1.0, 1.5], rel=1e-12, abs=0)
+    assert t.loc["ahasd", "energy_efficiency_vs_async"] == pytest.approx(0.6, rel=1e-15, abs=0)
     assert [t.loc["ahasd", "energy_efficiency_vs_async_ci95_low"],
-            t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.75 - h, 0.75 + h], rel=1e-12, abs=0)
+            t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.5, 1.0], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
     assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
         for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
-    # the best decoder by each metric: ahasd is faster on average (17.5 vs 15), async more efficient
+    # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient
     assert table["best_throughput_decoder"].iloc[0] == "ahasd" and table["best_efficiency_decoder"].iloc[0] == "async"
     csv = pd.read_csv(out / "compare.csv")
-    assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.25 + h, rel=1e-12, abs=0)
+    assert csv.set_index("mode").loc["ahasd", "throughput_vs_async_ci95_high"] == pytest.approx(1.5, rel=1e-12, abs=0)
     # default folder: next to the run's default output, suffixed _compare
     from ahasd_sim.output import default_out_dir
     d = cmp.default_compare_dir(cfg)

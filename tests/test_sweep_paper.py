@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from ahasd_sim.config.errors import InputError
+from ahasd_sim.metrics.stats import RATIOS, paired_ratio_ci
 from ahasd_sim.sweep import expand, load_sweep_spec, paper
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,9 +75,12 @@ def _synthetic():
                                      ("plus_aau", 27.0, 2.6, 0.6), ("plus_edc", 34.0, 4.5, 0.75),
                                      ("ahasd", 38.0, 5.2, 0.7), ("specpim", 25.0, 4.0, 0.8),
                                      ("npu_lpddr5", 12.0, 2.0, 0.0)):
+                # 100 tokens per point: the totals of the ratio estimators give back thr, tpj, acc
                 rows.append({"point": f"{pair}{pol}{v}", "status": "ok", "variant": v, "model_pair": pair,
                              "run.policy": pol, "seed": 0, "throughput_tok_s": thr, "tokens_per_j": tpj,
                              "energy_per_token_j": 1 / tpj, "acceptance_rate": acc, "makespan_s": 100 / thr,
+                             "generated_tokens": 100, "decode_makespan_s": 100 / thr, "decode_energy_j": 100 / tpj,
+                             "accepted_tokens": 100 * acc, "rejected_tokens": 100 * (1 - acc), "killed_tokens": 0,
                              "energy_breakdown_j.lpddr5.dynamic": 10.0, "energy_breakdown_j.npu.dynamic": 5.0})
     rows.append({"point": "x", "status": "failed", "variant": "ahasd", "model_pair": "opt-1.3b/opt-6.7b",
                  "run.policy": "banditspec", "seed": 0, "error_type": "ConfigError", "error": "boom"})
@@ -132,16 +136,6 @@ def _bar_containers(ax):
     return [c for c in ax.containers if isinstance(c, BarContainer)]
 
 
-def _t_interval_of_logs(ratios) -> tuple[float, float, float]:
-    """(geomean, low, high) of paired ratios: Student t interval of the mean of the logs,
-    t(0.975, n-1) from the standard table (n = 2 windows here: 12.706)."""
-    logs = np.log(np.asarray(ratios, dtype=float))
-    assert len(logs) == 2
-    h = 12.706 * logs.std(ddof=1) / np.sqrt(len(logs))
-    m = logs.mean()
-    return float(np.exp(m)), float(np.exp(m - h)), float(np.exp(m + h))
-
-
 def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     """The script on a one-pair, one-algorithm copy of the shipped spec and the smoke trace."""
     figs = _capture_figures(monkeypatch)
@@ -154,14 +148,14 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
     out = tmp_path / "paper"
-    rc = mod.main(["--spec", str(spec), "--out", str(out), "--trace", str(SMOKE_TRACE), "--tokens", "40",
+    rc = mod.main(["--spec", str(spec), "--out", str(out), "--trace", str(SMOKE_TRACE), "--tokens", "24",
                    "--timeline-tokens", "24", "--workers", "2", "--no-progress", "--windows", "2", "--no-regimes"])
     assert rc == 0
     report = (out / "report.md").read_text()
     assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
     df = pd.read_csv(out / "results.csv")
     assert len(df) == 21 and (df["status"] == "ok").all() and (df["windows"] == 2).all()
-    assert (df["generated_tokens"] == 80).all()
+    assert (df["generated_tokens"] == 48).all()
     # intervals: paired per-window ratios with 95% CIs, for every pre-verification KV option
     assert "## Headline ratios with 95% confidence intervals" in report
     for kv in ("default", "recompute", "wait", "layer_pipelined"):
@@ -186,7 +180,7 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     assert len(fig.axes) == 2
     for ax, metric, label in zip(fig.axes, ("throughput_tok_s", "tokens_per_j"),
                                  ("Throughput ratio", "Energy-efficiency ratio")):
-        assert ax.get_ylabel() == f"{label}\n(geomean, 95% CI)"
+        assert ax.get_ylabel() == f"{label}\n(suite total, 95% CI)"
         assert [t.get_text() for t in ax.get_xticklabels()] == ["vs best SoC", "vs operator_sync", "vs async",
                                                                 "vs best GPU"]
         bars = _bar_containers(ax)
@@ -199,9 +193,13 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
             assert len(cont.patches) == 4
             segs = cont.errorbar.lines[2][0].get_segments()
             for patch, seg, den in zip(cont.patches, segs, dens):
-                ratios = by[v][metric].to_numpy() / by[den][metric].to_numpy()
-                g, lo, hi = _t_interval_of_logs(ratios)
-                assert patch.get_height() == pytest.approx(g, rel=1e-9, abs=0)
+                # ratio of totals over the same windows (tokens / decode time or decode energy), the
+                # interval a paired bootstrap of those windows (one configuration here)
+                nc, dc = RATIOS[metric]
+                a, b = by[v], by[den]
+                g = (a[nc].sum() / a[dc].sum()) / (b[nc].sum() / b[dc].sum())
+                _g, (lo, hi) = paired_ratio_ci(a[nc], a[dc], b[nc], b[dc])
+                assert patch.get_height() == pytest.approx(g, rel=1e-12, abs=0)
                 assert sorted(seg[:, 1]) == pytest.approx([lo, hi], rel=1e-9, abs=0)
 
     # ablation / sota: one bar series per variant, bars at the variant's metric over GPU-only's

@@ -23,9 +23,9 @@ class RunConfig:
     trace_start_prompt: int = param(0, doc="index of the first trace prompt replayed when run.windows is 1",
                                     ge=0)
     windows: int = param(0, doc="trace windows replayed, each of generated_tokens tokens starting at a prompt "
-                         "boundary, spread evenly over the trace's prompts; one window is one sample of the "
-                         "reported mean and 95% CI. 0 = as many as the trace holds (floor(positions / "
-                         "generated_tokens), at least 1): the whole trace. 1 = one window at "
+                         "boundary, disjoint, spread evenly over the trace's prompts; one window is one sample "
+                         "of the reported ratios of totals and their bootstrap 95% CIs. 0 = as many disjoint "
+                         "windows as the trace holds; more than fit is an error. 1 = one window at "
                          "trace_start_prompt", ge=0, source="GUIDE statistics: one trace window is one sample")
     kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "
                                        "(cost caching; attention cost error < quantum/KV length)", unit="tokens", ge=1)

@@ -1,59 +1,187 @@
-"""Means and 95% confidence intervals over independent samples (trace windows, seeds).
+"""The one statistics method of the project (docs/modeling.md, "Statistics").
 
-One trace window is one sample (GUIDE: statistics). The interval is Student's t interval of
-the mean, ``mean +- t(0.975, n-1) * sd / sqrt(n)``; with fewer than two samples it is
-undefined (``None``). Ratios between configurations are formed per window (paired, same
-tokens) before averaging; :func:`geomean_ci95` averages them on the log scale.
+* **Sample unit**: one trace window (disjoint positions of the trace). Seeds of the same window
+  are averaged inside it (the mean of their totals), never counted as extra samples.
+* **Point estimate**: a ratio estimator, total over windows / total over windows
+  (:data:`RATIOS`): throughput = total tokens / total decode time, tokens/J = total tokens /
+  total decode energy, energy/token = total decode energy / total tokens, so
+  ``tokens_per_j * energy_per_token_j == 1`` up to one rounding. Never a mean of per-window ratios.
+* **Ratio between two configurations** (paired: same windows): the ratio of their ratio
+  estimators over the same windows.
+* **95% interval**: percentile bootstrap over whole windows (:data:`BOOTSTRAP_RESAMPLES`
+  resamples, seeded by :data:`BOOTSTRAP_SEED`, so an interval is reproducible); paired ratios
+  resample the same window indices for both configurations; fewer than two windows give no
+  interval (``None``). Per configuration: windows of different configurations (model pairs,
+  policies) are never pooled as samples of one population; a summary over several
+  configurations resamples windows *within* each one (stratified) and is labelled so.
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Mapping, Sequence
 
-# two-sided 95% Student t quantiles t(0.975, df), df = 1..30 (standard tables)
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-         2.052, 2.048, 2.045, 2.042]
+import numpy as np
 
-
-def t975(df: int) -> float:
-    """Two-sided 95% Student t quantile for ``df`` degrees of freedom (normal beyond the table)."""
-    if df < 1:
-        raise ValueError("t quantile needs df >= 1")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    if df <= 60:
-        return 2.000 + (2.042 - 2.000) * (60 - df) / 30     # linear between df 30 and 60
-    if df <= 120:
-        return 1.980 + (2.000 - 1.980) * (120 - df) / 60
-    return 1.960
-
-
-def mean_ci95(values: Iterable[float]) -> tuple[float, list[float] | None]:
-    """(mean, [low, high]) of ``values``; the interval is None for fewer than two samples."""
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    n = len(xs)
-    if n == 0:
-        return float("nan"), None
-    m = sum(xs) / n
-    if n < 2:
-        return m, None
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
-    h = t975(n - 1) * sd / math.sqrt(n)
-    return m, [m - h, m + h]
+#: metric -> (numerator total, denominator total) of its ratio estimator (windows.csv columns)
+RATIOS: dict[str, tuple[str, str]] = {
+    "throughput_tok_s": ("generated_tokens", "decode_makespan_s"),
+    "throughput_e2e_tok_s": ("generated_tokens", "makespan_s"),
+    "tokens_per_j": ("generated_tokens", "decode_energy_j"),
+    "tokens_per_j_e2e": ("generated_tokens", "energy_j"),
+    "energy_per_token_j": ("decode_energy_j", "generated_tokens"),
+}
+#: resamples of every bootstrap interval (percentile method). Monte Carlo error of a bound: the
+#: 2.5% quantile of B draws has a standard error sqrt(0.025 x 0.975 / B) / density, 0.027 sd of a
+#: normal-shaped bootstrap distribution at B = 10^4, i.e. 0.7% of the interval's width (3.92 sd)
+BOOTSTRAP_RESAMPLES = 10_000
+#: seed of the bootstrap's resampling (fixed: the same windows always give the same interval)
+BOOTSTRAP_SEED = 0
+#: the method, as stated next to every interval in outputs and docs
+METHOD = (f"ratio of totals over trace windows; 95% percentile bootstrap over whole windows "
+          f"({BOOTSTRAP_RESAMPLES} resamples, paired for ratios between configurations)")
 
 
-def geomean_ci95(ratios: Sequence[float]) -> tuple[float, list[float] | None]:
-    """Geometric mean of positive ratios with the t interval taken on the log scale."""
-    logs = [math.log(r) for r in ratios if r is not None and r > 0 and not math.isnan(r)]
-    m, ci = mean_ci95(logs)
-    if math.isnan(m):
-        return m, None
-    return math.exp(m), ([math.exp(ci[0]), math.exp(ci[1])] if ci else None)
+def totals(table, name: str) -> np.ndarray:
+    """Per-window totals column ``name`` of a windows table (a DataFrame or a dict of columns);
+    decode time and energy are derived from older windows.csv columns when absent
+    (decode time = makespan - prefill; decode energy = energy per token x tokens)."""
+    cols = table.columns if hasattr(table, "columns") else table.keys()
+    if name in cols:
+        return np.asarray(table[name], dtype=float)
+    if name == "decode_makespan_s" and {"makespan_s", "prefill_s"} <= set(cols):
+        return np.asarray(table["makespan_s"], dtype=float) - np.asarray(table["prefill_s"], dtype=float)
+    if name == "decode_energy_j" and {"energy_per_token_j", "generated_tokens"} <= set(cols):
+        return np.asarray(table["energy_per_token_j"], dtype=float) * np.asarray(table["generated_tokens"], dtype=float)
+    raise KeyError(f"windows table has no column {name!r} (needed by a ratio estimator)")
 
 
+def has_totals(table, metric: str) -> bool:
+    try:
+        for c in RATIOS[metric]:
+            totals(table, c)
+    except KeyError:
+        return False
+    return True
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num / den) if den > 0 else 0.0
+
+
+def ratio_of_totals(num: Sequence[float], den: Sequence[float]) -> float:
+    """sum(num) / sum(den); 0 when the denominator total is not positive (no decode time)."""
+    # fsum: correctly rounded, so every caller gets the same bits whatever the summation order
+    return _ratio(math.fsum(np.asarray(num, dtype=float)), math.fsum(np.asarray(den, dtype=float)))
+
+
+def pooled_rate(windows, metric: str) -> float:
+    """The ratio estimator of ``metric`` (:data:`RATIOS`) over a run's windows table."""
+    num, den = RATIOS[metric]
+    return ratio_of_totals(totals(windows, num), totals(windows, den))
+
+
+def resample_indices(n: int, strata: Sequence | None = None, n_resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """(n_resamples, n) window indices drawn with replacement; with ``strata`` (one label per
+    window) each resample draws, within every stratum, as many of its windows as it has."""
+    rng = np.random.default_rng(seed)
+    if strata is None:
+        return rng.integers(0, n, size=(n_resamples, n))
+    labels = list(strata)
+    if len(labels) != n:
+        raise ValueError("one stratum label per window")
+    out = np.empty((n_resamples, n), dtype=np.int64)
+    for lab in dict.fromkeys(labels):
+        rows = np.flatnonzero(np.array([x == lab for x in labels]))
+        out[:, rows] = rows[rng.integers(0, rows.size, size=(n_resamples, rows.size))]
+    return out
+
+
+def _sizes_ok(n: int, strata) -> bool:
+    if strata is None:
+        return n >= 2
+    counts = {}
+    for x in strata:
+        counts[x] = counts.get(x, 0) + 1
+    return bool(counts) and min(counts.values()) >= 2
+
+
+def _percentile(point: float, draws: np.ndarray) -> list[float]:
+    d = draws[np.isfinite(draws)]
+    if d.size == 0:
+        return [point, point]
+    lo, hi = np.quantile(d, [0.025, 0.975])
+    return [float(lo), float(hi)]
+
+
+def ratio_ci(num: Sequence[float], den: Sequence[float], strata: Sequence | None = None,
+             **kw) -> tuple[float, list[float] | None]:
+    """(sum(num) / sum(den), its 95% percentile-bootstrap interval over whole windows). With
+    ``strata``, windows are resampled within each stratum (a stated summary over configurations)."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    point = ratio_of_totals(num, den)
+    if not _sizes_ok(num.size, strata):
+        return point, None
+    idx = resample_indices(num.size, strata, **kw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    return point, _percentile(point, draws)
+
+
+def paired_ratio_ci(num_a, den_a, num_b, den_b, strata: Sequence | None = None,
+                    **kw) -> tuple[float, list[float] | None]:
+    """(rate_a / rate_b, 95% interval), rate = ratio of totals over the same windows (row i of
+    every array is window i); each resample draws the same window indices for both."""
+    na, da, nb, db = (np.asarray(x, dtype=float) for x in (num_a, den_a, num_b, den_b))
+    if not na.size == da.size == nb.size == db.size:
+        raise ValueError("paired ratio: both configurations need the same windows")
+    ra, rb = ratio_of_totals(na, da), ratio_of_totals(nb, db)
+    point = ra / rb if rb > 0 else float("nan")
+    if not _sizes_ok(na.size, strata):
+        return point, None
+    idx = resample_indices(na.size, strata, **kw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = (na[idx].sum(axis=1) / da[idx].sum(axis=1)) / (nb[idx].sum(axis=1) / db[idx].sum(axis=1))
+    return point, _percentile(point, draws)
+
+
+def metric_ci(windows, metric: str, **kw) -> tuple[float, list[float] | None]:
+    """The ratio estimator of ``metric`` over a windows table with its bootstrap interval."""
+    num, den = RATIOS[metric]
+    return ratio_ci(totals(windows, num), totals(windows, den), **kw)
+
+
+def paired_metric_ci(a, b, metric: str, **kw) -> tuple[float, list[float] | None]:
+    """metric(a) / metric(b) over the same windows (tables aligned row by row)."""
+    num, den = RATIOS[metric]
+    return paired_ratio_ci(totals(a, num), totals(a, den), totals(b, num), totals(b, den), **kw)
+
+
+def seed_averaged(table, keys: Sequence[str], seed_col: str = "seed"):
+    """A windows table with the seeds of each (``keys``, window) averaged into one row: every
+    total column is the mean over seeds (so a ratio estimator weights seeds equally), one
+    sample per window (GUIDE: seeds are not extra samples)."""
+    cols = set(table.columns)
+    by = [k for k in keys if k in cols and k != seed_col]
+    if seed_col not in cols or not by:
+        return table
+    tot = sorted({c for pair in RATIOS.values() for c in pair})
+    d = table.copy()
+    for c in tot:
+        if c not in cols:
+            try:
+                d[c] = totals(table, c)
+            except KeyError:
+                continue
+    agg = {c: "mean" for c in tot if c in d.columns}
+    agg[seed_col] = "nunique"
+    out = d.groupby(by, sort=False, as_index=False, dropna=False).agg(agg)
+    return out.rename(columns={seed_col: "seeds"})
+
+
+# -------------------------------------------------------------- formatting
 def fmt_ci(mean: float, ci: Sequence[float] | None, digits: int = 2) -> str:
-    """'1.23 [1.10, 1.36]' (or just the mean without an interval)."""
+    """'1.23 [1.10, 1.36]' (or just the value without an interval)."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
     if not ci:
@@ -61,12 +189,7 @@ def fmt_ci(mean: float, ci: Sequence[float] | None, digits: int = 2) -> str:
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def pooled_rate(windows, metric: str) -> float:
-    """Ratio estimator of ``metric`` over a run's windows table: total tokens / total decode time
-    (``throughput_tok_s``) or total tokens / total energy (``tokens_per_j``); the window mean when
-    the table lacks the totals; 0 for a run with no decode time or energy."""
-    if {"generated_tokens", "makespan_s", "prefill_s", "energy_j"} <= set(windows.columns):
-        den = ((windows["makespan_s"] - windows["prefill_s"]).sum() if metric == "throughput_tok_s"
-               else windows["energy_j"].sum())
-        return float(windows["generated_tokens"].sum() / den) if den > 0 else 0.0
-    return float(windows[metric].mean())
+def ci_fields(metric: str, point: float, ci: list[float] | None) -> Mapping[str, object]:
+    """summary.json's ``<metric>``, ``<metric>_ci95`` and ``_ci95_low``/``_ci95_high``."""
+    return {metric: point, f"{metric}_ci95": ci, f"{metric}_ci95_low": ci[0] if ci else point,
+            f"{metric}_ci95_high": ci[1] if ci else point}

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 
 from ..config.errors import InputError
-from ..sweep.analysis import geomean, normalise
+from ..metrics.stats import RATIOS, has_totals, ratio_of_totals, totals
+from ..sweep.analysis import ok_rows
 from .style import HATCHES, apply_style, color, save_figure
 
 #: metric column -> axis label (ratios are unitless: "x baseline")
 DEFAULT_METRICS = {"throughput_tok_s": "Throughput", "tokens_per_j": "Energy efficiency"}
-MEAN_GROUP = "geo-mean"
+MEAN_GROUP = "all (total)"
 
 
 def wrap_label(text: str, width: int = 14) -> str:
@@ -25,24 +26,47 @@ def wrap_label(text: str, width: int = 14) -> str:
     return f"{a}/\n{b}"
 
 
+def _suite_ratio(rows: pd.DataFrame, base: pd.DataFrame, metric: str) -> float:
+    """metric over ``rows`` / metric over the matched ``base`` rows, each a ratio estimator
+    (total / total, metrics.stats.RATIOS) over those rows."""
+    num, den = RATIOS[metric]
+    rb = ratio_of_totals(totals(base, num), totals(base, den))
+    ra = ratio_of_totals(totals(rows, num), totals(rows, den))
+    return ra / rb if rb > 0 and len(rows) else float("nan")
+
+
 def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: Sequence[str],
                 metrics: Sequence[str], bars: Sequence[str] | None = None) -> pd.DataFrame:
-    """Long table (group, bar, metric, ratio): geometric mean over the rows of each (group, bar)
-    of metric / baseline-metric, matched on ``match`` columns; plus a ``geo-mean`` group over all rows."""
+    """Long table (group, bar, metric, ratio): per (group, bar), the ratio estimator of ``metric``
+    over the group's rows (total / total, the definition of summary.json and the report) divided
+    by the baseline's over the matched rows (same ``match`` values); plus an ``all (total)``
+    group over all rows. ``metric`` must be a ratio of totals the table carries."""
     match = [c for c in match if c in df.columns]
-    norm = normalise(df, by=by, baseline=baseline, group=match, metrics=metrics)
-    bars = list(bars) if bars is not None else list(dict.fromkeys(norm[by]))
-    groups = list(dict.fromkeys(norm[group])) if group in norm.columns else []
+    d = ok_rows(df)
+    for m in metrics:
+        if m not in RATIOS:
+            raise InputError(f"--metrics {m}: a bar is a ratio of totals; known rates: {', '.join(RATIOS)}")
+        if not has_totals(d, m):
+            raise InputError(f"--metrics {m}: the results table has no columns {' and '.join(RATIOS[m])} "
+                             f"(the totals its ratio is formed from); rerun the sweep")
+    bars = list(bars) if bars is not None else list(dict.fromkeys(d[by]))
+    groups = list(dict.fromkeys(d[group])) if group in d.columns else []
+    base_rows = d[d[by] == baseline].drop_duplicates(match).set_index(match) if match else d[d[by] == baseline]
     rows = []
     for m in metrics:
-        col = f"{m}_ratio"
         for b in bars:
-            sel = norm[norm[by] == b]
+            sel = d[d[by] == b]
+            if match:
+                sel = sel[sel.set_index(match).index.isin(base_rows.index)]
+                base = base_rows.loc[sel.set_index(match).index].reset_index()
+            else:
+                base = base_rows
             for g in groups:
-                v = sel.loc[sel[group] == g, col]
-                rows.append({"group": g, "bar": b, "metric": m, "ratio": geomean(v), "n": int(v.notna().sum())})
-            rows.append({"group": MEAN_GROUP, "bar": b, "metric": m, "ratio": geomean(sel[col]),
-                         "n": int(sel[col].notna().sum())})
+                mask = (sel[group] == g).to_numpy()
+                rows.append({"group": g, "bar": b, "metric": m, "ratio": _suite_ratio(sel[mask], base[mask], m),
+                             "n": int(mask.sum())})
+            rows.append({"group": MEAN_GROUP, "bar": b, "metric": m, "ratio": _suite_ratio(sel, base, m),
+                         "n": int(len(sel))})
     return pd.DataFrame(rows)
 
 
@@ -104,7 +128,7 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
                     group: str = "model_pair", match: Sequence[str] = ("model_pair", "run.policy", "seed"),
                     metrics: Mapping[str, str] | None = None, paper: Mapping[str, Mapping[str, float]] | None = None,
                     title: str | None = None, baseline_label: str | None = None) -> list[Path]:
-    """One panel per metric: geometric-mean ratio vs ``baseline`` per ``group`` (model pair) and
+    """One panel per metric: ratio (of totals) vs ``baseline`` per ``group`` (model pair) and
     overall, bars = values of ``by``. ``paper``: metric -> {bar: reported ratio} markers.
     Writes ``out``.pdf and ``out``.png; returns their paths."""
     import matplotlib.pyplot as plt

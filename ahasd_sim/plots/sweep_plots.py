@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.errors import InputError
+from ..metrics.stats import RATIOS
 from ..sweep.analysis import ok_rows
 from .style import apply_style, color, save_figure
 
@@ -102,6 +103,19 @@ def _note_averaged(fig, over: dict[str, int], what: str) -> None:
     fig.text(0.01, 0.005, f"{what} over {text}", fontsize=6, ha="left", va="bottom", color="#444444")
 
 
+def cell_values(d: pd.DataFrame, by: str | list[str], metric: str) -> pd.Series:
+    """``metric`` per group of ``by``: for a rate with its totals in the table
+    (metrics.stats.RATIOS) the ratio estimator over the group's points (total / total, the
+    definition of summary.json), else the mean of the points' values."""
+    from ..metrics.stats import has_totals, ratio_of_totals, totals
+    if metric in RATIOS and has_totals(d, metric):
+        num, den = RATIOS[metric]
+        t = pd.DataFrame({"n": totals(d, num), "d": totals(d, den)}, index=d.index)
+        keys = [d[c] for c in ([by] if isinstance(by, str) else by)]
+        return t.groupby(keys, sort=False).apply(lambda g: ratio_of_totals(g["n"], g["d"]))
+    return d.groupby(by, sort=False)[metric].mean()
+
+
 def _sorted_levels(s: pd.Series) -> list:
     vals = list(dict.fromkeys(s.dropna()))
     try:
@@ -113,14 +127,19 @@ def _sorted_levels(s: pd.Series) -> list:
 def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, where: Mapping[str, object] | None = None,
             agg: str = "mean", title: str | None = None, fmt: str = "{:.3g}", cmap: str = "cividis",
             xlabel: str | None = None, ylabel: str | None = None, clabel: str | None = None) -> list[Path]:
-    """``metric`` aggregated (mean over seeds and other axes unless fixed by ``where``) on an
-    ``x`` by ``y`` grid. ``cividis`` is perceptually uniform and colour-blind safe."""
+    """``metric`` aggregated over seeds and other axes unless fixed by ``where`` on an ``x`` by
+    ``y`` grid: ``agg`` "mean" is :func:`cell_values` (a rate: total / total over the cell's points),
+    other pandas aggregations apply as named. ``cividis`` is perceptually uniform and colour-blind safe."""
     import matplotlib.pyplot as plt
     apply_style()
     _check_columns(df, {"--x": x, "--y": y, "--metric": metric})
     d = _filter(df, where)
     over = averaged_over(d, [x, y])
-    piv = d.pivot_table(index=y, columns=x, values=metric, aggfunc=agg)
+    if agg == "mean":
+        piv = cell_values(d, [y, x], metric).unstack(x)
+        agg = "total / total" if metric in RATIOS else agg
+    else:
+        piv = d.pivot_table(index=y, columns=x, values=metric, aggfunc=agg)
     piv = piv.reindex(index=_sorted_levels(d[y]), columns=_sorted_levels(d[x]))
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * piv.shape[1] + 1.2, 0.9 + 0.45 * piv.shape[0]))
     arr = piv.to_numpy(dtype=float)
@@ -151,7 +170,9 @@ def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, w
 def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | None = None,
           where: Mapping[str, object] | None = None, title: str | None = None, logx: bool = False,
           xlabel: str | None = None, ylabel: str | None = None, legend_title: str | None = None) -> list[Path]:
-    """``metric`` against ``x``, one line per ``hue`` level; mean over seeds with a min-max band."""
+    """``metric`` against ``x``, one line per ``hue`` level: :func:`cell_values` over the points of
+    each (x, hue) (a rate: total / total over seeds and other axes) with their min-max band; the
+    points' 95% CIs as error bars where a cell is one point (an interval is never averaged)."""
     import matplotlib.pyplot as plt
     apply_style()
     _check_columns(df, {"--x": x, "--metric": metric, "--hue": hue})
@@ -164,7 +185,8 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     pos = {v: (float(v) if numeric_x else float(i)) for i, v in enumerate(xlevels)}
     for i, lv in enumerate(levels):
         sel = d if lv is None else d[d[hue] == lv]
-        g = sel.groupby(x)[metric].agg(["mean", "min", "max"])
+        g = sel.groupby(x)[metric].agg(["min", "max", "size"])
+        g["mean"] = cell_values(sel, x, metric)
         g = g.reindex([v for v in xlevels if v in g.index])
         xs = np.array([pos[v] for v in g.index], dtype=float)
         ax.plot(xs, g["mean"], marker=MARKERS[i % len(MARKERS)], markersize=4, color=color(i),
@@ -172,8 +194,8 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
         if (g["max"] > g["min"]).any():
             ax.fill_between(xs, g["min"], g["max"], color=color(i), alpha=0.15, linewidth=0)
         lo, hi = f"{metric}_ci95_low", f"{metric}_ci95_high"
-        if lo in sel.columns and hi in sel.columns:   # 95% CI over trace windows: error bars
-            b = sel.groupby(x)[[lo, hi]].mean().reindex(g.index)
+        if lo in sel.columns and hi in sel.columns and (g["size"] == 1).all():   # one point: its CI
+            b = sel.groupby(x)[[lo, hi]].first().reindex(g.index)
             ax.errorbar(xs, g["mean"], yerr=[(g["mean"] - b[lo]).clip(lower=0), (b[hi] - g["mean"]).clip(lower=0)],
                         fmt="none", ecolor=color(i), elinewidth=0.8, capsize=2)
     if not numeric_x:
@@ -198,7 +220,8 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    _note_averaged(fig, over, "line = mean" + (", band = min-max," if banded else ""))
+    line = "line = total / total" if metric in RATIOS else "line = mean"
+    _note_averaged(fig, over, line + (", band = min-max," if banded else ""))
     return save_figure(fig, out)
 
 

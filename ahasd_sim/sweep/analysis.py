@@ -1,10 +1,9 @@
-"""Post-processing of sweep tables: ratios against a baseline, geometric means.
+"""Post-processing of sweep tables: per-point ratios against a baseline, energy columns.
 
 Everything here reads a results table (``results.csv``) only.
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -37,25 +36,6 @@ def normalise(df: pd.DataFrame, by: str, baseline: str, group: Sequence[str], me
     for m in metrics:
         out[f"{m}{suffix}"] = out[m] / out[f"__base_{m}"]
     return out.drop(columns=[f"__base_{m}" for m in metrics])
-
-
-def geomean(values: Iterable[float]) -> float:
-    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)) and x > 0]
-    if not v:
-        return float("nan")
-    return float(math.exp(sum(math.log(x) for x in v) / len(v)))
-
-
-def summarise_ratio(df: pd.DataFrame, by: str, col: str, order: Sequence[str] | None = None) -> pd.DataFrame:
-    """Per value of ``by``: geometric mean, arithmetic mean, min and max of ``col``, and n."""
-    rows = []
-    keys = order if order is not None else list(dict.fromkeys(df[by]))
-    for k in keys:
-        s = df.loc[df[by] == k, col].dropna()
-        rows.append({by: k, "geomean": geomean(s), "mean": float(s.mean()) if len(s) else float("nan"),
-                     "min": float(s.min()) if len(s) else float("nan"),
-                     "max": float(s.max()) if len(s) else float("nan"), "n": int(len(s))})
-    return pd.DataFrame(rows)
 
 
 def memory_energy_j(df: pd.DataFrame) -> pd.Series:
