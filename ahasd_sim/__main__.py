@@ -249,7 +249,7 @@ def cmd_compare(args) -> int:
             out = Path(args.out) if args.out else default_compare_dir(cfg)
             OutputFolder(out, "compare").check()
             for p in pols:
-                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"]))[:-1]))
+                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"], source="--policies"))[:-1]))
             print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
             return 0
         table, out = run_compare_policies(cfg, pols, base, args.out)
@@ -264,7 +264,7 @@ def cmd_compare(args) -> int:
         out = Path(args.out) if args.out else default_compare_dir(cfg)
         OutputFolder(out, "compare").check()
         for _label, overrides in expand_modes(cfg, modes):
-            print("\n".join(dry_run(cfg.replace(overrides))[:-1]))
+            print("\n".join(dry_run(cfg.replace(overrides, source="--modes"))[:-1]))
         print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
         return 0
     table, out = run_compare(cfg, modes, base, args.out)
@@ -314,10 +314,10 @@ def cmd_traces(args) -> int:
                          "| traces extend-rollouts FILE ...")
     from .paths import resolve_input_file
     from .workload.tree_traces import is_tree_trace
-    path = str(resolve_input_file(args.file))
+    path = str(resolve_input_file(args.file, "traces stats FILE"))
     if is_tree_trace(path):
         from .workload.tree_trace_stats import run_tree_stats
-        chain = str(resolve_input_file(args.chain)) if args.chain else None
+        chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
     from .workload.trace_stats import run_stats
     return int(run_stats(path, args.out) or 0)
@@ -421,6 +421,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
+        # a word that is no command (`frobnicate`, `version`): name it, not run's missing --config
+        from .config.errors import did_you_mean
+        hint = " (did you mean --version?)" if argv[0] == "version" else did_you_mean(argv[0], SUBCOMMANDS)
+        print(f"error: python -m ahasd_sim: unknown command '{argv[0]}'{hint}; commands: "
+              f"{', '.join(SUBCOMMANDS)} (see python -m ahasd_sim --help)", file=sys.stderr)
+        return 2
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]
     parser = _parser()

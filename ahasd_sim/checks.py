@@ -32,39 +32,26 @@ def config_warnings(cfg: SimConfig) -> list[str]:
 
 def dry_run(cfg: SimConfig) -> list[str]:
     """Build every part of the run without simulating; return report lines. Raises the same
-    one-line errors a run would."""
-    from .modes import get_mode
-    from .modes.costs import StepCosts
-    from .policies import make_policy, policy_needs_fit_data
-    from .simulation import _config_error, _in_config_file, build_platform, load_run_trace, resolve_data_path, trace_models
-    from .workload.models import get_model
+    one-line errors a run would: the trace windows and each window's set-up (mode, models,
+    platform, cost model, policy, the mode's own options) go through the run's own functions
+    (:func:`~ahasd_sim.simulation.window_start_prompts`, :func:`~ahasd_sim.simulation.build_window`)."""
+    from .modes.placement import dry_run_lines
+    from .simulation import (_in_config_file, _load_full_trace, build_platform, build_window, load_run_trace,
+                             mode_and_models, resolve_data_path, trace_models, window_start_prompts)
 
     run = cfg.run
-    try:
-        mode_cls = get_mode(run.mode)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.mode", str(exc)) from None
-    models = {}
-    for key in ("draft_model", "target_model"):
-        try:
-            models[key] = get_model(getattr(run, key))
-        except ValueError as exc:
-            raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    mode_cls, draft, target = mode_and_models(cfg)
     platform = build_platform(cfg, mode_cls)
-    _full, sim_trace, heldout = load_run_trace(cfg)
-    from .modes.placement import dry_run_lines
+    trace = _load_full_trace(cfg)
+    starts = window_start_prompts(cfg, trace)
     try:
-        place_lines, fits = dry_run_lines(cfg, platform, models["draft_model"], models["target_model"])
-        # a dry run simulates nothing: cost the first fitting placement instead of tuning
-        ccfg = cfg.replace([f"pim.partition_policy={fits}"]) if fits else cfg
-        StepCosts(platform, models["draft_model"], models["target_model"], ccfg)
+        place_lines, fits = dry_run_lines(cfg, platform, draft, target)
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
-    fit = heldout if policy_needs_fit_data(run.policy) else None
-    try:
-        make_policy(run.policy, cfg.policy, np.random.default_rng(run.seed), fit)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.policy", str(exc)) from None
+    # a dry run simulates nothing: cost the first fitting placement instead of tuning
+    ccfg = cfg.replace([f"pim.partition_policy={fits}"], source=None) if fits else cfg
+    w = build_window(ccfg, load_run_trace(cfg, starts[0], trace), 0)
+    sim_trace, models = w.sim_trace, {"draft_model": draft, "target_model": target}
     tm = trace_models(sim_trace)
     d, t = models["draft_model"], models["target_model"]
     devices = ", ".join(sorted(platform.devices()))
@@ -73,8 +60,9 @@ def dry_run(cfg: SimConfig) -> list[str]:
         f"  mode {run.mode}, policy {run.policy}, seed {run.seed}",
         f"  model shapes: draft {run.draft_model} ({d.param_count() / 1e9:.2f} B parameters), "
         f"target {run.target_model} ({t.param_count() / 1e9:.2f} B)",
-        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {run.generated_tokens} tokens from prompt "
-        f"{run.trace_start_prompt} on; acceptance recorded with {tm['drafter']} -> {tm['target']}",
+        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(starts)} window(s) of "
+        f"{run.generated_tokens} tokens from prompt(s) {', '.join(map(str, starts[:8]))}"
+        f"{' ...' if len(starts) > 8 else ''}; acceptance recorded with {tm['drafter']} -> {tm['target']}",
         f"  devices: {devices}",
         *place_lines,
         "dry run: nothing was simulated; no results are reported",

@@ -26,7 +26,7 @@ from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
-from .workload.traces import Trace, load_trace
+from .workload.traces import Trace, TraceError, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
 if TYPE_CHECKING:
@@ -57,12 +57,13 @@ class RunResult:
 
 
 def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
-    return ConfigError(cfg.source_file, key, message)
+    """An error about ``key``, blaming where it was set (``--set`` or the file that set it)."""
+    return ConfigError(cfg.source_of(key), key, message)
 
 
 def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
-    """A hardware-model error (raised without a file) re-attributed to the run's config file."""
-    return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
+    """A hardware-model error (raised without a file) re-attributed to where its key was set."""
+    return ConfigError(exc.source or cfg.source_of(exc.key_path), exc.key_path, exc.message)
 
 
 def build_platform(cfg: SimConfig, mode_cls) -> Platform:
@@ -84,7 +85,15 @@ def _load_full_trace(cfg: SimConfig) -> Trace:
     path = resolve_data_path(run.trace, cfg.source_file)
     if not path.is_file():
         raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
-    return load_trace(path)
+    try:
+        return load_trace(path)
+    except TraceError as exc:
+        raise chosen_by(cfg, "run.trace", exc) from None
+
+
+def chosen_by(cfg: SimConfig, key: str, exc: TraceError) -> TraceError:
+    """A trace error that also names the config key (and where it was set) that led to it."""
+    return TraceError(exc.path, f"{exc.message} (from {key} in {cfg.source_of(key)})")
 
 
 def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
@@ -99,6 +108,9 @@ def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
     if not fits:
         raise _config_error(cfg, "run.generated_tokens",
                             f"{T} tokens do not fit in the trace ({n} positions); lower it")
+    if run.windows > len(fits):
+        raise _config_error(cfg, "run.windows", f"{run.windows} windows of {T} tokens do not fit in the trace "
+                            f"{run.trace}: at most {len(fits)} start at distinct prompts (0 = as many as fit)")
     k = min(run.windows or max(1, n // T), len(fits))
     picks = sorted({int(round(x)) for x in np.linspace(0, len(fits) - 1, k)})
     return [fits[i] for i in picks]
@@ -118,7 +130,15 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     if trace is None:
         trace = _load_full_trace(cfg)
     first = run.trace_start_prompt if start_prompt is None else start_prompt
-    sim = trace.take(run.generated_tokens, first)
+    n_prompts = len(trace.prompt_bounds())
+    if not 0 <= first < max(n_prompts, 1):
+        raise _config_error(cfg, "run.trace_start_prompt", f"prompt {first} is out of range: the trace "
+                            f"{run.trace} has {n_prompts} prompts (0..{n_prompts - 1})")
+    try:
+        sim = trace.take(run.generated_tokens, first)
+    except TraceError as exc:
+        raise _config_error(cfg, "run.generated_tokens", f"{exc.message} in trace {run.trace}; lower "
+                            "run.generated_tokens or run.trace_start_prompt") from None
     bounds = trace.prompt_bounds()
     start = int(bounds[first, 0])
     end = start + run.generated_tokens
@@ -234,22 +254,41 @@ def _framed(result: RunResult) -> RunResult:
     return result
 
 
-def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
-    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
+def mode_and_models(cfg: SimConfig):
+    """(mode class, draft model shape, target model shape) named by the run section."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
     except ValueError as exc:
         raise _config_error(cfg, "run.mode", str(exc)) from None
-    try:
-        draft = get_model(run.draft_model)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.draft_model", str(exc).strip('"')) from None
-    try:
-        target = get_model(run.target_model)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.target_model", str(exc).strip('"')) from None
+    models = []
+    for key in ("draft_model", "target_model"):
+        try:
+            models.append(get_model(getattr(run, key)))
+        except ValueError as exc:
+            raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    return mode_cls, models[0], models[1]
 
+
+@dataclass
+class WindowSetup:
+    """Everything one window simulates with, built and checked but not started."""
+
+    env: simpy.Environment
+    mode: Any
+    platform: Platform
+    collector: Collector
+    policy: Any
+    draft: Any
+    target: Any
+    sim_trace: Trace
+
+
+def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> WindowSetup:
+    """Build a window's mode, models, platform, cost model and policy: every check a run makes
+    before simulating. The run and ``--dry-run`` both call this (one validation path)."""
+    run = cfg.run
+    mode_cls, draft, target = mode_and_models(cfg)
     platform = build_platform(cfg, mode_cls)
     _full, sim_trace, heldout = trace_parts
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
@@ -269,7 +308,19 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
-    mode = mode_cls(env, ctx)
+    try:
+        mode = mode_cls(env, ctx)
+    except ConfigError as exc:
+        raise _in_config_file(cfg, exc) from None
+    return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
+
+
+def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
+    run = cfg.run
+    w = build_window(cfg, trace_parts, index)
+    env, mode, platform, collector, policy = w.env, w.mode, w.platform, w.collector, w.policy
+    draft, target, sim_trace = w.draft, w.target, w.sim_trace
     done = mode.start()
     try:
         with gc_paused():

@@ -45,15 +45,23 @@ def _ensure_sections() -> dict[str, type]:
 class SimConfig:
     """The fully resolved configuration of one run: one attribute per section."""
 
-    def __init__(self, sections: dict[str, Any], source_file: str):
+    def __init__(self, sections: dict[str, Any], source_file: str, provenance: dict[str, str] | None = None):
         self._sections = sections
         self.source_file = source_file
+        # dotted key -> where it was set (a file or ``--set``), so errors found after the build
+        # (a trace too short, a mode's option) blame the place that set the key
+        self._provenance = dict(provenance or {})
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self.__dict__["_sections"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def source_of(self, key: str) -> str:
+        """Where ``key`` (``run.trace_start_prompt``, ``hyco``) was set: ``--set``, the file that
+        set it, or the run's config file for defaults."""
+        return _source_of(self._provenance, key) or self.source_file
 
     def section_names(self) -> list[str]:
         return list(self._sections)
@@ -66,12 +74,13 @@ class SimConfig:
         show every field), e.g. to key caches; a fifth of the time of ``repr(to_dict())``."""
         return repr(sorted(self._sections.items()))
 
-    def replace(self, overrides: Iterable[str]) -> "SimConfig":
-        """A new config with dotted ``key=value`` overrides applied."""
+    def replace(self, overrides: Iterable[str], source: str | None = OVERRIDE_SOURCE) -> "SimConfig":
+        """A new config with dotted ``key=value`` overrides applied; errors about them name
+        ``source`` (None: the simulator's own choice, the key keeps the source it had)."""
         tree = self.to_dict()
-        prov: dict[str, str] = {}
+        prov: dict[str, str] = dict(self._provenance)
         for item in overrides:
-            _apply_override(tree, item, prov)
+            _apply_override(tree, item, prov, source)
         return build_config(tree, prov, self.source_file)
 
 
@@ -145,7 +154,7 @@ def load_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, di
 
 
 # ---------------------------------------------------------------- overrides
-def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
+def _apply_override(tree: dict, item: str, prov: dict[str, str], source: str | None = OVERRIDE_SOURCE) -> None:
     if "=" not in item:
         raise ConfigError(OVERRIDE_SOURCE, item, "expected KEY=VALUE, e.g. --set npu.freq_ghz=1.2")
     key, _, raw = item.partition("=")
@@ -171,7 +180,8 @@ def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
         raise ConfigError(OVERRIDE_SOURCE, key, f"is a section, not a value: set one of its keys, e.g. "
                           f"{key}.{next(iter(node[parts[-1]]), 'KEY')}=...")
     node[parts[-1]] = value
-    _mark(prov, key, value, OVERRIDE_SOURCE)
+    if source is not None:
+        _mark(prov, key, value, source)
 
 
 # ---------------------------------------------------------------- typed build
@@ -337,7 +347,7 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
     sections = _ensure_sections()
     for key in tree:
         if key not in sections:
-            raise ConfigError(_source_of(prov, key) or source_file, key,
+            raise ConfigError(_source_of_section(prov, key) or source_file, key,
                               f"unknown section{did_you_mean(key, sections)}; valid sections: {', '.join(sorted(sections))}")
     built = {}
     for name, cls in sections.items():
@@ -345,7 +355,7 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
         if not isinstance(data, dict):
             raise ConfigError(_source_of(prov, name) or source_file, name, f"expected a mapping (section), got {data!r}")
         built[name] = _build_dataclass(cls, data, name + ".", prov)
-    return SimConfig(built, source_file)
+    return SimConfig(built, source_file, prov)
 
 
 def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | None = None) -> SimConfig:

@@ -153,13 +153,19 @@ def build_cloud_costs(cfg, draft, target):
 
     path = resolve_data_path(cfg.cloud.platform_config, cfg.source_file)
     if not path.is_file():
-        raise ConfigError(cfg.source_file, "cloud.platform_config",
+        raise ConfigError(cfg.source_of("cloud.platform_config"), "cloud.platform_config",
                           f"platform file '{cfg.cloud.platform_config}' not found")
-    ccfg = load_config(path, [f"run.kv_len_quantum_tokens={cfg.run.kv_len_quantum_tokens}"])
-    if not ccfg.gpu.enabled:
-        raise ConfigError(cfg.source_file, "cloud.platform_config",
-                          f"'{cfg.cloud.platform_config}' has no GPU (gpu.enabled: false); the cloud needs one")
-    return StepCosts(Platform.build(ccfg), draft, target, ccfg)
+    where = f"(the cloud platform chosen by cloud.platform_config in {cfg.source_of('cloud.platform_config')})"
+    try:
+        ccfg = load_config(path, [f"run.kv_len_quantum_tokens={cfg.run.kv_len_quantum_tokens}"])
+        if not ccfg.gpu.enabled:
+            raise ConfigError(cfg.source_of("cloud.platform_config"), "cloud.platform_config",
+                              f"'{cfg.cloud.platform_config}' has no GPU (gpu.enabled: false); the cloud needs one")
+        return StepCosts(Platform.build(ccfg), draft, target, ccfg)
+    except ConfigError as exc:
+        if exc.key_path == "cloud.platform_config":
+            raise
+        raise ConfigError(exc.source or str(path), exc.key_path, f"{exc.message} {where}") from None
 
 
 # ------------------------------------------------------------------ shared base
@@ -183,7 +189,7 @@ class MobileCloudBase(Mode):
         self.chain_start = 0
         if self.uses_cloud:
             if ctx.platform.network is None:
-                raise ConfigError(cfg.source_file, "network.enabled",
+                raise ConfigError(cfg.source_of("network.enabled"), "network.enabled",
                                   f"mode '{self.name}' talks to the cloud: set network.enabled: true")
             self.net = ctx.platform.network.open(env, np.random.default_rng([cfg.run.seed, 0x4E4554]))
             self.cloud_costs = build_cloud_costs(cfg, ctx.costs.draft, ctx.costs.target)
