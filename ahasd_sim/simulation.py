@@ -270,6 +270,26 @@ def mode_and_models(cfg: SimConfig):
     return mode_cls, models[0], models[1]
 
 
+def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
+    """On an NPU platform without PIM the weights live in plain LPDDR5: the models the phone holds
+    (both, or only the drafter when the target runs in the cloud) must fit ``memory.capacity_gib``.
+    (PIM platforms check their ranks when placing the models; GPUs check their own memory.)"""
+    if platform.pim is not None or platform.npu is None or platform.gpu is not None:
+        return
+    if getattr(mode_cls, "uses_cloud", False):
+        held = [draft]                       # the target runs in the cloud
+    elif mode_cls.name == "autoregressive":
+        held = [target]                      # no drafter
+    else:
+        held = [draft, target]
+    need = sum(m.weight_bytes() for m in held)
+    cap = platform.memory.capacity_bytes
+    if need > cap:
+        names = " + ".join(f"{m.name} {m.weight_bytes() / 2**30:.1f} GiB" for m in held)
+        raise _config_error(cfg, "memory.capacity_gib", f"the weights ({names}) do not fit the "
+                            f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
+
+
 @dataclass
 class WindowSetup:
     """Everything one window simulates with, built and checked but not started."""
@@ -290,6 +310,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     run = cfg.run
     mode_cls, draft, target = mode_and_models(cfg)
     platform = build_platform(cfg, mode_cls)
+    check_models_fit_memory(cfg, platform, mode_cls, draft, target)
     _full, sim_trace, heldout = trace_parts
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
     rng = np.random.default_rng(seed)

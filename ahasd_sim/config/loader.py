@@ -97,8 +97,11 @@ def _to_plain(obj: Any) -> Any:
 # ---------------------------------------------------------------- YAML + extends
 def _read_yaml(path: Path) -> dict[str, Any]:
     data = yamlio.load_file(path, "file")
-    if data is None:
-        return {}
+    if data is None or data == {}:
+        # an empty (or comments-only) file is refused, not run with every default: it is almost
+        # always a wrong file name or an unsaved editor buffer (docs/config-reference.md)
+        raise ConfigError(str(path), "", "holds no settings (empty or only comments); give at least "
+                          "`extends: FILE` or one section (see python -m ahasd_sim config-reference)")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", f"expected a mapping at the top level, got {type(data).__name__}")
     return data
@@ -296,14 +299,15 @@ def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None
                           + (did_you_mean(str(value), map(str, choices)) if isinstance(value, str) else ""))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = f" {meta['unit']}" if meta.get("unit") else ""
+        why = f" ({meta['bound_reason']})" if meta.get("bound_reason") else ""
         if meta.get("ge") is not None and value < meta["ge"]:
             raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}")
         if meta.get("gt") is not None and value <= meta["gt"]:
             raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}")
         if meta.get("le") is not None and value > meta["le"]:
-            raise ConfigError(src, key, f"expected <= {meta['le']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected <= {meta['le']:g}{unit}, got {value:g}{why}")
         if meta.get("lt") is not None and value >= meta["lt"]:
-            raise ConfigError(src, key, f"expected < {meta['lt']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected < {meta['lt']:g}{unit}, got {value:g}{why}")
 
 
 def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -> Any:
@@ -399,9 +403,11 @@ def describe_sections() -> list[dict[str, Any]]:
             rng = []
             for op, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
                 if meta.get(op) is not None:
-                    rng.append(f"{sym}{meta[op]}")
+                    rng.append(f"{sym}{meta[op]:g}")
             if meta.get("choices"):
                 rng.append("|".join(map(str, meta["choices"])))
+            if meta.get("bound_reason"):
+                rng.append(f"({meta['bound_reason']})")
             rows.append({"key": prefix + f.name, "type": _type_name(tp), "default": default,
                          "unit": meta.get("unit") or "", "range": " ".join(rng),
                          "doc": meta.get("doc", ""), "source": meta.get("source") or ""})

@@ -80,12 +80,15 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     study_dir = Path(out_dir) if out_dir is not None else default_out_dir(study)
     out = study_dir / "sensitivity"
     points_dir = study_dir / "points"
+    from .folders import check_study_folder
+    check_study_folder(study_dir, study.name, "sensitivity")
     cfg = study.sensitivity
     windows = cfg.get("windows") or study.windows
     n_oat = int(cfg.get("oat_points", 2))
     n_sobol = sobol_samples if sobol_samples is not None else int(cfg.get("sobol_samples", 0))
-    if n_sobol and n_sobol & (n_sobol - 1):
-        raise InputError(f"--sobol-samples must be 0 or a power of two, got {n_sobol}")
+    from .folders import check_sobol_samples
+    check_sobol_samples(n_sobol, len(study.space), "--sobol-samples" if sobol_samples is not None
+                        else f"{study.source}: sensitivity.sobol_samples")
     if n_sobol:
         try:
             import SALib  # noqa: F401
