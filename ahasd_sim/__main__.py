@@ -296,19 +296,39 @@ def cmd_area(args) -> int:
     return 0
 
 
+RECORD_HELP = """usage: python -m ahasd_sim traces record --kind chain|tree [OPTIONS]
+
+Record a trace from a real drafter/target pair (needs the gguf extra: pip install 'ahasd_sim[gguf]').
+  --kind chain   token-level chain trace (acceptance, entropies, off-path rollouts)
+  --kind tree    draft-tree trace (tree acceptance and MoE routing)
+`python -m ahasd_sim traces record --kind chain --help` (or tree) lists the recorder's options."""
+
+
+def _own_parser(body, argv) -> int:
+    """Run a subcommand that parses its own options; its usage errors (one line, exit 2) and
+    --help (exit 0) become return codes instead of SystemExit."""
+    try:
+        return int(body(argv) or 0)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, (int, type(None))) else 2
+
+
 def cmd_traces(args) -> int:
     if args.traces_command == "record":
+        rest = getattr(args, "record_argv", [])
         if args.kind is None:
-            raise InputError("traces record: expected --kind chain or --kind tree")
+            if "-h" in rest or "--help" in rest:
+                print(RECORD_HELP)
+                return 0
+            raise InputError("traces record: expected --kind chain or --kind tree (see traces record --help)")
         if args.kind == "chain":
             from .workload.record_chain import main as record
         else:
             from .workload.record_tree import main as record
-        record(getattr(args, "record_argv", []))
-        return 0
+        return _own_parser(record, rest)
     if args.traces_command == "extend-rollouts":
         from .workload.extend_rollouts import main as extend
-        return extend(getattr(args, "record_argv", []))
+        return _own_parser(extend, getattr(args, "record_argv", []))
     if args.traces_command != "stats":
         raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ... "
                          "| traces extend-rollouts FILE ...")

@@ -23,10 +23,56 @@ def config_warnings(cfg: SimConfig) -> list[str]:
         draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
     except ValueError:
         return out   # reported as an error by the run itself
+    out += trace_pair_warnings(cfg)
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
+    return out
+
+
+def _recorded_pair(cfg: SimConfig, key: str) -> dict | None:
+    """The ``models`` header entry (drafter, target) of the trace that ``key`` names, read
+    without loading the trace; None when it cannot be read (the run reports that)."""
+    import json
+
+    from .paths import resolve_data_path
+    path = resolve_data_path(getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]), cfg.source_file)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            models = json.loads(str(z["header_json"])).get("models")
+    except Exception:   # noqa: BLE001 - unreadable here: the run's own loader reports it
+        return None
+    if not isinstance(models, dict) or not all(isinstance(models.get(r), dict) for r in ("drafter", "target")):
+        return None
+    return models
+
+
+def trace_pair_warnings(cfg: SimConfig) -> list[str]:
+    """Warnings about the model pair a trace was recorded with: the drafter no smaller than the
+    target (roles swapped, or one model twice), and a placement tuned on a trace of another pair
+    than the one the run replays."""
+    out = []
+    run_pair = _recorded_pair(cfg, "run.trace")
+    if run_pair is not None:
+        d, t = run_pair["drafter"], run_pair["target"]
+        ds, ts = d.get("size_bytes"), t.get("size_bytes")
+        if d.get("sha256") and d.get("sha256") == t.get("sha256"):
+            out.append(f"{cfg.source_of('run.trace')}: run.trace {cfg.run.trace} was recorded with the same model "
+                       f"as drafter and target ({d.get('name')}): its acceptance is not a speculative pair's")
+        elif isinstance(ds, (int, float)) and isinstance(ts, (int, float)) and ds >= ts:
+            out.append(f"{cfg.source_of('run.trace')}: run.trace {cfg.run.trace} was recorded with a drafter "
+                       f"({d.get('name')}, {ds / 1e9:.2f} GB) no smaller than its target ({t.get('name')}, "
+                       f"{ts / 1e9:.2f} GB): drafter and target swapped?")
+    uses_tuning = cfg.pim.enabled and cfg.pim.partition_policy == "auto"
+    if run_pair is not None and uses_tuning and cfg.tuning.trace != cfg.run.trace:
+        tune_pair = _recorded_pair(cfg, "tuning.trace")
+        ids = lambda m: tuple(m[r].get("sha256") or m[r].get("name") for r in ("drafter", "target"))  # noqa: E731
+        if tune_pair is not None and ids(tune_pair) != ids(run_pair):
+            out.append(f"{cfg.source_of('tuning.trace')}: tuning.trace {cfg.tuning.trace} was recorded with "
+                       f"{tune_pair['drafter'].get('name')} -> {tune_pair['target'].get('name')}, run.trace with "
+                       f"{run_pair['drafter'].get('name')} -> {run_pair['target'].get('name')}: the PIM placement "
+                       "is chosen on another pair's acceptance")
     return out
 
 

@@ -38,6 +38,13 @@ def shipped(relative: str | Path) -> Path | None:
     return None
 
 
+def data_file(relative: str | Path) -> Path:
+    """The one lookup of a file or folder the package ships (``validation/peers``,
+    ``hw_configs/paper/reproduce.yaml``): the checkout's copy, else the installed ``_data`` copy;
+    where neither exists, the checkout path (so an error names the expected place)."""
+    return shipped(relative) or (data_roots() or [REPO_ROOT])[0] / relative
+
+
 def resolve_data_path(path: str | Path, config_file: str | None = None) -> Path:
     """Find a data file: as given (cwd), then next to the config, then among the shipped data.
     Returns ``path`` unchanged when nothing exists (the caller reports it)."""

@@ -351,13 +351,16 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     if not done.triggered:
         devs = set(platform.devices()) | set(collector._busy_s)
         busy = {d: collector.busy_until(d, env.now) for d in sorted(devs)}
+        net = getattr(mode, "net", None)
+        if net is not None:   # the phone-cloud link: time a message was in flight
+            busy["network link"] = net.in_flight_s(env.now)
         busiest = max(busy, key=lambda d: busy[d]) if busy else None
         if busiest is not None and busy[busiest] > 0 and env.now > 0:
             where = f"; bottleneck: {busiest} ({busy[busiest] / env.now:.0%} busy)"
         else:
             where = "; no device finished a single task in that time"
         raise SimulationTimeLimit(
-            f"{cfg.source_file}: run.max_sim_time_s: mode '{run.mode}' committed only {mode.committed} of "
+            f"{cfg.source_of('run.max_sim_time_s')}: run.max_sim_time_s: mode '{run.mode}' committed only {mode.committed} of "
             f"{run.generated_tokens} tokens in {run.max_sim_time_s:g} s of simulated time{where}; the hardware "
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now

@@ -72,14 +72,21 @@ def param(
     lt: float | None = None,
     bound_reason: str | None = None,
     choices: Sequence[Any] | None = None,
+    length: tuple[int, int] | None = None,
+    item_ge: float | None = None,
+    item_le: float | None = None,
+    item_choices: Sequence[Any] | None = None,
 ) -> Any:
     """A dataclass field with metadata used for validation and documentation.
 
     ``unit`` is informative (units also appear in field names); ``source`` is a
     URL or a derivation note; ``ge/gt/le/lt`` bound numeric values; ``choices``
     restricts strings. A number without ``le``/``lt`` gets its unit's ceiling
-    (:data:`UNIT_CEILINGS`); ``bound_reason`` says why an explicit bound holds.
+    (:data:`UNIT_CEILINGS`); ``bound_reason`` says why an explicit bound holds. Lists:
+    ``length`` = (fewest, most) items, ``item_ge``/``item_le``/``item_choices`` bound each item.
     """
+    if isinstance(default, list) and length is None:
+        raise ValueError("a list field needs length=(min, max)")
     numeric = choices is None and (isinstance(default, (int, float)) and not isinstance(default, bool)
                                    or (default is None and unit is not None))
     if numeric and le is None and lt is None:
@@ -99,6 +106,10 @@ def param(
         "lt": lt,
         "bound_reason": bound_reason,
         "choices": tuple(choices) if choices is not None else None,
+        "length": length,
+        "item_ge": item_ge,
+        "item_le": item_le,
+        "item_choices": tuple(item_choices) if item_choices is not None else None,
     }
     if isinstance(default, (list, dict, set)):
         value = default

@@ -297,13 +297,26 @@ def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None
     if choices is not None and value not in choices:
         raise ConfigError(src, key, f"expected one of {', '.join(map(str, choices))}, got {value!r}"
                           + (did_you_mean(str(value), map(str, choices)) if isinstance(value, str) else ""))
+    if isinstance(value, (list, tuple)) and meta.get("length") is not None:
+        lo, hi = meta["length"]
+        if not lo <= len(value) <= hi:
+            want = f"{lo} item(s)" if lo == hi else f"{lo} to {hi} items"
+            raise ConfigError(src, key, f"expected a list of {want}, got {len(value)}: {list(value)!r}")
+        for i, v in enumerate(value):
+            if meta.get("item_choices") is not None and v not in meta["item_choices"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected one of {', '.join(map(str, meta['item_choices']))}, "
+                                  f"got {v!r}")
+            if meta.get("item_ge") is not None and v < meta["item_ge"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected >= {meta['item_ge']:g}, got {v}")
+            if meta.get("item_le") is not None and v > meta["item_le"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected <= {meta['item_le']:g}, got {v}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = f" {meta['unit']}" if meta.get("unit") else ""
         why = f" ({meta['bound_reason']})" if meta.get("bound_reason") else ""
         if meta.get("ge") is not None and value < meta["ge"]:
-            raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected >= {meta['ge']:g}{unit}, got {value:g}{why}")
         if meta.get("gt") is not None and value <= meta["gt"]:
-            raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected > {meta['gt']:g}{unit}, got {value:g}{why}")
         if meta.get("le") is not None and value > meta["le"]:
             raise ConfigError(src, key, f"expected <= {meta['le']:g}{unit}, got {value:g}{why}")
         if meta.get("lt") is not None and value >= meta["lt"]:
@@ -406,6 +419,13 @@ def describe_sections() -> list[dict[str, Any]]:
                     rng.append(f"{sym}{meta[op]:g}")
             if meta.get("choices"):
                 rng.append("|".join(map(str, meta["choices"])))
+            if meta.get("length") is not None:
+                rng.append(f"{meta['length'][0]}-{meta['length'][1]} items")
+            for op, sym in (("item_ge", ">="), ("item_le", "<=")):
+                if meta.get(op) is not None:
+                    rng.append(f"each {sym}{meta[op]:g}")
+            if meta.get("item_choices"):
+                rng.append("each " + "|".join(map(str, meta["item_choices"])))
             if meta.get("bound_reason"):
                 rng.append(f"({meta['bound_reason']})")
             rows.append({"key": prefix + f.name, "type": _type_name(tp), "default": default,

@@ -92,3 +92,11 @@ def check_sobol_samples(n: int, n_params: int, where: str) -> None:
     if n > SOBOL_MAX_SAMPLES:
         raise InputError(f"{where}: {n} samples would be {n * (n_params + 2)} design points; at most "
                          f"{SOBOL_MAX_SAMPLES} samples are accepted")
+
+
+def clean_stale_points(points_dir: Path) -> None:
+    """Remove what killed workers left in the study's point folders (``.staging-*`` folders,
+    ``.running`` markers, ``.*.tmp`` files); call it holding the study lock. One implementation
+    with the sweep's (:func:`ahasd_sim.sweep.runner._clean_stale`)."""
+    from ..sweep.runner import _clean_stale
+    _clean_stale(Path(points_dir))

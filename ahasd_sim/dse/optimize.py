@@ -245,6 +245,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
     t0 = time.perf_counter()
     with StudyLock(out):
         ostudy = open_study(study, out)     # refuses a different study before anything is written
+        from .folders import clean_stale_points
+        clean_stale_points(points_dir)      # staging folders of points whose process was killed
         atomic_write_text(out / "study.yaml", study.source.read_text())
         from optuna.trial import TrialState
         dists = distributions(study)

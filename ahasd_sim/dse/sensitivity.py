@@ -116,6 +116,8 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
             params = {p.name: p.from_unit(u) for p, u in zip(study.space, row)}
             sob_pts.append(plan(study, ("sobol", i, ""), params, windows))
     with StudyLock(study_dir):
+        from .folders import clean_stale_points
+        clean_stale_points(points_dir)      # staging folders of points whose process was killed
         prog = Progress(len(oat_pts) + len(sob_pts), enabled=progress, stream=stream, desc=f"{study.name} sensitivity")
         try:
             _progress_points(study, oat_pts + sob_pts, points_dir, ex, prog)

@@ -62,7 +62,8 @@ class HycoConfig:
                                       source="int32")
     request_bytes: int = param(16, doc="bytes of a cloud request (option, start position, token budget)", unit="B",
                                ge=0, source="[R] four int32 fields")
-    options: list[str] = param(["split", "cloud_sd", "cloud_ar"], doc="options the hybrid mode may choose from")
+    options: list[str] = param(["split", "cloud_sd", "cloud_ar"], doc="options the hybrid mode may choose from",
+                               length=(1, len(OPTIONS)), item_choices=OPTIONS)
     predraft: str = param("auto", doc="hybrid: draft the next window while the verdict is in flight: always, never, or "
                           "auto (only when the expected wait for the verdict exceeds one draft forward: a pre-draft "
                           "spends a forward on the bonus position and is lost on a rejection)",

@@ -98,6 +98,7 @@ class SpecDecPPParams:
     one_step_lag: bool = param(False, doc="official-code lag: the decision after token k uses prod_{i<k}",
                                source="[C] " + SPECDECPP_SRC)
     features: list[str] = param(["entropy", "p_token", "p_top1", "top2_margin"],
+                                length=(1, len(SPECDECPP_FEATURES)), item_choices=SPECDECPP_FEATURES,
                                 doc="drafter features of the logistic acceptance predictor; one of "
                                     + ", ".join(SPECDECPP_FEATURES)
                                     + " (index_in_round only if the fit data has that column)",
@@ -129,6 +130,7 @@ class BanditSpecParams:
     """BanditSpec: each arm is a draft length; UCBSpec or EXP3Spec picks one per round."""
 
     arms: list[int] = param([1, 2, 3, 4], doc="draft lengths, one arm each", unit="tokens",
+                            length=(1, 256), item_ge=1, item_le=1024,
                             source="[C] " + BANDIT_SRC)
     algorithm: str = param("ucb", doc="UCBSpec ('ucb') or EXP3Spec ('exp3')", choices=("ucb", "exp3"),
                            source="[P] " + BANDIT_SRC)
