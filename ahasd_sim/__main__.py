@@ -375,7 +375,7 @@ def config_reference_markdown() -> str:
              "`references.md#ANCHOR` is an entry of [references.md](references.md); `modeling.md decision N`",
              "is row N of the decisions table in [modeling.md](modeling.md).", "",
              "A config file must set something: an empty or comments-only file is an error (not a run of",
-             "every default). A number above its range's upper bound is refused with the bound's reason;",
+             "every default; write `{}` to mean every default). A number above its range's upper bound is refused with the bound's reason;",
              "keys without a tighter bound get their unit's physical ceiling (`ahasd_sim/config/fields.py`).", ""]
     section = None
     for row in describe_sections():

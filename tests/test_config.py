@@ -181,8 +181,9 @@ def test_extends_sources_and_order(tmp_path):
     with pytest.raises(ConfigError) as ei:
         load_config(tmp_path / "x.yaml")
     assert str(ei.value) == f"{tmp_path / 'x.yaml'}: extends: circular extends: {x} -> {y} -> {x}"
-    # an empty file is an empty mapping; a single parent may be a plain string
-    write(tmp_path, "empty.yaml", "")
+    # `{}` is an explicit empty mapping (an empty file is refused: test_hardening_round3); a
+    # single parent may be a plain string
+    write(tmp_path, "empty.yaml", "{}\n")
     write(tmp_path, "e.yaml", "extends: empty.yaml\nrun: {seed: 9}\n")
     assert load_config(tmp_path / "e.yaml").run.seed == 9
 
@@ -312,9 +313,10 @@ def test_describe_sections_rows():
     from ahasd_sim.config.loader import describe_sections
     rows = {r["key"]: r for r in describe_sections()}
     assert rows["npu.chips"] == {"key": "npu.chips", "type": "an integer", "default": 2, "unit": "",
-                                 "range": ">=1", "doc": "compute chips (each one systolic array + vector lanes)",
+                                 "range": ">=1 <=64 (64 NPU chips is a server board, not a phone SoC (2-4 cores))",
+                                 "doc": "compute chips (each one systolic array + vector lanes)",
                                  "source": "AHASD paper Table 2: 2 compute chips"}
-    assert rows["npu.freq_ghz"]["range"] == ">0" and rows["npu.freq_ghz"]["unit"] == "GHz"
+    assert rows["npu.freq_ghz"]["range"].startswith(">0 <=5 (") and rows["npu.freq_ghz"]["unit"] == "GHz"
     assert rows["npu.matrix_util"]["range"] == ">0 <=1"
     assert rows["pim.host_share_of_active_rank"]["range"] == ">0 <1"
     assert rows["npu.dataflow"]["range"] == "ws|os|is" and rows["npu.dataflow"]["type"] == "a string"

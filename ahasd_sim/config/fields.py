@@ -71,6 +71,7 @@ def param(
     le: float | None = None,
     lt: float | None = None,
     bound_reason: str | None = None,
+    low_reason: str | None = None,
     choices: Sequence[Any] | None = None,
     length: tuple[int, int] | None = None,
     item_ge: float | None = None,
@@ -82,7 +83,8 @@ def param(
     ``unit`` is informative (units also appear in field names); ``source`` is a
     URL or a derivation note; ``ge/gt/le/lt`` bound numeric values; ``choices``
     restricts strings. A number without ``le``/``lt`` gets its unit's ceiling
-    (:data:`UNIT_CEILINGS`); ``bound_reason`` says why an explicit bound holds. Lists:
+    (:data:`UNIT_CEILINGS`); ``bound_reason`` says why an explicit upper bound holds,
+    ``low_reason`` why a lower bound does. Lists:
     ``length`` = (fewest, most) items, ``item_ge``/``item_le``/``item_choices`` bound each item.
     """
     if isinstance(default, list) and length is None:
@@ -105,6 +107,7 @@ def param(
         "le": le,
         "lt": lt,
         "bound_reason": bound_reason,
+        "low_reason": low_reason,
         "choices": tuple(choices) if choices is not None else None,
         "length": length,
         "item_ge": item_ge,

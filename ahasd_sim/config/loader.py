@@ -97,11 +97,12 @@ def _to_plain(obj: Any) -> Any:
 # ---------------------------------------------------------------- YAML + extends
 def _read_yaml(path: Path) -> dict[str, Any]:
     data = yamlio.load_file(path, "file")
-    if data is None or data == {}:
+    if data is None:
         # an empty (or comments-only) file is refused, not run with every default: it is almost
-        # always a wrong file name or an unsaved editor buffer (docs/config-reference.md)
+        # always a wrong file name or an unsaved editor buffer; `{}` says "defaults" on purpose
         raise ConfigError(str(path), "", "holds no settings (empty or only comments); give at least "
-                          "`extends: FILE` or one section (see python -m ahasd_sim config-reference)")
+                          "`extends: FILE` or one section, or `{}` for every default (see python -m "
+                          "ahasd_sim config-reference)")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", f"expected a mapping at the top level, got {type(data).__name__}")
     return data
@@ -313,14 +314,15 @@ def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = f" {meta['unit']}" if meta.get("unit") else ""
         why = f" ({meta['bound_reason']})" if meta.get("bound_reason") else ""
+        low = f" ({meta['low_reason']})" if meta.get("low_reason") else ""
         if meta.get("ge") is not None and value < meta["ge"]:
-            raise ConfigError(src, key, f"expected >= {meta['ge']:g}{unit}, got {value:g}{why}")
+            raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}{low}")
         if meta.get("gt") is not None and value <= meta["gt"]:
-            raise ConfigError(src, key, f"expected > {meta['gt']:g}{unit}, got {value:g}{why}")
+            raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}{low}")
         if meta.get("le") is not None and value > meta["le"]:
-            raise ConfigError(src, key, f"expected <= {meta['le']:g}{unit}, got {value:g}{why}")
+            raise ConfigError(src, key, f"expected <= {meta['le']}{unit}, got {value}{why}")
         if meta.get("lt") is not None and value >= meta["lt"]:
-            raise ConfigError(src, key, f"expected < {meta['lt']:g}{unit}, got {value:g}{why}")
+            raise ConfigError(src, key, f"expected < {meta['lt']}{unit}, got {value}{why}")
 
 
 def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -> Any:
@@ -426,8 +428,9 @@ def describe_sections() -> list[dict[str, Any]]:
                     rng.append(f"each {sym}{meta[op]:g}")
             if meta.get("item_choices"):
                 rng.append("each " + "|".join(map(str, meta["item_choices"])))
-            if meta.get("bound_reason"):
-                rng.append(f"({meta['bound_reason']})")
+            for why in ("low_reason", "bound_reason"):
+                if meta.get(why):
+                    rng.append(f"({meta[why]})")
             rows.append({"key": prefix + f.name, "type": _type_name(tp), "default": default,
                          "unit": meta.get("unit") or "", "range": " ".join(rng),
                          "doc": meta.get("doc", ""), "source": meta.get("source") or ""})

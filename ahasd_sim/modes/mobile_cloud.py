@@ -71,7 +71,7 @@ class HycoConfig:
     skip_max_entropy_nats: float = param(0.05, doc="hybrid: commit a head-of-chain draft without upload when its "
                                          "drafter entropy is at most this (U-HLM upload skipping; < 0 disables)",
                                          unit="nats", ge=-1.0, source="[R] U-HLM threshold rule, arXiv 2412.12687; value ours",
-                                         bound_reason="any value below 0 disables skipping: write -1")
+                                         low_reason="any value below 0 disables skipping: write -1")
     tpot_slo_ms: float = param(100.0, doc="hybrid: time-per-output-token target; among options predicted to meet it "
                                "the one with the most tokens per dollar wins, else the fastest", unit="ms", gt=0,
                                source="[R] assumption: 10 tok/s, above reading speed (~250 words/min, about 5.5 tok/s)")

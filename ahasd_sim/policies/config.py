@@ -66,7 +66,7 @@ class AdaEdlParams:
     alpha_target: float = param(0.9, doc="target acceptance rate; AR below it raises lambda", ge=0, le=1,
                                 source="[3] " + ADAEDL_SRC)
     lambda0: float = param(0.5, doc="initial threshold (0.5 <=> stop if H > 1.25 nats with gamma_ent 0.2)",
-                           ge=0.0, le=1.0, bound_reason=_LAMBDA_RANGE,
+                           ge=0.0, le=1.0, bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE,
                            source="[P] paper uses 0.5-0.7, sweeps 0.3-0.9; " + ADAEDL_SRC)
     full_length: str = param("max", doc="meaning of L in the rule 'lambda - eps elif n_acc != L': "
                                         "'max' = the round's max draft length, 'drafted' = tokens drafted",
@@ -75,9 +75,9 @@ class AdaEdlParams:
     ar_init: float = param(0.9, doc="initial value of the acceptance-rate EMA AR", ge=0, le=1,
                            source="[R] not specified; equal to alpha_target (neutral start)")
     lambda_min: float = param(0.0, doc="lower clip of lambda", source="[R]", ge=0.0, le=1.0,
-                              bound_reason=_LAMBDA_RANGE)
+                              bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE)
     lambda_max: float = param(1.0, doc="upper clip of lambda (the bound is <= 1)", source="[R]", ge=0.0, le=1.0,
-                              bound_reason=_LAMBDA_RANGE)
+                              bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE)
 
     def validate(self) -> None:
         if not self.lambda_min <= self.lambda0 <= self.lambda_max:
@@ -98,7 +98,7 @@ class SpecDecPPParams:
     one_step_lag: bool = param(False, doc="official-code lag: the decision after token k uses prod_{i<k}",
                                source="[C] " + SPECDECPP_SRC)
     features: list[str] = param(["entropy", "p_token", "p_top1", "top2_margin"],
-                                length=(1, len(SPECDECPP_FEATURES)), item_choices=SPECDECPP_FEATURES,
+                                length=(1, len(SPECDECPP_FEATURES)),
                                 doc="drafter features of the logistic acceptance predictor; one of "
                                     + ", ".join(SPECDECPP_FEATURES)
                                     + " (index_in_round only if the fit data has that column)",
