@@ -218,7 +218,7 @@ class OutputFolder:
 
     def check(self) -> None:
         """Raise OutputError if the folder cannot be used; creates nothing."""
-        check_writable_dir(self.given, self.flag)
+        check_writable_dir(self.path if self.given.is_symlink() else self.given, self.flag)
         p = self.path
         cwd = Path.cwd()
         if p == cwd or p in cwd.parents or p == Path(p.anchor):

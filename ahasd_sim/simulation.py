@@ -100,10 +100,13 @@ def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
     """First prompt of each trace window (``run.windows``), spread evenly over the prompts at
     which a window of ``run.generated_tokens`` still fits."""
     run = cfg.run
-    if run.windows == 1:
-        return [run.trace_start_prompt]
     n, T = len(trace), run.generated_tokens
     bounds = trace.prompt_bounds()
+    if not 0 <= run.trace_start_prompt < max(len(bounds), 1):   # checked even where unused (windows != 1)
+        raise _config_error(cfg, "run.trace_start_prompt", f"prompt {run.trace_start_prompt} is out of range: "
+                            f"the trace {run.trace} has {len(bounds)} prompts (0..{len(bounds) - 1})")
+    if run.windows == 1:
+        return [run.trace_start_prompt]
     fits = [i for i, b in enumerate(bounds) if n - int(b[0]) >= T]
     if not fits:
         raise _config_error(cfg, "run.generated_tokens",

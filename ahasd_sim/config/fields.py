@@ -91,6 +91,8 @@ def param(
         raise ValueError("a list field needs length=(min, max)")
     numeric = choices is None and (isinstance(default, (int, float)) and not isinstance(default, bool)
                                    or (default is None and unit is not None))
+    if (le == 1 or lt == 1) and bound_reason is None and (ge == 0 or gt == 0):
+        bound_reason = "a fraction or probability"
     if numeric and le is None and lt is None:
         if unit is not None and unit in UNIT_CEILINGS:
             le, bound_reason = UNIT_CEILINGS[unit]
