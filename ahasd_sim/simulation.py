@@ -111,7 +111,9 @@ def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
     if not fits:
         raise _config_error(cfg, "run.generated_tokens",
                             f"{T} tokens do not fit in the trace ({n} positions); lower it")
-    if run.windows > len(fits):
+    from .modes import MODES
+    own = getattr(MODES.get(run.mode), "replays_own_windows", False)   # they use the first window only
+    if run.windows > len(fits) and not own:
         raise _config_error(cfg, "run.windows", f"{run.windows} windows of {T} tokens do not fit in the trace "
                             f"{run.trace}: at most {len(fits)} start at distinct prompts (0 = as many as fit)")
     k = min(run.windows or max(1, n // T), len(fits))

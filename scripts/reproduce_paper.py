@@ -179,7 +179,8 @@ def _reproduce(args, argv) -> int:
     main_spec = paper.with_overrides(spec, overrides)
     tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
                                                           f"run.generated_tokens={args.timeline_tokens}",
-                                                          "run.timeline=true"], name="ahasd_paper_timeline"),
+                                                          "run.timeline=true", "run.windows=1"],
+                                                 name="ahasd_paper_timeline"),   # the Gantt shows window 0 only
                              model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
     from ahasd_sim.sweep.runner import _check_folder
     _check_folder(main_spec, out / "sweep")          # both sweep folders, before any work
