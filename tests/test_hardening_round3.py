@@ -443,3 +443,42 @@ def test_network_in_flight_time_is_the_union_of_message_intervals():
     assert s.in_flight_s(10.0) == pytest.approx(4.0)
     assert s.in_flight_s(5.5) == pytest.approx(3.5)
     assert s.in_flight_s(0.5) == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------- 9. figures (artists)
+def _capture(monkeypatch, module):
+    figs = []
+    monkeypatch.setattr(module, "save_figure", lambda fig, out: figs.append(fig) or [])
+    return figs
+
+
+def test_plot_sweep_ticks_sit_on_the_swept_values(monkeypatch, tmp_path):
+    """x values 8, 16, 32 are ticked exactly there (they used to get 9, 12, ..., 33), linear and log."""
+    import pandas as pd
+
+    from ahasd_sim.plots import sweep_plots
+    df = pd.DataFrame({"ahasd.max_verify_tokens": [8, 16, 32] * 2, "variant": ["a"] * 3 + ["b"] * 3,
+                       "tokens_per_j": [1.0, 2.0, 3.0, 1.5, 2.5, 3.5], "status": ["ok"] * 6})
+    figs = _capture(monkeypatch, sweep_plots)
+    for logx in (False, True):
+        sweep_plots.lines(df, "ahasd.max_verify_tokens", "tokens_per_j", tmp_path / "l", hue="variant", logx=logx)
+        ax = figs[-1].axes[0]
+        assert list(ax.get_xticks()) == [8.0, 16.0, 32.0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "32"]
+        assert ax.get_xlabel() and ax.get_ylabel() == "Energy efficiency (tokens/J)"
+
+
+def test_bar_value_labels_keep_three_significant_digits(monkeypatch, tmp_path):
+    """ahasd / gpu_only = 1.02 and 12.34: the labels read 1.02 and 12.3 (not 1 and 12)."""
+    import pandas as pd
+
+    from ahasd_sim.plots import bars
+    from ahasd_sim.plots.bars import bar_value_label
+    assert [bar_value_label(v) for v in (1.02, 0.8734, 12.34, 153.2)] == ["1.02", "0.873", "12.3", "153"]
+    df = pd.DataFrame({"variant": ["gpu_only", "ahasd"], "model_pair": ["a/b", "a/b"], "run.policy": ["x", "x"],
+                       "seed": [0, 0], "status": ["ok", "ok"], "throughput_tok_s": [10.0, 10.2],
+                       "tokens_per_j": [1.0, 12.34]})
+    figs = _capture(monkeypatch, bars)
+    bars.normalised_bars(df, tmp_path / "b", bars=["gpu_only", "ahasd"])
+    texts = {t.get_text() for ax in figs[-1].axes for t in ax.texts}
+    assert {"1.02", "12.3", "1"} <= texts, texts

@@ -25,6 +25,11 @@ def wrap_label(text: str, width: int = 14) -> str:
     return f"{a}/\n{b}"
 
 
+def bar_value_label(v: float) -> str:
+    """A ratio's label: three significant digits ("1.02", "0.873", "12.3"), never "1" for 1.02."""
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
 def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: Sequence[str],
                 metrics: Sequence[str], bars: Sequence[str] | None = None) -> pd.DataFrame:
     """Long table (group, bar, metric, ratio): geometric mean over the rows of each (group, bar)
@@ -67,7 +72,7 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
         if annotate and n <= 8:
             for p, v in zip(pos, vals):
                 if np.isfinite(v):
-                    ax.text(p, v, f"{v:.2g}" if v < 10 else f"{v:.0f}", ha="center", va="bottom", fontsize=6,
+                    ax.text(p, v, bar_value_label(v), ha="center", va="bottom", fontsize=6,
                             rotation=90 if n > 4 else 0)
         if reference and b in reference and reference_group in groups:
             gi = list(groups).index(reference_group)
