@@ -482,3 +482,14 @@ def test_bar_value_labels_keep_three_significant_digits(monkeypatch, tmp_path):
     bars.normalised_bars(df, tmp_path / "b", bars=["gpu_only", "ahasd"])
     texts = {t.get_text() for ax in figs[-1].axes for t in ax.texts}
     assert {"1.02", "12.3", "1"} <= texts, texts
+
+
+def test_sensitivity_names_each_failed_point_on_stderr(tmp_path, capsys):
+    """Base pim.ranks 16 runs; the OAT point pim.ranks 2 cannot hold the models and fails."""
+    pytest.importorskip("optuna")
+    rc = main(["sensitivity", "--config", str(_study(tmp_path, "sens", ranks="16, 2")), "--workers", "1",
+               "--no-progress", "--sobol-samples", "0", "--out", str(tmp_path / "st")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 0
+    assert err[0].startswith("1 design point(s) failed")
+    assert len(err) == 2 and err[1].startswith("error: OAT point pim.ranks=2 failed: ") and "pim.ranks" in err[1], err

@@ -257,4 +257,7 @@ def run_sensitivity_cli(args) -> int:
     print(f"report: {out / 'sensitivity.md'}")
     if stats["failed"]:
         print(f"{stats['failed']} design point(s) failed or were infeasible; see oat.csv", file=sys.stderr)
+        for r in stats["oat"][stats["oat"]["status"] != "ok"].itertuples():   # one line each, with why
+            where = f"{r.parameter}={r.value}" if r.parameter != "(base)" else "the base point"
+            print(f"error: OAT point {where} {r.status}: {' '.join(str(r.error).split())}", file=sys.stderr)
     return 0
