@@ -161,11 +161,21 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
 _FORK_JOBS: list = []   # (function, argument) handed to forked workers (never pickled)
 
 
-def _window_worker_init() -> None:
-    """Forked workers leave signals to the parent (its handlers would fire in each child)."""
+def _window_worker_init(parent_pid: int | None = None) -> None:
+    """Forked workers leave signals to the parent (its handlers would fire in each child), and
+    die quietly with it: a parent killed by SIGKILL would otherwise leave each worker to finish
+    its window and print a BrokenPipeError traceback when it sends the result."""
+    import os
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:   # Linux: the kernel sends SIGTERM (default action: exit, no traceback) when the parent dies
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if parent_pid is not None and os.getppid() != parent_pid:   # died before prctl took effect
+        os._exit(1)
 
 
 def _fork_job(i: int):
@@ -187,7 +197,9 @@ def fork_map(fn, args: list, workers: int) -> list:
         if ctx is not None:
             _FORK_JOBS[:] = [(fn, a) for a in args]
             try:
-                with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                import os
+                with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init,
+                              initargs=(os.getpid(),)) as pool:
                     out = pool.map(_fork_job, range(len(args)), chunksize=1)
                     pool.close()
                     pool.join()

@@ -493,3 +493,31 @@ def test_sensitivity_names_each_failed_point_on_stderr(tmp_path, capsys):
     assert rc == 0
     assert err[0].startswith("1 design point(s) failed")
     assert len(err) == 2 and err[1].startswith("error: OAT point pim.ranks=2 failed: ") and "pim.ranks" in err[1], err
+
+
+def test_window_workers_die_quietly_with_a_killed_parent(tmp_path):
+    """SIGKILL of a run while its forked window workers simulate: the workers exit with it and
+    print nothing (they used to finish their window and print a BrokenPipeError traceback)."""
+    import signal
+    import time
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "ahasd_sim", "--config", str(MAIN), "--jobs", "2", "--set",
+                          "pim.partition_policy=striped", "--out", str(tmp_path / "o")], stderr=subprocess.PIPE,
+                         env=env, cwd=tmp_path)
+    children = []
+    t0 = time.time()
+    while not children and time.time() - t0 < 60 and p.poll() is None:
+        time.sleep(0.1)
+        res = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
+        children = [int(x) for x in res.stdout.split()]
+    if not children:
+        p.kill()
+        pytest.skip("the run never forked window workers")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    err = p.stderr.read().decode()
+    p.wait()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    time.sleep(1.0)
+    for c in children:
+        assert not Path(f"/proc/{c}").exists() or "zombie" in Path(f"/proc/{c}/status").read_text().lower()
