@@ -521,3 +521,42 @@ def test_window_workers_die_quietly_with_a_killed_parent(tmp_path):
     time.sleep(1.0)
     for c in children:
         assert not Path(f"/proc/{c}").exists() or "zombie" in Path(f"/proc/{c}/status").read_text().lower()
+
+
+def _overlaps_text(fig, legend):
+    """Texts of the figure (titles, tick and axis labels, value labels) whose drawn box overlaps
+    the legend's."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    lb = legend.get_window_extent(r)
+    texts = [t for ax in fig.axes for t in [ax.title, ax._left_title, ax.xaxis.label, ax.yaxis.label, *ax.texts,
+                                              *ax.get_xticklabels(), *ax.get_yticklabels()]]
+    if fig._suptitle is not None:
+        texts.append(fig._suptitle)
+    return [t.get_text() for t in texts if t.get_text() and t.get_visible() and t.get_window_extent(r).overlaps(lb)]
+
+
+def test_bars_and_timeline_legends_overlap_no_text(monkeypatch, tmp_path):
+    import pandas as pd
+
+    from ahasd_sim.plots import bars, timeline
+    # one legend row; the tallest bar (4x, "4") sits under the middle of the figure's top
+    df = pd.DataFrame({"variant": ["gpu_only", "async", "ahasd"] * 2, "model_pair": ["a/b"] * 3 + ["c/d"] * 3,
+                       "run.policy": ["x"] * 6, "seed": [0] * 6, "status": ["ok"] * 6,
+                       "throughput_tok_s": [10.0, 20.0, 31.0, 10.0, 25.0, 40.0],
+                       "tokens_per_j": [1.0, 2.0, 3.3, 1.0, 2.5, 4.0]})
+    figs = _capture(monkeypatch, bars)
+    bars.normalised_bars(df, tmp_path / "b", bars=["gpu_only", "async", "ahasd"])
+    fig = figs[-1]
+    assert len(fig.legends) == 1 and not _overlaps_text(fig, fig.legends[0])
+    tl = pd.DataFrame({"device": ["npu", "pim", "npu", "pim"], "task": ["verify", "draft", "preverify", "draft"],
+                       "start_s": [0.0, 0.0, 0.002, 0.003], "end_s": [0.002, 0.001, 0.003, 0.004]})
+    figs = _capture(monkeypatch, timeline)
+    for title in (None, "Device activity"):
+        timeline.plot_gantt({"ahasd / adaedl": tl, "async / adaedl": tl}, tmp_path / "t", window_s=0.004,
+                            start_s=0.0, title=title)
+        fig = figs[-1]
+        assert len(fig.legends) == 1 and not _overlaps_text(fig, fig.legends[0])
+    fig = figs[-1]
+    assert len(fig.legends) == 1 and not _overlaps_text(fig, fig.legends[0])
+    assert [ax.get_title(loc="left") for ax in fig.axes] == ["ahasd / adaedl", "async / adaedl"]

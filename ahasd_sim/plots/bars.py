@@ -133,8 +133,14 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     order = [i for i, lab in enumerate(labels) if lab != "paper (reported)"] + \
             [i for i, lab in enumerate(labels) if lab == "paper (reported)"]
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), bbox_to_anchor=(0.5, 1.0 + 0.06 * ((len(labels) - 1) // 4)))
+    # the legend goes below the panels, in space kept free for it: above them it covered the
+    # value labels of the tallest bars
+    ncol = min(len(labels), 4)
+    legend_in = 0.25 * -(-len(labels) // ncol) + 0.15
+    fig.set_figheight(fig.get_figheight() + legend_in)     # room for the legend, not taken from the panels
+    legend_frac = legend_in / fig.get_figheight()
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.0), frameon=False)
     if title:
-        fig.suptitle(title, y=1.08 + 0.06 * ((len(labels) - 1) // 4))
-    fig.tight_layout()
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, legend_frac, 1, 1))
     return save_figure(fig, out)
