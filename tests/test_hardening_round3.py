@@ -560,3 +560,22 @@ def test_bars_and_timeline_legends_overlap_no_text(monkeypatch, tmp_path):
     fig = figs[-1]
     assert len(fig.legends) == 1 and not _overlaps_text(fig, fig.legends[0])
     assert [ax.get_title(loc="left") for ax in fig.axes] == ["ahasd / adaedl", "async / adaedl"]
+
+
+def test_pareto_front_keeps_the_group_colours(monkeypatch, tmp_path):
+    """Two model pairs, each with one front point: the front markers are drawn in the two
+    pairs' colours (they were all black), with black rims."""
+    import pandas as pd
+    from matplotlib.colors import to_rgba
+
+    from ahasd_sim.plots import pareto
+    from ahasd_sim.plots.style import color
+    df = pd.DataFrame({"speedup": [1.0, 2.0, 1.5, 3.0], "eff": [3.0, 1.0, 1.0, 0.5],
+                       "pair": ["a/b", "a/b", "c/d", "c/d"]})
+    figs = _capture(monkeypatch, pareto)
+    pareto.pareto_2d(df, "speedup", "eff", "maximize", "maximize", tmp_path / "p", color_by="pair")
+    ax = figs[-1].axes[0]
+    front = [c for c in ax.collections if str(c.get_label()).startswith("2-D front")][0]
+    got = {tuple(np.round(f, 3)) for f in front.get_facecolors()}
+    want = {tuple(np.round(to_rgba(color(i)), 3)) for i in (0, 1)}
+    assert got == want and all(tuple(e[:3]) == (0, 0, 0) for e in front.get_edgecolors())
