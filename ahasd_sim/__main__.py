@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -60,7 +60,7 @@ def _add_run(sub) -> None:
                    help="run folder (default: a new folder under results/); an existing run folder is replaced "
                         "as a whole when the run finishes, any other existing folder is refused")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
-    r.add_argument("--jobs", type=int, default=None, metavar="N",
+    r.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="processes running trace windows in parallel (default: the CPU count)")
     _dry(r, "run")
 
@@ -90,7 +90,7 @@ def _add_sweep(sub) -> None:
              "Run every point of a sweep file in parallel; finished points are kept and reused, so the same "
              "command resumes an interrupted sweep. See docs/sweeps.md.")
     s.add_argument("--config", required=True, metavar="SWEEP.yaml", help="sweep file (e.g. hw_configs/sweeps/smoke.yaml)")
-    s.add_argument("--workers", type=int, default=None, metavar="N",
+    s.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parallel worker processes (default: all cores; 1 runs in-process)")
     s.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
@@ -253,7 +253,7 @@ def cmd_compare(args) -> int:
             out = Path(args.out) if args.out else default_compare_dir(cfg)
             OutputFolder(out, "compare").check()
             for p in pols:
-                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"]))[:-1]))
+                print("\n".join(dry_run(cfg.replace([f"run.policy={p}"], source="--policies"))[:-1]))
             print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
             return 0
         table, out = run_compare_policies(cfg, pols, base, args.out)
@@ -268,7 +268,7 @@ def cmd_compare(args) -> int:
         out = Path(args.out) if args.out else default_compare_dir(cfg)
         OutputFolder(out, "compare").check()
         for _label, overrides in expand_modes(cfg, modes):
-            print("\n".join(dry_run(cfg.replace(overrides))[:-1]))
+            print("\n".join(dry_run(cfg.replace(overrides, source="--modes"))[:-1]))
         print(f"  output folder {out}: usable\ndry run: nothing was simulated; no results are reported")
         return 0
     table, out = run_compare(cfg, modes, base, args.out)
@@ -300,28 +300,48 @@ def cmd_area(args) -> int:
     return 0
 
 
+RECORD_HELP = """usage: python -m ahasd_sim traces record --kind chain|tree [OPTIONS]
+
+Record a trace from a real drafter/target pair (needs the gguf extra: pip install 'ahasd_sim[gguf]').
+  --kind chain   token-level chain trace (acceptance, entropies, off-path rollouts)
+  --kind tree    draft-tree trace (tree acceptance and MoE routing)
+`python -m ahasd_sim traces record --kind chain --help` (or tree) lists the recorder's options."""
+
+
+def _own_parser(body, argv) -> int:
+    """Run a subcommand that parses its own options; its usage errors (one line, exit 2) and
+    --help (exit 0) become return codes instead of SystemExit."""
+    try:
+        return int(body(argv) or 0)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, (int, type(None))) else 2
+
+
 def cmd_traces(args) -> int:
     if args.traces_command == "record":
+        rest = getattr(args, "record_argv", [])
         if args.kind is None:
-            raise InputError("traces record: expected --kind chain or --kind tree")
+            if "-h" in rest or "--help" in rest:
+                print(RECORD_HELP)
+                return 0
+            raise InputError("traces record: expected --kind chain or --kind tree (see traces record --help)")
         if args.kind == "chain":
             from .workload.record_chain import main as record
         else:
             from .workload.record_tree import main as record
-        record(getattr(args, "record_argv", []))
-        return 0
+        return _own_parser(record, rest)
     if args.traces_command == "extend-rollouts":
         from .workload.extend_rollouts import main as extend
-        return extend(getattr(args, "record_argv", []))
+        return _own_parser(extend, getattr(args, "record_argv", []))
     if args.traces_command != "stats":
         raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ... "
                          "| traces extend-rollouts FILE ...")
     from .paths import resolve_input_file
     from .workload.tree_traces import is_tree_trace
-    path = str(resolve_input_file(args.file))
+    path = str(resolve_input_file(args.file, "traces stats FILE"))
     if is_tree_trace(path):
         from .workload.tree_trace_stats import run_tree_stats
-        chain = str(resolve_input_file(args.chain)) if args.chain else None
+        chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
     from .workload.trace_stats import run_stats
     return int(run_stats(path, args.out) or 0)
@@ -360,7 +380,10 @@ def config_reference_markdown() -> str:
              "Generated by `python -m ahasd_sim config-reference --markdown`; do not edit by hand.",
              "Every key, its type, default, unit, valid range, meaning and source. A source",
              "`references.md#ANCHOR` is an entry of [references.md](references.md); `modeling.md decision N`",
-             "is row N of the decisions table in [modeling.md](modeling.md).", ""]
+             "is row N of the decisions table in [modeling.md](modeling.md).", "",
+             "A config file must set something: an empty or comments-only file is an error (not a run of",
+             "every default; write `{}` to mean every default). A number above its range's upper bound is refused with the bound's reason;",
+             "keys without a tighter bound get their unit's physical ceiling (`ahasd_sim/config/fields.py`).", ""]
     section = None
     for row in describe_sections():
         sec = row["key"].split(".")[0]
@@ -428,6 +451,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
+        # a word that is no command (`frobnicate`, `version`): name it, not run's missing --config
+        from .config.errors import did_you_mean
+        hint = " (did you mean --version?)" if argv[0] == "version" else did_you_mean(argv[0], SUBCOMMANDS)
+        print(f"error: python -m ahasd_sim: unknown command '{argv[0]}'{hint}; commands: "
+              f"{', '.join(SUBCOMMANDS)} (see python -m ahasd_sim --help)", file=sys.stderr)
+        return 2
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]
     parser = _parser()

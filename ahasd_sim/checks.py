@@ -23,6 +23,7 @@ def config_warnings(cfg: SimConfig) -> list[str]:
         draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
     except ValueError:
         return out   # reported as an error by the run itself
+    out += trace_pair_warnings(cfg)
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
@@ -30,42 +31,73 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     return out
 
 
+def _recorded_pair(cfg: SimConfig, key: str) -> dict | None:
+    """The ``models`` header entry (drafter, target) of the trace that ``key`` names, read
+    without loading the trace; None when it cannot be read (the run reports that)."""
+    import json
+
+    from .paths import resolve_data_path
+    path = resolve_data_path(getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]), cfg.source_file)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            models = json.loads(str(z["header_json"])).get("models")
+    except Exception:   # noqa: BLE001 - unreadable here: the run's own loader reports it
+        return None
+    if not isinstance(models, dict) or not all(isinstance(models.get(r), dict) for r in ("drafter", "target")):
+        return None
+    return models
+
+
+def trace_pair_warnings(cfg: SimConfig) -> list[str]:
+    """Warnings about the model pair a trace was recorded with: the drafter no smaller than the
+    target (roles swapped, or one model twice), and a placement tuned on a trace of another pair
+    than the one the run replays."""
+    out = []
+    run_pair = _recorded_pair(cfg, "run.trace")
+    if run_pair is not None:
+        d, t = run_pair["drafter"], run_pair["target"]
+        ds, ts = d.get("size_bytes"), t.get("size_bytes")
+        if d.get("sha256") and d.get("sha256") == t.get("sha256"):
+            out.append(f"{cfg.source_of('run.trace')}: run.trace {cfg.run.trace} was recorded with the same model "
+                       f"as drafter and target ({d.get('name')}): its acceptance is not a speculative pair's")
+        elif isinstance(ds, (int, float)) and isinstance(ts, (int, float)) and ds >= ts:
+            out.append(f"{cfg.source_of('run.trace')}: run.trace {cfg.run.trace} was recorded with a drafter "
+                       f"({d.get('name')}, {ds / 1e9:.2f} GB) no smaller than its target ({t.get('name')}, "
+                       f"{ts / 1e9:.2f} GB): drafter and target swapped?")
+    uses_tuning = cfg.pim.enabled and cfg.pim.partition_policy == "auto"
+    if run_pair is not None and uses_tuning and cfg.tuning.trace != cfg.run.trace:
+        tune_pair = _recorded_pair(cfg, "tuning.trace")
+        ids = lambda m: tuple(m[r].get("sha256") or m[r].get("name") for r in ("drafter", "target"))  # noqa: E731
+        if tune_pair is not None and ids(tune_pair) != ids(run_pair):
+            out.append(f"{cfg.source_of('tuning.trace')}: tuning.trace {cfg.tuning.trace} was recorded with "
+                       f"{tune_pair['drafter'].get('name')} -> {tune_pair['target'].get('name')}, run.trace with "
+                       f"{run_pair['drafter'].get('name')} -> {run_pair['target'].get('name')}: the PIM placement "
+                       "is chosen on another pair's acceptance")
+    return out
+
+
 def dry_run(cfg: SimConfig) -> list[str]:
     """Build every part of the run without simulating; return report lines. Raises the same
-    one-line errors a run would."""
-    from .modes import get_mode
-    from .modes.costs import StepCosts
-    from .policies import make_policy, policy_needs_fit_data
-    from .simulation import _config_error, _in_config_file, build_platform, load_run_windows, resolve_data_path, trace_models
-    from .workload.models import get_model
+    one-line errors a run would: the trace windows and each window's set-up (mode, models,
+    platform, cost model, policy, the mode's own options) go through the run's own functions
+    (:func:`~ahasd_sim.simulation.window_start_prompts`, :func:`~ahasd_sim.simulation.build_window`)."""
+    from .modes.placement import dry_run_lines
+    from .simulation import (_in_config_file, _load_full_trace, build_platform, build_window, load_run_trace,
+                             mode_and_models, resolve_data_path, trace_models, window_start_prompts)
 
     run = cfg.run
-    try:
-        mode_cls = get_mode(run.mode)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.mode", str(exc)) from None
-    models = {}
-    for key in ("draft_model", "target_model"):
-        try:
-            models[key] = get_model(getattr(run, key))
-        except ValueError as exc:
-            raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    mode_cls, draft, target = mode_and_models(cfg)
     platform = build_platform(cfg, mode_cls)
-    windows = load_run_windows(cfg)         # the disjoint windows (an error when they do not fit)
-    _full, sim_trace, heldout = windows[0][1]
-    from .modes.placement import dry_run_lines
+    trace = _load_full_trace(cfg)
+    starts = window_start_prompts(cfg, trace)
     try:
-        place_lines, fits = dry_run_lines(cfg, platform, models["draft_model"], models["target_model"])
-        # a dry run simulates nothing: cost the first fitting placement instead of tuning
-        ccfg = cfg.replace([f"pim.partition_policy={fits}"]) if fits else cfg
-        StepCosts(platform, models["draft_model"], models["target_model"], ccfg)
+        place_lines, fits = dry_run_lines(cfg, platform, draft, target)
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
-    fit = heldout if policy_needs_fit_data(run.policy) else None
-    try:
-        make_policy(run.policy, cfg.policy, np.random.default_rng(run.seed), fit)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.policy", str(exc)) from None
+    # a dry run simulates nothing: cost the first fitting placement instead of tuning
+    ccfg = cfg.replace([f"pim.partition_policy={fits}"], source=None) if fits else cfg
+    w = build_window(ccfg, load_run_trace(cfg, starts[0], trace), 0)
+    sim_trace, models = w.sim_trace, {"draft_model": draft, "target_model": target}
     tm = trace_models(sim_trace)
     d, t = models["draft_model"], models["target_model"]
     devices = ", ".join(sorted(platform.devices()))
@@ -74,9 +106,9 @@ def dry_run(cfg: SimConfig) -> list[str]:
         f"  mode {run.mode}, policy {run.policy}, seed {run.seed}",
         f"  model shapes: draft {run.draft_model} ({d.param_count() / 1e9:.2f} B parameters), "
         f"target {run.target_model} ({t.param_count() / 1e9:.2f} B)",
-        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(windows)} disjoint window(s) of "
-        f"{run.generated_tokens} tokens from prompt(s) {', '.join(str(p) for p, _ in windows)}; acceptance recorded "
-        f"with {tm['drafter']} -> {tm['target']}",
+        f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(starts)} disjoint window(s) of "
+        f"{run.generated_tokens} tokens from prompt(s) {', '.join(map(str, starts[:8]))}"
+        f"{' ...' if len(starts) > 8 else ''}; acceptance recorded with {tm['drafter']} -> {tm['target']}",
         f"  devices: {devices}",
         *place_lines,
         "dry run: nothing was simulated; no results are reported",

@@ -34,6 +34,18 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count of processes or trials: an integer >= 1 (0 and -1 are refused:
+    they would silently mean 'all cores' or nothing)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {n}")
+    return n
+
+
 def add_version(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", action="version", version=f"ahasd_sim {__version__}")
 

@@ -127,7 +127,7 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
     with OutputFolder(out_dir, "compare") as folder:
         rows, per_window = [], {}
         for label, overrides in rows_spec:
-            mcfg = cfg.replace(overrides)
+            mcfg = cfg.replace(overrides, source="--modes")
             t0 = time.perf_counter()
             res = run_simulation(mcfg, windows)
             write_run(res, mcfg, folder.stage / label.replace("@", "_"), time.perf_counter() - t0)
@@ -206,7 +206,7 @@ def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, o
     with OutputFolder(out_dir, "compare") as folder:
         rows = []
         for pol in policies:
-            pcfg = cfg.replace([f"run.policy={pol}"])
+            pcfg = cfg.replace([f"run.policy={pol}"], source="--policies")
             t0 = time.perf_counter()
             res = run_simulation(pcfg, trace_parts)
             write_run(res, pcfg, folder.stage / pol, time.perf_counter() - t0)

@@ -204,7 +204,9 @@ class OutputFolder:
 
     def __init__(self, path: str | Path, kind: str, flag: str = "--out"):
         self.given = Path(path)
-        self.path = Path(os.path.abspath(path))   # "." and "a/.." name real folders
+        # "." and "a/.." name real folders; a symlinked --out is written where it points (the
+        # swap then replaces the target folder, and nothing is staged beside the link)
+        self.path = Path(os.path.realpath(path) if Path(path).is_symlink() else os.path.abspath(path))
         self.kind = kind
         self.flag = flag
         self.stage: Path | None = None
@@ -216,7 +218,7 @@ class OutputFolder:
 
     def check(self) -> None:
         """Raise OutputError if the folder cannot be used; creates nothing."""
-        check_writable_dir(self.given, self.flag)
+        check_writable_dir(self.path if self.given.is_symlink() else self.given, self.flag)
         p = self.path
         cwd = Path.cwd()
         if p == cwd or p in cwd.parents or p == Path(p.anchor):
@@ -267,7 +269,7 @@ class OutputFolder:
         self.committed = True
         return self.path
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type=None, exc=None, tb=None) -> None:
         try:
             if self.stage is not None:
                 shutil.rmtree(self.stage, ignore_errors=True)
@@ -282,6 +284,13 @@ class OutputFolder:
                         d.rmdir()
                     except OSError:
                         break
+        if isinstance(exc, OSError) and not self.committed:
+            # a write that failed (a full disk: ENOSPC from write() carries no file name) names
+            # the folder; the staging folder is gone and the previous content is untouched
+            what = exc.strerror or str(exc)
+            name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise OutputError(f"{self.label()}: cannot write the results{name}: {what}; nothing was written "
+                              "(any previous content is kept)") from None
 
 
 def _make_parents(folder: Path) -> list[Path]:

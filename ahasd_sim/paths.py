@@ -38,6 +38,13 @@ def shipped(relative: str | Path) -> Path | None:
     return None
 
 
+def data_file(relative: str | Path) -> Path:
+    """The one lookup of a file or folder the package ships (``validation/peers``,
+    ``hw_configs/paper/reproduce.yaml``): the checkout's copy, else the installed ``_data`` copy;
+    where neither exists, the checkout path (so an error names the expected place)."""
+    return shipped(relative) or (data_roots() or [REPO_ROOT])[0] / relative
+
+
 def resolve_data_path(path: str | Path, config_file: str | None = None) -> Path:
     """Find a data file: as given (cwd), then next to the config, then among the shipped data.
     Returns ``path`` unchanged when nothing exists (the caller reports it)."""
@@ -53,8 +60,12 @@ def resolve_data_path(path: str | Path, config_file: str | None = None) -> Path:
     return p
 
 
-def resolve_input_file(path: str | Path) -> Path:
-    """A file named on the command line: as given, else the shipped copy of that relative name."""
+def resolve_input_file(path: str | Path, option: str = "--config") -> Path:
+    """A file named on the command line (by ``option``): as given, else the shipped copy of that
+    relative name. An empty name is refused (``Path('')`` would be the current folder)."""
+    if not str(path).strip():
+        from .config.errors import InputError
+        raise InputError(f"{option}: expected a file name, got an empty string")
     p = Path(path)
     if p.exists() or p.is_absolute():
         return p

@@ -26,7 +26,7 @@ from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
-from .workload.traces import Trace, load_trace
+from .workload.traces import Trace, TraceError, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
 if TYPE_CHECKING:
@@ -57,12 +57,13 @@ class RunResult:
 
 
 def _config_error(cfg: SimConfig, key: str, message: str) -> ConfigError:
-    return ConfigError(cfg.source_file, key, message)
+    """An error about ``key``, blaming where it was set (``--set`` or the file that set it)."""
+    return ConfigError(cfg.source_of(key), key, message)
 
 
 def _in_config_file(cfg: SimConfig, exc: ConfigError) -> ConfigError:
-    """A hardware-model error (raised without a file) re-attributed to the run's config file."""
-    return ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message)
+    """A hardware-model error (raised without a file) re-attributed to where its key was set."""
+    return ConfigError(exc.source or cfg.source_of(exc.key_path), exc.key_path, exc.message)
 
 
 def build_platform(cfg: SimConfig, mode_cls) -> Platform:
@@ -84,7 +85,15 @@ def _load_full_trace(cfg: SimConfig) -> Trace:
     path = resolve_data_path(run.trace, cfg.source_file)
     if not path.is_file():
         raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
-    return load_trace(path)
+    try:
+        return load_trace(path)
+    except TraceError as exc:
+        raise chosen_by(cfg, "run.trace", exc) from None
+
+
+def chosen_by(cfg: SimConfig, key: str, exc: TraceError) -> TraceError:
+    """A trace error that also names the config key (and where it was set) that led to it."""
+    return TraceError(exc.path, f"{exc.message} (from {key} in {cfg.source_of(key)})")
 
 
 def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
@@ -96,15 +105,22 @@ def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
     ``run.windows: 0`` takes the most disjoint windows the trace holds (the greedy count from the
     first prompt); more windows than that is a ConfigError."""
     run = cfg.run
+    n, T = len(trace), run.generated_tokens
+    bounds = trace.prompt_bounds()
+    if not 0 <= run.trace_start_prompt < max(len(bounds), 1):   # checked even where unused (windows != 1)
+        raise _config_error(cfg, "run.trace_start_prompt", f"prompt {run.trace_start_prompt} is out of range: "
+                            f"the trace {run.trace} has {len(bounds)} prompts (0..{len(bounds) - 1})")
     if run.windows == 1:
         return [run.trace_start_prompt]
-    n, T = len(trace), run.generated_tokens
-    starts = [int(b[0]) for b in trace.prompt_bounds()]
+    starts = [int(b[0]) for b in bounds]
     if not any(n - s >= T for s in starts):
         raise _config_error(cfg, "run.generated_tokens",
                             f"{T} tokens do not fit in the trace ({n} positions); lower it")
     most = max_disjoint_windows(starts, n, T)
     k = run.windows or most
+    from .modes import MODES
+    if getattr(MODES.get(run.mode), "replays_own_windows", False):   # they use the first window only
+        k = min(k, most)
     if k > most:
         raise _config_error(cfg, "run.windows",
                             f"{k} disjoint windows of {T} tokens (run.generated_tokens) starting at prompt "
@@ -163,7 +179,15 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     if trace is None:
         trace = _load_full_trace(cfg)
     first = run.trace_start_prompt if start_prompt is None else start_prompt
-    sim = trace.take(run.generated_tokens, first)
+    n_prompts = len(trace.prompt_bounds())
+    if not 0 <= first < max(n_prompts, 1):
+        raise _config_error(cfg, "run.trace_start_prompt", f"prompt {first} is out of range: the trace "
+                            f"{run.trace} has {n_prompts} prompts (0..{n_prompts - 1})")
+    try:
+        sim = trace.take(run.generated_tokens, first)
+    except TraceError as exc:
+        raise _config_error(cfg, "run.generated_tokens", f"{exc.message} in trace {run.trace}; lower "
+                            "run.generated_tokens or run.trace_start_prompt") from None
     bounds = trace.prompt_bounds()
     start = int(bounds[first, 0])
     end = start + run.generated_tokens
@@ -181,11 +205,21 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
 _FORK_JOBS: list = []   # (function, argument) handed to forked workers (never pickled)
 
 
-def _window_worker_init() -> None:
-    """Forked workers leave signals to the parent (its handlers would fire in each child)."""
+def _window_worker_init(parent_pid: int | None = None) -> None:
+    """Forked workers leave signals to the parent (its handlers would fire in each child), and
+    die quietly with it: a parent killed by SIGKILL would otherwise leave each worker to finish
+    its window and print a BrokenPipeError traceback when it sends the result."""
+    import os
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:   # Linux: the kernel sends SIGTERM (default action: exit, no traceback) when the parent dies
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if parent_pid is not None and os.getppid() != parent_pid:   # died before prctl took effect
+        os._exit(1)
 
 
 def _fork_job(i: int):
@@ -207,7 +241,9 @@ def fork_map(fn, args: list, workers: int) -> list:
         if ctx is not None:
             _FORK_JOBS[:] = [(fn, a) for a in args]
             try:
-                with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                import os
+                with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init,
+                              initargs=(os.getpid(),)) as pool:
                     out = pool.map(_fork_job, range(len(args)), chunksize=1)
                     pool.close()
                     pool.join()
@@ -279,23 +315,63 @@ def _framed(result: RunResult) -> RunResult:
     return result
 
 
-def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
-    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
+def mode_and_models(cfg: SimConfig):
+    """(mode class, draft model shape, target model shape) named by the run section."""
     run = cfg.run
     try:
         mode_cls = get_mode(run.mode)
     except ValueError as exc:
         raise _config_error(cfg, "run.mode", str(exc)) from None
-    try:
-        draft = get_model(run.draft_model)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.draft_model", str(exc).strip('"')) from None
-    try:
-        target = get_model(run.target_model)
-    except ValueError as exc:
-        raise _config_error(cfg, "run.target_model", str(exc).strip('"')) from None
+    models = []
+    for key in ("draft_model", "target_model"):
+        try:
+            models.append(get_model(getattr(run, key)))
+        except ValueError as exc:
+            raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    return mode_cls, models[0], models[1]
 
+
+def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
+    """On an NPU platform without PIM the weights live in plain LPDDR5: the models the phone holds
+    (both, or only the drafter when the target runs in the cloud) must fit ``memory.capacity_gib``.
+    (PIM platforms check their ranks when placing the models; GPUs check their own memory.)"""
+    if platform.pim is not None or platform.npu is None or platform.gpu is not None:
+        return
+    if getattr(mode_cls, "uses_cloud", False):
+        held = [draft]                       # the target runs in the cloud
+    elif mode_cls.name == "autoregressive":
+        held = [target]                      # no drafter
+    else:
+        held = [draft, target]
+    need = sum(m.weight_bytes() for m in held)
+    cap = platform.memory.capacity_bytes
+    if need > cap:
+        names = " + ".join(f"{m.name} {m.weight_bytes() / 2**30:.1f} GiB" for m in held)
+        raise _config_error(cfg, "memory.capacity_gib", f"the weights ({names}) do not fit the "
+                            f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
+
+
+@dataclass
+class WindowSetup:
+    """Everything one window simulates with, built and checked but not started."""
+
+    env: simpy.Environment
+    mode: Any
+    platform: Platform
+    collector: Collector
+    policy: Any
+    draft: Any
+    target: Any
+    sim_trace: Trace
+
+
+def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> WindowSetup:
+    """Build a window's mode, models, platform, cost model and policy: every check a run makes
+    before simulating. The run and ``--dry-run`` both call this (one validation path)."""
+    run = cfg.run
+    mode_cls, draft, target = mode_and_models(cfg)
     platform = build_platform(cfg, mode_cls)
+    check_models_fit_memory(cfg, platform, mode_cls, draft, target)
     _full, sim_trace, heldout = trace_parts
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
     rng = np.random.default_rng(seed)
@@ -314,7 +390,19 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     env = simpy.Environment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
-    mode = mode_cls(env, ctx)
+    try:
+        mode = mode_cls(env, ctx)
+    except ConfigError as exc:
+        raise _in_config_file(cfg, exc) from None
+    return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
+
+
+def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
+    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
+    run = cfg.run
+    w = build_window(cfg, trace_parts, index)
+    env, mode, platform, collector, policy = w.env, w.mode, w.platform, w.collector, w.policy
+    draft, target, sim_trace = w.draft, w.target, w.sim_trace
     done = mode.start()
     try:
         with gc_paused():
@@ -324,13 +412,16 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     if not done.triggered:
         devs = set(platform.devices()) | set(collector._busy_s)
         busy = {d: collector.busy_until(d, env.now) for d in sorted(devs)}
+        net = getattr(mode, "net", None)
+        if net is not None:   # the phone-cloud link: time a message was in flight
+            busy["network link"] = net.in_flight_s(env.now)
         busiest = max(busy, key=lambda d: busy[d]) if busy else None
         if busiest is not None and busy[busiest] > 0 and env.now > 0:
             where = f"; bottleneck: {busiest} ({busy[busiest] / env.now:.0%} busy)"
         else:
             where = "; no device finished a single task in that time"
         raise SimulationTimeLimit(
-            f"{cfg.source_file}: run.max_sim_time_s: mode '{run.mode}' committed only {mode.committed} of "
+            f"{cfg.source_of('run.max_sim_time_s')}: run.max_sim_time_s: mode '{run.mode}' committed only {mode.committed} of "
             f"{run.generated_tokens} tokens in {run.max_sim_time_s:g} s of simulated time{where}; the hardware "
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .config.errors import InputError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from .paths import REPO_ROOT  # noqa: E402 - re-exported (data files resolve through paths.py)
 DEFAULT_CONFIG = "hw_configs/platform_server_h200_pcie5.yaml"
 DEFAULT_MEASURED = "validation/h200_measured.csv"
 ERRORS_CSV = "validation_errors.csv"

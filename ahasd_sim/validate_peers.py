@@ -31,17 +31,17 @@ import numpy as np
 import pandas as pd
 
 from .config.errors import InputError
+from .paths import REPO_ROOT, data_file  # noqa: F401 - REPO_ROOT re-exported for callers
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PEERS_DIR = REPO_ROOT / "validation" / "peers"
+PEERS_DIR = data_file("validation/peers")
 SCALESIM_CSV = PEERS_DIR / "scalesim" / "gemm_cycles.csv"
 RAMULATOR_CSV = PEERS_DIR / "ramulator2" / "lpddr5.csv"
 AIM_CSV = PEERS_DIR / "aim" / "gemv.csv"
 AIM_CONTENTION_CSV = PEERS_DIR / "aim" / "contention.csv"
 PIM_MEDIAN_GOAL_PCT = 10.0
 PIM_WORST_GOAL_PCT = 20.0
-RUN1_CSV = REPO_ROOT / "validation" / "h200_measured.csv"
-RUN2_CSV = REPO_ROOT / "validation" / "h200_repeat.csv"
+RUN1_CSV = data_file("validation/h200_measured.csv")
+RUN2_CSV = data_file("validation/h200_repeat.csv")
 GPU_CONFIG = "hw_configs/platform_server_h200_pcie5.yaml"
 
 H2D_MIN_BYTES = 2**20          # the H2D goal covers copies >= 1 MiB

@@ -347,8 +347,18 @@ def test_window_start_prompts_single_and_too_long():
                                                "run.generated_tokens=8"), trace) == [2]
     with pytest.raises(ConfigError) as ei:
         sim.window_start_prompts(_smoke_cfg("run.generated_tokens=73", "run.windows=0"), trace)
-    assert str(ei.value) == (f"{PAPER_PLATFORM}: run.generated_tokens: 73 tokens do not fit in the trace "
+    assert str(ei.value) == ("--set: run.generated_tokens: 73 tokens do not fit in the trace "
                              "(72 positions); lower it")
+    # more windows than start at distinct prompts: refused (it used to be cut to 2 silently)
+    with pytest.raises(ConfigError) as ei:
+        sim.window_start_prompts(_smoke_cfg("run.generated_tokens=30", "run.windows=3"), trace)
+    assert str(ei.value) == (f"--set: run.windows: 3 windows of 30 tokens do not fit in the trace {SMOKE_TRACE}: "
+                             "at most 2 start at distinct prompts (0 = as many as fit)")
+    # the values come from a file: the file is named
+    with pytest.raises(ConfigError) as ei:
+        sim.window_start_prompts(load_config(PAPER_PLATFORM, []).replace(
+            ["run.generated_tokens=73", "run.windows=0", f"run.trace={SMOKE_TRACE}"], source=None), trace)
+    assert str(ei.value).startswith(f"{PAPER_PLATFORM}: run.generated_tokens: 73 tokens")
 
 
 @pytest.mark.parametrize("tokens, first, heldout", [
@@ -381,7 +391,7 @@ def test_run_errors_name_the_file_and_key(tmp_path):
             run_simulation(_smoke_cfg("run.generated_tokens=8", "run.windows=1", *extra))
         return str(ei.value)
 
-    f = str(PAPER_PLATFORM)
+    f = "--set"   # every key below is set by an override: the errors name --set, not the file
     assert err("run.trace=nope.npz") == f"{f}: run.trace: trace file 'nope.npz' not found"
     assert err("run.mode=warp").startswith(f"{f}: run.mode: ") and "warp" in err("run.mode=warp")
     assert err("run.draft_model=gpt-9").startswith(f"{f}: run.draft_model: ")
@@ -628,12 +638,13 @@ def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
     assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}
     assert d["gpu_effective_bandwidth_gb_s"] == pytest.approx(gpu.gpu.effective_bandwidth_bytes_s / 1e9,
                                                               rel=1e-12, abs=0)
-    # a model that does not fit the PIM ranks: the hardware model's error (no file) names the run's file
+    # a model that does not fit the PIM ranks: the hardware model's error (no file) names where
+    # pim.ranks was set (--set here)
     with pytest.raises(ConfigError) as ei:
         run_simulation(_smoke_cfg("run.generated_tokens=8", "run.windows=1", "run.mode=async",
                                   "pim.partition_policy=min_fit", "pim.ranks=2"))
     e = ei.value
-    assert (e.source, e.key_path) == (str(PAPER_PLATFORM), "pim.ranks")
+    assert (e.source, e.key_path) == ("--set", "pim.ranks")
     assert e.message.startswith("draft model ") and e.message.endswith("but the device has 2 ranks (8.6 GB)")
 
 

@@ -45,15 +45,23 @@ def _ensure_sections() -> dict[str, type]:
 class SimConfig:
     """The fully resolved configuration of one run: one attribute per section."""
 
-    def __init__(self, sections: dict[str, Any], source_file: str):
+    def __init__(self, sections: dict[str, Any], source_file: str, provenance: dict[str, str] | None = None):
         self._sections = sections
         self.source_file = source_file
+        # dotted key -> where it was set (a file or ``--set``), so errors found after the build
+        # (a trace too short, a mode's option) blame the place that set the key
+        self._provenance = dict(provenance or {})
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self.__dict__["_sections"][name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def source_of(self, key: str) -> str:
+        """Where ``key`` (``run.trace_start_prompt``, ``hyco``) was set: ``--set``, the file that
+        set it, or the run's config file for defaults."""
+        return _source_of(self._provenance, key) or self.source_file
 
     def section_names(self) -> list[str]:
         return list(self._sections)
@@ -66,12 +74,13 @@ class SimConfig:
         show every field), e.g. to key caches; a fifth of the time of ``repr(to_dict())``."""
         return repr(sorted(self._sections.items()))
 
-    def replace(self, overrides: Iterable[str]) -> "SimConfig":
-        """A new config with dotted ``key=value`` overrides applied."""
+    def replace(self, overrides: Iterable[str], source: str | None = OVERRIDE_SOURCE) -> "SimConfig":
+        """A new config with dotted ``key=value`` overrides applied; errors about them name
+        ``source`` (None: the simulator's own choice, the key keeps the source it had)."""
         tree = self.to_dict()
-        prov: dict[str, str] = {}
+        prov: dict[str, str] = dict(self._provenance)
         for item in overrides:
-            _apply_override(tree, item, prov)
+            _apply_override(tree, item, prov, source)
         return build_config(tree, prov, self.source_file)
 
 
@@ -89,7 +98,11 @@ def _to_plain(obj: Any) -> Any:
 def _read_yaml(path: Path) -> dict[str, Any]:
     data = yamlio.load_file(path, "file")
     if data is None:
-        return {}
+        # an empty (or comments-only) file is refused, not run with every default: it is almost
+        # always a wrong file name or an unsaved editor buffer; `{}` says "defaults" on purpose
+        raise ConfigError(str(path), "", "holds no settings (empty or only comments); give at least "
+                          "`extends: FILE` or one section, or `{}` for every default (see python -m "
+                          "ahasd_sim config-reference)")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "", f"expected a mapping at the top level, got {type(data).__name__}")
     return data
@@ -145,7 +158,7 @@ def load_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, di
 
 
 # ---------------------------------------------------------------- overrides
-def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
+def _apply_override(tree: dict, item: str, prov: dict[str, str], source: str | None = OVERRIDE_SOURCE) -> None:
     if "=" not in item:
         raise ConfigError(OVERRIDE_SOURCE, item, "expected KEY=VALUE, e.g. --set npu.freq_ghz=1.2")
     key, _, raw = item.partition("=")
@@ -171,7 +184,8 @@ def _apply_override(tree: dict, item: str, prov: dict[str, str]) -> None:
         raise ConfigError(OVERRIDE_SOURCE, key, f"is a section, not a value: set one of its keys, e.g. "
                           f"{key}.{next(iter(node[parts[-1]]), 'KEY')}=...")
     node[parts[-1]] = value
-    _mark(prov, key, value, OVERRIDE_SOURCE)
+    if source is not None:
+        _mark(prov, key, value, source)
 
 
 # ---------------------------------------------------------------- typed build
@@ -284,16 +298,31 @@ def _check_range(value: Any, meta: dict, key: str, prov: dict[str, str]) -> None
     if choices is not None and value not in choices:
         raise ConfigError(src, key, f"expected one of {', '.join(map(str, choices))}, got {value!r}"
                           + (did_you_mean(str(value), map(str, choices)) if isinstance(value, str) else ""))
+    if isinstance(value, (list, tuple)) and meta.get("length") is not None:
+        lo, hi = meta["length"]
+        if not lo <= len(value) <= hi:
+            want = f"{lo} item(s)" if lo == hi else f"{lo} to {hi} items"
+            raise ConfigError(src, key, f"expected a list of {want}, got {len(value)}: {list(value)!r}")
+        for i, v in enumerate(value):
+            if meta.get("item_choices") is not None and v not in meta["item_choices"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected one of {', '.join(map(str, meta['item_choices']))}, "
+                                  f"got {v!r}")
+            if meta.get("item_ge") is not None and v < meta["item_ge"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected >= {meta['item_ge']:g}, got {v}")
+            if meta.get("item_le") is not None and v > meta["item_le"]:
+                raise ConfigError(src, f"{key}[{i}]", f"expected <= {meta['item_le']:g}, got {v}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         unit = f" {meta['unit']}" if meta.get("unit") else ""
+        why = f" ({meta['bound_reason']})" if meta.get("bound_reason") else ""
+        low = f" ({meta['low_reason']})" if meta.get("low_reason") else ""
         if meta.get("ge") is not None and value < meta["ge"]:
-            raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected >= {meta['ge']}{unit}, got {value}{low}")
         if meta.get("gt") is not None and value <= meta["gt"]:
-            raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected > {meta['gt']}{unit}, got {value}{low}")
         if meta.get("le") is not None and value > meta["le"]:
-            raise ConfigError(src, key, f"expected <= {meta['le']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected <= {meta['le']}{unit}, got {value}{why}")
         if meta.get("lt") is not None and value >= meta["lt"]:
-            raise ConfigError(src, key, f"expected < {meta['lt']}{unit}, got {value}")
+            raise ConfigError(src, key, f"expected < {meta['lt']}{unit}, got {value}{why}")
 
 
 def _build_dataclass(cls: type, data: dict, prefix: str, prov: dict[str, str]) -> Any:
@@ -337,7 +366,7 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
     sections = _ensure_sections()
     for key in tree:
         if key not in sections:
-            raise ConfigError(_source_of(prov, key) or source_file, key,
+            raise ConfigError(_source_of_section(prov, key) or source_file, key,
                               f"unknown section{did_you_mean(key, sections)}; valid sections: {', '.join(sorted(sections))}")
     built = {}
     for name, cls in sections.items():
@@ -345,7 +374,7 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
         if not isinstance(data, dict):
             raise ConfigError(_source_of(prov, name) or source_file, name, f"expected a mapping (section), got {data!r}")
         built[name] = _build_dataclass(cls, data, name + ".", prov)
-    return SimConfig(built, source_file)
+    return SimConfig(built, source_file, prov)
 
 
 def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | None = None) -> SimConfig:
@@ -389,9 +418,19 @@ def describe_sections() -> list[dict[str, Any]]:
             rng = []
             for op, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
                 if meta.get(op) is not None:
-                    rng.append(f"{sym}{meta[op]}")
+                    rng.append(f"{sym}{meta[op]:g}")
             if meta.get("choices"):
                 rng.append("|".join(map(str, meta["choices"])))
+            if meta.get("length") is not None:
+                rng.append(f"{meta['length'][0]}-{meta['length'][1]} items")
+            for op, sym in (("item_ge", ">="), ("item_le", "<=")):
+                if meta.get(op) is not None:
+                    rng.append(f"each {sym}{meta[op]:g}")
+            if meta.get("item_choices"):
+                rng.append("each " + "|".join(map(str, meta["item_choices"])))
+            for why in ("low_reason", "bound_reason"):
+                if meta.get(why):
+                    rng.append(f"({meta[why]})")
             rows.append({"key": prefix + f.name, "type": _type_name(tp), "default": default,
                          "unit": meta.get("unit") or "", "range": " ".join(rng),
                          "doc": meta.get("doc", ""), "source": meta.get("source") or ""})

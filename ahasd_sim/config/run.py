@@ -32,6 +32,7 @@ class RunConfig:
     prefill: bool = param(True, doc="charge each prompt's prefill (target and drafter over its prompt tokens, "
                           "on the host that runs it); throughput_tok_s excludes it (decode only), "
                           "throughput_e2e_tok_s includes it")
-    seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0)
+    seed: int = param(0, doc="seed of the run's private RNG (sampling replay, calibration noise)", ge=0,
+                      le=2 ** 63 - 1, bound_reason="a seed is a 64-bit integer")
     max_sim_time_s: float = param(36000.0, doc="safety limit on simulated time", unit="s", gt=0)
     timeline: bool = param(True, doc="write a Chrome/Perfetto timeline.json of device busy intervals")

@@ -1,11 +1,13 @@
 """Options of ``optimize`` and ``sensitivity`` (their parsers are made by ``ahasd_sim.__main__``)."""
 from __future__ import annotations
 
+from ..cli_common import positive_int
+
 
 def _common(p) -> None:
     p.add_argument("--config", required=True, metavar="STUDY.yaml",
                    help="study file (e.g. hw_configs/studies/where_ahasd_wins.yaml; see docs/dse.md)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="parallel simulations (default: all cores; 1 runs in-process)")
     p.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
@@ -19,7 +21,7 @@ def _common(p) -> None:
 
 def optimize_arguments(p) -> None:
     _common(p)
-    p.add_argument("--trials", type=int, default=None, metavar="N",
+    p.add_argument("--trials", type=positive_int, default=None, metavar="N",
                    help="finished trials the study holds when the command ends (default: 'trials:' of the study); "
                         "a larger N extends a finished study")
 

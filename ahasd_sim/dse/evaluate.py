@@ -108,12 +108,12 @@ def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | No
         for run, ovr in study.runs.items():
             for w in windows_of(study, windows):
                 extra = window_overrides(study.base, w)
-                cfg = study.base.replace([*pt.overrides, *ovr, *extra])
+                cfg = study.base.replace([*pt.overrides, *ovr, *extra], source=None)
                 cfg.source_file = study.base.source_file
                 pt.configs[(run, w)] = cfg
                 pt.hashes[(run, w)] = run_identity_hash(cfg)
         if study.constraints:   # on the design point itself (base + set + sampled values)
-            point_cfg = study.base.replace(pt.overrides)
+            point_cfg = study.base.replace(pt.overrides, source=None)
             point_cfg.source_file = study.base.source_file
         for c in study.constraints:
             v = eval_expr(c.tree, quantities(point_cfg, c.names))

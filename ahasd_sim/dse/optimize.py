@@ -236,6 +236,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
     if n_target < 1:
         raise InputError(f"--trials must be >= 1, got {n_target}")
     out = Path(out_dir) if out_dir is not None else default_out_dir(study)
+    from .folders import check_study_folder
+    check_study_folder(out, study.name, "optimize")
     ex = Executor(executor, workers, scheduler, dask_client)
     batch = batch_size or study.batch_size or max(4, 4 * ex.workers)
     points_dir = out / "points"
@@ -243,6 +245,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
     t0 = time.perf_counter()
     with StudyLock(out):
         ostudy = open_study(study, out)     # refuses a different study before anything is written
+        from .folders import clean_stale_points
+        clean_stale_points(points_dir)      # staging folders of points whose process was killed
         atomic_write_text(out / "study.yaml", study.source.read_text())
         from optuna.trial import TrialState
         dists = distributions(study)
@@ -298,6 +302,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
                     raise_if_interrupted()   # before telling: the trial is resumed, not lost
                     status = _tell(ostudy, ids, pt)
                     stats["told"][status] += 1
+                    if status == "failed":
+                        stats.setdefault("failures", []).append((pt.key, pt.error or "no result"))
                     prog.update("failed" if status == "failed" else "ok")
 
                 # Ask and plan the next batch while this one runs (the pool would idle meanwhile);
@@ -353,4 +359,6 @@ def run_optimize_cli(args) -> int:
               "finish the interrupted trials and the missing ones", file=sys.stderr)
         raise
     print(summarize(stats))
+    for num, why in stats.get("failures", []):   # one line per failed trial, on stderr
+        print(f"error: trial {num} failed: {' '.join(str(why).split())}", file=sys.stderr)
     return 0 if stats["told"]["failed"] == 0 else 1

@@ -80,12 +80,15 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     study_dir = Path(out_dir) if out_dir is not None else default_out_dir(study)
     out = study_dir / "sensitivity"
     points_dir = study_dir / "points"
+    from .folders import check_study_folder
+    check_study_folder(study_dir, study.name, "sensitivity")
     cfg = study.sensitivity
     windows = cfg.get("windows") or study.windows
     n_oat = int(cfg.get("oat_points", 2))
     n_sobol = sobol_samples if sobol_samples is not None else int(cfg.get("sobol_samples", 0))
-    if n_sobol and n_sobol & (n_sobol - 1):
-        raise InputError(f"--sobol-samples must be 0 or a power of two, got {n_sobol}")
+    from .folders import check_sobol_samples
+    check_sobol_samples(n_sobol, len(study.space), "--sobol-samples" if sobol_samples is not None
+                        else f"{study.source}: sensitivity.sobol_samples")
     if n_sobol:
         try:
             import SALib  # noqa: F401
@@ -113,6 +116,8 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
             params = {p.name: p.from_unit(u) for p, u in zip(study.space, row)}
             sob_pts.append(plan(study, ("sobol", i, ""), params, windows))
     with StudyLock(study_dir):
+        from .folders import clean_stale_points
+        clean_stale_points(points_dir)      # staging folders of points whose process was killed
         prog = Progress(len(oat_pts) + len(sob_pts), enabled=progress, stream=stream, desc=f"{study.name} sensitivity")
         try:
             _progress_points(study, oat_pts + sob_pts, points_dir, ex, prog)
@@ -252,4 +257,7 @@ def run_sensitivity_cli(args) -> int:
     print(f"report: {out / 'sensitivity.md'}")
     if stats["failed"]:
         print(f"{stats['failed']} design point(s) failed or were infeasible; see oat.csv", file=sys.stderr)
+        for r in stats["oat"][stats["oat"]["status"] != "ok"].itertuples():   # one line each, with why
+            where = f"{r.parameter}={r.value}" if r.parameter != "(base)" else "the base point"
+            print(f"error: OAT point {where} {r.status}: {' '.join(str(r.error).split())}", file=sys.stderr)
     return 0

@@ -561,7 +561,7 @@ def _probe_summary(cfg: SimConfig) -> dict[str, Any]:
     from ..simulation import run_simulation
     from ..sweep.results import flatten
     one = ["run.windows=1"] if hasattr(cfg.run, "windows") else []   # one short window, not the whole trace
-    probe = cfg.replace(["run.generated_tokens=" + str(min(16, cfg.run.generated_tokens)), "run.timeline=false", *one])
+    probe = cfg.replace(["run.generated_tokens=" + str(min(16, cfg.run.generated_tokens)), "run.timeline=false", *one], source=None)
     probe.source_file = cfg.source_file
     return flatten(run_simulation(probe).summary)
 
@@ -574,7 +574,7 @@ def _check_metrics(study: Study) -> None:
             continue
         for run in [o.run, *([o.over] if o.over else [])]:
             if run not in cache:
-                cfg = study.base.replace(study.runs[run])
+                cfg = study.base.replace(study.runs[run], source=None)
                 cfg.source_file = study.base.source_file
                 try:
                     cache[run] = _probe_summary(cfg)

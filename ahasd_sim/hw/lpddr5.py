@@ -75,12 +75,15 @@ class MemoryConfig:
     standard: str = param("LPDDR5", doc="JEDEC standard (label and data-rate range check)",
                           choices=("LPDDR5", "LPDDR5X"), source=_LP5_DS)
     data_rate_mts: float = param(6400.0, doc="pin data rate", unit="MT/s", gt=0, le=10667,
-                                 source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]")
-    channels: int = param(4, doc="independent x16 channels (a phone x64 package = 4)", ge=1,
+                                 source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]",
+                                 bound_reason="LPDDR5X tops out at 10667 MT/s")
+    channels: int = param(4, doc="independent x16 channels (a phone x64 package = 4)", ge=1, le=64,
+                          bound_reason="phones have 2-8 x16 channels; 64 would be a x1024 interface",
                           source="references.md#lpddr5: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")
     channel_width_bits: int = param(16, doc="data width of one channel", unit="bit", choices=(8, 16, 32),
                                     source=_LP5_DS)
-    banks_per_channel: int = param(16, doc="banks per channel (4 bank groups x 4 above 3200 MT/s)", ge=1,
+    banks_per_channel: int = param(16, doc="banks per channel (4 bank groups x 4 above 3200 MT/s)", ge=1, le=256,
+                                   bound_reason="LPDDR5 has 16 banks per channel; 256 is past any DRAM standard",
                                    source=_LP5_DS)
     page_bytes: int = param(2048, doc="row (page) size of one x16 channel", unit="B", gt=0, source=_LP5_DS)
     burst_bytes: int = param(32, doc="bytes of one BL16 column access on x16", unit="B", gt=0, source=_LP5_DS)
@@ -152,7 +155,8 @@ class MemoryConfig:
     act_pre_nj_per_row: float = param(1.8, doc="activate + precharge energy of one row (page)", unit="nJ", ge=0,
                                       source="0.11 pJ/bit [FGDRAM] x 16 Kbit row (references.md#lpddr5, our derivation)")
     background_mw_per_channel: float = param(20.0, doc="background (standby + refresh) power per active channel",
-                                             unit="mW", ge=0,
+                                             unit="mW", ge=0, le=1000.0,
+                                             bound_reason="1 W per channel is 50x LPDDR5 standby + refresh",
                                              source="15-30 mW per active x16 channel, assumption (grade C; "
                                              "calibrate with DRAMPower)")
 

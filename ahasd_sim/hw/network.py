@@ -326,6 +326,22 @@ class NetworkSession:
         yield self.env.timeout(max(0.0, rec.arrive_s - self.env.now))
         return rec
 
+    def in_flight_s(self, end_s: float) -> float:
+        """Time in [0, end_s] during which at least one message was queued, on the air or
+        propagating (the union of its [sent, arrive] intervals): the time the run waited on
+        the link unless something else overlapped it."""
+        total, cur_a, cur_b = 0.0, None, None
+        for a, b in sorted((d.sent_s, min(d.arrive_s, end_s)) for d in self.deliveries if d.sent_s < end_s):
+            if cur_b is not None and a <= cur_b:
+                cur_b = max(cur_b, b)
+                continue
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        if cur_b is not None:
+            total += cur_b - cur_a
+        return total
+
     # ------------------------------------------------------------ energy
     def radio_energy_j(self, end_s: float) -> dict[str, float]:
         """Radio energy by component over [0, end_s]: tx, rx, active, tail."""

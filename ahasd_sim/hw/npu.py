@@ -87,13 +87,17 @@ class NpuConfig:
     """Mobile NPU (matrix systolic arrays + vector unit + scratchpad)."""
 
     enabled: bool = param(True, doc="the platform has an NPU")
-    chips: int = param(2, doc="compute chips (each one systolic array + vector lanes)", ge=1,
+    chips: int = param(2, doc="compute chips (each one systolic array + vector lanes)", ge=1, le=64,
+                       bound_reason="64 NPU chips is a server board, not a phone SoC (2-4 cores)",
                        source=_AHASD + ": 2 compute chips")
-    array_rows: int = param(64, doc="systolic array rows (reduction dim K per tile)", ge=1,
+    array_rows: int = param(64, doc="systolic array rows (reduction dim K per tile)", ge=1, le=1024,
+                            bound_reason="4x the largest built systolic array (TPU v1: 256x256)",
                             source="modeling.md decision 9: 16 TOPS / 2 chips / 1 GHz = 64x64")
-    array_cols: int = param(64, doc="systolic array columns (output dim N per tile)", ge=1,
+    array_cols: int = param(64, doc="systolic array columns (output dim N per tile)", ge=1, le=1024,
+                            bound_reason="4x the largest built systolic array (TPU v1: 256x256)",
                             source="modeling.md decision 9")
-    freq_ghz: float = param(1.0, doc="NPU clock", unit="GHz", gt=0, source=_AHASD + ": 1 GHz")
+    freq_ghz: float = param(1.0, doc="NPU clock", unit="GHz", gt=0, le=5.0, source=_AHASD + ": 1 GHz",
+                            bound_reason="mobile NPUs clock at 1-2 GHz; 5 GHz is past any CMOS logic in a phone")
     vector_macs_per_cycle: int = param(2048, doc="vector-unit MACs (element-ops) per cycle per chip", ge=1,
                                        source=_AHASD + ": 8.2 TOPS vector = 2 chips x 2048 x 2 ops x 1 GHz")
     spm_bytes: int = param(8 * 2**20, doc="scratchpad memory, total over chips", unit="B", gt=0,

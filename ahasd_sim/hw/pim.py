@@ -51,8 +51,10 @@ class AauConfig:
 
     enabled: bool = param(True, doc="AAUs present; if false nonlinear ops of PIM models are offloaded to the "
                           "host (NPU vector unit / GPU) and their operands cross the external bus")
-    clock_ghz: float = param(0.8, doc="AAU clock", unit="GHz", gt=0, source=_AAU_SRC + ": 800 MHz PIM clock")
-    lanes: int = param(16, doc="SIMD lanes", ge=1, source=_AAU_SRC + ": 16 lanes, single issue")
+    clock_ghz: float = param(0.8, doc="AAU clock", unit="GHz", gt=0, le=5.0,
+                             bound_reason="logic in a DRAM process runs below ~1 GHz; 5 GHz is past any", source=_AAU_SRC + ": 800 MHz PIM clock")
+    lanes: int = param(16, doc="SIMD lanes", ge=1, le=4096,
+                       bound_reason="4096 lanes per AAU is 256x the paper's 16", source=_AAU_SRC + ": 16 lanes, single issue")
     pipeline_cycles: int = param(8, doc="fixed pipeline latency per op", unit="cycle", ge=0, source=_AAU_SRC)
     gelu_cycles_per_vector: int = param(2, doc="cycles per 16-element vector, GELU (SiLU/SwiGLU)", ge=1,
                                         source=_AAU_SRC + ": 8 + 2 ceil(N/16)")
@@ -112,10 +114,12 @@ class PimConfig:
     """LPDDR5-PIM ranks (bank-level PIM units) with nested ``aau`` and ``gts`` sub-sections."""
 
     enabled: bool = param(True, doc="main memory is LPDDR5-PIM")
-    ranks: int = param(16, doc="PIM ranks", ge=1, source=_AHASD + ": 4 GB/rank x 16")
+    ranks: int = param(16, doc="PIM ranks", ge=1, le=256,
+                       bound_reason="a phone memory has 4-16 ranks; 256 ranks is a server's worth", source=_AHASD + ": 4 GB/rank x 16")
     rank_capacity_gib: float = param(4.0, doc="capacity of one rank", unit="GiB", gt=0,
                                      source=_AHASD + ": 4 GB/rank")
-    units_per_rank: int = param(1, doc="PIM compute units per rank (16 units / 16 ranks)", ge=1,
+    units_per_rank: int = param(1, doc="PIM compute units per rank (16 units / 16 ranks)", ge=1, le=256,
+                                bound_reason="HBM-PIM puts one unit per 2 banks (16 per channel); 256 per rank is past it",
                                 source=_AHASD + ": 16 PIM units")
     preset: str = param("lpddr5_pim", doc="PIM device spec (hw/pim_spec.py) whose derived rates are used when "
                         "unit_gops_int8 / internal_bw_gb_s are null; derived per unit (a die of the preset): "
@@ -138,7 +142,8 @@ class PimConfig:
     bw_scope: str = param("per_unit", doc="a typed internal_bw_gb_s is per unit or the device total (derived "
                           "rates are per unit)",
                           choices=("per_unit", "total"), source="modeling.md decision 8")
-    clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0,
+    clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0, le=5.0,
+                             bound_reason="logic in a DRAM process runs below ~1 GHz; 5 GHz is past any",
                              source="AHASD artifact: 800 MHz, 1.25 ns cycle")
     dram_power_limit_w: float | None = param(None, doc="power limit of the memory package (PIM units at work + "
                                              "PIM leakage + DRAM background + host I/O); when PIM at full rate "

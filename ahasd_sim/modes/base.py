@@ -126,7 +126,7 @@ class Mode:
     def __init__(self, env: simpy.Environment, ctx: RunContext):
         if getattr(ctx.policy, "is_tree_policy", False) and not self.drafts_trees:
             tree_modes = ", ".join(sorted(n for n, c in MODES.items() if c.drafts_trees))
-            raise ConfigError(ctx.cfg.source_file, "run.policy",
+            raise ConfigError(ctx.cfg.source_of("run.policy"), "run.policy",
                               f"policy '{ctx.cfg.run.policy}' selects draft trees; use it with run.mode "
                               f"{tree_modes}, not '{ctx.cfg.run.mode}'")
         self.env = env

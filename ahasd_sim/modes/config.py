@@ -16,10 +16,14 @@ class EdcConfig:
 
     entropy_max_nats: float = param(10.0, doc="H_max of the 8 equal entropy buckets", unit="nats", gt=0,
                                     source=f"{ARTIFACT} (H_max = 10); ln 32000 = 10.37 nats")
-    history_len: int = param(8, doc="LEHT/LCEHT entries", ge=2, le=8, source=PAPER)
-    bucket_bits: int = param(3, doc="bits per bucket id (8 buckets)", ge=1, le=3, source=PAPER)
-    llr_bits: int = param(3, doc="leading length register width (saturates at 2^bits - 1)", ge=1, le=3, source=PAPER)
-    pht_counter_init: int = param(2, doc="initial value of the 2-bit PHT counters", ge=0, le=3, source=ARTIFACT)
+    history_len: int = param(8, doc="LEHT/LCEHT entries", ge=2, le=8, source=PAPER,
+                             bound_reason="the EDC's history index packs at most 8 entries (paper section 5)")
+    bucket_bits: int = param(3, doc="bits per bucket id (8 buckets)", ge=1, le=3, source=PAPER,
+                             bound_reason="8 entropy buckets need 3 bits")
+    llr_bits: int = param(3, doc="leading length register width (saturates at 2^bits - 1)", ge=1, le=3, source=PAPER,
+                          bound_reason="the paper's 3-bit register")
+    pht_counter_init: int = param(2, doc="initial value of the 2-bit PHT counters", ge=0, le=3, source=ARTIFACT,
+                                  bound_reason="a 2-bit counter holds 0-3")
     killed_batch_update: str = param("decrement", doc="PHT update for batches killed by an earlier rejection",
                                      choices=("decrement", "skip"), source="modeling.md decision 2")
     history_order: str = param("shift_newest_h0", doc="LEHT layout: shift register with newest in H0, or the artifact's circular buffer",
@@ -33,7 +37,8 @@ class EdcConfig:
 class TvcConfig:
     """Time-Aware Pre-Verification Control (NVCT/PDCT/PVCT/NCR)."""
 
-    table_entries: int = param(4, doc="entries of NVCT/PDCT/PVCT FIFOs", ge=1, le=64, source=ARTIFACT)
+    table_entries: int = param(4, doc="entries of NVCT/PDCT/PVCT FIFOs", ge=1, le=64, source=ARTIFACT,
+                               bound_reason="16x the artifact's 4 entries; the area model is for small FIFOs")
     max_preverify_tokens: int = param(8, doc="cap on L_pv", ge=1, source="modeling.md decision 4 (optional cap 8)")
     preload_kv_len: int = param(512, doc="KV length at which the tables are preloaded from the analytic cost model (offline profile)",
                                 unit="tokens", ge=1, source="references.md#ahasd-controls: tables preloaded with offline-profiled cycles")

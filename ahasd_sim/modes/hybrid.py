@@ -21,7 +21,7 @@ class HybridMode(MobileCloudEngine):
         hy = self.ctx.cfg.hyco
         bad = [o for o in hy.options if o not in OPTIONS]
         if bad or not hy.options:
-            raise ConfigError(self.ctx.cfg.source_file, "hyco.options",
+            raise ConfigError(self.ctx.cfg.source_of("hyco.options"), "hyco.options",
                               f"expected a non-empty list of {', '.join(OPTIONS)}, got {hy.options}")
         self.options = tuple(dict.fromkeys(hy.options))
         self.predraft = {"always": True, "never": False}.get(hy.predraft, "auto")

@@ -62,14 +62,16 @@ class HycoConfig:
                                       source="int32")
     request_bytes: int = param(16, doc="bytes of a cloud request (option, start position, token budget)", unit="B",
                                ge=0, source="[R] four int32 fields")
-    options: list[str] = param(["split", "cloud_sd", "cloud_ar"], doc="options the hybrid mode may choose from")
+    options: list[str] = param(["split", "cloud_sd", "cloud_ar"], doc="options the hybrid mode may choose from",
+                               length=(1, len(OPTIONS)), item_choices=OPTIONS)
     predraft: str = param("auto", doc="hybrid: draft the next window while the verdict is in flight: always, never, or "
                           "auto (only when the expected wait for the verdict exceeds one draft forward: a pre-draft "
                           "spends a forward on the bonus position and is lost on a rejection)",
                           choices=("auto", "always", "never"), source="Venkatesha et al., arXiv 2505.21594; auto rule [R]")
     skip_max_entropy_nats: float = param(0.05, doc="hybrid: commit a head-of-chain draft without upload when its "
                                          "drafter entropy is at most this (U-HLM upload skipping; < 0 disables)",
-                                         unit="nats", source="[R] U-HLM threshold rule, arXiv 2412.12687; value ours")
+                                         unit="nats", ge=-1.0, source="[R] U-HLM threshold rule, arXiv 2412.12687; value ours",
+                                         low_reason="any value below 0 disables skipping: write -1")
     tpot_slo_ms: float = param(100.0, doc="hybrid: time-per-output-token target; among options predicted to meet it "
                                "the one with the most tokens per dollar wins, else the fastest", unit="ms", gt=0,
                                source="[R] assumption: 10 tok/s, above reading speed (~250 words/min, about 5.5 tok/s)")
@@ -153,13 +155,19 @@ def build_cloud_costs(cfg, draft, target):
 
     path = resolve_data_path(cfg.cloud.platform_config, cfg.source_file)
     if not path.is_file():
-        raise ConfigError(cfg.source_file, "cloud.platform_config",
+        raise ConfigError(cfg.source_of("cloud.platform_config"), "cloud.platform_config",
                           f"platform file '{cfg.cloud.platform_config}' not found")
-    ccfg = load_config(path, [f"run.kv_len_quantum_tokens={cfg.run.kv_len_quantum_tokens}"])
-    if not ccfg.gpu.enabled:
-        raise ConfigError(cfg.source_file, "cloud.platform_config",
-                          f"'{cfg.cloud.platform_config}' has no GPU (gpu.enabled: false); the cloud needs one")
-    return StepCosts(Platform.build(ccfg), draft, target, ccfg)
+    where = f"(the cloud platform chosen by cloud.platform_config in {cfg.source_of('cloud.platform_config')})"
+    try:
+        ccfg = load_config(path, [f"run.kv_len_quantum_tokens={cfg.run.kv_len_quantum_tokens}"])
+        if not ccfg.gpu.enabled:
+            raise ConfigError(cfg.source_of("cloud.platform_config"), "cloud.platform_config",
+                              f"'{cfg.cloud.platform_config}' has no GPU (gpu.enabled: false); the cloud needs one")
+        return StepCosts(Platform.build(ccfg), draft, target, ccfg)
+    except ConfigError as exc:
+        if exc.key_path == "cloud.platform_config":
+            raise
+        raise ConfigError(exc.source or str(path), exc.key_path, f"{exc.message} {where}") from None
 
 
 # ------------------------------------------------------------------ shared base
@@ -183,7 +191,7 @@ class MobileCloudBase(Mode):
         self.chain_start = 0
         if self.uses_cloud:
             if ctx.platform.network is None:
-                raise ConfigError(cfg.source_file, "network.enabled",
+                raise ConfigError(cfg.source_of("network.enabled"), "network.enabled",
                                   f"mode '{self.name}' talks to the cloud: set network.enabled: true")
             self.net = ctx.platform.network.open(env, np.random.default_rng([cfg.run.seed, 0x4E4554]))
             self.cloud_costs = build_cloud_costs(cfg, ctx.costs.draft, ctx.costs.target)

@@ -30,6 +30,7 @@ from ..moe.stats import window_samples
 from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
 from ..policies.tree_base import TreePolicy
 from ..workload.models import get_model, with_precision
+from ..workload.traces import TraceError
 from .base import Mode, TaskCost, register_mode
 
 GIB = 2**30
@@ -71,35 +72,38 @@ class MoeOffloadMode(Mode):
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
         cfg, mc = ctx.cfg, ctx.cfg.moe
-        src = cfg.source_file
         if not isinstance(self.policy, TreePolicy):
             from ..policies import POLICIES
             names = ", ".join(sorted(n for n, c in POLICIES.items() if getattr(c, "is_tree_policy", False)))
-            raise ConfigError(src, "run.policy", f"mode moe_offload needs a tree policy ({names}), got "
+            raise ConfigError(cfg.source_of("run.policy"), "run.policy", f"mode moe_offload needs a tree policy ({names}), got "
                               f"'{cfg.run.policy}'")
         self.policy.configure(cfg.tree_policy)
         if not mc.tree_trace:
-            raise ConfigError(src, "moe.tree_trace", "mode moe_offload needs a tree trace file")
+            raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", "mode moe_offload needs a tree trace file")
         from ..simulation import resolve_data_path
-        path = resolve_data_path(mc.tree_trace, src)
+        path = resolve_data_path(mc.tree_trace, cfg.source_file)
         if not path.is_file():
-            raise ConfigError(src, "moe.tree_trace", f"tree trace '{mc.tree_trace}' not found")
-        self.tt = load_tree_trace_cached(path)
+            raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", f"tree trace '{mc.tree_trace}' not found")
+        try:
+            self.tt = load_tree_trace_cached(path)
+        except TraceError as exc:
+            from ..simulation import chosen_by
+            raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
         target = get_model(cfg.run.target_model)
         tt = self.tt
         if not target.is_moe:
-            raise ConfigError(src, "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
+            raise ConfigError(cfg.source_of("run.target_model"), "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
                               f"target (the trace routes E={tt.n_experts} top-{tt.moe_k}, e.g. "
                               f"qwen2.5-coder-1.5b-moefied-e{tt.n_experts}k{tt.moe_k})")
         if (target.n_layers, target.n_experts, target.n_active_experts) != (tt.n_layers, tt.n_experts, tt.moe_k):
-            raise ConfigError(src, "run.target_model",
+            raise ConfigError(cfg.source_of("run.target_model"), "run.target_model",
                               f"'{target.name}' has {target.n_layers} layers, {target.n_experts} experts, "
                               f"top-{target.n_active_experts} but the tree trace recorded {tt.n_layers} layers, "
                               f"{tt.n_experts} experts, top-{tt.moe_k}; refusing to invent routing")
         dev = mc.drafter_device
         if dev != "gpu" and getattr(ctx.platform, dev, None) is None:
-            raise ConfigError(src, "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
+            raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
                               f"(set {dev}.enabled: true)")
         self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
         self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
@@ -108,17 +112,17 @@ class MoeOffloadMode(Mode):
         total = L * E
         if mc.cache_capacity_unit == "fraction":
             if mc.cache_capacity > 1:
-                raise ConfigError(src, "moe.cache_capacity", f"a fraction must be <= 1, got {mc.cache_capacity}")
+                raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity", f"a fraction must be <= 1, got {mc.cache_capacity}")
             cap = int(round(mc.cache_capacity * total))
         elif mc.cache_capacity_unit == "experts":
             cap = int(mc.cache_capacity)
         else:
             cap = int(mc.cache_capacity * GIB // self.cm.expert_bytes)
         cap = min(cap, total)
-        self.memory_split = self._memory_split(cap, src)
+        self.memory_split = self._memory_split(cap)
         self.start_round = int(mc.trace_start_round)
         if self.start_round >= len(tt):
-            raise ConfigError(src, "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
+            raise ConfigError(cfg.source_of("moe.trace_start_round"), "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
         pop, self.profile = self._popularity(mc.profile_rounds)
         self.cache = ExpertCache(L, E, cap, mc.cache_policy, mc.cache_scope, pop,
                                  fill=mc.cache_initial == "popular")
@@ -134,7 +138,8 @@ class MoeOffloadMode(Mode):
         self.layer_log: list = []
 
     # ------------------------------------------------------------------ setup helpers
-    def _memory_split(self, cap: int, src: str) -> dict:
+    def _memory_split(self, cap: int) -> dict:
+        cfg = self.ctx.cfg
         gpu = self.ctx.platform.gpu
         mc = self.ctx.cfg.moe
         dense = self.cm.dense_weight_bytes()
@@ -143,7 +148,7 @@ class MoeOffloadMode(Mode):
         cache = cap * self.cm.expert_bytes
         usable = gpu.usable_memory_bytes
         if dense + drafter + kv + cache > usable:
-            raise ConfigError(src, "moe.cache_capacity",
+            raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
                               f"GPU memory: dense {dense / GIB:.2f} + drafter {drafter / GIB:.2f} + KV "
                               f"{kv / GIB:.2f} + expert cache {cache / GIB:.2f} GiB exceed the usable "
                               f"{usable / GIB:.2f} GiB of {gpu.cfg.name}")
@@ -225,7 +230,7 @@ class MoeOffloadMode(Mode):
         r = self.start_round
         while not self.done.triggered:
             if r >= len(tt):
-                raise ConfigError(cfg.source_file, "run.generated_tokens",
+                raise ConfigError(cfg.source_of("run.generated_tokens"), "run.generated_tokens",
                                   f"{self.n_tokens} tokens need more rounds than the tree trace has "
                                   f"({len(tt) - self.start_round} from moe.trace_start_round "
                                   f"{self.start_round}; committed {self.committed})")

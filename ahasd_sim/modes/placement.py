@@ -83,19 +83,19 @@ def _tune(cfg, workers: int = 1) -> Placement:
     first_error = None
     # one validated replace, then the candidates differ in one field of a known choice set (a full
     # replace re-validates the whole tree: ~0.1 s each, per sweep point)
-    tuned = cfg.replace(base + [f"pim.partition_policy={CANDIDATES[0]}"])
+    tuned = cfg.replace(base + [f"pim.partition_policy={CANDIDATES[0]}"], source=None)
     cfgs = {cand: SimConfig({**tuned._sections, "pim": dataclasses.replace(tuned.pim, partition_policy=cand)},
-                            tuned.source_file) for cand in CANDIDATES}
+                            tuned.source_file, tuned._provenance) for cand in CANDIDATES}
     from ..simulation import fork_map
     for cand, outcome in zip(CANDIDATES, fork_map(_candidate, [cfgs[c] for c in CANDIDATES], workers)):
         if isinstance(outcome, ConfigError):   # this layout does not fit or cannot run: not a candidate
             exc = outcome
-            if exc.key_path in ("run.trace", "run.generated_tokens", "tuning.trace"):
-                raise ConfigError(cfg.source_file, "tuning.trace", f"{exc.message} (the trace pim.partition_policy "
+            if exc.key_path in ("run.trace", "run.generated_tokens", "run.windows", "tuning.trace"):
+                raise ConfigError(cfg.source_of("tuning.trace"), "tuning.trace", f"{exc.message} (the trace pim.partition_policy "
                                   "auto chooses the placement on)") from None
             if exc.key_path not in _PLACEMENT_KEYS:
                 # not about where the models sit: the reported run would fail the same way
-                raise ConfigError(exc.source or cfg.source_file, exc.key_path, exc.message) from None
+                raise ConfigError(exc.source or cfg.source_of(exc.key_path), exc.key_path, exc.message) from None
             scores[cand] = None
             if first_error is None or (exc.key_path == "pim.ranks" and first_error.key_path != "pim.ranks"):
                 first_error = exc            # the capacity error says most about why nothing fits
@@ -127,7 +127,7 @@ def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
     from ..simulation import resolve_data_path
     path = resolve_data_path(cfg.tuning.trace, cfg.source_file)
     if not path.is_file():
-        raise ConfigError(cfg.source_file, "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "
+        raise ConfigError(cfg.source_of("tuning.trace"), "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "
                           "(pim.partition_policy auto chooses each mode's placement on it)")
     fits = []
     for cand in CANDIDATES:
@@ -137,7 +137,7 @@ def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
             continue
         fits.append(cand)
     if not fits:
-        raise ConfigError(cfg.source_file, "pim.ranks", "no rank placement (" + ", ".join(CANDIDATES)
+        raise ConfigError(cfg.source_of("pim.ranks"), "pim.ranks", "no rank placement (" + ", ".join(CANDIDATES)
                           + ") fits the draft and target models")
     return [f"  pim placement: auto; fitting candidates {', '.join(fits)}; the best is chosen on "
             f"{cfg.tuning.trace} when the run starts"], fits[0]

@@ -66,6 +66,7 @@ class EagleFixedParams:
     """EAGLE-1 style static tree: at depth d keep the children of sibling rank < branching[d-1]."""
 
     branching: list[int] = param([3, 2, 1, 1, 1], doc="children kept per node at each depth (27 nodes)",
+                                 length=(1, 64), item_ge=1, item_le=1024,
                                  source="[R] close to EAGLE-1's 26-node static tree; " + EAGLE_SRC)
 
 

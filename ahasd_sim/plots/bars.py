@@ -35,6 +35,11 @@ def _suite_ratio(rows: pd.DataFrame, base: pd.DataFrame, metric: str) -> float:
     return ra / rb if rb > 0 and len(rows) else float("nan")
 
 
+def bar_value_label(v: float) -> str:
+    """A ratio's label: three significant digits ("1.02", "0.873", "12.3"), never "1" for 1.02."""
+    return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+
+
 def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: Sequence[str],
                 metrics: Sequence[str], bars: Sequence[str] | None = None) -> pd.DataFrame:
     """Long table (group, bar, metric, ratio): per (group, bar), the ratio estimator of ``metric``
@@ -91,7 +96,7 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
         if annotate and n <= 8:
             for p, v in zip(pos, vals):
                 if np.isfinite(v):
-                    ax.text(p, v, f"{v:.2g}" if v < 10 else f"{v:.0f}", ha="center", va="bottom", fontsize=6,
+                    ax.text(p, v, bar_value_label(v), ha="center", va="bottom", fontsize=6,
                             rotation=90 if n > 4 else 0)
         if reference and b in reference and reference_group in groups:
             gi = list(groups).index(reference_group)
@@ -152,8 +157,14 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     order = [i for i, lab in enumerate(labels) if lab != "paper (reported)"] + \
             [i for i, lab in enumerate(labels) if lab == "paper (reported)"]
     handles, labels = [handles[i] for i in order], [labels[i] for i in order]
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), bbox_to_anchor=(0.5, 1.0 + 0.06 * ((len(labels) - 1) // 4)))
+    # the legend goes below the panels, in space kept free for it: above them it covered the
+    # value labels of the tallest bars
+    ncol = min(len(labels), 4)
+    legend_in = 0.25 * -(-len(labels) // ncol) + 0.15
+    fig.set_figheight(fig.get_figheight() + legend_in)     # room for the legend, not taken from the panels
+    legend_frac = legend_in / fig.get_figheight()
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.0), frameon=False)
     if title:
-        fig.suptitle(title, y=1.08 + 0.06 * ((len(labels) - 1) // 4))
-    fig.tight_layout()
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, legend_frac, 1, 1))
     return save_figure(fig, out)

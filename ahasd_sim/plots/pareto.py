@@ -27,8 +27,11 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     fig, ax = plt.subplots(figsize=(5.2, 4.0))
     d = df.dropna(subset=[x, y])
     xs, ys = d[x].to_numpy(float), d[y].to_numpy(float)
+    point_colors = None
     if color_by and color_by in d.columns:
         groups = list(dict.fromkeys(d[color_by].astype(str)))
+        gidx = {g: gi for gi, g in enumerate(groups)}
+        point_colors = np.array([color(gidx[g]) for g in d[color_by].astype(str)], dtype=object)
         for gi, g in enumerate(groups):
             m = (d[color_by].astype(str) == g).to_numpy()
             ax.scatter(xs[m], ys[m], s=14, alpha=0.45, color=color(gi), marker=MARKERS[gi % len(MARKERS)],
@@ -41,7 +44,11 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
         order = np.argsort(px)
         ax.step(px[order], py[order], where="post" if (x_dir == "maximize") != (y_dir == "maximize") else "pre",
                 color="black", linewidth=1.0, zorder=3)
-        ax.scatter(px, py, s=26, color="black", zorder=4, label=f"2-D front of {x} / {y} ({int(m2.sum())})")
+        # front points keep their group's colour (black rims mark them), so the front shows
+        # which model pair (or other colour_by group) reaches it
+        fc = list(point_colors[m2]) if point_colors is not None else "black"
+        ax.scatter(px, py, s=30, c=fc, edgecolors="black", linewidths=0.9, zorder=4,
+                   label=f"2-D front of {x} / {y} ({int(m2.sum())})")
     if front is not None:
         f = np.asarray(front, dtype=bool)[d.index.map(lambda i: df.index.get_loc(i))] if len(d) != len(df) \
             else np.asarray(front, dtype=bool)

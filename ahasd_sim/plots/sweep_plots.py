@@ -198,14 +198,20 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
             b = sel.groupby(x)[[lo, hi]].first().reindex(g.index)
             ax.errorbar(xs, g["mean"], yerr=[(g["mean"] - b[lo]).clip(lower=0), (b[hi] - g["mean"]).clip(lower=0)],
                         fmt="none", ecolor=color(i), elinewidth=0.8, capsize=2)
+    if logx:
+        ax.set_xscale("log")     # before the ticks: setting the scale resets the locators
     if not numeric_x:
         ax.set_xticks([pos[v] for v in xlevels])
         ax.set_xticklabels([str(v) for v in xlevels])
+    elif len(xlevels) <= 12:
+        # a swept knob has few values: tick exactly those (8 and 32, not 9, 12, ... 33)
+        from matplotlib.ticker import NullLocator
+        ax.set_xticks([pos[v] for v in xlevels])
+        ax.set_xticklabels([f"{float(v):g}" for v in xlevels])
+        ax.xaxis.set_minor_locator(NullLocator())
     elif np.allclose(list(pos.values()), np.round(list(pos.values()))):
         from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if logx:
-        ax.set_xscale("log")
     ax.set_xlabel(xlabel or metric_label(x))
     ax.set_ylabel(ylabel or metric_label(metric))
     banded = any(True for _ in ax.collections)

@@ -81,7 +81,9 @@ def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *
     for lab, f in frames.items():
         devs = sorted(f["device"].unique(), key=lambda d: (DEVICE_ORDER.index(d) if d in DEVICE_ORDER else 99, d))
         lanes.extend((lab, d) for d in devs)
-    fig_h = 0.8 + 0.32 * len(lanes) + 0.15 * len(frames)
+    ncol = min(len(tasks), 6)
+    legend_in = 0.28 * -(-len(tasks) // ncol) + 0.15      # legend rows, below the panels
+    fig_h = 0.8 + 0.32 * len(lanes) + 0.15 * len(frames) + legend_in + (0.3 if title else 0.0)
     fig, axes = plt.subplots(len(frames), 1, figsize=(7.0, fig_h), squeeze=False,
                              gridspec_kw={"height_ratios": [max(1, f["device"].nunique()) for f in frames.values()]})
     for ax, (lab, f) in zip(axes[:, 0], frames.items()):
@@ -100,11 +102,14 @@ def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *
         ax.grid(axis="x", alpha=0.3)
         ax.grid(axis="y", visible=False)
     axes[-1, 0].set_xlabel("Simulated time (ms)")
-    fig.legend(handles=[Patch(facecolor=cmap[t], label=t) for t in tasks], loc="upper center",
-               ncol=min(len(tasks), 6), bbox_to_anchor=(0.5, 1.02))
+    # the legend goes below the panels, in space kept free for it: above them it covered the
+    # first panel's title
+    legend_frac = legend_in / fig_h
+    fig.legend(handles=[Patch(facecolor=cmap[t], label=t) for t in tasks], loc="lower center",
+               ncol=ncol, bbox_to_anchor=(0.5, 0.0), frameon=False)
     if title:
-        fig.suptitle(title, y=1.06)
-    fig.tight_layout()
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, legend_frac, 1, 1))
     return save_figure(fig, out)
 
 

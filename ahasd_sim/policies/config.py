@@ -30,6 +30,8 @@ def _section(cls: type, doc: str):
                                                             "lt": None, "choices": None})
 
 
+_LAMBDA_RANGE = "a threshold on the stop bound 1 - sqrt(gamma_ent*H), which is at most 1; the paper uses 0.3-0.9"
+
 @dataclass
 class FixedParams:
     """Fixed draft length (standard speculative decoding)."""
@@ -64,6 +66,7 @@ class AdaEdlParams:
     alpha_target: float = param(0.9, doc="target acceptance rate; AR below it raises lambda", ge=0, le=1,
                                 source="[3] " + ADAEDL_SRC)
     lambda0: float = param(0.5, doc="initial threshold (0.5 <=> stop if H > 1.25 nats with gamma_ent 0.2)",
+                           ge=0.0, le=1.0, bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE,
                            source="[P] paper uses 0.5-0.7, sweeps 0.3-0.9; " + ADAEDL_SRC)
     full_length: str = param("max", doc="meaning of L in the rule 'lambda - eps elif n_acc != L': "
                                         "'max' = the round's max draft length, 'drafted' = tokens drafted",
@@ -71,8 +74,10 @@ class AdaEdlParams:
                              source="[R] ambiguity noted in references.md#adaedl")
     ar_init: float = param(0.9, doc="initial value of the acceptance-rate EMA AR", ge=0, le=1,
                            source="[R] not specified; equal to alpha_target (neutral start)")
-    lambda_min: float = param(0.0, doc="lower clip of lambda", source="[R]")
-    lambda_max: float = param(1.0, doc="upper clip of lambda (the bound is <= 1)", source="[R]")
+    lambda_min: float = param(0.0, doc="lower clip of lambda", source="[R]", ge=0.0, le=1.0,
+                              bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE)
+    lambda_max: float = param(1.0, doc="upper clip of lambda (the bound is <= 1)", source="[R]", ge=0.0, le=1.0,
+                              bound_reason=_LAMBDA_RANGE, low_reason=_LAMBDA_RANGE)
 
     def validate(self) -> None:
         if not self.lambda_min <= self.lambda0 <= self.lambda_max:
@@ -93,6 +98,7 @@ class SpecDecPPParams:
     one_step_lag: bool = param(False, doc="official-code lag: the decision after token k uses prod_{i<k}",
                                source="[C] " + SPECDECPP_SRC)
     features: list[str] = param(["entropy", "p_token", "p_top1", "top2_margin"],
+                                length=(1, len(SPECDECPP_FEATURES)),
                                 doc="drafter features of the logistic acceptance predictor; one of "
                                     + ", ".join(SPECDECPP_FEATURES)
                                     + " (index_in_round only if the fit data has that column)",
@@ -124,6 +130,7 @@ class BanditSpecParams:
     """BanditSpec: each arm is a draft length; UCBSpec or EXP3Spec picks one per round."""
 
     arms: list[int] = param([1, 2, 3, 4], doc="draft lengths, one arm each", unit="tokens",
+                            length=(1, 256), item_ge=1, item_le=1024,
                             source="[C] " + BANDIT_SRC)
     algorithm: str = param("ucb", doc="UCBSpec ('ucb') or EXP3Spec ('exp3')", choices=("ucb", "exp3"),
                            source="[P] " + BANDIT_SRC)

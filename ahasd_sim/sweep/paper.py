@@ -22,9 +22,10 @@ from .analysis import device_energy_j, memory_energy_j, normalise, ok_rows
 from ..metrics.stats import fmt_ci, pooled_rate, ratio_of_totals
 from .spec import SweepSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SPEC = REPO_ROOT / "hw_configs" / "paper" / "reproduce.yaml"
-REGIMES_SPEC = REPO_ROOT / "hw_configs" / "paper" / "regimes.yaml"
+from ..paths import REPO_ROOT, data_file  # noqa: E402,F401 - REPO_ROOT re-exported for callers
+
+DEFAULT_SPEC = data_file("hw_configs/paper/reproduce.yaml")
+REGIMES_SPEC = data_file("hw_configs/paper/regimes.yaml")
 
 #: the ablation ladders, one per EDC-stop semantics; each rung switches one thing on (issue 23)
 LADDERS = {"draft_one_more": ["gpu_only", "npu_pim", "plus_aau", "plus_edc", "plus_tvc", "ahasd"],

@@ -508,7 +508,7 @@ def resolve_point_config(config_path: Path, overrides: list[str], seed: int | No
     if isinstance(base, BaseException):
         raise base
     extra = [f"run.seed={int(seed)}"] if seed is not None else []
-    cfg = base.replace([*overrides, *extra])
+    cfg = base.replace([*overrides, *extra], source=None)
     cfg.source_file = str(config_path)
     return cfg
 

@@ -155,7 +155,8 @@ def check_extension(old: "T.Trace", new_cols) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ahasd_sim traces extend-rollouts", description=__doc__,
+    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    ap = ArgumentParser(prog="python -m ahasd_sim traces extend-rollouts", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace", help="chain trace (.npz) to extend")
     ap.add_argument("--drafter", required=True, help="the drafter GGUF the trace was recorded with "

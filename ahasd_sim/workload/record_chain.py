@@ -653,7 +653,8 @@ def cmd_crosscheck(args, cfg, prompts):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ahasd_sim traces record --kind chain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind chain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
     ap.add_argument("--backend", choices=["gguf", "hf"], default="gguf")
     ap.add_argument("--target", help="target GGUF file (gguf) or HF model name/path (hf)")

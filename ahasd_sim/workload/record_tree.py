@@ -423,7 +423,8 @@ def cmd_assemble(args, cfg, prompts, out_path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ahasd_sim traces record --kind tree", description=__doc__,
+    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind tree", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
     ap.add_argument("--target", help="target GGUF")
