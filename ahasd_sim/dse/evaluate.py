@@ -30,11 +30,10 @@ from typing import Any, Callable, Iterable
 from ..config.errors import ConfigError, InputError
 from ..sweep.results import flatten
 from ..sweep.worker import ERROR, SUMMARY, is_done
-
-META = "meta.json"
 from .study import DERIVED, Study, config_value, eval_expr, quantities
 
 RUNNING = ".running"
+META = "meta.json"          # a run folder's wall_time_s (the trial's own evaluation time)
 
 #: the built-in constraint of every study whose runs place models in PIM ranks
 MEMORY_FIT = "pim_memory_fit"
@@ -147,7 +146,6 @@ def memory_shortfall_ranks(cfg) -> float | None:
     if fits:
         return min(slack, 0.0)
     # rank granularity (each model in whole ranks) can make a placement fail with capacity to spare
-    import math
     whole = math.ceil((draft.weight_bytes() + draft.kv_bytes_per_token() * tokens) / cap) + \
         math.ceil((target.weight_bytes() + target.kv_bytes_per_token() * tokens) / cap) - cfg.pim.ranks
     return max(slack, float(whole), 1e-6)
