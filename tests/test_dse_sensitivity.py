@@ -142,3 +142,12 @@ def test_bad_sensitivity_keys_are_one_line_errors(tmp_path, capsys):
         rc = main(["sensitivity", "--config", str(p), "--out", str(tmp_path / "o"), "--no-progress"])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and len(err.splitlines()) == 1 and f"{key}:" in err, err
+
+
+def test_trials_and_sensitivity_report_the_placement_each_run_used(tmp_path):
+    from ahasd_sim.dse.optimize import run_optimize
+    text = STUDY.replace("pim.ranks: {choices: [2, 16], base: 16}", "pim.ranks: {choices: [16]}")
+    run_optimize(write(tmp_path, text + "sampler: random\n"), tmp_path / "o", trials=1, workers=1, progress=False)
+    tr = pd.read_csv(tmp_path / "o" / "trials.csv")
+    # pinned in the study's base.set: both runs used it on both windows
+    assert tr["ahasd/placement"].tolist() == ["proportional"] and tr["sync/placement"].tolist() == ["proportional"]

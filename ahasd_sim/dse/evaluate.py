@@ -57,6 +57,7 @@ class DesignPoint:
     samples: list[list[float]] | None = None   # per objective, its value per window (window order)
     windows: list[int | None] = field(default_factory=list)
     eval_s: float | None = None                # the point's own simulation time: sum of its runs' wall_time_s
+    placements: dict[str, str] = field(default_factory=dict)   # run -> PIM placement it ran with ("/"-joined per window)
 
     @property
     def status(self) -> str:
@@ -244,6 +245,10 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
             cis.append(ci)
             samples.append(per_w)
         for run in study.runs:
+            pol = list(dict.fromkeys(str(summaries[(run, w)].get("pim_placement.policy")) for w in windows
+                                     if summaries[(run, w)].get("pim_placement.policy") is not None))
+            if pol:
+                pt.placements[run] = "/".join(pol)
             for mname in TABLE_METRICS:
                 vals = [summaries[(run, w)].get(mname) for w in windows]
                 if all(isinstance(v, (int, float)) for v in vals):

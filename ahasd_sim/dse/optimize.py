@@ -278,7 +278,8 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | N
     num = int(pt.key)
     tr = optuna.trial.Trial(ostudy, trial_id_of[num])
     rec: dict[str, Any] = {"hashes": {f"{r}@{w}" if w is not None else r: h for (r, w), h in pt.hashes.items()},
-                           "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s}
+                           "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s,
+                           "placements": pt.placements}
     if pt.ci95 is not None:
         rec["ci95"] = [None if v != v else v for v in pt.ci95]   # NaN is not JSON
     if pt.samples is not None:

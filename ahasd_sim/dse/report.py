@@ -51,6 +51,8 @@ def trials_table(study: Study, ostudy) -> pd.DataFrame:
             row[f"constraint:{c}"] = (ua.get("constraints") or {}).get(c)
         for k, v in sorted((ua.get("metrics") or {}).items()):
             row[k] = v
+        for run in study.runs:        # the rank placement each run used (pim.partition_policy auto picks it)
+            row[f"{run}/placement"] = (ua.get("placements") or {}).get(run)
         row["error"] = ua.get("error") or ua.get("infeasible")
         row["runs"] = " ".join(f"{k}:{h}" for k, h in sorted((ua.get("hashes") or {}).items()))
         dur = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start \

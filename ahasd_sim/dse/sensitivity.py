@@ -323,7 +323,8 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
              "windows": windows, "sobol_samples": n if design else 0, "failed": len(failed),
              "failed_points": [(pt.key, pt.error) for pt in failed],
              "infeasible": int(sum(bool(pt.infeasible) for pt in oat_pts)),
-             "sobol_skipped_blocks": design.skipped if design else 0, "sobol_converged": converged}
+             "sobol_skipped_blocks": design.skipped if design else 0, "sobol_converged": converged,
+             "base_placements": dict(base_pt.placements)}
     atomic_write_text(out / "sensitivity.md", _report(study, base, torn, sob, sobol_note, figs, out, stats, conv))
     stats["tornado"], stats["sobol"], stats["oat"], stats["convergence"] = torn, sob, oat, conv
     return stats
@@ -380,7 +381,10 @@ def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> 
              + f"trace windows {stats['windows'] or 'of the base config'} (OAT intervals: 95% intervals of the "
              "paired per-window differences from the base point); "
              f"wall time {fmt_duration(stats['wall_s'])}.", "", "Base point: "
-             + ", ".join(f"`{k}` = {_lab(v)}" for k, v in base.items()), ""]
+             + ", ".join(f"`{k}` = {_lab(v)}" for k, v in base.items())
+             + ("; PIM placements at the base point: " + ", ".join(f"`{r}` {pol}" for r, pol in
+                                                                  stats["base_placements"].items())
+                if stats.get("base_placements") else ""), ""]
     for o in study.objectives:
         d = torn[torn["objective"] == o.name]
         if not len(d):
