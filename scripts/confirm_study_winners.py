@@ -37,6 +37,10 @@ def _parser():
     p.add_argument("--windows", type=int, default=None,
                    help="trace windows per run (default: the config's run.windows, i.e. the whole trace)")
     p.add_argument("--max-designs", type=int, default=12, help="at most this many designs, best first (default 12)")
+    p.add_argument("--select", choices=("winners", "front"), default="winners",
+                   help="winners (default): the designs better than the reference on every objective; front: "
+                        "the study's interval-level Pareto front (pareto_ci in trials.csv), re-evaluated on the "
+                        "whole trace before it is reported")
     return p
 
 
@@ -60,9 +64,14 @@ def main(args) -> int:
     if missing:
         raise InputError(f"{args.trials}: columns {missing} missing; expected the trials.csv of {args.study}")
     ok = trials[trials["status"] == "ok"]
-    for o in obj:
-        better = ok[o.name] > 1 if o.direction == "maximize" else ok[o.name] < 1
-        ok = ok[better]
+    if args.select == "front":
+        if "pareto_ci" not in trials.columns:
+            raise InputError(f"{args.trials}: no pareto_ci column (a trials.csv of an older optimize); rerun optimize")
+        ok = ok[ok["pareto_ci"].astype(bool)]
+    else:
+        for o in obj:
+            better = ok[o.name] > 1 if o.direction == "maximize" else ok[o.name] < 1
+            ok = ok[better]
     ok = ok.drop_duplicates(subset=names).sort_values(obj[0].name, ascending=obj[0].direction != "maximize")
     ok = ok.head(args.max_designs)
     rows = []

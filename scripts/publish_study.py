@@ -5,7 +5,8 @@ Usage: python scripts/publish_study.py STUDY_DIR [--out docs/studies] [--intro F
 
 Writes ``<out>/<name>.md`` = the intro (a hand-written answer, optional) + ``report.md`` +
 ``sensitivity/sensitivity.md``, and the PNG figures into ``<out>/figures/<name>_*.png`` with
-the image links rewritten; also ``<out>/<name>_pareto.csv`` and ``<out>/<name>_tornado.csv``.
+the image links rewritten; also ``<out>/<name>_pareto.csv`` (the interval-level front),
+``_trials.csv``, ``_hypervolume.csv``, ``_tornado.csv``, ``_sobol.csv``, ``_sobol_convergence.csv``.
 Every number comes from the study folder: nothing is typed in here.
 """
 from __future__ import annotations
@@ -62,10 +63,13 @@ def body(args) -> int:
         s = re.sub(r"^## `", "### `", s, flags=re.M)
         parts.append(_images(s, sens.parent, out / "figures", f"{name}_"))
         shutil.copyfile(sens.parent / "tornado.csv", out / f"{name}_tornado.csv")
-        if (sens.parent / "sobol.csv").is_file():
-            shutil.copyfile(sens.parent / "sobol.csv", out / f"{name}_sobol.csv")
+        for extra in ("sobol.csv", "sobol_convergence.csv"):
+            if (sens.parent / extra).is_file():
+                shutil.copyfile(sens.parent / extra, out / f"{name}_{extra}")
     shutil.copyfile(sd / "pareto.csv", out / f"{name}_pareto.csv")
     shutil.copyfile(sd / "trials.csv", out / f"{name}_trials.csv")
+    if (sd / "hypervolume.csv").is_file():
+        shutil.copyfile(sd / "hypervolume.csv", out / f"{name}_hypervolume.csv")
     atomic_write_text(out / f"{name}.md", "\n".join(parts))
     print(f"wrote {out / (name + '.md')}")
     return 0

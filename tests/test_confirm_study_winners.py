@@ -59,3 +59,20 @@ def test_a_table_without_the_study_columns_is_a_one_line_error(tmp_path):
     assert proc.stderr.strip().count("\n") == 0
     assert "trials.csv" in proc.stderr and "pim.unit_gops_int8" in proc.stderr
     assert not out.exists()
+
+
+def test_select_front_reruns_the_interval_level_front_not_the_winners(tmp_path):
+    rows = [dict(PARAMS, trial=0, status="ok", pareto_ci=True, throughput_ratio=0.5, energy_efficiency_ratio=0.6),
+            dict(PARAMS, trial=1, status="ok", pareto_ci=False, throughput_ratio=1.5, energy_efficiency_ratio=1.6,
+                 **{"run.policy": "fixed"})]
+    path = tmp_path / "trials.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    out = tmp_path / "front.csv"
+    cmd = [sys.executable, str(SCRIPT), str(STUDY), str(path), "--out", str(out), "--tokens", "64",
+           "--windows", "2", "--select", "front"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(out)["trial"].tolist() == [0]
+    pd.DataFrame(rows).drop(columns=["pareto_ci"]).to_csv(path, index=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "pareto_ci" in proc.stderr

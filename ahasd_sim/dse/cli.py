@@ -24,6 +24,16 @@ def optimize_arguments(p) -> None:
     p.add_argument("--trials", type=positive_int, default=None, metavar="N",
                    help="finished trials the study holds when the command ends (default: 'trials:' of the study); "
                         "a larger N extends a finished study")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--reproducible", dest="fastest", action="store_false", default=False,
+                   help="(default) lock-step batches: a seeded study gives the same trials.csv whatever the "
+                        "workers, timing or interruptions")
+    g.add_argument("--fastest", dest="fastest", action="store_true",
+                   help="pipelined batches, each trial told as soon as it ends: no idle workers, but the "
+                        "trials depend on timing (not reproducible)")
+    p.add_argument("--seeds", default=None, metavar="S1,S2,...",
+                   help="run the study once per search seed (instead of the study's seed), each in "
+                        "<out>/seed-<S>/ sharing <out>/points/; <out>/seeds.csv compares their fronts")
 
 
 def sensitivity_arguments(p) -> None:

@@ -9,9 +9,15 @@ run twice, across trials, resumed studies and sensitivity analyses sharing a fol
 
 Objectives are computed per window (a ratio objective divides the two runs of the same
 window) and averaged over windows; with two or more windows the 95% confidence half-width
-over windows (Student t) is reported next to the mean: one trace window is one sample.
+over windows (Student t) is reported next to the mean: one trace window is one sample. The
+per-window values are kept (``DesignPoint.samples``) so that two points evaluated on the same
+windows can be compared pairwise (sensitivity's OAT differences).
 Without study windows, a plain objective takes the interval the simulator reports for it
 (``<metric>_ci95`` of summary.json, over the run's own trace windows) where there is one.
+
+A design point whose two models cannot be placed in the PIM ranks of one of its runs (no
+candidate placement of ``pim.partition_policy`` fits weights + KV reserve) is **infeasible**
+(constraint :data:`MEMORY_FIT`), decided before anything runs, not a failed simulation.
 """
 from __future__ import annotations
 
@@ -21,12 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..config.errors import InputError
+from ..config.errors import ConfigError, InputError
 from ..sweep.results import flatten
 from ..sweep.worker import ERROR, SUMMARY, is_done
 from .study import DERIVED, Study, config_value, eval_expr, quantities
 
 RUNNING = ".running"
+META = "meta.json"          # a run folder's wall_time_s (the trial's own evaluation time)
+
+#: the built-in constraint of every study whose runs place models in PIM ranks
+MEMORY_FIT = "pim_memory_fit"
 
 
 @dataclass
@@ -44,6 +54,10 @@ class DesignPoint:
     values: list[float] | None = None          # objective means (study order)
     ci95: list[float] | None = None            # objective 95% half-widths over windows (nan with one window)
     metrics: dict[str, float] = field(default_factory=dict)   # "<run>/<metric>" means, for the tables
+    samples: list[list[float]] | None = None   # per objective, its value per window (window order)
+    windows: list[int | None] = field(default_factory=list)
+    eval_s: float | None = None                # the point's own simulation time: sum of its runs' wall_time_s
+    placements: dict[str, str] = field(default_factory=dict)   # run -> PIM placement it ran with ("/"-joined per window)
 
     @property
     def status(self) -> str:
@@ -98,8 +112,49 @@ def window_overrides(cfg, window: int | None) -> list[str]:
     return [*one, f"run.trace_start_prompt={window}"]
 
 
+def memory_shortfall_ranks(cfg) -> float | None:
+    """How many ranks' worth of PIM capacity ``cfg``'s draft + target model (weights + KV reserve,
+    as :func:`ahasd_sim.modes.placement.place_models` places them) lack: > 0 when no candidate
+    placement fits (infeasible), <= 0 when one does (minus the spare capacity in ranks). ``None``
+    when the run places no models in PIM ranks (PIM disabled, or a mode without placement)."""
+    from ..hw.platform import Platform
+    from ..modes.placement import CANDIDATES, mode_uses_placement, place_models
+    from ..workload.models import get_model
+    if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
+        return None
+    try:
+        draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
+    except ValueError:
+        return None                      # reported by the run itself, with its file and key
+    pim = Platform.build(cfg).pim
+    if pim is None:
+        return None
+    policy = cfg.pim.partition_policy
+    cands = CANDIDATES if policy == "auto" else (policy,)
+    fits = False
+    for cand in cands:
+        try:
+            place_models(pim, draft, target, cfg, cand)
+            fits = True
+            break
+        except ConfigError:
+            continue
+    tokens = cfg.pim.kv_reserve_tokens
+    need = (draft.weight_bytes() + target.weight_bytes()
+            + (draft.kv_bytes_per_token() + target.kv_bytes_per_token()) * tokens)
+    cap = float(pim.rank_capacity_bytes)
+    slack = need / cap - cfg.pim.ranks      # ranks' worth of capacity missing (negative: spare)
+    if fits:
+        return min(slack, 0.0)
+    # rank granularity (each model in whole ranks) can make a placement fail with capacity to spare
+    whole = math.ceil((draft.weight_bytes() + draft.kv_bytes_per_token() * tokens) / cap) + \
+        math.ceil((target.weight_bytes() + target.kv_bytes_per_token() * tokens) / cap) - cfg.pim.ranks
+    return max(slack, float(whole), 1e-6)
+
+
 def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | None = None) -> DesignPoint:
-    """Resolve the configs of a design point and check the constraints (nothing runs)."""
+    """Resolve the configs of a design point and check the constraints (nothing runs): the
+    study's ``constraints:`` and :data:`MEMORY_FIT` (the models fit the PIM ranks of every run)."""
     from ..output import run_identity_hash
     pt = DesignPoint(key, dict(params))
     for p in study.space:
@@ -112,6 +167,14 @@ def plan(study: Study, key: Any, params: dict[str, Any], windows: list[int] | No
                 cfg.source_file = study.base.source_file
                 pt.configs[(run, w)] = cfg
                 pt.hashes[(run, w)] = run_identity_hash(cfg)
+        pt.windows = windows_of(study, windows)
+        shorts = [memory_shortfall_ranks(pt.configs[(run, pt.windows[0])]) for run in study.runs]
+        shorts = [x for x in shorts if x is not None]
+        if shorts:
+            pt.constraint_values[MEMORY_FIT] = max(shorts)
+            if max(shorts) > 0:
+                pt.infeasible = (f"{MEMORY_FIT}: the draft and target models need {max(shorts):.3g} more "
+                                 "PIM ranks' capacity than the design has (no rank placement fits)")
         if study.constraints:   # on the design point itself (base + set + sampled values)
             point_cfg = study.base.replace(pt.overrides, source=None)
             point_cfg.source_file = study.base.source_file
@@ -160,8 +223,10 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                 f" failed: {err.get('type', 'error')}: {err.get('message', 'no summary.json')}"
             return
         summaries[rw] = flatten(s)
+    walls = [(_read_json(points_dir / h / META) or {}).get("wall_time_s") for h in pt.hashes.values()]
+    pt.eval_s = float(sum(walls)) if all(isinstance(w, (int, float)) for w in walls) else None
     windows = sorted({w for (_, w) in pt.hashes}, key=lambda x: -1 if x is None else x)
-    values, cis = [], []
+    values, cis, samples = [], [], []
     try:
         for o in study.objectives:
             per_w = []
@@ -178,7 +243,12 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     ci = float(own)
             values.append(m)
             cis.append(ci)
+            samples.append(per_w)
         for run in study.runs:
+            pol = list(dict.fromkeys(str(summaries[(run, w)].get("pim_placement.policy")) for w in windows
+                                     if summaries[(run, w)].get("pim_placement.policy") is not None))
+            if pol:
+                pt.placements[run] = "/".join(pol)
             for mname in TABLE_METRICS:
                 vals = [summaries[(run, w)].get(mname) for w in windows]
                 if all(isinstance(v, (int, float)) for v in vals):
@@ -189,7 +259,7 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
     if any(not math.isfinite(v) for v in values):
         pt.error = "an objective is not finite (a ratio over a zero denominator?)"
         return
-    pt.values, pt.ci95 = values, cis
+    pt.values, pt.ci95, pt.samples, pt.windows = values, cis, samples, windows
 
 
 # ---------------------------------------------------------------- execution

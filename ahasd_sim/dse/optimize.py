@@ -9,13 +9,26 @@ Study folder (default ``studies/<name>/``)::
     figures/        pareto_<a>__<b>.png|pdf per objective pair, parallel_front.png|pdf
     report.md       what was searched, how long it took, the front
 
-Trials are asked from the sampler in batches; each batch's simulations go to the executor
-together and a trial is told to optuna as soon as its last simulation ends. Interrupted
-(Ctrl-C, a kill, a crash): the storage keeps every told trial; the asked-but-untold trials
-stay ``RUNNING`` there and are evaluated first on the next invocation, under the same
+Trials are asked from the sampler in batches (``batch_size``; for NSGA-II one generation,
+``population_size``, by default). **Reproducible** (the default): a batch is asked, all its
+simulations go to the executor together, and its trials are told to optuna in trial-number
+order only when the whole batch is done; the sampler draws trial ``n``'s randomness from
+(``seed``, ``n``) alone. So a seeded study gives the same trials whatever ``--workers``, the
+executor or the timing, in one go or interrupted and resumed. ``--fastest``: the next batch is
+asked and planned while this one runs and each trial is told as soon as its last simulation
+ends (the pool never waits for a batch's slowest simulation); the trials then depend on timing.
+
+Interrupted (Ctrl-C, a kill, a crash): the storage keeps every told trial; the asked-but-untold
+trials stay ``RUNNING`` there and are evaluated first on the next invocation, under the same
 trial number and parameters (their finished simulations are read back from ``points/``),
 so no trial is lost or repeated. ``--trials N``: the study holds N finished trials
 (complete, failed or infeasible) when the command ends; more than the study holds extends it.
+
+Infeasible designs (a violated ``constraints:`` entry, or models that do not fit the PIM ranks:
+:data:`~ahasd_sim.dse.evaluate.MEMORY_FIT`) are not simulated; they are told to optuna as
+complete trials with their constraint violations (``Trial.set_constraint``; NSGA-II ranks them
+by constrained domination below every feasible design, TPE keeps them out of its "good" set)
+and placeholder objective values of -inf/+inf (the worst possible) that no table reports.
 """
 from __future__ import annotations
 
@@ -64,24 +77,69 @@ def distributions(study: Study) -> dict[str, Any]:
     return out
 
 
+DEFAULT_POPULATION = 50
+DEFAULT_BATCH = 8          # reproducible mode, samplers without generations: independent of --workers
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The seed of trial ``number``'s random draws: a function of (study seed, trial number) only."""
+    import numpy as np
+    return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
+
+
+def reseed_for_trial(sampler, seed: int, number: int) -> None:
+    """Reset every random state of ``sampler`` (and of the random sampler it falls back on) to
+    :func:`trial_seed`: what it proposes for a trial then depends on the stored trials, never on
+    how many draws earlier trials or an earlier process made."""
+    s = trial_seed(seed, number)
+    for k, obj in enumerate([sampler, getattr(sampler, "_random_sampler", None)]):
+        rng = getattr(obj, "_rng", None)
+        if rng is not None and hasattr(rng, "rng"):
+            rng.rng.seed((s + k) % 2**32)
+
+
 def make_sampler(study: Study, seed: int | None = None):
     optuna = import_optuna()
     s = study.sampler
     name = s["name"]
     seed = study.seed if seed is None else seed
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=s.get("population_size", 50))
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=s.get("n_startup_trials", 10))
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
 
     class _Grid(optuna.samplers.GridSampler):
         def after_trial(self, study, trial, state, values):  # noqa: D401
             """No ``study.stop()`` when the grid is exhausted (that only works inside ``optimize``);
             trials beyond the grid repeat grid points and reuse their runs."""
 
-    return _Grid({p.name: p.labels for p in study.space}, seed=seed)
+    if name == "nsga2":
+        cls, kw = optuna.samplers.NSGAIISampler, {"population_size": s.get("population_size", DEFAULT_POPULATION)}
+    elif name == "tpe":
+        cls, kw = optuna.samplers.TPESampler, {"n_startup_trials": s.get("n_startup_trials", 10)}
+    elif name == "random":
+        cls, kw = optuna.samplers.RandomSampler, {}
+    else:
+        cls, kw = _Grid, {"search_space": {p.name: p.labels for p in study.space}}
+
+    class PerTrialSeeded(cls):
+        """``cls`` whose random state is reset per trial from (seed, trial number)."""
+
+        def before_trial(self, ostudy, trial):  # noqa: D401
+            reseed_for_trial(self, seed, trial.number)
+            super().before_trial(ostudy, trial)
+
+    PerTrialSeeded.__name__ = PerTrialSeeded.__qualname__ = cls.__name__
+    for key in ("_GENERATION_KEY", "_PARENT_CACHE_KEY_PREFIX"):   # NSGA-II's storage keys: the plain sampler's
+        if hasattr(cls, key):
+            setattr(PerTrialSeeded, key, getattr(cls, key))
+    return PerTrialSeeded(seed=seed, **kw)
+
+
+def default_batch(study: Study) -> int:
+    """Reproducible mode's batch: ``batch_size:``, else one NSGA-II generation, else
+    :data:`DEFAULT_BATCH` (never derived from ``--workers``: the trials must not depend on it)."""
+    if study.batch_size:
+        return study.batch_size
+    if study.sampler["name"] == "nsga2":
+        return int(study.sampler.get("population_size", DEFAULT_POPULATION))
+    return DEFAULT_BATCH
 
 
 def space_fingerprint(study: Study) -> str:
@@ -168,9 +226,13 @@ def open_study(study: Study, out: Path):
                           "search space, objectives, runs or base settings; use a new --out (or delete the folder)")
     if [d.name.lower() for d in ostudy.directions] != study.directions:
         raise ConfigError(str(study.source), "objectives", f"directions differ from the stored study in {out}")
-    n = len(ostudy.get_trials(deepcopy=False))
-    if n:   # a resumed study: a fresh sampler seeded like the first run would propose its first trials again
-        ostudy.sampler = make_sampler(study, seed=(study.seed * 1_000_003 + n) % 2**32)
+    seed = ostudy.user_attrs.get("seed")
+    if seed is None:
+        ostudy.set_user_attr("seed", study.seed)
+    elif seed != study.seed:
+        raise ConfigError(str(study.source), "seed", f"the study folder {out} holds trials of seed {seed}, "
+                          f"not {study.seed}; use a new --out (or --seeds, one folder per seed)")
+    # a resumed study needs no reseeding: the sampler seeds each trial from (seed, trial number)
     return ostudy
 
 
@@ -198,24 +260,54 @@ def finished_count(ostudy) -> int:
     return sum(1 for t in ostudy.get_trials(deepcopy=False) if t.state.is_finished())
 
 
-def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint) -> str:
+def constraint_violations(study: Study, pt: DesignPoint) -> dict[str, float]:
+    """optuna's constraint values of a planned point (<= 0: satisfied), by constraint name."""
+    from .evaluate import MEMORY_FIT
+    out = {}
+    if MEMORY_FIT in pt.constraint_values:
+        out[MEMORY_FIT] = float(pt.constraint_values[MEMORY_FIT])
+    for c in study.constraints:
+        if c.name in pt.constraint_values:
+            out[c.name] = c.violation(pt.constraint_values[c.name])
+    return out
+
+
+def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | None = None) -> str:
     optuna = import_optuna()
     from optuna.trial import TrialState
     num = int(pt.key)
     tr = optuna.trial.Trial(ostudy, trial_id_of[num])
     rec: dict[str, Any] = {"hashes": {f"{r}@{w}" if w is not None else r: h for (r, w), h in pt.hashes.items()},
-                           "constraints": pt.constraint_values, "metrics": pt.metrics}
+                           "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s,
+                           "placements": pt.placements}
     if pt.ci95 is not None:
         rec["ci95"] = [None if v != v else v for v in pt.ci95]   # NaN is not JSON
+    if pt.samples is not None:
+        rec["samples"] = pt.samples
+        rec["windows"] = pt.windows
     if pt.infeasible:
         rec["infeasible"] = pt.infeasible
     elif pt.error or pt.values is None:
         rec["error"] = pt.error or "no result"
     tr.set_user_attr("record", rec)     # one commit per trial
+    if pt.error and not pt.infeasible:
+        ostudy.tell(num, state=TrialState.FAIL, skip_if_finished=True)
+        return "failed"
+    if study is not None:
+        have = ostudy._storage.get_trial_system_attrs(trial_id_of[num])
+        for name, v in constraint_violations(study, pt).items():
+            if not any(k.endswith(f":{name}") for k in have):     # a resumed trial may have them already
+                tr.set_constraint(name, v)
     if pt.infeasible:
-        ostudy.tell(num, state=TrialState.PRUNED, skip_if_finished=True)
+        # the sampler learns the region from the constraint violations; the values are placeholders
+        # (the worst possible), never reported: trials.csv reads the status from the record
+        worst = [float("-inf") if d == "maximize" else float("inf") for d in study.directions] if study else None
+        if worst is None:
+            ostudy.tell(num, state=TrialState.PRUNED, skip_if_finished=True)
+        else:
+            ostudy.tell(num, worst, skip_if_finished=True)
         return "infeasible"
-    if pt.error or pt.values is None:
+    if pt.values is None:
         ostudy.tell(num, state=TrialState.FAIL, skip_if_finished=True)
         return "failed"
     ostudy.tell(num, pt.values, skip_if_finished=True)
@@ -225,9 +317,11 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint) -> str:
 def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *, trials: int | None = None,
                  workers: int | None = None, executor: str = "local", scheduler: str | None = None,
                  progress: bool = True, dask_client: Any = None, batch_size: int | None = None,
-                 write_outputs: bool = True, stream=None) -> dict[str, Any]:
+                 write_outputs: bool = True, stream=None, fastest: bool = False,
+                 points_dir: str | Path | None = None) -> dict[str, Any]:
     """Run (or resume, or extend) a study until it holds ``trials`` finished trials; write the
-    outputs. Returns a dict with counts and timings."""
+    outputs. Returns a dict with counts and timings. ``fastest``: pipeline the batches (not
+    reproducible, see the module docstring)."""
     if not isinstance(study, Study):
         study = load_study(study)
     n_target = trials if trials is not None else study.trials
@@ -239,9 +333,13 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
     from .folders import check_study_folder
     check_study_folder(out, study.name, "optimize")
     ex = Executor(executor, workers, scheduler, dask_client)
-    batch = batch_size or study.batch_size or max(4, 4 * ex.workers)
-    points_dir = out / "points"
-    stats = {"out_dir": out, "computed_runs": 0, "told": {"ok": 0, "failed": 0, "infeasible": 0}, "resumed": 0}
+    if fastest:
+        batch = batch_size or study.batch_size or max(4, 4 * ex.workers)
+    else:
+        batch = batch_size or default_batch(study)
+    points_dir = Path(points_dir) if points_dir is not None else out / "points"
+    stats = {"out_dir": out, "computed_runs": 0, "told": {"ok": 0, "failed": 0, "infeasible": 0}, "resumed": 0,
+             "mode": "fastest" if fastest else "reproducible", "batch_size": batch}
     t0 = time.perf_counter()
     with StudyLock(out):
         ostudy = open_study(study, out)     # refuses a different study before anything is written
@@ -278,46 +376,58 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
             for num, tid, params in chunk:
                 missing = [p.name for p in study.space if p.name not in params]
                 if missing:   # a trial asked by an interrupted process before its params were stored
+                    reseed_for_trial(ostudy.sampler, study.seed, num)
                     tr = import_optuna().trial.Trial(ostudy, tid)
                     for name in missing:
                         params[name] = tr._suggest(name, dists[name])
                 pts.append(plan(study, num, params))
             return chunk, pts
 
-        ahead: dict[str, Any] = {}
-
-        def plan_ahead() -> None:
-            try:
-                ahead["result"] = ask_and_plan()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
-                ahead["error"] = exc
+        def tell(pt: DesignPoint, ids: dict[int, int]) -> None:
+            raise_if_interrupted()   # before telling: the trial is resumed, not lost
+            status = _tell(ostudy, ids, pt, study)
+            stats["told"][status] += 1
+            if status == "failed":
+                stats.setdefault("failures", []).append((pt.key, pt.error or "no result"))
+            prog.update("failed" if status == "failed" else "ok")
 
         worker = None
         try:
-            chunk, pts = ask_and_plan()
-            while chunk:
-                trial_id_of = {num: tid for num, tid, _ in chunk}
+            if not fastest:
+                # lock-step: ask a batch, run it, tell it in trial order, then ask the next
+                while True:
+                    chunk, pts = ask_and_plan()
+                    if not chunk:
+                        break
+                    ids = {num: tid for num, tid, _ in chunk}
+                    evaluate(study, pts, points_dir, ex, on_run=on_run)
+                    for pt in sorted(pts, key=lambda q: int(q.key)):
+                        tell(pt, ids)
+            else:
+                ahead: dict[str, Any] = {}
 
-                def on_point(pt: DesignPoint, ids=trial_id_of) -> None:
-                    raise_if_interrupted()   # before telling: the trial is resumed, not lost
-                    status = _tell(ostudy, ids, pt)
-                    stats["told"][status] += 1
-                    if status == "failed":
-                        stats.setdefault("failures", []).append((pt.key, pt.error or "no result"))
-                    prog.update("failed" if status == "failed" else "ok")
+                def plan_ahead() -> None:
+                    try:
+                        ahead["result"] = ask_and_plan()
+                    except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+                        ahead["error"] = exc
 
-                # Ask and plan the next batch while this one runs (the pool would idle meanwhile);
-                # NSGA-II and TPE take trials still running into account as optuna does with n_jobs.
-                ahead.clear()
-                worker = threading.Thread(target=plan_ahead, daemon=True)
-                worker.start()
-                evaluate(study, pts, points_dir, ex, on_point=on_point, on_run=on_run)
-                worker.join()
-                worker = None
-                raise_if_interrupted()
-                if "error" in ahead:
-                    raise ahead["error"]
-                chunk, pts = ahead["result"]
+                chunk, pts = ask_and_plan()
+                while chunk:
+                    trial_id_of = {num: tid for num, tid, _ in chunk}
+                    # Ask and plan the next batch while this one runs (the pool would idle meanwhile);
+                    # NSGA-II and TPE take trials still running into account as optuna does with n_jobs.
+                    ahead.clear()
+                    worker = threading.Thread(target=plan_ahead, daemon=True)
+                    worker.start()
+                    evaluate(study, pts, points_dir, ex, on_point=lambda pt, ids=trial_id_of: tell(pt, ids),
+                             on_run=on_run)
+                    worker.join()
+                    worker = None
+                    raise_if_interrupted()
+                    if "error" in ahead:
+                        raise ahead["error"]
+                    chunk, pts = ahead["result"]
         except KeyboardInterrupt:
             stats["interrupted"] = True
             raise
@@ -343,22 +453,73 @@ def summarize(stats: dict[str, Any]) -> str:
     lines = [f"study {out}: {stats['finished']} finished trials ({stats.get('finished_before', 0)} before, "
              f"{sum(told.values())} now: {told['ok']} ok, {told['failed']} failed, {told['infeasible']} infeasible"
              + (f"; {stats['resumed']} interrupted trials resumed" if stats.get("resumed") else "")
-             + f"); {stats['computed_runs']} simulations run in {fmt_duration(stats['wall_s'])}",
+             + f"); {stats['computed_runs']} simulations run in {fmt_duration(stats['wall_s'])}"
+             + (f" ({stats['mode']})" if stats.get("mode") else ""),
              f"trials: {out / 'trials.csv'}  pareto: {out / 'pareto.csv'}  report: {out / 'report.md'}"]
     return "\n".join(lines)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or any(x < 0 for x in seeds) or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds: expected distinct integers >= 0 separated by commas, got {text!r}")
+    return seeds
+
+
+def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dict[str, Any]], Path]:
+    """The study once per search seed, in ``out/seed-<S>/`` (simulations shared in ``out/points/``);
+    ``out/seeds.csv``: per seed, its trials, front sizes and hypervolume, all against one reference
+    point (the worst evaluated value of each objective over every seed)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from .report import _csv, hypervolume_history, hypervolume_reference, trials_table
+    runs, tables = [], {}
+    for sd in seeds:
+        st = dataclasses.replace(study, seed=sd)
+        stats = run_optimize(st, out / f"seed-{sd}", points_dir=out / "points", **kw)
+        runs.append(stats)
+        with StudyLock(out / f"seed-{sd}"):
+            tables[sd] = (st, trials_table(st, open_study(st, out / f"seed-{sd}")))
+    ref = hypervolume_reference(study, pd.concat([t for _, t in tables.values()]))
+    rows = []
+    for sd, (st, df) in tables.items():
+        hv = hypervolume_history(st, df, ref)
+        rows.append({"seed": sd, "trials": len(df), "ok": int((df["status"] == "ok").sum()),
+                     "infeasible": int((df["status"] == "infeasible").sum()),
+                     "failed": int((df["status"] == "failed").sum()),
+                     "front_size": int(df["pareto"].sum()) if len(df) else 0,
+                     "front_ci_size": int(df["pareto_ci"].sum()) if len(df) else 0,
+                     "hypervolume": float(hv["hypervolume"].iloc[-1]) if len(hv) else float("nan")})
+    table = pd.DataFrame(rows)
+    for o, v in zip(study.objectives, ref or []):
+        table[f"ref:{o.name}"] = v
+    _csv(table, out / "seeds.csv")
+    return runs, out / "seeds.csv"
 
 
 def run_optimize_cli(args) -> int:
     study = load_study(args.config)
     out = Path(args.out) if args.out else default_out_dir(study)
+    kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
+              progress=not args.no_progress, fastest=getattr(args, "fastest", False))
     try:
-        stats = run_optimize(study, out, trials=args.trials, workers=args.workers, executor=args.executor,
-                             scheduler=args.scheduler, progress=not args.no_progress)
+        if getattr(args, "seeds", None):
+            runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
+        else:
+            runs, table = [run_optimize(study, out, **kw)], None
     except KeyboardInterrupt:
-        print(f"interrupted: told trials are kept in {out / 'study.db'}; run the same command again to "
+        print(f"interrupted: told trials are kept in the study.db of {out}; run the same command again to "
               "finish the interrupted trials and the missing ones", file=sys.stderr)
         raise
-    print(summarize(stats))
-    for num, why in stats.get("failures", []):   # one line per failed trial, on stderr
-        print(f"error: trial {num} failed: {' '.join(str(why).split())}", file=sys.stderr)
-    return 0 if stats["told"]["failed"] == 0 else 1
+    for stats in runs:
+        print(summarize(stats))
+        for num, why in stats.get("failures", []):   # one line per failed trial, on stderr
+            print(f"error: trial {num} failed: {' '.join(str(why).split())}", file=sys.stderr)
+    if table is not None:
+        print(f"seeds: {table}")
+    return 0 if all(st["told"]["failed"] == 0 for st in runs) else 1

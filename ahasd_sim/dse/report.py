@@ -12,45 +12,99 @@ import pandas as pd
 
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import fmt_duration
-from .pareto import pareto_mask
+from .evaluate import MEMORY_FIT
+from .pareto import ci_pareto_mask, hypervolume, pareto_mask
 from .study import Study
 
 STATE = {"COMPLETE": "ok", "FAIL": "failed", "PRUNED": "infeasible", "RUNNING": "pending", "WAITING": "pending"}
 
 
+#: columns of trials.csv that are measured times (the only ones two seeded runs may differ in)
+TIME_COLUMNS = ("duration_s", "ask_to_tell_s")
+
+
 def trials_table(study: Study, ostudy) -> pd.DataFrame:
     """One row per trial: number, status, parameters, objectives (+ ci95 with windows),
-    constraint values, per-run metrics, error, run folders; ``pareto`` marks the front."""
+    constraint values, per-run metrics, error, run folders, times; ``pareto`` marks the
+    point-estimate front, ``pareto_ci`` the interval-level front (:func:`ci_pareto_mask`).
+
+    ``duration_s`` is the trial's own evaluation time (the sum of its simulations' wall times,
+    from their ``meta.json``; a simulation reused from ``points/`` counts with the time it took
+    when it ran); ``ask_to_tell_s`` is from the sampler's ask to the tell (includes queueing
+    behind the other trials of the batch)."""
     rows = []
     onames = [o.name for o in study.objectives]
     for t in ostudy.get_trials(deepcopy=False):
         ua = t.user_attrs.get("record") or {}
-        row: dict[str, Any] = {"trial": t.number, "status": STATE.get(t.state.name, t.state.name.lower())}
+        status = STATE.get(t.state.name, t.state.name.lower())
+        if ua.get("infeasible"):      # told as complete with placeholder values (constraints)
+            status = "infeasible"
+        row: dict[str, Any] = {"trial": t.number, "status": status}
         for p in study.space:
             row[p.name] = t.params.get(p.name)
-        vals = t.values if t.values is not None else [float("nan")] * len(onames)
+        vals = t.values if t.values is not None and status == "ok" else [float("nan")] * len(onames)
         cis = [float("nan") if c is None else c for c in (ua.get("ci95") or [None] * len(onames))]
         for name, v, ci in zip(onames, vals, cis):
             row[name] = v
             row[f"{name}_ci95"] = ci
-        for c in study.constraints:
-            row[f"constraint:{c.name}"] = (ua.get("constraints") or {}).get(c.name)
+        for c in [MEMORY_FIT, *(c.name for c in study.constraints)]:
+            row[f"constraint:{c}"] = (ua.get("constraints") or {}).get(c)
         for k, v in sorted((ua.get("metrics") or {}).items()):
             row[k] = v
+        for run in study.runs:        # the rank placement each run used (pim.partition_policy auto picks it)
+            row[f"{run}/placement"] = (ua.get("placements") or {}).get(run)
         row["error"] = ua.get("error") or ua.get("infeasible")
         row["runs"] = " ".join(f"{k}:{h}" for k, h in sorted((ua.get("hashes") or {}).items()))
         dur = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start \
             else None
-        row["duration_s"] = dur
+        row["duration_s"] = ua.get("eval_s")
+        row["ask_to_tell_s"] = dur
         rows.append(row)
     df = pd.DataFrame(rows)
     if len(df):
         ok = (df["status"] == "ok").to_numpy()
         mask = np.zeros(len(df), dtype=bool)
+        cmask = np.zeros(len(df), dtype=bool)
         if ok.any():
-            mask[ok] = pareto_mask(df.loc[ok, onames].to_numpy(dtype=float), study.directions)
+            vals = df.loc[ok, onames].to_numpy(dtype=float)
+            mask[ok] = pareto_mask(vals, study.directions)
+            cmask[ok] = ci_pareto_mask(vals, df.loc[ok, [f"{o}_ci95" for o in onames]].to_numpy(dtype=float),
+                                       study.directions)
         df.insert(2, "pareto", mask)
+        df.insert(3, "pareto_ci", cmask)
     return df
+
+
+def hypervolume_reference(study: Study, df: pd.DataFrame) -> list[float] | None:
+    """The reference point of the hypervolume: per objective, the worst value among the study's
+    evaluated (ok) designs (their nadir), so every evaluated design bounds a non-negative volume."""
+    ok = df[df["status"] == "ok"] if len(df) else df
+    if ok.empty:
+        return None
+    ref = []
+    for o in study.objectives:
+        col = ok[o.name].astype(float)
+        ref.append(float(col.min() if o.direction == "maximize" else col.max()))
+    return ref
+
+
+def hypervolume_history(study: Study, df: pd.DataFrame, ref: list[float] | None = None) -> pd.DataFrame:
+    """Hypervolume of the (point-estimate) front of trials 0..n, for every trial n, w.r.t. ``ref``
+    (default :func:`hypervolume_reference`): how the search progressed."""
+    ref = ref if ref is not None else hypervolume_reference(study, df)
+    if ref is None:
+        return pd.DataFrame(columns=["trial", "hypervolume", "front_size"])
+    sign = np.array([1.0 if o.direction == "maximize" else -1.0 for o in study.objectives])
+    onames = [o.name for o in study.objectives]
+    d = df.sort_values("trial")
+    rows, pts = [], np.zeros((0, len(onames)))
+    for _, r in d.iterrows():
+        if r["status"] == "ok":
+            pts = np.vstack([pts, r[onames].to_numpy(dtype=float) * sign])
+            pts = pts[pareto_mask(pts, ["maximize"] * len(onames))]
+        rows.append({"trial": int(r["trial"]), "hypervolume": hypervolume(pts, np.asarray(ref) * sign),
+                     "front_size": len(pts)})
+    return pd.DataFrame(rows)
 
 
 def _csv(df: pd.DataFrame, path: Path) -> None:
@@ -103,18 +157,21 @@ def write_figures(study: Study, df: pd.DataFrame, fig_dir: Path) -> list[Path]:
 def write_outputs(study: Study, ostudy, out: Path, stats: dict[str, Any] | None = None) -> dict[str, Path]:
     df = trials_table(study, ostudy)
     _csv(df, out / "trials.csv")
-    front = df[df["pareto"]] if len(df) else df
+    hv = hypervolume_history(study, df)
+    _csv(hv, out / "hypervolume.csv")
+    front = df[df["pareto_ci"]] if len(df) else df
     onames = [o.name for o in study.objectives]
     if len(front):
         front = front.sort_values(onames[0], ascending=study.objectives[0].direction == "minimize")
     _csv(front, out / "pareto.csv")
     figs = write_figures(study, df, out / "figures") if len(df) else []
-    atomic_write_text(out / "report.md", report_md(study, df, front, figs, out, stats or {}))
-    return {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "report": out / "report.md"}
+    atomic_write_text(out / "report.md", report_md(study, df, front, figs, out, stats or {}, hv))
+    return {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "report": out / "report.md",
+            "hypervolume": out / "hypervolume.csv"}
 
 
 def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Path], out: Path,
-              stats: dict[str, Any]) -> str:
+              stats: dict[str, Any], hv: pd.DataFrame | None = None) -> str:
     n = len(df)
     counts = df["status"].value_counts().to_dict() if n else {}
     lines = [f"# Study `{study.name}`", ""]
@@ -127,12 +184,19 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
               "* runs per design point: " + ", ".join(f"`{r}`" + (f" ({', '.join(o)})" if o else "")
                                                       for r, o in study.runs.items()),
               f"* trace windows (run.trace_start_prompt): {study.windows or 'the base config one'}",
-              f"* sampler `{study.sampler['name']}`, seed {study.seed}",
+              f"* sampler `{study.sampler['name']}`, seed {study.seed}"
+              + (f"; {stats['mode']} mode, batches of {stats['batch_size']} trials" if stats.get("mode") else ""),
               f"* trials: {n} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"]
     if stats.get("wall_s") is not None:
         lines.append(f"* this invocation: {sum(stats['told'].values())} trials, {stats['computed_runs']} "
                      f"simulations in {fmt_duration(stats['wall_s'])}"
                      + (f" ({stats['resumed']} interrupted trials resumed)" if stats.get("resumed") else ""))
+    if n and "duration_s" in df and df["duration_s"].notna().any():
+        lines.append(f"* simulation time of the trials (sum of their own evaluation times, `duration_s`): "
+                     f"{fmt_duration(float(df['duration_s'].sum()))}")
+    if counts.get("infeasible"):
+        lines.append(f"* {counts['infeasible']} infeasible designs (a violated constraint or models that do not "
+                     "fit the PIM ranks), not simulated; the sampler is told their constraint violations")
     lines += ["", "## Search space", "", "| parameter | range |", "|---|---|"]
     for p in study.space:
         rng = ", ".join(map(str, p.labels)) if p.kind == "categorical" else \
@@ -149,11 +213,28 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
     cols = ["trial", *[p.name for p in study.space], *onames]
     if len(df) and df[[f"{o}_ci95" for o in onames]].notna().any().any():
         cols += [f"{o}_ci95" for o in onames]
-    lines += ["", f"## Pareto front ({len(front)} trials)", ""]
+    n_point = int(df["pareto"].sum()) if n else 0
+    lines += ["", f"## Pareto front ({len(front)} trials)", "",
+              "A design is left off only when another one dominates it at the interval level (its 95% "
+              "interval worse-end beats this design's better-end on every objective, strictly on one); "
+              f"{n_point} of these are on the front of the point estimates (`pareto` in trials.csv; "
+              "`pareto_ci` marks this one).", ""]
     if len(front):
-        lines.append(md_table(front, [c for c in cols if c in front.columns]))
+        lines.append(md_table(front, [c for c in ["trial", "pareto", *cols[1:]] if c in front.columns]))
     else:
         lines.append("No finished trial yet.")
+    if hv is not None and len(hv):
+        ref = hypervolume_reference(study, df)
+        step = max(1, int(stats.get("batch_size") or 0) or len(hv) // 10 or 1)
+        sel = hv[(hv["trial"] + 1) % step == 0]
+        if len(sel) == 0 or sel["trial"].iloc[-1] != hv["trial"].iloc[-1]:
+            sel = pd.concat([sel, hv.iloc[[-1]]])
+        lines += ["", "## Hypervolume history", "",
+                  "Hypervolume of the point-estimate front of trials 0..n (all objectives as maximised), "
+                  "reference point the worst evaluated value of each objective ("
+                  + ", ".join(f"`{o.name}` {v:.4g}" for o, v in zip(study.objectives, ref or [])) + "); "
+                  "every trial in `hypervolume.csv`.", "",
+                  md_table(sel.assign(trials=sel["trial"] + 1), ["trials", "hypervolume", "front_size"], max_rows=40)]
     ratio = [o for o in study.objectives if o.is_ratio]
     ok = df[df["status"] == "ok"] if n else df
     if ratio and len(ok):
@@ -163,9 +244,15 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
             win &= good.to_numpy()
         names = " and ".join(f"`{o.name}`" for o in ratio)
         pairs = sorted({f"`{o.run}` over `{o.over}`" for o in ratio})
+        sure = np.ones(len(ok), dtype=bool)
+        for o in ratio:
+            h = ok[f"{o.name}_ci95"].fillna(0.0)
+            good = (ok[o.name] - h) > 1.0 if o.direction == "maximize" else (ok[o.name] + h) < 1.0
+            sure &= good.to_numpy()
         lines += ["", f"## Where {', '.join(pairs)} is better on every ratio objective", "",
                   f"{int(win.sum())} of {len(ok)} evaluated design points are better than 1 on {names} "
-                  "(maximised ratios > 1, minimised ratios < 1)."]
+                  "(maximised ratios > 1, minimised ratios < 1); for "
+                  f"{int(sure.sum())} of them the whole 95% interval is (lower bound > 1, upper bound < 1)."]
         if win.any():
             w = ok[win]
             for o in ratio:

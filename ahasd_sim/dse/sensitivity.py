@@ -5,20 +5,32 @@ Two measures over the study's objectives:
 * **One-at-a-time (OAT)** around a base point (each parameter's ``base:``, else the value in
   the base config, else the middle of its range): every parameter in turn is moved to the ends
   of its range (``oat_points`` evenly spaced values, log-spaced on log ranges; every choice of
-  a categorical one) with the others at the base. The tornado chart shows, per objective, the
-  lowest and highest value each parameter reaches, widest span on top. Every point is run on
-  each trace window (``sensitivity.windows``, else the study's ``windows``): the bars are
-  means over windows and the error bars their 95% confidence intervals (Student t, one window
-  = one sample).
-* **Sobol indices** (variance-based, global) with SALib: Saltelli/Sobol' sampling of ``N``
-  base samples (``sobol_samples``, a power of two; ``N x (D + 2)`` design points), parameters
-  mapped from [0, 1] onto their ranges (log-uniform on log ranges; equal-width bins over the
-  choices of a categorical one), first-order ``S1`` and total ``ST`` indices with bootstrap
-  95% confidence intervals. Optional extra ``dse`` (``pip install 'ahasd_sim[dse]'``).
+  a categorical one) with the others at the base. Every point runs on the same trace windows
+  (``sensitivity.windows``, else the study's ``windows``) as the base point, so each OAT effect
+  is a **paired difference**: per window, the point's objective minus the base point's, then
+  the mean difference and its 95% interval over windows (Student t on the differences, one
+  window = one sample). The tornado chart shows, per objective, the lowest and highest value
+  each parameter reaches (base + mean difference), widest span on top, with the intervals of
+  the differences as error bars.
+* **Sobol indices** (variance-based, global) with SALib: Saltelli blocks from a scrambled
+  Sobol' sequence of ``2 D`` dimensions (seed ``seed``), parameters mapped from [0, 1] onto
+  their ranges (log-uniform on log ranges; equal-width bins over the choices of a categorical
+  one). **Constraint-aware sampling**: a block (``A_j``, the ``D`` points ``AB_ij``, ``B_j``) is
+  kept only when all its ``D + 2`` points are feasible (checked before running: the study's
+  constraints and :data:`~ahasd_sim.dse.evaluate.MEMORY_FIT`); the first ``N`` feasible blocks
+  of the sequence are run, so the indices are those of the feasible part of the space (said in
+  the report with the number of blocks skipped). A block with a point whose simulation fails
+  is left out of the indices, the failure listed and the command exits 1. First-order ``S1``
+  and total ``ST`` indices with bootstrap 95% intervals. **Sample size by convergence**: the
+  indices are computed on the first N/4, N/2 and N blocks (``sobol_convergence.csv``); with
+  ``sobol_tolerance`` the sample is doubled (up to ``sobol_max_samples``) until no ``ST``
+  moves by more than the tolerance from N/2 to N. Optional extra ``dse``
+  (``pip install 'ahasd_sim[dse]'``).
 
 Outputs in ``<study folder>/sensitivity/`` (``--out``, default ``studies/<name>``; simulations are stored and reused in the
-study folder's ``points/``, shared with ``optimize``): ``oat.csv`` (every OAT point),
-``tornado.csv`` (per objective and parameter: low/high ends and their CIs), ``sobol.csv``,
+study folder's ``points/``, shared with ``optimize``): ``oat.csv`` (every OAT point with its
+paired difference), ``tornado.csv`` (per objective and parameter: low/high ends, their paired
+differences and intervals), ``sobol.csv``, ``sobol_convergence.csv``,
 ``figures/tornado_<objective>``, ``figures/sobol_<objective>``, ``sensitivity.md``.
 """
 from __future__ import annotations
@@ -35,7 +47,7 @@ import pandas as pd
 from ..config.errors import InputError
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
-from .evaluate import DesignPoint, Executor, evaluate, plan
+from .evaluate import DesignPoint, Executor, evaluate, mean_ci, plan
 from .study import Param, Study, config_value, load_study
 
 
@@ -71,6 +83,93 @@ def _progress_points(study, pts, points_dir, ex, prog) -> None:
     evaluate(study, pts, points_dir, ex, on_point=lambda pt: prog.update("failed" if pt.error else "ok"))
 
 
+def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, float]:
+    """Mean over windows of (``pt`` - ``base``) for objective ``j``, and the 95% half-width of that
+    mean (Student t over the per-window differences): both points ran on the same windows."""
+    if pt.samples is None or base.samples is None:
+        return float("nan"), float("nan")
+    if pt.windows != base.windows:
+        raise ValueError(f"point {pt.key} ran on windows {pt.windows}, the base point on {base.windows}")
+    d = [a - b for a, b in zip(pt.samples[j], base.samples[j])]
+    return mean_ci(d)
+
+
+def saltelli_blocks(d: int, n: int, seed: int, start: int = 0) -> np.ndarray:
+    """Rows ``start .. start + n - 1`` of the Saltelli design without second-order terms, as
+    blocks of ``d + 2`` rows each (``A_j``, ``AB_1j`` .. ``AB_dj``, ``B_j``; SALib's order), from a
+    scrambled Sobol' sequence in ``2 d`` dimensions; shape (n, d + 2, d)."""
+    import warnings
+
+    from scipy.stats import qmc
+    eng = qmc.Sobol(d=2 * d, scramble=True, seed=seed)
+    if start:
+        eng.fast_forward(start)
+    with warnings.catch_warnings():   # a chunk past a power of two: the sequence goes on all the same
+        warnings.simplefilter("ignore", UserWarning)
+        base = eng.random(n)
+    out = np.empty((n, d + 2, d))
+    for j, row in enumerate(base):
+        a, b = row[:d], row[d:]
+        out[j, 0] = a
+        for i in range(d):
+            ab = a.copy()
+            ab[i] = b[i]
+            out[j, 1 + i] = ab
+        out[j, d + 1] = b
+    return out
+
+
+class SobolDesign:
+    """Feasible Saltelli blocks drawn in sequence order (see the module docstring)."""
+
+    def __init__(self, study: Study, windows, max_candidates_per_block: int = 8):
+        self.study, self.windows = study, windows
+        self.d = len(study.space)
+        self.blocks: list[list[DesignPoint]] = []     # kept (every point feasible)
+        self.skipped = 0                              # candidate blocks with an infeasible point
+        self.first_skip: str | None = None
+        self.drawn = 0
+        self.ratio = max_candidates_per_block
+
+    def extend_to(self, n: int) -> None:
+        while len(self.blocks) < n:
+            need = n - len(self.blocks)
+            chunk = max(need, 8)
+            if self.drawn > self.ratio * max(n, 8):
+                raise InputError(f"{self.study.source}: sensitivity: only {len(self.blocks)} of {self.drawn} Sobol "
+                                 f"blocks are feasible (e.g. {self.first_skip}); narrow the space")
+            X = saltelli_blocks(self.d, chunk, self.study.seed, start=self.drawn)
+            for j, blk in enumerate(X):
+                idx = self.drawn + j
+                pts = [plan(self.study, ("sobol", idx, k), {p.name: p.from_unit(u) for p, u in zip(self.study.space, row)},
+                            self.windows) for k, row in enumerate(blk)]
+                bad = next((q for q in pts if q.infeasible), None)
+                if bad is not None:
+                    self.skipped += 1
+                    self.first_skip = self.first_skip or bad.infeasible
+                elif len(self.blocks) < n:
+                    self.blocks.append(pts)
+            self.drawn += chunk
+
+    def points(self, n: int) -> list[DesignPoint]:
+        return [q for blk in self.blocks[:n] for q in blk]
+
+
+def sobol_indices(study: Study, blocks: list[list[DesignPoint]], j: int) -> dict[str, np.ndarray] | None:
+    """SALib's S1/ST (with bootstrap 95% intervals) of objective ``j`` over the blocks whose every
+    point has a result; None with fewer than 2 such blocks."""
+    from SALib.analyze import sobol as sobol_analyze
+    good = [blk for blk in blocks if all(q.values is not None for q in blk)]
+    if len(good) < 2:
+        return None
+    Y = np.array([q.values[j] for blk in good for q in blk], dtype=float)
+    problem = {"num_vars": len(study.space), "names": [p.name for p in study.space],
+               "bounds": [[0.0, 1.0]] * len(study.space)}
+    res = sobol_analyze.analyze(problem, Y, calc_second_order=False, conf_level=0.95,
+                                print_to_console=False, seed=study.seed)
+    return {k: np.asarray(res[k]) for k in ("S1", "S1_conf", "ST", "ST_conf")} | {"n": len(good)}
+
+
 def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None, *, workers: int | None = None,
                     executor: str = "local", scheduler: str | None = None, sobol_samples: int | None = None,
                     progress: bool = True, dask_client: Any = None, stream=None) -> dict[str, Any]:
@@ -89,6 +188,8 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     from .folders import check_sobol_samples
     check_sobol_samples(n_sobol, len(study.space), "--sobol-samples" if sobol_samples is not None
                         else f"{study.source}: sensitivity.sobol_samples")
+    tol = cfg.get("sobol_tolerance")
+    n_max = max(n_sobol, int(cfg.get("sobol_max_samples", n_sobol)))
     if n_sobol:
         try:
             import SALib  # noqa: F401
@@ -98,36 +199,55 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     t0 = time.perf_counter()
     base = {p.name: base_value(study, p) for p in study.space}
     # ---- OAT design
-    oat_pts: list[DesignPoint] = [plan(study, ("base", "", ""), base, windows)]
+    base_pt = plan(study, ("base", "", ""), base, windows)
+    if base_pt.infeasible or base_pt.error:
+        raise InputError(f"{study.source}: sensitivity: the base point {base} cannot run: "
+                         f"{base_pt.infeasible or base_pt.error}; set the parameters' base: values")
+    oat_pts: list[DesignPoint] = [base_pt]
     for p in study.space:
         for v in oat_values(p, n_oat):
             if v == base[p.name]:
                 continue
             oat_pts.append(plan(study, ("oat", p.name, v), {**base, p.name: v}, windows))
-    # ---- Sobol design
-    sob_pts: list[DesignPoint] = []
-    problem = None
-    if n_sobol:
-        from SALib.sample import sobol as sobol_sample
-        problem = {"num_vars": len(study.space), "names": [p.name for p in study.space],
-                   "bounds": [[0.0, 1.0]] * len(study.space)}
-        X = sobol_sample.sample(problem, n_sobol, calc_second_order=False, scramble=True, seed=study.seed)
-        for i, row in enumerate(X):
-            params = {p.name: p.from_unit(u) for p, u in zip(study.space, row)}
-            sob_pts.append(plan(study, ("sobol", i, ""), params, windows))
+    design = SobolDesign(study, windows) if n_sobol else None
+    conv_rows: list[dict] = []
+    sob = pd.DataFrame()
+    converged = None
     with StudyLock(study_dir):
         from .folders import clean_stale_points
         clean_stale_points(points_dir)      # staging folders of points whose process was killed
-        prog = Progress(len(oat_pts) + len(sob_pts), enabled=progress, stream=stream, desc=f"{study.name} sensitivity")
         try:
-            _progress_points(study, oat_pts + sob_pts, points_dir, ex, prog)
+            n = n_sobol
+            if design is not None:
+                design.extend_to(n)
+            first = oat_pts + (design.points(n) if design else [])
+            prog = Progress(len(first), enabled=progress, stream=stream, desc=f"{study.name} sensitivity")
+            try:
+                _progress_points(study, first, points_dir, ex, prog)
+            finally:
+                prog.close()
+            while design is not None:
+                conv_rows = _convergence(study, design.blocks[:n])
+                moved = max((r["max_abs_dST"] for r in conv_rows if r["n"] == n and r["max_abs_dST"] == r["max_abs_dST"]),
+                            default=float("nan"))
+                converged = bool(moved <= tol) if tol is not None and moved == moved else None
+                if tol is None or converged or 2 * n > n_max:
+                    break
+                design.extend_to(2 * n)
+                more = design.points(2 * n)[len(design.points(n)):]
+                prog = Progress(len(more), enabled=progress, stream=stream, desc=f"{study.name} Sobol N={2 * n}")
+                try:
+                    _progress_points(study, more, points_dir, ex, prog)
+                finally:
+                    prog.close()
+                n *= 2
         finally:
-            prog.close()
             ex.close()
     wall = time.perf_counter() - t0
     onames = [o.name for o in study.objectives]
+    sob_pts = design.points(n) if design else []
 
-    # ---- OAT tables
+    # ---- OAT tables (paired differences from the base point)
     rows = []
     for pt in oat_pts:
         kind, pname, _ = pt.key
@@ -136,6 +256,8 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
         for j, o in enumerate(onames):
             r[o] = pt.values[j] if pt.values else float("nan")
             r[f"{o}_ci95"] = pt.ci95[j] if pt.ci95 else float("nan")
+            dm, dh = paired_difference(pt, base_pt, j) if pt.values else (float("nan"), float("nan"))
+            r[f"{o}_diff"], r[f"{o}_diff_ci95"] = dm, dh
         rows.append(r)
     oat = pd.DataFrame(rows)
     base_row = oat.iloc[0]
@@ -146,50 +268,91 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
         d = pd.concat([oat.iloc[[0]].assign(value=base[p.name]), oat[(oat["parameter"] == p.name)]])
         d = d[d["status"] == "ok"]
         for o in onames:
-            lo_i, hi_i = d[o].idxmin(), d[o].idxmax()
+            lo_i, hi_i = d[f"{o}_diff"].idxmin(), d[f"{o}_diff"].idxmax()
+            lo, hi = d.loc[lo_i], d.loc[hi_i]
+            sig = any(abs(x[f"{o}_diff"]) > x[f"{o}_diff_ci95"] for x in (lo, hi)
+                      if x[f"{o}_diff_ci95"] == x[f"{o}_diff_ci95"])
             torn_rows.append({"objective": o, "parameter": p.name,
-                              "low": d.loc[lo_i, o], "low_ci95": d.loc[lo_i, f"{o}_ci95"],
-                              "low_label": _lab(d.loc[lo_i, "value"]),
-                              "high": d.loc[hi_i, o], "high_ci95": d.loc[hi_i, f"{o}_ci95"],
-                              "high_label": _lab(d.loc[hi_i, "value"]),
-                              "span": d.loc[hi_i, o] - d.loc[lo_i, o], "base": base_row[o],
-                              "base_ci95": base_row[f"{o}_ci95"],
+                              "low": base_row[o] + lo[f"{o}_diff"], "low_ci95": lo[f"{o}_diff_ci95"],
+                              "low_diff": lo[f"{o}_diff"], "low_label": _lab(lo["value"]),
+                              "high": base_row[o] + hi[f"{o}_diff"], "high_ci95": hi[f"{o}_diff_ci95"],
+                              "high_diff": hi[f"{o}_diff"], "high_label": _lab(hi["value"]),
+                              "span": hi[f"{o}_diff"] - lo[f"{o}_diff"], "base": base_row[o],
+                              "base_ci95": base_row[f"{o}_ci95"], "effect_excludes_zero": bool(sig),
                               "failed_points": int((oat["parameter"] == p.name).sum() - (len(d) - 1))})
     torn = pd.DataFrame(torn_rows)
     if len(torn):
         torn = torn.sort_values(["objective", "span"], ascending=[True, False])
 
     # ---- Sobol
-    sob = pd.DataFrame()
     sobol_note = ""
-    if n_sobol:
-        from SALib.analyze import sobol as sobol_analyze
+    if design is not None:
         srows = []
-        bad = [pt for pt in sob_pts if pt.values is None]
-        if bad:
-            sobol_note = (f"Sobol indices not computed: {len(bad)} of {len(sob_pts)} sample points have no result "
-                          f"(failed or infeasible, e.g. {bad[0].error or bad[0].infeasible}); narrow the space.")
+        n_good = 0
+        for j, o in enumerate(onames):
+            res = sobol_indices(study, design.blocks[:n], j)
+            if res is None:
+                continue
+            n_good = res["n"]
+            for k, p in enumerate(study.space):
+                srows.append({"objective": o, "parameter": p.name, "S1": res["S1"][k], "S1_conf": res["S1_conf"][k],
+                              "ST": res["ST"][k], "ST_conf": res["ST_conf"][k], "blocks": res["n"]})
+        sob = pd.DataFrame(srows)
+        sobol_note = (f"Sobol sample: N = {n} feasible Saltelli blocks of {len(study.space) + 2} points "
+                      f"({n * (len(study.space) + 2)} design points) from the first {design.drawn} blocks of the "
+                      f"Sobol' sequence; {design.skipped} blocks skipped because a point is infeasible"
+                      + (f" (e.g. {design.first_skip})" if design.first_skip else "")
+                      + "; the indices describe the feasible part of the space"
+                      + (f"; {n - n_good} blocks left out because a simulation failed" if n_good < n else "") + ". ")
+        if not len(sob):
+            sobol_note += "Sobol indices not computed: fewer than 2 complete blocks. "
+        if tol is not None:
+            sobol_note += (f"Convergence: largest change of an ST from N/2 to N = {n} is "
+                           + (f"{max(r['max_abs_dST'] for r in conv_rows if r['n'] == n):.3g}" if conv_rows else "n/a")
+                           + f" (tolerance {tol:g}: " + ("converged" if converged else
+                                                        f"NOT converged at sobol_max_samples {n_max}") + ").")
         else:
-            for j, o in enumerate(onames):
-                Y = np.array([pt.values[j] for pt in sob_pts], dtype=float)
-                res = sobol_analyze.analyze(problem, Y, calc_second_order=False, conf_level=0.95,
-                                            print_to_console=False, seed=study.seed)
-                for k, p in enumerate(study.space):
-                    srows.append({"objective": o, "parameter": p.name, "S1": res["S1"][k], "S1_conf": res["S1_conf"][k],
-                                  "ST": res["ST"][k], "ST_conf": res["ST_conf"][k]})
-            sob = pd.DataFrame(srows)
+            sobol_note += "No sobol_tolerance given: N was not chosen by the convergence check (table below)."
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "oat.csv", lambda fh: oat.to_csv(fh, index=False))
     atomic_write(out / "tornado.csv", lambda fh: torn.to_csv(fh, index=False))
     if len(sob):
         atomic_write(out / "sobol.csv", lambda fh: sob.to_csv(fh, index=False))
+    conv = pd.DataFrame(conv_rows)
+    if len(conv):
+        atomic_write(out / "sobol_convergence.csv", lambda fh: conv.to_csv(fh, index=False))
     figs = _figures(study, torn, sob, out / "figures")
+    failed = [pt for pt in oat_pts + sob_pts if pt.error and not pt.infeasible]
     stats = {"out_dir": out, "oat_points": len(oat_pts), "sobol_points": len(sob_pts), "wall_s": wall,
-             "windows": windows, "sobol_samples": n_sobol, "failed": int(sum(pt.status != "ok" for pt in oat_pts + sob_pts))}
-    atomic_write_text(out / "sensitivity.md", _report(study, base, torn, sob, sobol_note, figs, out, stats))
-    stats["tornado"], stats["sobol"], stats["oat"] = torn, sob, oat
+             "windows": windows, "sobol_samples": n if design else 0, "failed": len(failed),
+             "failed_points": [(pt.key, pt.error) for pt in failed],
+             "infeasible": int(sum(bool(pt.infeasible) for pt in oat_pts)),
+             "sobol_skipped_blocks": design.skipped if design else 0, "sobol_converged": converged,
+             "base_placements": dict(base_pt.placements)}
+    atomic_write_text(out / "sensitivity.md", _report(study, base, torn, sob, sobol_note, figs, out, stats, conv))
+    stats["tornado"], stats["sobol"], stats["oat"], stats["convergence"] = torn, sob, oat, conv
     return stats
+
+
+def _convergence(study: Study, blocks: list[list[DesignPoint]]) -> list[dict]:
+    """ST and S1 of every objective and parameter on the first N/4, N/2 and N blocks, and per N
+    the largest |ST(N) - ST(N/2)| over the parameters."""
+    n = len(blocks)
+    sizes = sorted({k for k in (n // 4, n // 2, n) if k >= 2})
+    rows: list[dict] = []
+    for j, o in enumerate(study.objectives):
+        prev = None
+        for k in sizes:
+            res = sobol_indices(study, blocks[:k], j)
+            if res is None:
+                continue
+            moved = float(np.max(np.abs(res["ST"] - prev))) if prev is not None else float("nan")
+            for i, p in enumerate(study.space):
+                rows.append({"objective": o.name, "n": k, "parameter": p.name, "S1": float(res["S1"][i]),
+                             "ST": float(res["ST"][i]), "ST_conf": float(res["ST_conf"][i]), "max_abs_dST": moved})
+            prev = res["ST"]
+    return rows
 
 
 def _lab(v: Any) -> str:
@@ -213,33 +376,53 @@ def _figures(study: Study, torn: pd.DataFrame, sob: pd.DataFrame, fig_dir: Path)
     return paths
 
 
-def _report(study, base, torn, sob, sobol_note, figs, out, stats) -> str:
+def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> str:
     from .report import md_table
     lines = [f"# Sensitivity of study `{study.name}`", "",
              "Generated by `python -m ahasd_sim sensitivity`. One-at-a-time (OAT) around the base point, "
              f"{stats['oat_points']} design points; "
              + (f"Sobol indices from {stats['sobol_points']} design points (N = {stats['sobol_samples']}); "
                 if stats["sobol_points"] else "no Sobol indices; ")
-             + f"trace windows {stats['windows'] or 'of the base config'} (CIs: 95% over windows); "
+             + f"trace windows {stats['windows'] or 'of the base config'} (OAT intervals: 95% intervals of the "
+             "paired per-window differences from the base point); "
              f"wall time {fmt_duration(stats['wall_s'])}.", "", "Base point: "
-             + ", ".join(f"`{k}` = {_lab(v)}" for k, v in base.items()), ""]
+             + ", ".join(f"`{k}` = {_lab(v)}" for k, v in base.items())
+             + ("; PIM placements at the base point: " + ", ".join(f"`{r}` {pol}" for r, pol in
+                                                                  stats["base_placements"].items())
+                if stats.get("base_placements") else ""), ""]
     for o in study.objectives:
         d = torn[torn["objective"] == o.name]
         if not len(d):
             continue
         lines += [f"## `{o.name}` ({o.describe()})", "",
-                  md_table(d, ["parameter", "low_label", "low", "low_ci95", "high_label", "high", "high_ci95",
-                               "span"]), ""]
+                  f"Base point: {d['base'].iloc[0]:.4g} +- {d['base_ci95'].iloc[0]:.3g} (95% over windows). "
+                  "`low_diff`/`high_diff`: mean paired difference from the base point, `*_ci95` its 95% half-width; "
+                  "`effect_excludes_zero`: an end's interval excludes 0.", "",
+                  md_table(d, ["parameter", "low_label", "low", "low_diff", "low_ci95", "high_label", "high",
+                               "high_diff", "high_ci95", "span", "effect_excludes_zero"]), ""]
         if len(sob):
             s = sob[sob["objective"] == o.name].sort_values("ST", ascending=False)
             lines += ["Sobol indices (95% bootstrap CIs):", "",
                       md_table(s, ["parameter", "S1", "S1_conf", "ST", "ST_conf"]), ""]
     if sobol_note:
         lines += [sobol_note, ""]
+    if conv is not None and len(conv):
+        c = conv.groupby(["objective", "n"], as_index=False)["max_abs_dST"].first()
+        lines += ["Convergence of the Sobol indices (largest |ST(N) - ST(N/2)| over the parameters; every index "
+                  "at every N in `sobol_convergence.csv`):", "", md_table(c, ["objective", "n", "max_abs_dST"]), ""]
+    if stats.get("failed_points"):
+        lines += [f"Failed design points ({stats['failed']}):", ""]
+        lines += [f"* {_key(k)}: {e}" for k, e in stats["failed_points"]]
+        lines.append("")
     for f in figs:
         if f.suffix == ".png":
             lines.append(f"![{f.stem}]({f.relative_to(out).as_posix()})")
     return "\n".join(lines) + "\n"
+
+
+def _key(key) -> str:
+    kind, a, b = key
+    return f"{kind} {a}={_lab(b)}" if kind == "oat" else f"{kind} block {a} point {b}" if kind == "sobol" else kind
 
 
 def run_sensitivity_cli(args) -> int:
@@ -257,7 +440,7 @@ def run_sensitivity_cli(args) -> int:
     print(f"report: {out / 'sensitivity.md'}")
     if stats["failed"]:
         print(f"{stats['failed']} design point(s) failed or were infeasible; see oat.csv", file=sys.stderr)
-        for r in stats["oat"][stats["oat"]["status"] != "ok"].itertuples():   # one line each, with why
-            where = f"{r.parameter}={r.value}" if r.parameter != "(base)" else "the base point"
-            print(f"error: OAT point {where} {r.status}: {' '.join(str(r.error).split())}", file=sys.stderr)
+        for k, e in stats["failed_points"]:       # one line each, with why
+            print(f"error: {_key(k)} failed: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     return 0

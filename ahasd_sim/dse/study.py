@@ -54,7 +54,7 @@ PARAM_KEYS = ("low", "high", "log", "step", "type", "choices", "base")
 CONSTRAINT_KEYS = ("name", "expr", "min", "max")
 OBJECTIVE_KEYS = ("name", "metric", "run", "over", "direction")
 SAMPLER_KEYS = ("name", "population_size", "n_startup_trials")
-SENSITIVITY_KEYS = ("windows", "sobol_samples", "oat_points")
+SENSITIVITY_KEYS = ("windows", "sobol_samples", "oat_points", "sobol_tolerance", "sobol_max_samples")
 SAMPLERS = ("nsga2", "tpe", "random", "grid")
 DIRECTIONS = ("maximize", "minimize")
 DEFAULT_RUN = "main"
@@ -546,6 +546,16 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
             raise _err(src, "sensitivity.sobol_samples", f"expected 0 or a power of two (Saltelli), got {n}")
     if "oat_points" in sens:
         _int(src, "sensitivity.oat_points", sens["oat_points"], 2)
+    if "sobol_max_samples" in sens:
+        m = _int(src, "sensitivity.sobol_max_samples", sens["sobol_max_samples"], 1)
+        if m & (m - 1) or m < sens.get("sobol_samples", 0):
+            raise _err(src, "sensitivity.sobol_max_samples", f"expected a power of two >= sobol_samples, got {m}")
+    if "sobol_tolerance" in sens:
+        tv = _number(src, "sensitivity.sobol_tolerance", sens["sobol_tolerance"])
+        if not 0 < tv < 1:
+            raise _err(src, "sensitivity.sobol_tolerance", f"expected a number in (0, 1), got {tv!r}")
+        if not sens.get("sobol_samples"):
+            raise _err(src, "sensitivity.sobol_tolerance", "needs sobol_samples (the first N)")
 
     study = Study(name=name, source=src, base_config=base_cfg, base_set=base_set, runs=runs, windows=windows,
                   space=space, constraints=constraints, objectives=objectives, sampler=sampler, seed=seed,
