@@ -25,6 +25,7 @@ MODES = ("hybrid", "device_draft_cloud_verify", "cloud_autoregressive", "device_
 
 
 def _session(tmp_path=None, **kw):
+    kw = {"radio_promotion_s": 0.0, "trace_offset_s": 0.0, **kw}   # link timing alone unless a test asks
     cfg = NetworkConfig(enabled=True, **kw)
     env = simpy.Environment()
     return env, NetworkLink(cfg, tmp_path).open(env, np.random.default_rng(0))
@@ -64,7 +65,7 @@ def test_constant_link_message_takes_half_rtt_plus_bytes_over_rate():
     rx_end = 0.020 + 2000 * 8 / 20e6
     active = 2 * ser_up + 2000 * 8 / 20e6      # uplink [0, 2 ser_up], downlink [0.020, rx_end]
     assert e["radio_active"] == pytest.approx(active * c.radio_active_power_w)
-    tail = (0.020 - 2 * ser_up) + (end - rx_end)
+    tail = (0.020 - 2 * ser_up) + c.radio_tail_s      # the gap, then a whole tail after the last message
     assert e["radio_tail"] == pytest.approx(tail * c.radio_tail_power_w)
 
 
@@ -173,15 +174,90 @@ def test_mobile_cloud_metrics_are_consistent(mode):
         assert s["tokens_not_uploaded"] == 0
 
 
-def test_cloud_price_models_and_shared_server_queueing():
-    base = _run("device_draft_cloud_verify").summary
-    per_call = _run("device_draft_cloud_verify", ["cloud.usd_per_gpu_hour=0", "cloud.usd_per_call=0.001"]).summary
-    assert per_call["cloud_cost_usd_per_1k_tokens"] == pytest.approx(per_call["cloud_calls"] * 0.001 / 96 * 1000)
-    shared = _run("device_draft_cloud_verify", ["cloud.utilization=0.8"]).summary
-    assert shared["cloud_queue_wait_s"] > 0 and base["cloud_queue_wait_s"] == 0
-    assert shared["tpot_s"] > base["tpot_s"]
-    # waiting in the shared queue is not billed GPU time
-    assert shared["cloud_gpu_busy_s"] == pytest.approx(base["cloud_gpu_busy_s"], rel=1e-9)
+def test_pricing_modes_bill_what_each_model_says():
+    """shared_busy: GPU-hour price x the phone's GPU time (one phone: every iteration is its own);
+    dedicated_wall: price x wall time / phones; per_token_api: tokens processed x price per token +
+    requests x price per request. Split verifies n drafts as n + 1 tokens per request."""
+    s = _run("device_draft_cloud_verify", ["cloud.usd_per_call=0.001"]).summary
+    cfg = load_config(HYCO)
+    n, by = s["generated_tokens"], s["cloud_cost_usd_per_1k_tokens_by_pricing"]
+    per_s = cfg.cloud.usd_per_gpu_hour / 3600
+    assert by["shared_busy"] == pytest.approx(s["device_busy_s"]["cloud_gpu"] * per_s / n * 1000, rel=1e-9)
+    assert by["dedicated_wall"] == pytest.approx(s["makespan_s"] * per_s / n * 1000, rel=1e-9)
+    assert s["cloud_tokens_processed"] == s["drafted_tokens"] + s["verifications"]
+    assert s["cloud_calls"] == s["verifications"]
+    api = s["cloud_tokens_processed"] * cfg.cloud.usd_per_1m_tokens * 1e-6 + s["cloud_calls"] * 0.001
+    assert by["per_token_api"] == pytest.approx(api / n * 1000, rel=1e-9)
+    assert s["cloud_pricing"] == "shared_busy" and s["cloud_cost_usd_per_1k_tokens"] == by["shared_busy"]
+    api_run = _run("device_draft_cloud_verify", ["cloud.usd_per_call=0.001", "cloud.pricing=per_token_api"]).summary
+    assert api_run["cloud_cost_usd_per_1k_tokens"] == pytest.approx(by["per_token_api"], rel=1e-12)
+    # a dedicated GPU idles while the phone drafts and the messages travel: it costs more than busy time
+    assert by["dedicated_wall"] > by["shared_busy"]
+
+
+@pytest.mark.parametrize("mode, extra", [("cloud_autoregressive", []), ("hybrid", ["hyco.options=[cloud_sd]"]),
+                                         ("device_draft_cloud_verify", [])])
+def test_queue_wait_is_drawn_per_request_not_per_forward(mode, extra):
+    """A fixed 20 ms admission wait is paid once per request: cloud AR sends one request for the
+    whole generation (its 96 decode forwards wait 20 ms in all, and the run ends 20 ms later);
+    cloud SD once per session; split once per verification."""
+    base = _run(mode, extra).summary
+    q = _run(mode, [*extra, "cloud.queue_delay_ms=20"]).summary
+    assert q["cloud_queue_wait_s"] == pytest.approx(0.020 * q["cloud_calls"], rel=1e-9)
+    if mode == "cloud_autoregressive":
+        assert q["cloud_calls"] == 1 and base["verifications"] == 96
+        assert q["makespan_s"] - base["makespan_s"] == pytest.approx(0.020, rel=1e-6)
+    elif mode == "hybrid":
+        assert q["cloud_calls"] == q["mode_stats"]["cloud_sessions"] < q["verifications"]
+    else:
+        assert q["cloud_calls"] == q["verifications"]
+    # waiting in the queue is not billed GPU time
+    assert q["cloud_gpu_busy_s"] == pytest.approx(base["cloud_gpu_busy_s"], rel=1e-9)
+    if mode == "device_draft_cloud_verify":       # many requests: some wait behind unsimulated tenants
+        shared = _run(mode, [*extra, "cloud.utilization=0.8"]).summary
+        assert shared["cloud_queue_wait_s"] > 0 and base["cloud_queue_wait_s"] == 0
+        assert shared["tpot_s"] > base["tpot_s"]
+
+
+def test_radio_promotion_and_tail_after_the_last_message():
+    """Huang et al. LTE RRC model. Uplink 1000 B on an 8 Mbit/s link (1 ms on the air), RTT 40 ms.
+    t = 0: the radio is idle -> promotion 260.1 ms, the message leaves at 0.2611 s, arrives 0.2811 s.
+    t = 5 s (< 0.2611 + 11.576 s tail): connected, no promotion; leaves 5.001 s.
+    t = 30 s (> 5.001 + 11.576): idle again -> a second promotion; leaves 30.2611 s.
+    Energy (run ends at 31 s): promotions 2 x 0.2601 s x 1.2107 W; active 3 x 1 ms x 1.288 W;
+    tail: the 3.9999 s gap (shorter than the timer) + one whole tail after the 5.001 s message +
+    a whole tail after the last one although the run ends 0.7389 s after it."""
+    env, s = _session(uplink_mbps=8.0, rtt_ms=40.0, message_overhead_bytes=0, radio_promotion_s=0.2601)
+    c = s.cfg
+    r1 = s.schedule(1000, "up")
+    assert (r1.depart_s, r1.arrive_s) == pytest.approx((0.2611, 0.2811))
+    env.run(until=5.0)
+    assert s.schedule(1000, "up").depart_s == pytest.approx(5.001)
+    env.run(until=30.0)
+    assert s.schedule(1000, "up").depart_s == pytest.approx(30.2611)
+    assert s.promotions == 2
+    e = s.radio_energy_j(31.0)
+    assert e["radio_promotion"] == pytest.approx(2 * 0.2601 * c.radio_promotion_power_w)
+    assert e["radio_active"] == pytest.approx(3 * 0.001 * c.radio_active_power_w)
+    assert e["radio_tail"] == pytest.approx(((5.0 - 0.2611) + 2 * c.radio_tail_s) * c.radio_tail_power_w)
+    # a run's summary carries the tail after its last message (cloud AR: ~12.3 J, not 0)
+    res = _run("cloud_autoregressive")
+    tail = res.summary["dynamic_energy_by_task_j"]["radio_tail"]["network"]
+    assert tail >= c.radio_tail_s * c.radio_tail_power_w
+
+
+def test_trace_offset_is_drawn_per_seed_and_used(tmp_path):
+    """Offset 7 ms into a trace with opportunities at 5, 10, 20 ms (period 20): a message at t = 0
+    reads the trace at 7 ms and leaves at the 10-ms opportunity, i.e. t = 3 ms. A negative offset
+    draws one per session from its seeded generator (same seed, same offset)."""
+    up = _trace_file(tmp_path, "o.up", [5, 10, 20])
+    env, s = _session(tmp_path, uplink_trace=str(up), rtt_ms=0.0, message_overhead_bytes=0, trace_offset_s=0.007)
+    assert s.schedule(100, "up").depart_s == pytest.approx(0.003)
+    offs = []
+    for seed in (1, 1, 2):
+        cfg = NetworkConfig(enabled=True, uplink_trace=str(up), trace_offset_s=-1.0)
+        offs.append(NetworkLink(cfg, tmp_path).open(simpy.Environment(), np.random.default_rng(seed)).offset_s)
+    assert offs[0] == offs[1] != offs[2] and all(0 <= o < 0.020 for o in offs)
 
 
 def test_hybrid_falls_back_to_the_cloud_on_a_bad_link():
@@ -198,7 +274,8 @@ def test_upload_skipping_commits_confident_tokens_without_the_cloud():
     off = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=-1", "pim.partition_policy=min_fit"]).summary
     on = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=0.5", "pim.partition_policy=min_fit"]).summary
     assert off["tokens_not_uploaded"] == 0 and on["tokens_not_uploaded"] > 0
-    assert on["round_trips"] < off["round_trips"]
+    assert on["uplink_bytes"] < off["uplink_bytes"]          # skipped drafts travel as bare ids
+    assert on["round_trips"] <= off["round_trips"]
     # skipped tokens are never verified: the output differs from the target where the trace says so
     assert 0 <= on["unverified_mismatch_tokens"] <= on["tokens_not_uploaded"]
 
@@ -266,7 +343,8 @@ def test_split_drafting_beats_colocated_only_when_rtt_is_below_the_drafting_wind
     cfgf.write_text(f"extends: {H200}\n"
                     f"run: {{mode: hybrid, policy: fixed, generated_tokens: {n}, timeline: false, kv_len_quantum_tokens: 4096}}\n"
                     f"policy: {{max_tokens: {k}, fixed: {{k: {k}}}}}\n"
-                    f"network: {{enabled: true, uplink_mbps: 1000000.0, downlink_mbps: 1000000.0, message_overhead_bytes: 0}}\n"
+                    f"network: {{enabled: true, uplink_mbps: 1000000.0, downlink_mbps: 1000000.0, message_overhead_bytes: 0,"
+                    " radio_promotion_s: 0.0}\n"
                     f"cloud: {{platform_config: {H200}}}\n"
                     "hyco: {draft_topk: 0, request_bytes: 0, verdict_header_bytes: 0, skip_max_entropy_nats: -1,"
                     " predraft: always, cloud_session_tokens: 100000}\n")
