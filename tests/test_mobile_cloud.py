@@ -414,3 +414,88 @@ def test_real_mahimahi_traces_run():
                                                f"network.downlink_trace={REAL / 'ATT-LTE-driving-2016.down'}"],
                  tokens=64).summary
     assert drive["generated_tokens"] == 64
+
+
+# ------------------------------------------------------------------ shared, batched cloud GPU
+def test_continuous_batching_iteration_cost_shares_and_causality():
+    """Synthetic forward cost T(n, kv) = 1 ms + 10 us x n + 1 us x kv (kv 0 = the empty cache).
+    Forwards A (1 token, kv 100) and B (3 tokens, kv 200) queued at t = 0 run as one iteration:
+    T(4, 0) + [T(1, 100) - T(1, 0)] + [T(3, 200) - T(3, 0)] = 1.04 + 0.1 + 0.2 = 1.34 ms, billed
+    1/4 and 3/4 by token share. C, queued at 0.5 ms while that iteration runs, must not join it
+    (its data was not there when the batch started): it runs alone from 1.34 ms to 1.34 + 1.01 ms."""
+    from ahasd_sim.hw.cloud import CloudConfig, CloudServer
+    from ahasd_sim.modes.base import TaskCost
+
+    def cost(kind, n, kv):
+        t = 1e-3 + 1e-5 * n + 1e-6 * kv
+        return TaskCost(t, {"cloud_gpu": 100.0 * t}, {"cloud_gpu": t})
+
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), cost, np.random.default_rng(0))
+    for o in (0, 1, 2):
+        srv.attach(o)
+    got = {}
+
+    def fwd(owner, n, kv, at):
+        yield env.timeout(at)
+        got[owner] = yield from srv.run(owner, "verify", n, kv, "v")
+
+    env.process(fwd(0, 1, 100, 0.0))
+    env.process(fwd(1, 3, 200, 0.0))
+    env.process(fwd(2, 1, 0, 0.5e-3))
+    env.run()
+    assert got[0] == pytest.approx((0.0, 1.34e-3)) and got[1] == pytest.approx((0.0, 1.34e-3))
+    assert got[2] == pytest.approx((1.34e-3, 1.34e-3 + 1.01e-3))
+    led = srv.ledgers
+    assert led[0].gpu_share_s == pytest.approx(1.34e-3 / 4) and led[1].gpu_share_s == pytest.approx(1.34e-3 * 3 / 4)
+    assert led[0].gpu_busy_s == led[1].gpu_busy_s == pytest.approx(1.34e-3)
+    assert led[2].batch_wait_s == pytest.approx(1.34e-3 - 0.5e-3)
+    assert srv.iterations == 2 and srv.busy_s == pytest.approx(2.35e-3)
+
+
+def test_capacity_at_an_slo_grows_with_batching_as_predicted():
+    """N phones stream cloud AR from one GPU (no RTT, no promotion, a fast link; the KV quantum
+    puts every forward at one KV length, so a batch of N is one forward over N tokens). Closed
+    loop, deterministic service: with batching every iteration decodes one token of each phone,
+    so per-user TPOT = T(N); without batching (max_batch 1) the phones take turns, TPOT = N T(1).
+    Capacity at an SLO of 3.5 T(1) over N in {1, 2, 4, 8, 16, 32}: the largest N whose
+    predicted TPOT meets it (unbatched: 2, as 4 T(1) > 3.5 T(1)); measured must match."""
+    base = ["run.mode=cloud_autoregressive", "run.generated_tokens=48", "run.timeline=false",
+            "run.kv_len_quantum_tokens=8192", "network.rtt_ms=0", "network.radio_promotion_s=0",
+            "network.uplink_mbps=100000", "network.downlink_mbps=100000"]
+    cfg = load_config(HYCO, base)
+    from ahasd_sim.workload.models import get_model
+    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+    T = lambda n: cc.gpu_verify(n, 0).duration_s            # noqa: E731
+    grid = (1, 2, 4, 8, 16, 32)
+    slo = 3.5 * T(1)
+    measured = {}
+    for batch in (1, 256):
+        tp = {}
+        for N in grid:
+            s = run_simulation(load_config(HYCO, [*base, f"cloud.phones_per_gpu={N}",
+                                                  f"cloud.max_batch={batch}"])).summary
+            f = s["cloud_fleet"]
+            tp[N] = f["user_tpot_p50_s"]
+            want = T(N) if batch > 1 else N * T(1)
+            assert tp[N] == pytest.approx(want, rel=0.03), (batch, N, tp[N], want)
+            if batch > 1:
+                assert f["mean_batch_forwards"] == pytest.approx(N, rel=0.05)
+        measured[batch] = max(N for N in grid if tp[N] <= slo)
+    predicted = {1: max(N for N in grid if N * T(1) <= slo), 256: max(N for N in grid if T(N) <= slo)}
+    assert measured == predicted
+    assert predicted[1] == 2 and predicted[256] > predicted[1]
+
+
+def test_tpot_target_traces_a_monotone_cost_latency_curve():
+    """hyco.tpot_slo_ms targets the run's mean TPOT: a looser target buys slower, cheaper split
+    rounds, so TPOT never falls and cloud cost never rises as the target grows (same seed and
+    trace); between the fastest and the cheapest option the mean lands near the target."""
+    pts = []
+    for slo in (5, 8, 12, 20, 40):
+        s = _run("hybrid", [f"hyco.tpot_slo_ms={slo}", "network.jitter_ms=5"], tokens=512).summary
+        pts.append((slo, s["tpot_s"] * 1e3, s["cloud_cost_usd_per_1k_tokens"]))
+    for (_, t1, c1), (_, t2, c2) in zip(pts, pts[1:]):
+        assert t2 >= t1 - 1e-9 and c2 <= c1 + 1e-12, pts
+    assert pts[-1][1] > 1.5 * pts[0][1] and pts[-1][2] < 0.7 * pts[0][2], pts
+    assert pts[1][1] == pytest.approx(8, rel=0.25), pts      # 8 ms lies between cloud AR and split alone

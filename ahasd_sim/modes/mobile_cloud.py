@@ -70,12 +70,14 @@ class HycoConfig:
     skip_max_entropy_nats: float = param(0.05, doc="hybrid: commit a head-of-chain draft without upload when its "
                                          "drafter entropy is at most this (U-HLM upload skipping; < 0 disables)",
                                          unit="nats", source="[R] U-HLM threshold rule, arXiv 2412.12687; value ours")
-    tpot_slo_ms: float = param(100.0, doc="hybrid: time-per-output-token target; among options predicted to meet it "
-                               "the one with the most tokens per dollar wins, else the fastest", unit="ms", gt=0,
+    tpot_slo_ms: float = param(100.0, doc="hybrid: target on the run's mean time per output token (the cost-latency "
+                               "knob): among options whose next round keeps the mean within it the one with the "
+                               "most tokens per dollar wins, else the fastest", unit="ms", gt=0,
                                source="[R] assumption: 10 tok/s, above reading speed (~250 words/min, about 5.5 tok/s)")
     cloud_session_tokens: int = param(32, doc="tokens per cloud session before the phone decides again", ge=1)
-    explore_every: int = param(8, doc="hybrid: every this many decisions, take the option tried longest ago "
-                               "(its estimates go stale otherwise; 0 = never)", ge=0, source="[R] assumption")
+    explore_every: int = param(8, doc="hybrid: every this many decisions, take the option tried longest ago among "
+                               "those predicted cheaper than the choice (only they could displace it; 0 = never)",
+                               ge=0, source="[R] assumption")
     explore_session_tokens: int = param(8, doc="hybrid: tokens of a cloud session taken to explore", ge=1,
                                         source="[R] assumption")
     ewma_alpha: float = param(0.3, doc="weight of the newest observation in the phone's estimates", gt=0, le=1)
@@ -502,17 +504,30 @@ class MobileCloudEngine(MobileCloudBase):
         pred = self.predict()
         slo = self.hy.tpot_slo_ms * 1e-3
         untried = [o for o in self.options if self.rounds_by_option[o] == 0]
-        ok = [o for o in pred if pred[o][0] <= slo]
+        # The target is on the run's mean TPOT (since the first commit): an option is acceptable when
+        # the mean after its next round (h tokens at its predicted TPOT) stays within the target, so
+        # time saved earlier buys slower, cheaper rounds and a deficit forces faster ones.
+        t0, c0 = self.commit_log[0] if self.commit_log else (self.env.now, self.committed)
+        el, cm = self.env.now - t0, self.committed - c0
+        sess = self.session_tokens or self.hy.cloud_session_tokens
+
+        def h(o):
+            return max(1.0, self.est.tokens_per_split) if o == "split" else float(sess)
+        ok = [o for o in pred if (el + h(o) * pred[o][0]) / (cm + h(o)) <= slo]
         self.decisions += 1
         every = self.hy.explore_every
+        exploit = min(ok, key=lambda o: (pred[o][1], pred[o][0])) if ok else min(pred, key=lambda o: pred[o][0])
+        # Only a cheaper option can displace the choice when its (stale) latency estimate is wrong:
+        # a dearer one is taken only if the choice misses the target, which its own rounds show.
+        cheaper = [o for o in self.options if o != exploit and pred[o][1] < pred[exploit][1]]
         self.exploring = True
         if untried:                 # explore every option once before trusting the predictions
             best = untried[0]
-        elif every and self.decisions % every == 0:
-            best = min(self.options, key=lambda o: self.last_tried.get(o, -1))
+        elif every and cheaper and self.decisions % every == 0:
+            best = min(cheaper, key=lambda o: self.last_tried.get(o, -1))
         else:
             self.exploring = False
-            best = min(ok, key=lambda o: (pred[o][1], pred[o][0])) if ok else min(pred, key=lambda o: pred[o][0])
+            best = exploit
         self.last_tried[best] = self.decisions
         self.col.event(self.env.now, "hyco_decision", option=best, info_time_s=self.est.last_obs_s,
                        observations=self.est.observations,
