@@ -121,6 +121,7 @@ def test_corrupt_trace_is_rejected(tmp_path, content, fragment):
 @pytest.mark.parametrize("key, make", [
     ("network.uplink_trace", lambda d: d / "missing.up"),
     ("network.downlink_trace", lambda d: _trace_file(d, "bad.down", ["12", "x"])),
+    ("network.rtt_trace", lambda d: _trace_file(d, "bad.rtt", ["0 50", "x"])),
 ])
 def test_cli_bad_trace_is_one_line_exit_2(tmp_path, capsys, key, make):
     path = make(tmp_path)
@@ -244,6 +245,21 @@ def test_radio_promotion_and_tail_after_the_last_message():
     res = _run("cloud_autoregressive")
     tail = res.summary["dynamic_energy_by_task_j"]["radio_tail"]["network"]
     assert tail >= c.radio_tail_s * c.radio_tail_power_w
+
+
+def test_time_varying_rtt_from_an_rtt_trace(tmp_path):
+    """RTT trace: 40 ms from 0 s, 200 ms from 1 s, period 2 s; offset 0.5 s. A message sent at t = 0
+    (trace time 0.5 s) travels 20 ms one way; at t = 0.6 s (trace 1.1 s) 100 ms; at t = 1.6 s
+    (trace 2.1 s = 0.1 s after the loop) 20 ms again. The estimate before any message is the
+    time average, (40 + 200) / 2 = 120 ms."""
+    rt = _trace_file(tmp_path, "r.rtt", ["0 40", "1 200", "2 40"])
+    env, s = _session(tmp_path, rtt_trace=str(rt), trace_offset_s=0.5, uplink_mbps=1e6, message_overhead_bytes=0)
+    assert s.link.rtt_s == pytest.approx(0.120)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(0.020, abs=1e-6)
+    env.run(until=0.6)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(0.700, abs=1e-6)
+    env.run(until=1.6)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(1.620, abs=1e-6)
 
 
 def test_trace_offset_is_drawn_per_seed_and_used(tmp_path):

@@ -90,6 +90,9 @@ class NetworkConfig:
                                      unit="s", ge=0, source=f"LTE T_pro = 260.1 ms, Table 3 of {HUANG12}")
     radio_promotion_power_w: float = param(1.2107, doc="radio power during an RRC promotion", unit="W", ge=0,
                                            source=f"LTE P_pro = 1210.7 mW, Table 3 of {HUANG12}")
+    rtt_trace: str = param("", doc="time-varying RTT: a text file of 'time_s rtt_ms' lines (piecewise constant, "
+                           "looping with the last time as period, read at the same offset as the traces; "
+                           "empty: constant rtt_ms)")
     trace_offset_s: float = param(-1.0, doc="where in the traces a run starts (< 0: uniform over the uplink "
                                   "trace's period, drawn per seed and window)", unit="s")
 
@@ -183,6 +186,46 @@ class PacketTrace:
             g = (g // n + 1) * n
 
 
+class RttTrace:
+    """Piecewise-constant RTT over time: (time s, RTT s) steps, looping with the last time as period."""
+
+    def __init__(self, times_s, rtts_s, name: str = "rtt trace"):
+        self.t = np.asarray(times_s, float)
+        self.v = np.asarray(rtts_s, float)
+        if self.t.size < 2:
+            raise TraceFormatError(f"{name}: needs at least two 'time_s rtt_ms' lines (the last time is the period)")
+        if (np.diff(self.t) <= 0).any() or self.t[0] < 0:
+            raise TraceFormatError(f"{name}: times must start at >= 0 s and increase")
+        if (self.v < 0).any():
+            raise TraceFormatError(f"{name}: RTTs must be >= 0 ms")
+        self.period_s = float(self.t[-1])
+        self.name = name
+
+    @classmethod
+    def load(cls, path) -> "RttTrace":
+        where = f"rtt trace '{path}'"
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TraceFormatError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
+        ts, vs = [], []
+        for i, line in enumerate(text.splitlines(), 1):
+            f = line.replace(",", " ").split()
+            if not f or f[0].startswith("#"):
+                continue
+            try:
+                t, v = float(f[0]), float(f[1])
+            except (ValueError, IndexError):
+                raise TraceFormatError(f"{where} line {i}: expected 'time_s rtt_ms', got {line.strip()[:40]!r}") from None
+            ts.append(t)
+            vs.append(v * 1e-3)
+        return cls(ts, vs, where)
+
+    def at(self, t_s: float) -> float:
+        x = t_s % self.period_s
+        return float(self.v[max(0, int(np.searchsorted(self.t, x, side="right")) - 1)])
+
+
 # ------------------------------------------------------------------ link
 class NetworkLink:
     """Configuration + loaded traces of one link; :meth:`open` makes the per-run session."""
@@ -199,6 +242,11 @@ class NetworkLink:
             except TraceFormatError as exc:
                 exc.key = f"network.{key}"
                 raise
+        try:
+            self.rtt_trace = RttTrace.load(_resolve(cfg.rtt_trace, base_dir)) if cfg.rtt_trace else None
+        except TraceFormatError as exc:
+            exc.key = "network.rtt_trace"
+            raise
 
     def rate_bytes_s(self, direction: str) -> float:
         """Constant rate of ``direction`` (the trace's mean rate when a trace is set)."""
@@ -214,7 +262,14 @@ class NetworkLink:
 
     @property
     def rtt_s(self) -> float:
+        """The constant RTT (with an rtt_trace: its time average, for a priori estimates)."""
+        tr = self.rtt_trace
+        if tr is not None:
+            return float(np.sum(np.diff(tr.t) * tr.v[:-1]) / tr.period_s)
         return self.cfg.rtt_ms * 1e-3
+
+    def rtt_at(self, trace_time_s: float) -> float:
+        return self.rtt_trace.at(trace_time_s) if self.rtt_trace is not None else self.cfg.rtt_ms * 1e-3
 
     def transfer_time_s(self, nbytes: float, direction: str) -> float:
         """Isolated one-way time at the (mean) rate, no jitter: RTT/2 + bytes / rate."""
@@ -331,7 +386,8 @@ class NetworkSession:
         now = self.env.now
         d = self.dirs[direction]
         c = self.cfg
-        t_radio = now if direction == "up" else now + self.link.rtt_s / 2.0   # when the phone's radio is needed
+        half = self.link.rtt_at(now + self.offset_s) / 2.0     # one-way propagation, fixed when the message is sent
+        t_radio = now if direction == "up" else now + half       # when the phone's radio is needed
         promo = 0.0
         if self._radio_idle_at(t_radio) and c.radio_promotion_s > 0:
             promo = c.radio_promotion_s           # RRC promotion before the message can move
@@ -339,7 +395,7 @@ class NetworkSession:
             self.promotions += 1
         start, depart = d.depart(now + promo, nbytes)
         jitter = float(self.rng.exponential(c.jitter_ms * 1e-3)) if c.jitter_ms > 0 else 0.0
-        arrive = max(depart + self.link.rtt_s / 2.0 + jitter, d.last_arrive_s)
+        arrive = max(depart + half + jitter, d.last_arrive_s)
         d.last_arrive_s = arrive
         self.bytes[direction] += nbytes
         self.messages[direction] += 1
