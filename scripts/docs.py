@@ -10,6 +10,9 @@ Blocks:
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
+  hyco-study    docs/mobile_cloud.md's tables, from the committed docs/studies/hyco/windows.csv
+                (written by `python scripts/hyco_study.py`, which also regenerates both hyco blocks)
+  hyco-smoke    docs/mobile_cloud.md's cheap part: a fresh 2-window x 128-token run of every mode
 
 Blocks too slow to regenerate here (the paper reproduction, the studies) carry a stamp
 ``<!-- fingerprint: HASH (COMMAND) -->``: the result fingerprint (ahasd_sim.fingerprint, a
@@ -131,8 +134,24 @@ def block_study() -> str:
             f"{ok['throughput_ratio'].median():.2f} and {ok['energy_efficiency_ratio'].median():.2f}).")
 
 
+def _hyco():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("hyco_study_script", ROOT / "scripts" / "hyco_study.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def block_hyco_study() -> str:
+    return _hyco().study_block()
+
+
+def block_hyco_smoke() -> str:
+    return _hyco().render_smoke()
+
+
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
-              "study": block_study}
+              "study": block_study, "hyco-study": block_hyco_study, "hyco-smoke": block_hyco_smoke}
 
 
 def render(text: str, only: set[str] | None, cache: dict[str, str]) -> tuple[str, list[str]]:

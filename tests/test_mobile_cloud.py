@@ -515,3 +515,36 @@ def test_tpot_target_traces_a_monotone_cost_latency_curve():
         assert t2 >= t1 - 1e-9 and c2 <= c1 + 1e-12, pts
     assert pts[-1][1] > 1.5 * pts[0][1] and pts[-1][2] < 0.7 * pts[0][2], pts
     assert pts[1][1] == pytest.approx(8, rel=0.25), pts      # 8 ms lies between cloud AR and split alone
+
+
+def test_a_sequence_released_by_an_iteration_joins_the_next_one():
+    """Continuous batching: phone D decodes two steps back to back; E's forward arrives at 0.5 ms,
+    during D's first iteration (T(1, 0) = 1.01 ms with the cost of the test above). The next
+    iteration must hold both D's second step and E: T(2, 0) = 1.02 ms, ending at 2.03 ms (a
+    scheduler that started E alone before D re-queued would end D's step at 3.04 ms)."""
+    from ahasd_sim.hw.cloud import CloudConfig, CloudServer
+    from ahasd_sim.modes.base import TaskCost
+
+    def cost(kind, n, kv):
+        t = 1e-3 + 1e-5 * n + 1e-6 * kv
+        return TaskCost(t, {}, {"cloud_gpu": t})
+
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), cost, np.random.default_rng(0))
+    srv.attach(0)
+    srv.attach(1)
+    ends = {}
+
+    def d():
+        yield from srv.run(0, "verify", 1, 0, "v")
+        ends["d2"] = (yield from srv.run(0, "verify", 1, 0, "v", new_call=False))[1]
+
+    def e():
+        yield env.timeout(0.5e-3)
+        ends["e"] = (yield from srv.run(1, "verify", 1, 0, "v"))[1]
+
+    env.process(d())
+    env.process(e())
+    env.run()
+    assert ends == pytest.approx({"d2": 2.03e-3, "e": 2.03e-3})
+    assert srv.iterations == 2

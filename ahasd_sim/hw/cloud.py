@@ -204,6 +204,9 @@ class CloudServer:
                         col.busy(self.device, start, end, f.label)
             for f in batch:
                 f.done.succeed((start, end))
+            # let the forwards just released queue their next step (same instant) before the next
+            # batch forms: a sequence that finished an iteration is eligible for the next one
+            yield env.timeout(0)
 
     def costs_usd(self, owner: int, wall_s: float) -> dict[str, float]:
         """The phone's cloud bill under each pricing."""
