@@ -322,6 +322,7 @@ class _Direction:
         self.g_last = -1            # trace: last opportunity used
         self.left_in_last = 0       # trace: bytes still free in it
         self.last_arrive_s = 0.0
+        self.last_event = None      # arrival event of the latest message sent (in-order wake-ups)
 
     def depart(self, now_s: float, nbytes: int) -> tuple[float, float]:
         """(service start, departure) of a message of ``nbytes`` enqueued at ``now_s``."""
@@ -417,7 +418,14 @@ class NetworkSession:
     def send(self, payload_bytes: int, direction: str):
         """SimPy process body: deliver a message; returns its :class:`Delivery` on arrival."""
         rec = self.schedule(payload_bytes, direction)
+        d = self.dirs[direction]
+        prev, mine = d.last_event, self.env.event()
+        d.last_event = mine
         yield self.env.timeout(max(0.0, rec.arrive_s - self.env.now))
+        # in order even when two arrivals are equal but their float timeouts round apart
+        if prev is not None:
+            yield prev
+        mine.succeed()
         return rec
 
     # ------------------------------------------------------------ energy

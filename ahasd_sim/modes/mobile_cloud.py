@@ -299,10 +299,11 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
     tpots = tpots[np.isfinite(tpots)]
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
-    pct = (lambda q: float(np.percentile(tpots, q))) if tpots.size else (lambda q: float("nan"))
-    return {"phones_per_gpu": len(users), "user_tpot_p50_s": pct(50), "user_tpot_p90_s": pct(90),
-            "user_tpot_p99_s": pct(99), "user_tpot_s": tpots.tolist(),
-            "slo_tpot_s": slo, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
+    pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
+    # milliseconds: summary keys ending in _s add up over windows (simulation._merge)
+    return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
+            "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
+            "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
             "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
             "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
             "mean_batch_tokens": srv.batched_tokens / srv.iterations if srv.iterations else 0.0,
