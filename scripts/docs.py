@@ -17,6 +17,9 @@ Blocks:
   validate-h200 docs/validation.md's GPU-vs-H200 summary (`python -m ahasd_sim validate`, runs 1 and 2)
   pim-timing-effect  docs/validation.md: the default job's compare under pim.gemv_timing roofline
                 and command_sequence
+  hyco-study    docs/mobile_cloud.md's tables, from the committed docs/studies/hyco/windows.csv
+                (written by `python scripts/hyco_study.py`, which also regenerates both hyco blocks)
+  hyco-smoke    docs/mobile_cloud.md's cheap part: a fresh 2-window x 128-token run of every mode
 
 Blocks too slow to regenerate here (the paper reproduction, the studies) carry a stamp
 ``<!-- fingerprint: HASH (COMMAND) -->``: the result fingerprint (ahasd_sim.fingerprint, a
@@ -227,9 +230,26 @@ def block_pim_timing_effect() -> str:
     return "```\n" + "\n".join(rows).rstrip() + "\n```"
 
 
+def _hyco():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("hyco_study_script", ROOT / "scripts" / "hyco_study.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def block_hyco_study() -> str:
+    return _hyco().study_block()
+
+
+def block_hyco_smoke() -> str:
+    return _hyco().render_smoke()
+
+
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
               "study": block_study, "mobile-validation": block_mobile_validation,
               "validate-h200": block_validate_h200, "pim-timing-effect": block_pim_timing_effect,
+              "hyco-study": block_hyco_study, "hyco-smoke": block_hyco_smoke,
               **{name: _peer_block(name) for name in _PEER_SECTIONS}}
 
 

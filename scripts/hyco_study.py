@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
-"""Mobile-cloud study: TPOT, cloud cost and device energy of every mode vs RTT and vs link trace.
+"""Mobile-cloud study: every mode on links x phones per GPU x trace windows, fronts per pricing.
 
-  python scripts/hyco_study.py --traces DIR [--out sweeps/hyco_study] [--workers 2]
+  python scripts/hyco_study.py [--traces DIR] [--windows 8] [--tokens 512] [--workers 2]
 
-Runs the shipped sweep ``hw_configs/sweeps/hyco_rtt.yaml`` (constant-rate LTE link, RTT axis)
-and the same variants on the real mahimahi traces found in DIR (RTT 50 ms; pairs
-``NAME.up`` + ``NAME.down``, or an uplink-only trace with the constant downlink), then writes
+Writes ``docs/studies/hyco/windows.csv`` (one row per run: one trace window of one mode, link
+and phones-per-GPU), the figure ``docs/figures/hyco_mobile_cloud.png`` and regenerates the
+generated blocks of ``docs/mobile_cloud.md`` (``python scripts/docs.py`` renders them from
+the CSV; its ``hyco-smoke`` block is a fresh cheap run that ``scripts/docs.py --check``
+compares with the doc).
 
-* ``OUT/summary.csv`` -- per (condition, variant): TPOT mean and 95% CI (samples: the TPOT
-  windows of every seed), cloud USD per 1k tokens and device J/token (mean, 95% CI over seeds);
-* ``OUT/pareto.md`` -- per condition, the variants not dominated in (TPOT, cost, energy);
-* the figure (``--figure``, default ``docs/figures/hyco_mobile_cloud.png``) and its data CSV.
+Samples: window w replays the trace window starting at the w-th of ``--windows`` prompts
+spread over the token trace (``ahasd_sim.simulation.window_start_prompts``) with run seed w,
+so the cellular trace starts at a different random offset (``network.trace_offset_s < 0``)
+and the jitter differs. Statistics: ratio estimators over windows (total time / total
+tokens, total USD / total tokens, total J / total tokens) with 95% percentile intervals from
+resampling whole windows (2000 bootstrap resamples, seeded). Fronts: the variants not
+dominated in (TPOT, cloud USD per 1k tokens under the pricing, phone mJ per token) within one
+(link, phones per GPU, pricing); never pooled across configurations.
 
-The traces are not part of the project (GPL-3.0 data): get them from
-https://github.com/ravinet/mahimahi/tree/master/traces (e.g. ``TMobile-LTE-short.up/.down``,
-``Verizon-LTE-short.up/.down``, ``ATT-LTE-driving-2016.up/.down``, ``ATT-LTE-driving.up``).
-DIR may also come from the environment variable AHASD_SIM_NETWORK_TRACES. Without traces
-only the RTT part runs.
+Real traces (mahimahi, GPL-3.0 data, not shipped): DIR, or $AHASD_SIM_NETWORK_TRACES, or
+../shared/data/network beside the checkout; without them only the constant LTE link runs.
 """
 from __future__ import annotations
 
@@ -26,158 +29,260 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import yaml  # noqa: E402
 
-from ahasd_sim.modes.mobile_cloud import mean_ci95  # noqa: E402
 from ahasd_sim.output import atomic_write_text  # noqa: E402
-from ahasd_sim.sweep import run_sweep  # noqa: E402
-from ahasd_sim.sweep.spec import load_sweep_spec  # noqa: E402
 
-RTT_SPEC = ROOT / "hw_configs" / "sweeps" / "hyco_rtt.yaml"
-TRACE_PAIRS = ("TMobile-LTE-short", "Verizon-LTE-short", "ATT-LTE-driving-2016")
-UP_ONLY = ("ATT-LTE-driving", "TMobile-UMTS-driving", "Verizon-EVDO-driving")
-TRACE_KEYS = "network.uplink_trace,network.downlink_trace"
-
-
-def trace_spec(traces: Path, out: Path) -> Path | None:
-    """A sweep file over the traces found in ``traces`` (same variants as the RTT sweep)."""
-    rtt = yaml.safe_load(RTT_SPEC.read_text())
-    values = []
-    for name in TRACE_PAIRS:
-        up, down = traces / f"{name}.up", traces / f"{name}.down"
-        if up.is_file() and down.is_file():
-            values.append([str(up), str(down)])
-    for name in UP_ONLY:
-        up = traces / f"{name}.up"
-        if up.is_file():
-            values.append([str(up), ""])
-    if not values:
-        return None
-    spec = {"name": "hyco_traces", "description": "mobile-cloud modes on real mahimahi traces, RTT 50 ms",
-            "base": {"config": str(ROOT / "hw_configs" / "hyco_mobile_cloud.yaml"),
-                     "set": {**rtt["base"]["set"], "network.rtt_ms": 50.0}},
-            "variants": rtt["variants"], "axes": {TRACE_KEYS: values}, "seeds": rtt["seeds"]}
-    path = out / "hyco_traces.yaml"
-    atomic_write_text(path, yaml.safe_dump(spec, sort_keys=False))
-    return path
+HYCO = ROOT / "hw_configs" / "hyco_mobile_cloud.yaml"
+STUDY = ROOT / "docs" / "studies" / "hyco"
+FIGURE = ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"
+DOC = ROOT / "docs" / "mobile_cloud.md"
+PRICINGS = ("shared_busy", "dedicated_wall", "per_token_api")
+PHONES = (1, 8, 64)
+SLOS_MS = (4, 6, 8, 12, 20, 40)
+VARIANTS = {
+    "cloud_autoregressive": ["run.mode=cloud_autoregressive"],
+    "cloud_speculative": ["run.mode=hybrid", "hyco.options=[cloud_sd]"],
+    "device_draft_cloud_verify": ["run.mode=device_draft_cloud_verify"],
+    "hybrid": ["run.mode=hybrid"],
+    "hybrid_slo8ms": ["run.mode=hybrid", "hyco.tpot_slo_ms=8"],
+}
+LOCAL = {"device_only": ["run.mode=device_only"], "ahasd_on_device": ["run.mode=ahasd"]}
+TRACES = {"TMobile-LTE-short": "TMobile-LTE-short", "ATT-LTE-driving-2016": "ATT-LTE-driving-2016"}
+BASE = ["run.timeline=false", "run.windows=1", "network.jitter_ms=5", "network.rtt_ms=50"]
 
 
-def _trace_label(cfg: dict) -> str:
-    up = Path(cfg["network"]["uplink_trace"]).name
-    down = cfg["network"]["downlink_trace"]
-    return up.removesuffix(".up") + ("" if down else " (up; const down)")
+def links(traces: Path | None) -> dict[str, list[str]]:
+    out = {"LTE 6/13 Mbit/s": []}
+    if traces is not None:
+        for label, name in TRACES.items():
+            up, down = traces / f"{name}.up", traces / f"{name}.down"
+            if up.is_file() and down.is_file():
+                out[label] = [f"network.uplink_trace={up}", f"network.downlink_trace={down}"]
+    return out
 
 
-def collect(sweep_dir: Path, condition: str) -> pd.DataFrame:
-    """One row per point: variant, condition value, seed and the metrics (+ TPOT windows)."""
-    manifest = pd.read_csv(sweep_dir / "results.csv")
+def window_prompts(n_windows: int, tokens: int) -> list[int]:
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import _load_full_trace, window_start_prompts
+    cfg = load_config(HYCO, [f"run.windows={n_windows}", f"run.generated_tokens={tokens}"])
+    return window_start_prompts(cfg, _load_full_trace(cfg))
+
+
+def jobs(n_windows: int, tokens: int, traces: Path | None, phones=PHONES, slos=SLOS_MS) -> list[dict]:
+    """Every run of the study: (variant, link, phones, window) with its overrides."""
+    prompts = window_prompts(n_windows, tokens)
+    out = []
+    for w, p in enumerate(prompts):
+        win = [*BASE, f"run.generated_tokens={tokens}", f"run.trace_start_prompt={p}", f"run.seed={w}"]
+        for v, sets in LOCAL.items():                  # no link, no cloud: one run per window
+            out.append({"variant": v, "link": "-", "phones": 1, "window": w, "prompt": p, "set": [*win, *sets]})
+        for link, lsets in links(traces).items():
+            for n in phones:
+                for v, sets in VARIANTS.items():
+                    out.append({"variant": v, "link": link, "phones": n, "window": w, "prompt": p,
+                                "set": [*win, *lsets, *sets, f"cloud.phones_per_gpu={n}"]})
+        for slo in slos:                                # the cost-latency knob, constant link, 1 phone
+            out.append({"variant": f"hybrid_slo_{slo}ms", "link": "LTE 6/13 Mbit/s", "phones": 1, "window": w,
+                        "prompt": p, "set": [*win, "run.mode=hybrid", f"hyco.tpot_slo_ms={slo}"]})
+    return out
+
+
+def run_one(job: dict) -> dict:
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import run_simulation
+    s = run_simulation(load_config(HYCO, job["set"])).summary
+    n = s["generated_tokens"]
+    row = {k: job[k] for k in ("variant", "link", "phones", "window", "prompt")}
+    row.update(tokens=n, time_s=s["makespan_s"], energy_j=s["energy_j"],
+               acceptance=s["acceptance_rate"], uplink_bytes=s.get("uplink_bytes", 0),
+               round_trips=s.get("round_trips", 0), radio_j=s["energy_breakdown_j"].get("network", {}).get("dynamic", 0.0),
+               cloud_gpu_share_s=s.get("cloud_gpu_share_s", 0.0), drafted=s.get("drafted_tokens", 0),
+               verifications=s.get("verifications", 0),
+               rounds=json.dumps(s.get("mode_stats", {}).get("rounds_by_option", {}), sort_keys=True))
+    by = s.get("cloud_cost_usd_per_1k_tokens_by_pricing", {})
+    for p in PRICINGS:
+        row[f"usd_{p}"] = by.get(p, 0.0) * n / 1000
+    f = s.get("cloud_fleet", {})
+    for q in ("p50", "p90", "p99"):
+        row[f"user_tpot_{q}_s"] = f[f"user_tpot_{q}_ms"] * 1e-3 if f else s["makespan_s"] / n
+    row["slo_attainment"] = f.get("slo_attainment", float(s["makespan_s"] / n <= 0.05))
+    row["mean_batch"] = f.get("mean_batch_forwards", 0.0)
+    row["gpu_utilization"] = f.get("gpu_utilization", 0.0)
+    return row
+
+
+# ------------------------------------------------------------------ statistics
+def ratio_ci(num, den, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """sum(num) / sum(den) over windows and its 95% percentile interval over resampled windows."""
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    est = float(num.sum() / den.sum())
+    if num.size < 2:
+        return est, est, est
+    idx = np.random.default_rng(seed).integers(0, num.size, size=(reps, num.size))
+    bs = num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    lo, hi = np.percentile(bs, [2.5, 97.5])
+    return est, float(lo), float(hi)
+
+
+def summarize(df):
+    """Per (link, phones, variant): TPOT ms, phone mJ/token, USD/1k tokens per pricing (est, lo, hi)."""
+    import pandas as pd
     rows = []
-    for _, r in manifest[manifest.status == "ok"].iterrows():
-        pdir = sweep_dir / "points" / r.point
-        s = json.loads((pdir / "summary.json").read_text())
-        cfg = yaml.safe_load((pdir / "config.resolved.yaml").read_text())
-        cond = cfg["network"]["rtt_ms"] if condition == "rtt_ms" else _trace_label(cfg)
-        n = s["generated_tokens"]
-        rows.append({"variant": r.variant, "condition": cond, "seed": r.seed,
-                     "tpot_windows": s.get("tpot_window_s") or [s["makespan_s"] / n],
-                     "tpot_s": s.get("tpot_s", s["makespan_s"] / n),
-                     "cost_usd_per_1k": s.get("cloud_cost_usd_per_1k_tokens", 0.0),
-                     "energy_j_per_tok": s.get("device_energy_per_token_j", s["energy_per_token_j"]),
-                     "uplink_bytes": s.get("uplink_bytes", 0), "downlink_bytes": s.get("downlink_bytes", 0),
-                     "round_trips": s.get("round_trips", 0), "tokens_not_uploaded": s.get("tokens_not_uploaded", 0),
-                     "acceptance_rate": s["acceptance_rate"],
-                     "rounds_by_option": json.dumps(s.get("mode_stats", {}).get("rounds_by_option", {}))})
+    for (link, phones, variant), g in df.groupby(["link", "phones", "variant"], sort=False):
+        r = {"link": link, "phones": phones, "variant": variant, "windows": len(g)}
+        r["tpot_ms"] = ratio_ci(g.time_s * 1e3, g.tokens)
+        r["mj_per_token"] = ratio_ci(g.energy_j * 1e3, g.tokens)
+        for p in PRICINGS:
+            r[f"musd_1k_{p}"] = ratio_ci(g[f"usd_{p}"] * 1e6, g.tokens)   # milli-USD per 1k tokens
+        r["user_tpot_p90_ms"] = ratio_ci(g.user_tpot_p90_s * 1e3, np.ones(len(g)))
+        r["slo_attainment"] = float(g.slo_attainment.mean())
+        r["mean_batch"] = float(g.mean_batch.mean())
+        rows.append(r)
     return pd.DataFrame(rows)
 
 
-def aggregate(df: pd.DataFrame, axis: str) -> pd.DataFrame:
+def front(rows: list[dict], pricing: str) -> list[str]:
+    keys = ("tpot_ms", f"musd_1k_{pricing}", "mj_per_token")
     out = []
-    for (variant, cond), g in df.groupby(["variant", "condition"], sort=False):
-        tpot, tpot_ci = mean_ci95(np.concatenate([np.asarray(w, float) for w in g.tpot_windows]))
-        cost, cost_ci = mean_ci95(g.cost_usd_per_1k)
-        e, e_ci = mean_ci95(g.energy_j_per_tok)
-        out.append({"axis": axis, "condition": cond, "variant": variant, "seeds": len(g),
-                    "tpot_ms": tpot * 1e3, "tpot_ci95_ms": tpot_ci * 1e3,
-                    "cloud_usd_per_1k_tokens": cost, "cloud_usd_per_1k_ci95": cost_ci,
-                    "device_mj_per_token": e * 1e3, "device_mj_per_token_ci95": e_ci * 1e3,
-                    "uplink_kb": g.uplink_bytes.mean() / 1e3, "downlink_kb": g.downlink_bytes.mean() / 1e3,
-                    "round_trips": g.round_trips.mean(), "tokens_not_uploaded": g.tokens_not_uploaded.mean(),
-                    "acceptance_rate": g.acceptance_rate.mean(), "rounds_by_option_seed0": g.rounds_by_option.iloc[0]})
-    return pd.DataFrame(out)
+    for a in rows:
+        dom = any(all(b[k][0] <= a[k][0] for k in keys) and any(b[k][0] < a[k][0] for k in keys)
+                  for b in rows if b is not a)
+        if not dom:
+            out.append(a["variant"])
+    return out
 
 
-def pareto(agg: pd.DataFrame) -> str:
-    """Per condition, the variants not dominated in (TPOT, cloud cost, device energy)."""
-    keys = ("tpot_ms", "cloud_usd_per_1k_tokens", "device_mj_per_token")
-    lines = ["# Pareto fronts (TPOT, cloud USD per 1k tokens, device mJ per token; lower is better)", "",
-             "Mean +- 95% CI (TPOT: over the TPOT windows of all seeds; cost, energy: over seeds).", ""]
-    for (axis, cond), g in agg.groupby(["axis", "condition"], sort=False):
-        front = []
-        for i, a in g.iterrows():
-            dominated = any(all(b[k] <= a[k] for k in keys) and any(b[k] < a[k] for k in keys)
-                            for j, b in g.iterrows() if j != i)
-            if not dominated:
-                front.append(a)
-        lines += [f"## {axis} = {cond}", "", "| variant | TPOT ms | cloud USD/1k tok | device mJ/tok |",
-                  "|---|---|---|---|"]
-        for a in sorted(front, key=lambda r: r.tpot_ms):
-            lines.append(f"| {a.variant} | {a.tpot_ms:.2f} +- {a.tpot_ci95_ms:.2f} | "
-                         f"{a.cloud_usd_per_1k_tokens:.5f} +- {a.cloud_usd_per_1k_ci95:.5f} | "
-                         f"{a.device_mj_per_token:.1f} +- {a.device_mj_per_token_ci95:.1f} |")
+def _c(v, d=2) -> str:
+    return f"{v[0]:.{d}f} [{v[1]:.{d}f}, {v[2]:.{d}f}]"
+
+
+# ------------------------------------------------------------------ rendering
+def render_study(df) -> str:
+    """The doc's tables from the study's windows table (python scripts/docs.py calls this)."""
+    summ = summarize(df)
+    local = summ[summ.link == "-"]
+    n_win = int(df.window.nunique())
+    tokens = int(df.tokens.iloc[0])
+    lines = [f"{n_win} trace windows of {tokens} tokens per cell (windows = samples; ratio estimators; "
+             "95% intervals from 2000 resamples of whole windows). TPOT and energy are the run's own phone; "
+             "p90 is over all phones on the GPU. Cost in milli-USD per 1k tokens; energy in mJ per token "
+             "(phone: compute, memory, radio with promotion and the tail after the last message).", ""]
+    knob = summ[summ.variant.str.startswith("hybrid_slo_")]
+    main = summ[~summ.variant.str.startswith("hybrid_slo_") & (summ.link != "-")]
+    for link, gl in main.groupby("link", sort=False):
+        lines += [f"#### {link}, RTT 50 ms", "",
+                  "| phones/GPU | variant | TPOT ms | user p90 ms | mJ/tok | shared_busy | dedicated_wall | per_token_api | batch |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for (phones, g) in gl.groupby("phones", sort=False):
+            rows = [*g.to_dict("records"), *[dict(r, phones=phones) for r in local.to_dict("records")]]
+            for r in rows:
+                lines.append(f"| {phones} | {r['variant']} | {_c(r['tpot_ms'])} | {r['user_tpot_p90_ms'][0]:.2f} | "
+                             f"{_c(r['mj_per_token'], 1)} | {_c(r['musd_1k_shared_busy'], 3)} | "
+                             f"{_c(r['musd_1k_dedicated_wall'], 3)} | {_c(r['musd_1k_per_token_api'], 3)} | "
+                             f"{r['mean_batch']:.1f} |")
         lines.append("")
+        lines += ["On the latency-cost-energy front (not dominated in TPOT, cost under the pricing, phone energy):", "",
+                  "| phones/GPU | shared_busy | dedicated_wall | per_token_api |", "|---|---|---|---|"]
+        for phones, g in gl.groupby("phones", sort=False):
+            rows = [*g.to_dict("records"), *local.to_dict("records")]
+            lines.append(f"| {phones} | " + " | ".join(", ".join(front(rows, p)) for p in PRICINGS) + " |")
+        lines.append("")
+    if len(knob):
+        lines += ["#### Cost-latency knob (hybrid, `hyco.tpot_slo_ms`; LTE 6/13 Mbit/s, 1 phone, shared_busy)", "",
+                  "| target ms | TPOT ms | milli-USD / 1k tok | mJ/tok |", "|---|---|---|---|"]
+        for r in sorted(knob.to_dict("records"), key=lambda r: int(r["variant"].split("_")[2][:-2])):
+            lines.append(f"| {r['variant'].split('_')[2][:-2]} | {_c(r['tpot_ms'])} | "
+                         f"{_c(r['musd_1k_shared_busy'], 3)} | {_c(r['mj_per_token'], 1)} |")
+        lines.append("")
+    lines += capacity_lines(df)
+    return "\n".join(lines).rstrip()
+
+
+def capacity_lines(df) -> list[str]:
+    """Server capacity: the SaaD factor 1 + gamma t_d / t_v vs the measured GPU time per token."""
+    from ahasd_sim.config import load_config
+    from ahasd_sim.modes.mobile_cloud import build_cloud_costs
+    from ahasd_sim.workload.models import get_model
+    one = df[(df.phones == 1) & (df.link == "LTE 6/13 Mbit/s")]
+    sd, sp = one[one.variant == "cloud_speculative"], one[one.variant == "device_draft_cloud_verify"]
+    if sd.empty or sp.empty:
+        return []
+    cfg = load_config(HYCO)
+    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+    gamma = float(sd.drafted.sum() / sd.verifications.sum())
+    g = max(1, round(gamma))
+    t_d, t_v = cc.gpu_draft_token(512).duration_s, cc.gpu_verify(g + 1, 512).duration_s
+    meas = ratio_ci(sd.cloud_gpu_share_s / sd.tokens, sp.cloud_gpu_share_s.to_numpy() / sp.tokens.to_numpy())
+    return ["#### Server capacity freed by split drafting (1 phone, LTE link)", "",
+            f"GPU time per output token, cloud speculative / split: measured {_c(meas)} (summed per-token GPU "
+            f"times of the paired windows); \"Speculation at a Distance\" predicts 1 + gamma t_d / t_v = {1 + gamma * t_d / t_v:.2f} with "
+            f"gamma = {gamma:.2f} drafts per cloud round, t_d = {t_d * 1e3:.3f} ms, t_v = {t_v * 1e3:.3f} ms "
+            f"(acceptance differs between the two, so the measured ratio also carries the tokens per round).", ""]
+
+
+def render_smoke() -> str:
+    """A fresh cheap study (2 windows x 128 tokens, constant link, 1 phone): checked by docs.py --check."""
+    import pandas as pd
+    js = [j for j in jobs(2, 128, None, phones=(1,), slos=()) if j["link"] in ("-", "LTE 6/13 Mbit/s")]
+    df = pd.DataFrame([run_one(j) for j in js])
+    summ = summarize(df)
+    lines = ["| variant | TPOT ms | mJ/tok | shared_busy | dedicated_wall | per_token_api |", "|---|---|---|---|---|---|"]
+    for r in summ.to_dict("records"):
+        lines.append(f"| {r['variant']} | {r['tpot_ms'][0]:.3f} | {r['mj_per_token'][0]:.2f} | "
+                     f"{r['musd_1k_shared_busy'][0]:.4f} | {r['musd_1k_dedicated_wall'][0]:.4f} | "
+                     f"{r['musd_1k_per_token_api'][0]:.4f} |")
     return "\n".join(lines)
 
 
-def figure(agg: pd.DataFrame, path: Path) -> None:
+def study_block() -> str:
+    import pandas as pd
+    from ahasd_sim.config.errors import InputError
+    f = STUDY / "windows.csv"
+    if not f.is_file():
+        raise InputError(f"docs: {f} is missing; run python scripts/hyco_study.py")
+    return render_study(pd.read_csv(f))
+
+
+def figure(df, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    traces = agg[agg.axis == "trace"]
-    ncol = 2 if len(traces) else 1
-    fig, axes = plt.subplots(2, ncol, figsize=(6.5 * ncol, 7.5), squeeze=False)
-    rtt = agg[agg.axis == "rtt_ms"]
-    variants = list(dict.fromkeys(agg.variant))
-    for v in variants:
-        g = rtt[rtt.variant == v].sort_values("condition")
-        if g.empty:
-            continue
-        axes[0][0].errorbar(g.condition, g.tpot_ms, yerr=g.tpot_ci95_ms, marker="o", capsize=3, label=v)
-        axes[1][0].errorbar(g.condition, g.cloud_usd_per_1k_tokens * 1e3, yerr=g.cloud_usd_per_1k_ci95 * 1e3,
-                            marker="o", capsize=3, label=v)
-    for ax, ylab in ((axes[0][0], "TPOT (ms)"), (axes[1][0], "cloud cost (milli-USD / 1k tokens)")):
-        ax.set_xscale("log")
-        ax.set_xlabel("RTT (ms), constant-rate LTE link 6/13 Mbit/s")
-        ax.set_ylabel(ylab)
+    summ = summarize(df)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    main = summ[(summ.link == "LTE 6/13 Mbit/s") & ~summ.variant.str.startswith("hybrid_slo_")]
+    marks = {1: "o", 8: "s", 64: "^"}
+    for i, v in enumerate(dict.fromkeys(main.variant)):
+        for r in main[main.variant == v].to_dict("records"):
+            t, c = r["tpot_ms"], r["musd_1k_shared_busy"]
+            axes[0].errorbar(c[0], t[0], xerr=[[c[0] - c[1]], [c[2] - c[0]]], yerr=[[t[0] - t[1]], [t[2] - t[0]]],
+                             marker=marks.get(r["phones"], "o"), color=f"C{i}", capsize=2,
+                             label=v if r["phones"] == 1 else None)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("cloud milli-USD / 1k tokens (shared_busy)")
+    axes[0].set_ylabel("TPOT (ms)")
+    axes[0].set_title("LTE 6/13 Mbit/s, RTT 50 ms; o / s / ^ = 1 / 8 / 64 phones per GPU", fontsize=9)
+    axes[0].legend(fontsize=7)
+    knob = summ[summ.variant.str.startswith("hybrid_slo_")]
+    if len(knob):
+        k = sorted(knob.to_dict("records"), key=lambda r: r["tpot_ms"][0])
+        axes[1].plot([r["musd_1k_shared_busy"][0] for r in k], [r["tpot_ms"][0] for r in k], "o-")
+        for r in k:
+            axes[1].annotate(r["variant"].split("_")[2], (r["musd_1k_shared_busy"][0], r["tpot_ms"][0]), fontsize=7)
+    axes[1].set_xlabel("cloud milli-USD / 1k tokens (shared_busy)")
+    axes[1].set_ylabel("TPOT (ms)")
+    axes[1].set_title("hybrid, hyco.tpot_slo_ms swept (1 phone)", fontsize=9)
+    for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0][0].set_yscale("log")
-    if len(traces):
-        conds = list(dict.fromkeys(traces.condition))
-        x = np.arange(len(conds))
-        wdt = 0.8 / len(variants)
-        for i, v in enumerate(variants):
-            g = traces[traces.variant == v].set_index("condition").reindex(conds)
-            axes[0][1].bar(x + i * wdt, g.tpot_ms, wdt, yerr=g.tpot_ci95_ms, capsize=2, label=v)
-            axes[1][1].bar(x + i * wdt, g.cloud_usd_per_1k_tokens * 1e3, wdt, yerr=g.cloud_usd_per_1k_ci95 * 1e3,
-                           capsize=2, label=v)
-        for ax, ylab in ((axes[0][1], "TPOT (ms)"), (axes[1][1], "cloud cost (milli-USD / 1k tokens)")):
-            ax.set_xticks(x + 0.4 - wdt / 2, conds, rotation=20, ha="right", fontsize=7)
-            ax.set_ylabel(ylab)
-            ax.grid(alpha=0.3, axis="y")
-        axes[0][1].set_yscale("log")
-        axes[0][1].set_title("mahimahi traces, RTT 50 ms", fontsize=9)
-    fig.suptitle("Mobile-cloud speculative decoding: LLaMA2-7B drafter (phone NPU+PIM) / LLaMA2-13B target "
-                 "(H200), 1024 tokens; error bars 95% CI", fontsize=9)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    fig.suptitle("Mobile-cloud speculative decoding, Qwen2.5-Coder 0.5B drafter / 1.5B target; 95% CIs over windows",
+                 fontsize=9)
+    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=130)
+    fig.savefig(tmp, dpi=120)
     os.replace(tmp, path)
     plt.close(fig)
 
@@ -185,44 +290,55 @@ def figure(agg: pd.DataFrame, path: Path) -> None:
 def parser():
     from ahasd_sim.cli_common import script_parser
     p = script_parser(__doc__.split("\n")[0])
-    p.add_argument("--traces", default=os.environ.get("AHASD_SIM_NETWORK_TRACES"),
-                   help="folder with mahimahi traces (default: $AHASD_SIM_NETWORK_TRACES)")
-    p.add_argument("--out", default=str(ROOT / "sweeps" / "hyco_study"), help="study folder (sweeps inside)")
-    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (>= 1)")
-    p.add_argument("--figure", default=str(ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"),
-                   help="figure path (its data goes next to it as .csv)")
+    p.add_argument("--traces", default=None,
+                   help="folder with mahimahi traces (default: $AHASD_SIM_NETWORK_TRACES, else ../shared/data/network "
+                        "if present)")
+    p.add_argument("--windows", type=int, default=8, help="trace windows per cell (samples, >= 2)")
+    p.add_argument("--tokens", type=int, default=512, help="tokens per window (>= 16)")
+    p.add_argument("--workers", type=int, default=2, help="parallel worker processes (>= 1)")
+    p.add_argument("--out", default=str(STUDY), help="folder of windows.csv (the doc is regenerated only for the "
+                   "default, docs/studies/hyco)")
+    p.add_argument("--figure", default=str(FIGURE), help="figure path")
     return p
 
 
 def body(a) -> int:
+    import pandas as pd
     from ahasd_sim.config.errors import InputError
     from ahasd_sim.outdir import check_output_file, check_writable_dir
+    from ahasd_sim.simulation import fork_map
     if a.workers < 1:
         raise InputError(f"--workers {a.workers}: expected >= 1")
+    if a.windows < 2 or a.tokens < 16:
+        raise InputError(f"--windows {a.windows} / --tokens {a.tokens}: expected >= 2 windows and >= 16 tokens")
     out = Path(a.out)
     check_writable_dir(out)                       # every output location before any work
     check_output_file(a.figure, flag="--figure")
-    tdir = None
     if a.traces:
         tdir = Path(a.traces)
         if not tdir.is_dir():
             raise InputError(f"--traces: '{tdir}' is not a folder")
-    frames = []
-    run_sweep(load_sweep_spec(RTT_SPEC), out / "rtt", workers=a.workers, progress=False)
-    frames.append(aggregate(collect(out / "rtt", "rtt_ms"), "rtt_ms"))
-    if tdir is not None:
-        spec = trace_spec(tdir, out)
-        if spec is None:
-            raise InputError(f"--traces: no known mahimahi traces in '{tdir}'")
-        run_sweep(load_sweep_spec(spec), out / "traces", workers=a.workers, progress=False)
-        frames.append(aggregate(collect(out / "traces", "trace"), "trace"))
-    agg = pd.concat(frames, ignore_index=True)
-    atomic_write_text(out / "summary.csv", agg.to_csv(index=False))
-    atomic_write_text(out / "pareto.md", pareto(agg))
-    fig = Path(a.figure)
-    figure(agg, fig)
-    atomic_write_text(fig.with_suffix(".csv"), agg.to_csv(index=False))
-    print(f"wrote {out / 'summary.csv'}, {out / 'pareto.md'}, {fig}")
+    else:
+        env = os.environ.get("AHASD_SIM_NETWORK_TRACES")
+        tdir = Path(env) if env else ROOT.parent / "shared" / "data" / "network"
+        tdir = tdir if tdir.is_dir() else None
+    js = jobs(a.windows, a.tokens, tdir)
+    df = pd.DataFrame(fork_map(run_one, js, a.workers))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "windows.csv", df.to_csv(index=False))
+    figure(df, Path(a.figure))
+    msg = f"{len(js)} runs; wrote {out / 'windows.csv'}, {a.figure}"
+    if out.resolve() == STUDY.resolve():
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("docs_script", ROOT / "scripts" / "docs.py")
+        docs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(docs)
+        new, changed = docs.render(DOC.read_text(), {"hyco-study", "hyco-smoke"}, {})
+        atomic_write_text(DOC, new)
+        from ahasd_sim import fingerprint
+        docs.stamp_file(DOC, fingerprint.compute()[0], "python scripts/hyco_study.py")
+        msg += f"; regenerated {', '.join(changed) or 'nothing'} in {DOC.relative_to(ROOT)} and stamped it"
+    print(msg)
     return 0
 
 

@@ -25,6 +25,7 @@ MODES = ("hybrid", "device_draft_cloud_verify", "cloud_autoregressive", "device_
 
 
 def _session(tmp_path=None, **kw):
+    kw = {"radio_promotion_s": 0.0, "trace_offset_s": 0.0, **kw}   # link timing alone unless a test asks
     cfg = NetworkConfig(enabled=True, **kw)
     env = simpy.Environment()
     return env, NetworkLink(cfg, tmp_path).open(env, np.random.default_rng(0))
@@ -64,7 +65,7 @@ def test_constant_link_message_takes_half_rtt_plus_bytes_over_rate():
     rx_end = 0.020 + 2000 * 8 / 20e6
     active = 2 * ser_up + 2000 * 8 / 20e6      # uplink [0, 2 ser_up], downlink [0.020, rx_end]
     assert e["radio_active"] == pytest.approx(active * c.radio_active_power_w)
-    tail = (0.020 - 2 * ser_up) + (end - rx_end)
+    tail = (0.020 - 2 * ser_up) + c.radio_tail_s      # the gap, then a whole tail after the last message
     assert e["radio_tail"] == pytest.approx(tail * c.radio_tail_power_w)
 
 
@@ -120,6 +121,7 @@ def test_corrupt_trace_is_rejected(tmp_path, content, fragment):
 @pytest.mark.parametrize("key, make", [
     ("network.uplink_trace", lambda d: d / "missing.up"),
     ("network.downlink_trace", lambda d: _trace_file(d, "bad.down", ["12", "x"])),
+    ("network.rtt_trace", lambda d: _trace_file(d, "bad.rtt", ["0 50", "x"])),
 ])
 def test_cli_bad_trace_is_one_line_exit_2(tmp_path, capsys, key, make):
     path = make(tmp_path)
@@ -173,15 +175,105 @@ def test_mobile_cloud_metrics_are_consistent(mode):
         assert s["tokens_not_uploaded"] == 0
 
 
-def test_cloud_price_models_and_shared_server_queueing():
-    base = _run("device_draft_cloud_verify").summary
-    per_call = _run("device_draft_cloud_verify", ["cloud.usd_per_gpu_hour=0", "cloud.usd_per_call=0.001"]).summary
-    assert per_call["cloud_cost_usd_per_1k_tokens"] == pytest.approx(per_call["cloud_calls"] * 0.001 / 96 * 1000)
-    shared = _run("device_draft_cloud_verify", ["cloud.utilization=0.8"]).summary
-    assert shared["cloud_queue_wait_s"] > 0 and base["cloud_queue_wait_s"] == 0
-    assert shared["tpot_s"] > base["tpot_s"]
-    # waiting in the shared queue is not billed GPU time
-    assert shared["cloud_gpu_busy_s"] == pytest.approx(base["cloud_gpu_busy_s"], rel=1e-9)
+def test_pricing_modes_bill_what_each_model_says():
+    """shared_busy: GPU-hour price x the phone's GPU time (one phone: every iteration is its own);
+    dedicated_wall: price x wall time / phones; per_token_api: tokens processed x price per token +
+    requests x price per request. Split verifies n drafts as n + 1 tokens per request."""
+    s = _run("device_draft_cloud_verify", ["cloud.usd_per_call=0.001"]).summary
+    cfg = load_config(HYCO)
+    n, by = s["generated_tokens"], s["cloud_cost_usd_per_1k_tokens_by_pricing"]
+    per_s = cfg.cloud.usd_per_gpu_hour / 3600
+    assert by["shared_busy"] == pytest.approx(s["device_busy_s"]["cloud_gpu"] * per_s / n * 1000, rel=1e-9)
+    assert by["dedicated_wall"] == pytest.approx(s["makespan_s"] * per_s / n * 1000, rel=1e-9)
+    assert s["cloud_tokens_processed"] == s["drafted_tokens"] + s["verifications"]
+    assert s["cloud_calls"] == s["verifications"]
+    api = s["cloud_tokens_processed"] * cfg.cloud.usd_per_1m_tokens * 1e-6 + s["cloud_calls"] * 0.001
+    assert by["per_token_api"] == pytest.approx(api / n * 1000, rel=1e-9)
+    assert s["cloud_pricing"] == "shared_busy" and s["cloud_cost_usd_per_1k_tokens"] == by["shared_busy"]
+    api_run = _run("device_draft_cloud_verify", ["cloud.usd_per_call=0.001", "cloud.pricing=per_token_api"]).summary
+    assert api_run["cloud_cost_usd_per_1k_tokens"] == pytest.approx(by["per_token_api"], rel=1e-12)
+    # a dedicated GPU idles while the phone drafts and the messages travel: it costs more than busy time
+    assert by["dedicated_wall"] > by["shared_busy"]
+
+
+@pytest.mark.parametrize("mode, extra", [("cloud_autoregressive", []), ("hybrid", ["hyco.options=[cloud_sd]"]),
+                                         ("device_draft_cloud_verify", [])])
+def test_queue_wait_is_drawn_per_request_not_per_forward(mode, extra):
+    """A fixed 20 ms admission wait is paid once per request: cloud AR sends one request for the
+    whole generation (its 96 decode forwards wait 20 ms in all, and the run ends 20 ms later);
+    cloud SD once per session; split once per verification."""
+    base = _run(mode, extra).summary
+    q = _run(mode, [*extra, "cloud.queue_delay_ms=20"]).summary
+    assert q["cloud_queue_wait_s"] == pytest.approx(0.020 * q["cloud_calls"], rel=1e-9)
+    if mode == "cloud_autoregressive":
+        assert q["cloud_calls"] == 1 and base["verifications"] == 96
+        assert q["makespan_s"] - base["makespan_s"] == pytest.approx(0.020, rel=1e-6)
+    elif mode == "hybrid":
+        assert q["cloud_calls"] == q["mode_stats"]["cloud_sessions"] < q["verifications"]
+    else:
+        assert q["cloud_calls"] == q["verifications"]
+    # waiting in the queue is not billed GPU time
+    assert q["cloud_gpu_busy_s"] == pytest.approx(base["cloud_gpu_busy_s"], rel=1e-9)
+    if mode == "device_draft_cloud_verify":       # many requests: some wait behind unsimulated tenants
+        shared = _run(mode, [*extra, "cloud.utilization=0.8"]).summary
+        assert shared["cloud_queue_wait_s"] > 0 and base["cloud_queue_wait_s"] == 0
+        assert shared["tpot_s"] > base["tpot_s"]
+
+
+def test_radio_promotion_and_tail_after_the_last_message():
+    """Huang et al. LTE RRC model. Uplink 1000 B on an 8 Mbit/s link (1 ms on the air), RTT 40 ms.
+    t = 0: the radio is idle -> promotion 260.1 ms, the message leaves at 0.2611 s, arrives 0.2811 s.
+    t = 5 s (< 0.2611 + 11.576 s tail): connected, no promotion; leaves 5.001 s.
+    t = 30 s (> 5.001 + 11.576): idle again -> a second promotion; leaves 30.2611 s.
+    Energy (run ends at 31 s): promotions 2 x 0.2601 s x 1.2107 W; active 3 x 1 ms x 1.288 W;
+    tail: the 3.9999 s gap (shorter than the timer) + one whole tail after the 5.001 s message +
+    a whole tail after the last one although the run ends 0.7389 s after it."""
+    env, s = _session(uplink_mbps=8.0, rtt_ms=40.0, message_overhead_bytes=0, radio_promotion_s=0.2601)
+    c = s.cfg
+    r1 = s.schedule(1000, "up")
+    assert (r1.depart_s, r1.arrive_s) == pytest.approx((0.2611, 0.2811))
+    env.run(until=5.0)
+    assert s.schedule(1000, "up").depart_s == pytest.approx(5.001)
+    env.run(until=30.0)
+    assert s.schedule(1000, "up").depart_s == pytest.approx(30.2611)
+    assert s.promotions == 2
+    e = s.radio_energy_j(31.0)
+    assert e["radio_promotion"] == pytest.approx(2 * 0.2601 * c.radio_promotion_power_w)
+    assert e["radio_active"] == pytest.approx(3 * 0.001 * c.radio_active_power_w)
+    assert e["radio_tail"] == pytest.approx(((5.0 - 0.2611) + 2 * c.radio_tail_s) * c.radio_tail_power_w)
+    # a run's summary carries the tail after its last message (cloud AR: ~12.3 J, not 0)
+    res = _run("cloud_autoregressive")
+    tail = res.summary["dynamic_energy_by_task_j"]["radio_tail"]["network"]
+    assert tail >= c.radio_tail_s * c.radio_tail_power_w
+
+
+def test_time_varying_rtt_from_an_rtt_trace(tmp_path):
+    """RTT trace: 40 ms from 0 s, 200 ms from 1 s, period 2 s; offset 0.5 s. A message sent at t = 0
+    (trace time 0.5 s) travels 20 ms one way; at t = 0.6 s (trace 1.1 s) 100 ms; at t = 1.6 s
+    (trace 2.1 s = 0.1 s after the loop) 20 ms again. The estimate before any message is the
+    time average, (40 + 200) / 2 = 120 ms."""
+    rt = _trace_file(tmp_path, "r.rtt", ["0 40", "1 200", "2 40"])
+    env, s = _session(tmp_path, rtt_trace=str(rt), trace_offset_s=0.5, uplink_mbps=1e6, message_overhead_bytes=0)
+    assert s.link.rtt_s == pytest.approx(0.120)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(0.020, abs=1e-6)
+    env.run(until=0.6)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(0.700, abs=1e-6)
+    env.run(until=1.6)
+    assert s.schedule(1, "up").arrive_s == pytest.approx(1.620, abs=1e-6)
+
+
+def test_trace_offset_is_drawn_per_seed_and_used(tmp_path):
+    """Offset 7 ms into a trace with opportunities at 5, 10, 20 ms (period 20): a message at t = 0
+    reads the trace at 7 ms and leaves at the 10-ms opportunity, i.e. t = 3 ms. A negative offset
+    draws one per session from its seeded generator (same seed, same offset)."""
+    up = _trace_file(tmp_path, "o.up", [5, 10, 20])
+    env, s = _session(tmp_path, uplink_trace=str(up), rtt_ms=0.0, message_overhead_bytes=0, trace_offset_s=0.007)
+    assert s.schedule(100, "up").depart_s == pytest.approx(0.003)
+    offs = []
+    for seed in (1, 1, 2):
+        cfg = NetworkConfig(enabled=True, uplink_trace=str(up), trace_offset_s=-1.0)
+        offs.append(NetworkLink(cfg, tmp_path).open(simpy.Environment(), np.random.default_rng(seed)).offset_s)
+    assert offs[0] == offs[1] != offs[2] and all(0 <= o < 0.020 for o in offs)
 
 
 def test_hybrid_falls_back_to_the_cloud_on_a_bad_link():
@@ -193,12 +285,11 @@ def test_hybrid_falls_back_to_the_cloud_on_a_bad_link():
 
 
 def test_upload_skipping_commits_confident_tokens_without_the_cloud():
-    # (the 2 + 4-rank phone of the reference split: with the striped default the faster drafter
-    # leaves few confident head tokens to skip in 96 tokens)
     off = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=-1", "pim.partition_policy=min_fit"]).summary
     on = _run("hybrid", ["hyco.options=[split]", "hyco.skip_max_entropy_nats=0.5", "pim.partition_policy=min_fit"]).summary
     assert off["tokens_not_uploaded"] == 0 and on["tokens_not_uploaded"] > 0
-    assert on["round_trips"] < off["round_trips"]
+    assert on["uplink_bytes"] < off["uplink_bytes"]          # skipped drafts travel as bare ids
+    assert on["round_trips"] <= off["round_trips"]
     # skipped tokens are never verified: the output differs from the target where the trace says so
     assert 0 <= on["unverified_mismatch_tokens"] <= on["tokens_not_uploaded"]
 
@@ -266,7 +357,8 @@ def test_split_drafting_beats_colocated_only_when_rtt_is_below_the_drafting_wind
     cfgf.write_text(f"extends: {H200}\n"
                     f"run: {{mode: hybrid, policy: fixed, generated_tokens: {n}, timeline: false, kv_len_quantum_tokens: 4096}}\n"
                     f"policy: {{max_tokens: {k}, fixed: {{k: {k}}}}}\n"
-                    f"network: {{enabled: true, uplink_mbps: 1000000.0, downlink_mbps: 1000000.0, message_overhead_bytes: 0}}\n"
+                    f"network: {{enabled: true, uplink_mbps: 1000000.0, downlink_mbps: 1000000.0, message_overhead_bytes: 0,"
+                    " radio_promotion_s: 0.0}\n"
                     f"cloud: {{platform_config: {H200}}}\n"
                     "hyco: {draft_topk: 0, request_bytes: 0, verdict_header_bytes: 0, skip_max_entropy_nats: -1,"
                     " predraft: always, cloud_session_tokens: 100000}\n")
@@ -336,3 +428,145 @@ def test_real_mahimahi_traces_run():
                                                f"network.downlink_trace={REAL / 'ATT-LTE-driving-2016.down'}"],
                  tokens=64).summary
     assert drive["generated_tokens"] == 64
+
+
+# ------------------------------------------------------------------ shared, batched cloud GPU
+def test_continuous_batching_iteration_cost_shares_and_causality():
+    """Synthetic forward cost T(n, kv) = 1 ms + 10 us x n + 1 us x kv (kv 0 = the empty cache).
+    Forwards A (1 token, kv 100) and B (3 tokens, kv 200) queued at t = 0 run as one iteration:
+    T(4, 0) + [T(1, 100) - T(1, 0)] + [T(3, 200) - T(3, 0)] = 1.04 + 0.1 + 0.2 = 1.34 ms, billed
+    1/4 and 3/4 by token share. C, queued at 0.5 ms while that iteration runs, must not join it
+    (its data was not there when the batch started): it runs alone from 1.34 ms to 1.34 + 1.01 ms."""
+    from ahasd_sim.hw.cloud import CloudConfig, CloudServer
+    from ahasd_sim.modes.base import TaskCost
+
+    def cost(kind, n, kv):
+        t = 1e-3 + 1e-5 * n + 1e-6 * kv
+        return TaskCost(t, {"cloud_gpu": 100.0 * t}, {"cloud_gpu": t})
+
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), cost, np.random.default_rng(0))
+    for o in (0, 1, 2):
+        srv.attach(o)
+    got = {}
+
+    def fwd(owner, n, kv, at):
+        yield env.timeout(at)
+        got[owner] = yield from srv.run(owner, "verify", n, kv, "v")
+
+    env.process(fwd(0, 1, 100, 0.0))
+    env.process(fwd(1, 3, 200, 0.0))
+    env.process(fwd(2, 1, 0, 0.5e-3))
+    env.run()
+    assert got[0] == pytest.approx((0.0, 1.34e-3)) and got[1] == pytest.approx((0.0, 1.34e-3))
+    assert got[2] == pytest.approx((1.34e-3, 1.34e-3 + 1.01e-3))
+    led = srv.ledgers
+    assert led[0].gpu_share_s == pytest.approx(1.34e-3 / 4) and led[1].gpu_share_s == pytest.approx(1.34e-3 * 3 / 4)
+    assert led[0].gpu_busy_s == led[1].gpu_busy_s == pytest.approx(1.34e-3)
+    assert led[2].batch_wait_s == pytest.approx(1.34e-3 - 0.5e-3)
+    assert srv.iterations == 2 and srv.busy_s == pytest.approx(2.35e-3)
+
+
+def test_capacity_at_an_slo_grows_with_batching_as_predicted():
+    """N phones stream cloud AR from one GPU (no RTT, no promotion, a fast link; the KV quantum
+    puts every forward at one KV length, so a batch of N is one forward over N tokens). Closed
+    loop, deterministic service: with batching every iteration decodes one token of each phone,
+    so per-user TPOT = T(N); without batching (max_batch 1) the phones take turns, TPOT = N T(1).
+    Capacity at an SLO of 3.5 T(1) over N in {1, 2, 4, 8, 16, 32}: the largest N whose
+    predicted TPOT meets it (unbatched: 2, as 4 T(1) > 3.5 T(1)); measured must match."""
+    base = ["run.mode=cloud_autoregressive", "run.generated_tokens=48", "run.timeline=false",
+            "run.kv_len_quantum_tokens=8192", "network.rtt_ms=0", "network.radio_promotion_s=0",
+            "network.uplink_mbps=100000", "network.downlink_mbps=100000"]
+    cfg = load_config(HYCO, base)
+    from ahasd_sim.workload.models import get_model
+    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+    T = lambda n: cc.gpu_verify(n, 0).duration_s            # noqa: E731
+    grid = (1, 2, 4, 8, 16, 32)
+    slo = 3.5 * T(1)
+    measured = {}
+    for batch in (1, 256):
+        tp = {}
+        for N in grid:
+            s = run_simulation(load_config(HYCO, [*base, f"cloud.phones_per_gpu={N}",
+                                                  f"cloud.max_batch={batch}"])).summary
+            f = s["cloud_fleet"]
+            tp[N] = f["user_tpot_p50_ms"] * 1e-3
+            want = T(N) if batch > 1 else N * T(1)
+            assert tp[N] == pytest.approx(want, rel=0.03), (batch, N, tp[N], want)
+            if batch > 1:
+                assert f["mean_batch_forwards"] == pytest.approx(N, rel=0.05)
+        measured[batch] = max(N for N in grid if tp[N] <= slo)
+    predicted = {1: max(N for N in grid if N * T(1) <= slo), 256: max(N for N in grid if T(N) <= slo)}
+    assert measured == predicted
+    assert predicted[1] == 2 and predicted[256] > predicted[1]
+
+
+def test_tpot_target_traces_a_monotone_cost_latency_curve():
+    """hyco.tpot_slo_ms targets the run's mean TPOT: a looser target buys slower, cheaper split
+    rounds, so TPOT never falls and cloud cost never rises as the target grows (same seed and
+    trace); between the fastest and the cheapest option the mean lands near the target."""
+    pts = []
+    for slo in (5, 8, 12, 20, 40):
+        s = _run("hybrid", [f"hyco.tpot_slo_ms={slo}", "network.jitter_ms=5"], tokens=512).summary
+        pts.append((slo, s["tpot_s"] * 1e3, s["cloud_cost_usd_per_1k_tokens"]))
+    for (_, t1, c1), (_, t2, c2) in zip(pts, pts[1:]):
+        assert t2 >= t1 - 1e-9 and c2 <= c1 + 1e-12, pts
+    assert pts[-1][1] > 1.5 * pts[0][1] and pts[-1][2] < 0.7 * pts[0][2], pts
+    assert pts[1][1] == pytest.approx(8, rel=0.25), pts      # 8 ms lies between cloud AR and split alone
+
+
+def test_a_sequence_released_by_an_iteration_joins_the_next_one():
+    """Continuous batching: phone D decodes two steps back to back; E's forward arrives at 0.5 ms,
+    during D's first iteration (T(1, 0) = 1.01 ms with the cost of the test above). The next
+    iteration must hold both D's second step and E: T(2, 0) = 1.02 ms, ending at 2.03 ms (a
+    scheduler that started E alone before D re-queued would end D's step at 3.04 ms)."""
+    from ahasd_sim.hw.cloud import CloudConfig, CloudServer
+    from ahasd_sim.modes.base import TaskCost
+
+    def cost(kind, n, kv):
+        t = 1e-3 + 1e-5 * n + 1e-6 * kv
+        return TaskCost(t, {}, {"cloud_gpu": t})
+
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), cost, np.random.default_rng(0))
+    srv.attach(0)
+    srv.attach(1)
+    ends = {}
+
+    def d():
+        yield from srv.run(0, "verify", 1, 0, "v")
+        ends["d2"] = (yield from srv.run(0, "verify", 1, 0, "v", new_call=False))[1]
+
+    def e():
+        yield env.timeout(0.5e-3)
+        ends["e"] = (yield from srv.run(1, "verify", 1, 0, "v"))[1]
+
+    env.process(d())
+    env.process(e())
+    env.run()
+    assert ends == pytest.approx({"d2": 2.03e-3, "e": 2.03e-3})
+    assert srv.iterations == 2
+
+
+def test_messages_wake_the_receiver_in_order_when_arrivals_coincide():
+    """Messages that arrive at one instant (one trace opportunity carries several) must wake
+    their receivers in the order sent, although each timeout's end, now + (arrive - now), rounds
+    differently in floating point: sent at 0.30896819907559114 s and 0.3955564210524287 s, both
+    released by the bottleneck at 1.9409341876619017 s, the second timeout ends one ulp earlier."""
+    env = simpy.Environment()
+    s = NetworkLink(NetworkConfig(enabled=True, rtt_ms=0.0, radio_promotion_s=0.0)).open(env, np.random.default_rng(0))
+    order = []
+    release = 1.9409341876619017
+
+    def msg(i, at):
+        yield env.timeout(at)
+        s.dirs["down"].free_at_s = release          # the bottleneck releases both at one time
+        yield from s.send(0, "down")
+        order.append(i)
+
+    for i, at in enumerate((0.30896819907559114, 0.3955564210524287)):
+        env.process(msg(i, at))
+    env.run()
+    arr = [r.arrive_s for r in s.deliveries]
+    assert arr[0] == arr[1]
+    assert order == [0, 1]

@@ -49,6 +49,7 @@ UNIT_CEILINGS: dict[str, tuple[float, str]] = {
     "mm^2": (1000.0, "the lithography reticle limit is about 858 mm^2"),
     "USD": (1e6, "a million dollars per call or per million tokens"),
     "USD/GPU-h": (1e6, "a million dollars per GPU-hour"),
+    "USD/Mtoken": (1e6, "a million dollars per million tokens"),
     "tokens": (float(2 ** 24), "16.7 M tokens is 1000x any shipped trace (about 11k positions)"),
     "rounds": (float(2 ** 24), "16.7 M rounds is 1000x any shipped trace"),
     "positions": (float(2 ** 24), "16.7 M positions is 1000x any shipped trace"),

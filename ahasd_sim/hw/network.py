@@ -19,11 +19,18 @@ Jitter: each message's one-way delay is RTT/2 + X, X ~ Exponential(mean ``jitter
 drawn from the session's own seeded generator; messages of one direction arrive in order
 (a TCP-like stream), so X can delay but never reorder them.
 
-Device radio energy (the phone's modem; LTE power model of Huang et al., MobiSys 2012):
-``radio_tx_nj_per_bit`` x bits sent + ``radio_rx_nj_per_bit`` x bits received +
-``radio_active_power_w`` x seconds during which a message is queued or on the air at the
-phone + ``radio_tail_power_w`` x the time the radio stays connected after activity (at
-most ``radio_tail_s`` per idle gap, until the run ends).
+Trace offset: a session starts reading both traces at ``trace_offset_s`` into them (< 0:
+uniform over the uplink trace's period, drawn from the session's seeded generator, so every
+seed and window replays another stretch of the recording).
+
+Device radio (the phone's modem; the LTE RRC model of Huang et al., MobiSys 2012): the
+radio is idle at the start and after ``radio_tail_s`` without activity; a message that finds
+it idle first waits ``radio_promotion_s`` (RRC promotion) at ``radio_promotion_power_w``.
+Energy: ``radio_tx_nj_per_bit`` x bits sent + ``radio_rx_nj_per_bit`` x bits received +
+``radio_active_power_w`` x seconds a message is queued or on the air at the phone +
+promotions + ``radio_tail_power_w`` x the connected time after each activity (at most
+``radio_tail_s`` per idle gap, and a whole tail after the last message: the run that sent
+it pays it, even though it ends before the radio sleeps).
 """
 from __future__ import annotations
 
@@ -78,6 +85,16 @@ class NetworkConfig:
                                       source=f"LTE tail 1060 mW, {HUANG12}")
     radio_tail_s: float = param(11.576, doc="longest connected tail after activity (then the radio sleeps)",
                                 unit="s", ge=0, source=f"LTE tail timer 11.576 s, {HUANG12}")
+    radio_promotion_s: float = param(0.2601, doc="RRC promotion delay from idle to connected (the first message, "
+                                     "and any message more than radio_tail_s after the last activity)",
+                                     unit="s", ge=0, source=f"LTE T_pro = 260.1 ms, Table 3 of {HUANG12}")
+    radio_promotion_power_w: float = param(1.2107, doc="radio power during an RRC promotion", unit="W", ge=0,
+                                           source=f"LTE P_pro = 1210.7 mW, Table 3 of {HUANG12}")
+    rtt_trace: str = param("", doc="time-varying RTT: a text file of 'time_s rtt_ms' lines (piecewise constant, "
+                           "looping with the last time as period, read at the same offset as the traces; "
+                           "empty: constant rtt_ms)")
+    trace_offset_s: float = param(-1.0, doc="where in the traces a run starts (< 0: uniform over the uplink "
+                                  "trace's period, drawn per seed and window)", unit="s")
 
 
 # ------------------------------------------------------------------ traces
@@ -169,6 +186,46 @@ class PacketTrace:
             g = (g // n + 1) * n
 
 
+class RttTrace:
+    """Piecewise-constant RTT over time: (time s, RTT s) steps, looping with the last time as period."""
+
+    def __init__(self, times_s, rtts_s, name: str = "rtt trace"):
+        self.t = np.asarray(times_s, float)
+        self.v = np.asarray(rtts_s, float)
+        if self.t.size < 2:
+            raise TraceFormatError(f"{name}: needs at least two 'time_s rtt_ms' lines (the last time is the period)")
+        if (np.diff(self.t) <= 0).any() or self.t[0] < 0:
+            raise TraceFormatError(f"{name}: times must start at >= 0 s and increase")
+        if (self.v < 0).any():
+            raise TraceFormatError(f"{name}: RTTs must be >= 0 ms")
+        self.period_s = float(self.t[-1])
+        self.name = name
+
+    @classmethod
+    def load(cls, path) -> "RttTrace":
+        where = f"rtt trace '{path}'"
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TraceFormatError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
+        ts, vs = [], []
+        for i, line in enumerate(text.splitlines(), 1):
+            f = line.replace(",", " ").split()
+            if not f or f[0].startswith("#"):
+                continue
+            try:
+                t, v = float(f[0]), float(f[1])
+            except (ValueError, IndexError):
+                raise TraceFormatError(f"{where} line {i}: expected 'time_s rtt_ms', got {line.strip()[:40]!r}") from None
+            ts.append(t)
+            vs.append(v * 1e-3)
+        return cls(ts, vs, where)
+
+    def at(self, t_s: float) -> float:
+        x = t_s % self.period_s
+        return float(self.v[max(0, int(np.searchsorted(self.t, x, side="right")) - 1)])
+
+
 # ------------------------------------------------------------------ link
 class NetworkLink:
     """Configuration + loaded traces of one link; :meth:`open` makes the per-run session."""
@@ -185,6 +242,11 @@ class NetworkLink:
             except TraceFormatError as exc:
                 exc.key = f"network.{key}"
                 raise
+        try:
+            self.rtt_trace = RttTrace.load(_resolve(cfg.rtt_trace, base_dir)) if cfg.rtt_trace else None
+        except TraceFormatError as exc:
+            exc.key = "network.rtt_trace"
+            raise
 
     def rate_bytes_s(self, direction: str) -> float:
         """Constant rate of ``direction`` (the trace's mean rate when a trace is set)."""
@@ -200,7 +262,14 @@ class NetworkLink:
 
     @property
     def rtt_s(self) -> float:
+        """The constant RTT (with an rtt_trace: its time average, for a priori estimates)."""
+        tr = self.rtt_trace
+        if tr is not None:
+            return float(np.sum(np.diff(tr.t) * tr.v[:-1]) / tr.period_s)
         return self.cfg.rtt_ms * 1e-3
+
+    def rtt_at(self, trace_time_s: float) -> float:
+        return self.rtt_trace.at(trace_time_s) if self.rtt_trace is not None else self.cfg.rtt_ms * 1e-3
 
     def transfer_time_s(self, nbytes: float, direction: str) -> float:
         """Isolated one-way time at the (mean) rate, no jitter: RTT/2 + bytes / rate."""
@@ -245,13 +314,15 @@ class Delivery:
 class _Direction:
     """FIFO bottleneck state of one direction."""
 
-    def __init__(self, rate_bytes_s: float, trace: PacketTrace | None):
+    def __init__(self, rate_bytes_s: float, trace: PacketTrace | None, offset_s: float = 0.0):
         self.rate = rate_bytes_s
         self.trace = trace
+        self.offset_ms = offset_s * 1e3     # simulation time t reads the trace at t + offset
         self.free_at_s = 0.0        # constant rate: when the queued bytes have left
         self.g_last = -1            # trace: last opportunity used
         self.left_in_last = 0       # trace: bytes still free in it
         self.last_arrive_s = 0.0
+        self.last_event = None      # arrival event of the latest message sent (in-order wake-ups)
 
     def depart(self, now_s: float, nbytes: int) -> tuple[float, float]:
         """(service start, departure) of a message of ``nbytes`` enqueued at ``now_s``."""
@@ -260,17 +331,18 @@ class _Direction:
             self.free_at_s = start + nbytes / self.rate
             return start, self.free_at_s
         tr = self.trace
-        now_ms = now_s * 1e3
+        off = self.offset_ms
+        now_ms = now_s * 1e3 + off
         need = nbytes
         g = self.g_last
         if self.left_in_last > 0 and g >= 0 and tr.time_ms(g) >= now_ms:
-            start = tr.time_ms(g) * 1e-3
+            start = (tr.time_ms(g) - off) * 1e-3
             take = min(need, self.left_in_last)
             need -= take
             self.left_in_last -= take
         else:
             g = max(self.g_last + 1, tr.first_at_or_after(now_ms))
-            start = tr.time_ms(g) * 1e-3
+            start = (tr.time_ms(g) - off) * 1e-3
             take = min(need, MAHIMAHI_PACKET_BYTES)
             need -= take
             self.left_in_last = MAHIMAHI_PACKET_BYTES - take
@@ -279,7 +351,7 @@ class _Direction:
             g += k
             self.left_in_last = k * MAHIMAHI_PACKET_BYTES - need
         self.g_last = g
-        return start, tr.time_ms(g) * 1e-3
+        return start, (tr.time_ms(g) - off) * 1e-3
 
 
 class NetworkSession:
@@ -290,11 +362,19 @@ class NetworkSession:
         self.cfg = link.cfg
         self.env = env
         self.rng = rng
-        self.dirs = {d: _Direction(link.rate_bytes_s(d), link.traces[d]) for d in ("up", "down")}
+        off = self.cfg.trace_offset_s
+        if off < 0:
+            up = link.traces["up"] or link.traces["down"]
+            off = float(rng.uniform(0.0, up.period_ms * 1e-3)) if up is not None else 0.0
+        self.offset_s = off
+        self.dirs = {d: _Direction(link.rate_bytes_s(d), link.traces[d], off) for d in ("up", "down")}
         self.bytes = {"up": 0, "down": 0}
         self.messages = {"up": 0, "down": 0}
         self.deliveries: list[Delivery] = []
         self._radio_busy: list[tuple[float, float]] = []  # phone radio queued/on air
+        self._promotions: list[tuple[float, float]] = []  # RRC promotions (idle -> connected)
+        self._radio_last_s: float | None = None           # end of the latest radio activity
+        self.promotions = 0
 
     def message_bytes(self, payload_bytes: int) -> int:
         return int(payload_bytes) + self.cfg.message_overhead_bytes
@@ -306,24 +386,46 @@ class NetworkSession:
         nbytes = self.message_bytes(payload_bytes)
         now = self.env.now
         d = self.dirs[direction]
-        start, depart = d.depart(now, nbytes)
-        jitter = float(self.rng.exponential(self.cfg.jitter_ms * 1e-3)) if self.cfg.jitter_ms > 0 else 0.0
-        arrive = max(depart + self.link.rtt_s / 2.0 + jitter, d.last_arrive_s)
+        c = self.cfg
+        half = self.link.rtt_at(now + self.offset_s) / 2.0     # one-way propagation, fixed when the message is sent
+        t_radio = now if direction == "up" else now + half       # when the phone's radio is needed
+        promo = 0.0
+        if self._radio_idle_at(t_radio) and c.radio_promotion_s > 0:
+            promo = c.radio_promotion_s           # RRC promotion before the message can move
+            self._promotions.append((t_radio, t_radio + promo))
+            self.promotions += 1
+        start, depart = d.depart(now + promo, nbytes)
+        jitter = float(self.rng.exponential(c.jitter_ms * 1e-3)) if c.jitter_ms > 0 else 0.0
+        arrive = max(depart + half + jitter, d.last_arrive_s)
         d.last_arrive_s = arrive
         self.bytes[direction] += nbytes
         self.messages[direction] += 1
         rec = Delivery(direction, nbytes, now, start, depart, arrive)
         self.deliveries.append(rec)
-        if direction == "up":      # the phone holds the bytes from enqueue until they leave
-            self._radio_busy.append((now, depart))
+        if direction == "up":      # the phone holds the bytes from enqueue (after promotion) until they leave
+            busy = (now + promo, depart)
         else:                      # the phone receives for as long as the bottleneck served them
-            self._radio_busy.append((arrive - (depart - start), arrive))
+            busy = (arrive - (depart - start), arrive)
+        self._radio_busy.append(busy)
+        self._radio_last_s = max(self._radio_last_s or 0.0, busy[1])
         return rec
+
+    def _radio_idle_at(self, t: float) -> bool:
+        """The radio is idle at ``t``: no activity yet, or the tail timer expired before ``t``."""
+        last = self._radio_last_s
+        return last is None or t > last + self.cfg.radio_tail_s
 
     def send(self, payload_bytes: int, direction: str):
         """SimPy process body: deliver a message; returns its :class:`Delivery` on arrival."""
         rec = self.schedule(payload_bytes, direction)
+        d = self.dirs[direction]
+        prev, mine = d.last_event, self.env.event()
+        d.last_event = mine
         yield self.env.timeout(max(0.0, rec.arrive_s - self.env.now))
+        # in order even when two arrivals are equal but their float timeouts round apart
+        if prev is not None:
+            yield prev
+        mine.succeed()
         return rec
 
     def in_flight_s(self, end_s: float) -> float:
@@ -344,13 +446,15 @@ class NetworkSession:
 
     # ------------------------------------------------------------ energy
     def radio_energy_j(self, end_s: float) -> dict[str, float]:
-        """Radio energy by component over [0, end_s]: tx, rx, active, tail."""
+        """Radio energy by component: tx, rx, active, promotion, tail. Activity after ``end_s``
+        is cut; the tail after the last activity is charged whole (the radio stays connected
+        ``radio_tail_s`` after the run's last message, whoever looks at it)."""
         c = self.cfg
         out = {"radio_tx": self.bytes["up"] * 8 * c.radio_tx_nj_per_bit * 1e-9,
                "radio_rx": self.bytes["down"] * 8 * c.radio_rx_nj_per_bit * 1e-9,
-               "radio_active": 0.0, "radio_tail": 0.0}
+               "radio_active": 0.0, "radio_promotion": 0.0, "radio_tail": 0.0}
         merged: list[list[float]] = []
-        for a, b in sorted(self._radio_busy):
+        for a, b in sorted(self._radio_busy + self._promotions):
             a, b = max(0.0, a), min(end_s, b)
             if b < a:
                 continue
@@ -358,11 +462,13 @@ class NetworkSession:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
-        active = sum(b - a for a, b in merged)
+        promo = sum(min(end_s, b) - max(0.0, a) for a, b in self._promotions if b > 0 and a < end_s)
+        active = sum(b - a for a, b in merged) - promo
         tail = 0.0
         for i, (_a, b) in enumerate(merged):
-            nxt = merged[i + 1][0] if i + 1 < len(merged) else end_s
-            tail += min(max(0.0, nxt - b), c.radio_tail_s)
+            gap = merged[i + 1][0] - b if i + 1 < len(merged) else math.inf
+            tail += min(max(0.0, gap), c.radio_tail_s)
         out["radio_active"] = active * c.radio_active_power_w
+        out["radio_promotion"] = promo * c.radio_promotion_power_w
         out["radio_tail"] = tail * c.radio_tail_power_w
         return out

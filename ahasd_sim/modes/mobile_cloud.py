@@ -41,7 +41,7 @@ import simpy
 from ..config.errors import ConfigError
 from ..config.fields import param
 from ..config.registry import config_section
-from ..hw.cloud import CloudServer
+from ..hw.cloud import PRICINGS, CloudServer
 from ..policies.base import Decision, VerifyOutcome
 from .base import Mode, TaskCost
 
@@ -72,12 +72,14 @@ class HycoConfig:
                                          "drafter entropy is at most this (U-HLM upload skipping; < 0 disables)",
                                          unit="nats", ge=-1.0, source="[R] U-HLM threshold rule, arXiv 2412.12687; value ours",
                                          low_reason="any value below 0 disables skipping: write -1")
-    tpot_slo_ms: float = param(100.0, doc="hybrid: time-per-output-token target; among options predicted to meet it "
-                               "the one with the most tokens per dollar wins, else the fastest", unit="ms", gt=0,
+    tpot_slo_ms: float = param(100.0, doc="hybrid: target on the run's mean time per output token (the cost-latency "
+                               "knob): among options whose next round keeps the mean within it the one with the "
+                               "most tokens per dollar wins, else the fastest", unit="ms", gt=0,
                                source="[R] assumption: 10 tok/s, above reading speed (~250 words/min, about 5.5 tok/s)")
     cloud_session_tokens: int = param(32, doc="tokens per cloud session before the phone decides again", ge=1)
-    explore_every: int = param(8, doc="hybrid: every this many decisions, take the option tried longest ago "
-                               "(its estimates go stale otherwise; 0 = never)", ge=0, source="[R] assumption")
+    explore_every: int = param(8, doc="hybrid: every this many decisions, take the option tried longest ago among "
+                               "those predicted cheaper than the choice (only they could displace it; 0 = never)",
+                               ge=0, source="[R] assumption")
     explore_session_tokens: int = param(8, doc="hybrid: tokens of a cloud session taken to explore", ge=1,
                                         source="[R] assumption")
     ewma_alpha: float = param(0.3, doc="weight of the newest observation in the phone's estimates", gt=0, le=1)
@@ -189,13 +191,34 @@ class MobileCloudBase(Mode):
         self.tokens_not_uploaded = 0
         self.unverified_mismatch_tokens = 0
         self.chain_start = 0
+        self.owner = int(ctx.extras.get("peer", 0))
+        self.peers: list["MobileCloudBase"] = []
         if self.uses_cloud:
             if ctx.platform.network is None:
                 raise ConfigError(cfg.source_of("network.enabled"), "network.enabled",
                                   f"mode '{self.name}' talks to the cloud: set network.enabled: true")
-            self.net = ctx.platform.network.open(env, np.random.default_rng([cfg.run.seed, 0x4E4554]))
-            self.cloud_costs = build_cloud_costs(cfg, ctx.costs.draft, ctx.costs.target)
-            self.cloud = CloudServer(env, cfg.cloud, np.random.default_rng([cfg.run.seed, 0xC10D]), self.col)
+            # each phone has its own link and its own seeded generators (peer k: stream k)
+            self.net = ctx.platform.network.open(env, np.random.default_rng([cfg.run.seed, 0x4E4554, self.owner,
+                                                                             self.replay.seed]))
+            shared = ctx.extras.get("cloud")
+            if shared is not None:
+                self.cloud_costs, self.cloud = shared
+            else:
+                self.cloud_costs = build_cloud_costs(cfg, ctx.costs.draft, ctx.costs.target)
+                self.cloud = CloudServer(env, cfg.cloud, self._cloud_forward_cost,
+                                         np.random.default_rng([cfg.run.seed, 0xC10D, self.replay.seed]))
+            self.cloud.attach(self.owner, self.col)
+            if self.owner == 0 and cfg.cloud.phones_per_gpu > 1:
+                self.peers = make_peers(self, env, ctx)
+
+    def _cloud_forward_cost(self, kind: str, n_tokens: int, kv_len: int) -> TaskCost:
+        cc = self.cloud_costs
+        if kind == "draft":
+            return cc._gpu_forward(cc.draft, n_tokens, kv_len, resident_other=0)
+        return cc.gpu_verify(n_tokens, kv_len)
+
+    def cloud_run(self, kind: str, n_tokens: int, kv_len: int, label: str, new_call: bool = True):
+        return (yield from self.cloud.run(self.owner, kind, n_tokens, kv_len, label, new_call))
 
     def resolve(self, new_committed: int) -> bool:
         gen = self.gen
@@ -230,32 +253,103 @@ class MobileCloudBase(Mode):
             for label, e in self.net.radio_energy_j(self.env.now).items():
                 self.col.energy(self.net.link.device, e, label)
 
+    def user_tpot_s(self) -> float:
+        """This phone's time per output token so far: last commit time / tokens committed."""
+        return self.commit_log[-1][0] / self.committed if self.committed and self.commit_log else float("nan")
+
     def summary_fields(self, summary: dict[str, Any]) -> dict[str, Any]:
         n = int(summary["generated_tokens"])
         wins = tpot_windows_s(self.commit_log, n, self.hy.tpot_windows)
         tpot, ci = mean_ci95(wins)
-        cost = self.cloud.cost_usd() if self.cloud else 0.0
-        led = self.cloud.ledger if self.cloud else None
+        wall = float(summary["makespan_s"])
+        by = self.cloud.costs_usd(self.owner, wall) if self.cloud else {p: 0.0 for p in PRICINGS}
+        cost = by[self.cloud.cfg.pricing] if self.cloud else 0.0
+        led = self.cloud.ledgers[self.owner] if self.cloud else None
         net = self.net
-        return {
+        out = {
             "tpot_s": tpot,
             "tpot_ci95_s": ci,
             "tpot_window_s": wins,
+            "cloud_pricing": self.cloud.cfg.pricing if self.cloud else "",
             "cloud_cost_usd": cost,
             "cloud_cost_usd_per_1k_tokens": cost / n * 1000 if n else 0.0,
+            "cloud_cost_usd_per_1k_tokens_by_pricing": {p: (v / n * 1000 if n else 0.0) for p, v in by.items()},
             "cloud_gpu_busy_s": led.gpu_busy_s if led else 0.0,
+            "cloud_gpu_share_s": led.gpu_share_s if led else 0.0,
             "cloud_queue_wait_s": led.queue_wait_s if led else 0.0,
+            "cloud_batch_wait_s": led.batch_wait_s if led else 0.0,
             "cloud_calls": led.calls if led else 0,
+            "cloud_tokens_processed": led.tokens_processed if led else 0,
             "cloud_energy_j": led.energy_j if led else 0.0,
             "device_energy_per_token_j": summary["energy_per_token_j"],
             "uplink_bytes": net.bytes["up"] if net else 0,
             "downlink_bytes": net.bytes["down"] if net else 0,
             "uplink_messages": net.messages["up"] if net else 0,
             "downlink_messages": net.messages["down"] if net else 0,
+            "radio_promotions": net.promotions if net else 0,
+            "network_trace_offset_s": net.offset_s if net else 0.0,
             "round_trips": self.round_trips,
             "tokens_not_uploaded": self.tokens_not_uploaded,
             "unverified_mismatch_tokens": self.unverified_mismatch_tokens,
         }
+        if self.cloud is not None:
+            out["cloud_fleet"] = fleet_stats(self, wall)
+        return out
+
+
+def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
+    """Per-user TPOT over every phone on the GPU, SLO attainment, batching and utilisation.
+
+    A phone's TPOT: the time of its last commit / tokens committed (the run ends when the
+    run's own phone is done; the others are the load it shared the GPU with)."""
+    srv = primary.cloud
+    users = [primary, *primary.peers]
+    tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
+    tpots = tpots[np.isfinite(tpots)]
+    slo = srv.cfg.user_tpot_slo_ms * 1e-3
+    pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
+    # milliseconds: summary keys ending in _s add up over windows (simulation._merge)
+    return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
+            "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
+            "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
+            "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
+            "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
+            "mean_batch_tokens": srv.batched_tokens / srv.iterations if srv.iterations else 0.0,
+            "user_tokens_committed": [u.committed for u in users]}
+
+
+def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
+    """The other ``cloud.phones_per_gpu - 1`` phones: the same mode, each on a trace window
+    drawn (seeded by the run's seed and window) from the prompts where a window fits, with
+    its own replay, policy, link and collector; they share the primary's cloud server."""
+    from ..metrics.collector import Collector
+    from ..policies import make_policy, policy_needs_fit_data
+    from ..simulation import _load_full_trace, load_run_trace
+    from .base import RunContext
+    from .replay import TraceReplay
+
+    cfg, run = ctx.cfg, ctx.cfg.run
+    full = _load_full_trace(cfg) if run.trace else None
+    rng = np.random.default_rng([run.seed, 0x9EE5, primary.replay.seed])
+    fits = []
+    if full is not None:
+        n = len(full)
+        fits = [i for i, b in enumerate(full.prompt_bounds()) if n - int(b[0]) >= run.generated_tokens]
+    peers = []
+    for k in range(1, cfg.cloud.phones_per_gpu):
+        if fits:
+            _, sim, held = load_run_trace(cfg, int(rng.choice(fits)), full)
+        else:                                   # a trace handed in directly: every phone replays it
+            sim, held = primary.replay.trace, None
+        prng = np.random.default_rng([run.seed, 0x9EE5, primary.replay.seed, k])
+        policy = make_policy(run.policy, cfg.policy, prng, held if policy_needs_fit_data(run.policy) else None)
+        col = Collector(devices=sorted(ctx.platform.devices()), keep_intervals=False)
+        pctx = RunContext(cfg=cfg, platform=ctx.platform, costs=ctx.costs,
+                          replay=TraceReplay(sim, ctx.n_tokens, primary.replay.seed * 7919 + k), policy=policy,
+                          collector=col, rng=prng, n_tokens=ctx.n_tokens,
+                          extras={"peer": k, "cloud": (primary.cloud_costs, primary.cloud)})
+        peers.append(type(primary)(env, pctx))
+    return peers
 
 
 # ------------------------------------------------------------------ the engine
@@ -352,6 +446,8 @@ class MobileCloudEngine(MobileCloudBase):
     def start(self):
         self.env.process(self._cloud_worker())
         self.env.process(self._device())
+        for peer in self.peers:
+            peer.start()
         return self.done
 
     def _device(self):
@@ -385,7 +481,14 @@ class MobileCloudEngine(MobileCloudBase):
         t_ar = cc.gpu_verify(1, kv).duration_s
         price = self.cloud.cfg
         per_s = price.usd_per_gpu_hour / 3600.0
-        per_tok = price.usd_per_1m_tokens * 1e-6
+
+        def usd(gpu_s, tokens, calls, period_s):     # one round's bill under the run's pricing
+            if price.pricing == "shared_busy":
+                return gpu_s * per_s
+            if price.pricing == "dedicated_wall":
+                return period_s * per_s / price.phones_per_gpu
+            return tokens * price.usd_per_1m_tokens * 1e-6 + calls * price.usd_per_call
+
         sess = self.session_tokens or self.hy.cloud_session_tokens
         out = {}
         for opt in self.options:
@@ -395,14 +498,13 @@ class MobileCloudEngine(MobileCloudBase):
             if opt == "split":
                 rt = e.net_rt_s + t_v
                 period = max(g * t_dd, rt) if self.predraft_now(self.committed) else g * t_dd + rt
-                usd = t_v * per_s + price.usd_per_call + (gi + 1) * per_tok
-                out[opt] = (period / tok_split, usd / tok_split)
+                out[opt] = (period / tok_split, usd(t_v, gi + 1, 1, period) / tok_split)
             elif opt == "cloud_sd":
                 period = g * t_dc + t_v
-                usd = period * per_s + price.usd_per_call * tok_sd / sess + (2 * gi + 1) * per_tok
-                out[opt] = (period / tok_sd, usd / tok_sd)
+                out[opt] = (period / tok_sd, usd(period, 2 * gi + 1, tok_sd / sess, period) / tok_sd)
             else:
-                out[opt] = (max(t_ar, e.ar_interval_s), t_ar * per_s + price.usd_per_call / sess + per_tok)
+                period = max(t_ar, e.ar_interval_s)
+                out[opt] = (period, usd(t_ar, 1, 1 / sess, period))
         return out
 
     def choose(self) -> str:
@@ -411,17 +513,30 @@ class MobileCloudEngine(MobileCloudBase):
         pred = self.predict()
         slo = self.hy.tpot_slo_ms * 1e-3
         untried = [o for o in self.options if self.rounds_by_option[o] == 0]
-        ok = [o for o in pred if pred[o][0] <= slo]
+        # The target is on the run's mean TPOT (since the first commit): an option is acceptable when
+        # the mean after its next round (h tokens at its predicted TPOT) stays within the target, so
+        # time saved earlier buys slower, cheaper rounds and a deficit forces faster ones.
+        t0, c0 = self.commit_log[0] if self.commit_log else (self.env.now, self.committed)
+        el, cm = self.env.now - t0, self.committed - c0
+        sess = self.session_tokens or self.hy.cloud_session_tokens
+
+        def h(o):
+            return max(1.0, self.est.tokens_per_split) if o == "split" else float(sess)
+        ok = [o for o in pred if (el + h(o) * pred[o][0]) / (cm + h(o)) <= slo]
         self.decisions += 1
         every = self.hy.explore_every
+        exploit = min(ok, key=lambda o: (pred[o][1], pred[o][0])) if ok else min(pred, key=lambda o: pred[o][0])
+        # Only a cheaper option can displace the choice when its (stale) latency estimate is wrong:
+        # a dearer one is taken only if the choice misses the target, which its own rounds show.
+        cheaper = [o for o in self.options if o != exploit and pred[o][1] < pred[exploit][1]]
         self.exploring = True
         if untried:                 # explore every option once before trusting the predictions
             best = untried[0]
-        elif every and self.decisions % every == 0:
-            best = min(self.options, key=lambda o: self.last_tried.get(o, -1))
+        elif every and cheaper and self.decisions % every == 0:
+            best = min(cheaper, key=lambda o: self.last_tried.get(o, -1))
         else:
             self.exploring = False
-            best = min(ok, key=lambda o: (pred[o][1], pred[o][0])) if ok else min(pred, key=lambda o: pred[o][0])
+            best = exploit
         self.last_tried[best] = self.decisions
         self.col.event(self.env.now, "hyco_decision", option=best, info_time_s=self.est.last_obs_s,
                        observations=self.est.observations,
@@ -523,8 +638,7 @@ class MobileCloudEngine(MobileCloudBase):
         self.col.event(up.arrive_s, "uplink", position=start, round_id=round_id, sent_s=up.sent_s)
         t_in = self.env.now
         kv = self.replay.kv_len_at(start)
-        t0, t1 = yield from self.cloud.run(self.cloud_costs.gpu_verify(n + 1 + piggy, kv), "cloud_verify",
-                                           n + 1 + piggy)
+        t0, t1 = yield from self.cloud_run("verify", n + 1 + piggy, kv, "cloud_verify")
         self.col.counters.verifications += 1
         new_c = self.verify_span(start, n)             # the cloud's verdict (target side)
         self.col.event(t0, "cloud_verify", position=start, round_id=round_id, end_s=t1, n_tokens=n)
@@ -588,7 +702,7 @@ class MobileCloudEngine(MobileCloudBase):
                 start = self.cloud_pos
                 kv = self.replay.kv_len_at(start)
                 if s.option == "cloud_ar":
-                    yield from self.cloud.run(cc.gpu_verify(1, kv), "cloud_decode", 1, new_call=first_call)
+                    yield from self.cloud_run("verify", 1, kv, "cloud_decode", new_call=first_call)
                     ctr.verifications += 1
                     n, new_c = 0, start + 1
                 else:
@@ -599,8 +713,8 @@ class MobileCloudEngine(MobileCloudBase):
                         view = self.replay.view(start + n, start, n, self.env.now)
                         if view is None:
                             break
-                        yield from self.cloud.run(cc.gpu_draft_token(self.replay.kv_len_at(start + n)),
-                                                  "cloud_draft", 1, new_call=first_call and n == 0)
+                        yield from self.cloud_run("draft", 1, self.replay.kv_len_at(start + n), "cloud_draft",
+                                                  new_call=first_call and n == 0)
                         d = pol.decide(view)
                         if d is Decision.STOP_DISCARD:
                             ctr.discarded_draft_forwards += 1
@@ -609,7 +723,7 @@ class MobileCloudEngine(MobileCloudBase):
                         n += 1
                         if d is Decision.STOP_AFTER:
                             break
-                    yield from self.cloud.run(cc.gpu_verify(n + 1, kv), "cloud_verify", n + 1, new_call=False)
+                    yield from self.cloud_run("verify", n + 1, kv, "cloud_verify", new_call=False)
                     ctr.verifications += 1
                     new_c = self.verify_span(start, n)
                     a = new_c - start - 1

@@ -81,6 +81,7 @@ class TraceReplay:
     def __init__(self, trace, n_tokens: int, seed: int = 0):
         self.trace = trace
         self.n_tokens = int(n_tokens)
+        self.seed = int(seed)
         # What depends on the trace alone is built once per trace object and shared by every run
         # (and window) replaying it: the per-run state is the synthetic fallback's draws below.
         static = trace.__dict__.get("_replay_tables")
