@@ -82,7 +82,7 @@ def test_expert_union_cost_equals_hand_count():
     target = with_precision(get_model("qwen2.5-coder-1.5b-moefied-e64k8"), 2.0, 2.0)
     cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe)
     cache = ExpertCache(2, 8, 16, "lru", popularity=resident.astype(float), fill=True)
-    cache2 = ExpertCache(2, 8, 2, "lru", popularity=resident.astype(float), fill=True)
+    cache2 = ExpertCache(2, 8, 2, "lru", scope="global", popularity=resident.astype(float), fill=True)
     res = schedule_verify(cm, cache2, u, 3, 128, 0.0, 0.0)
     assert res.copied_experts == 5 and res.hits == 2 and res.distinct_total == 7
     assert cache.hits == 0  # untouched cache unaffected
@@ -137,7 +137,9 @@ def test_expert_compute_never_starts_before_its_copy_ends():
             assert rec.expert_start_s >= rec.dense_end_s
             if rec.copies:
                 assert rec.expert_start_s >= rec.copy_end_s
-        assert res.layers[3].expert_start_s >= 0.05 and cache.late_hits == 1
+        assert res.layers[3].expert_start_s >= 0.05
+        # next_layer: guessed copies still in flight when their layer's router runs are late hits too
+        assert cache.late_hits == 1 if overlap == "none" else cache.late_hits >= 1
         # copies on one FIFO stream never overlap
         iv = res.copy_intervals
         assert all(b0 >= a1 - 1e-15 for (_, a1), (b0, _) in zip(iv, iv[1:]))

@@ -121,7 +121,8 @@ class MoeOffloadMode(Mode):
             raise ConfigError(src, "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
         pop, self.profile = self._popularity(mc.profile_rounds)
         self.cache = ExpertCache(L, E, cap, mc.cache_policy, mc.cache_scope, pop,
-                                 fill=mc.cache_initial == "popular")
+                                 fill=mc.cache_initial == "popular",
+                                 activation_half_life_passes=mc.activation_half_life_passes)
         self.predictor = RecallPredictor(mc.predictor_recall, E, ctx.rng)
         self.h2d_free_s = 0.0
         self.static_w = sum(ctx.platform.devices().values())
@@ -130,6 +131,7 @@ class MoeOffloadMode(Mode):
         self.copied_demand = 0
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
+        self.verify_model_error: list[float] = []
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
         self.layer_log: list = []
 
@@ -206,8 +208,7 @@ class MoeOffloadMode(Mode):
                     key = (layer, int(e))
                     if budget[0] <= 0 or key in self.cache:
                         continue
-                    start = max(now, self.h2d_free_s)
-                    end = start + self.cm.copy_s
+                    start, end = self.cm.copy_end_s(now, self.h2d_free_s)
                     if not self.cache.insert(layer, int(e), end):
                         continue
                     col.busy("h2d", start, end, "prefetch")
@@ -262,6 +263,10 @@ class MoeOffloadMode(Mode):
             res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
                                   self.h2d_free_s, mc.overlap)
             self.h2d_free_s = res.h2d_free_s
+            # the policy's cycle-time model on the true routing and the residency it was shown,
+            # vs the simulated pass: they agree when the cache keeps what the pass needs
+            model_s = lm.cycle_time(len(sel), unions, view.resident)
+            self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
             for a, b in res.copy_intervals:
                 col.busy("h2d", a, b, "expert_copy")
             for rec in res.layers:
@@ -341,7 +346,17 @@ class MoeOffloadMode(Mode):
             "overlap": self.ctx.cfg.moe.overlap,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,
+            "verify_time_model_error": _err_stats(self.verify_model_error),
         }
+
+
+def _err_stats(err: list[float]) -> dict:
+    """Median and worst relative error of the policy's cycle-time model against the simulated
+    verification time (true routing, the residency the policy saw)."""
+    if not err:
+        return {"median": 0.0, "worst": 0.0, "n": 0}
+    a = np.asarray(err)
+    return {"median": float(np.median(a)), "worst": float(a[np.argmax(np.abs(a))]), "n": int(a.size)}
 
 
 def _sha256(path: str) -> str:

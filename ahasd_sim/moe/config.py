@@ -37,10 +37,18 @@ class MoeConfig:
     cache_capacity: float = param(0.25, doc="expert-cache capacity, in the unit of cache_capacity_unit", ge=0)
     cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB",
                                      choices=("fraction", "experts", "gib"))
-    cache_policy: str = param("lru", doc="eviction policy", choices=("lru", "lfu", "static"),
-                              source=MOE_NOTE)
-    cache_scope: str = param("global", doc="one capacity for all layers, or capacity / layers per layer",
-                             choices=("global", "per_layer"))
+    cache_policy: str = param("lru", doc="eviction policy (activation: MoE-Infinity-style activation-aware, "
+                              "lowest decayed per-pass activation count evicted first)",
+                              choices=("lru", "lfu", "activation", "static"),
+                              source=MOE_NOTE + "; MoE-Infinity https://arxiv.org/abs/2401.14361")
+    cache_scope: str = param("per_layer", doc="capacity / layers per layer (what offloading runtimes keep), or "
+                             "one capacity shared by all layers", choices=("global", "per_layer"),
+                             source="per-layer expert caches: MoE-Infinity, Mixtral-offloading "
+                             "(https://arxiv.org/abs/2312.17238)")
+    activation_half_life_passes: float = param(4.0, doc="cache_policy activation: half-life of an expert's "
+                                               "activation count", unit="passes", gt=0,
+                                               source="[R] stands in for MoE-Infinity's per-request "
+                                               "activation matrix (a request spans a few rounds)")
     cache_initial: str = param("popular", doc="initial contents: most popular experts of the profile rounds, or empty",
                                choices=("popular", "empty"))
     profile_rounds: int = param(64, doc="rounds (before the replayed ones if possible, else after) whose "

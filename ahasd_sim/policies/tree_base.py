@@ -69,19 +69,28 @@ def top_by_confidence(view, nodes, n: int) -> list[int]:
 
 
 def item_matrix(view, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(own [n, L*E] bool: predicted (layer, expert) items of each node not already routed by the
-    root, root [L*E] bool: the root's items, item_time [L*E]: c2 + fetch if not resident)."""
+    """(own [n, I] bool: predicted items of each node not already required by the root, root [I]
+    bool: the root's items, item_time [I]). Items: the L*E (layer, expert) pairs (c2, + fetch if
+    not resident), then one per layer: "layer l copies something" (``first_fetch_extra``, the
+    first copy of a layer meets an idle copy stream), required with any non-resident expert of l."""
     pred = view.predicted_experts
     L, E = view.resident.shape
     offs = (np.arange(L) * E)[:, None]
-    root = np.zeros(L * E, dtype=bool)
+    miss = ~view.resident.ravel()
+    layer_of = np.repeat(np.arange(L), E)
+    root = np.zeros(L * E + L, dtype=bool)
     root[(pred[0] + offs).ravel()] = True
+    root[L * E + np.unique(layer_of[root[:L * E] & miss])] = True
     idx = np.asarray(nodes, dtype=np.int64)
-    own = np.zeros((len(idx), L * E), dtype=bool)
+    own = np.zeros((len(idx), L * E + L), dtype=bool)
     if len(idx):
         flat = (pred[idx] + offs[None]).reshape(len(idx), -1)
-        own[np.repeat(np.arange(len(idx)), flat.shape[1]), flat.ravel()] = True
+        rows = np.repeat(np.arange(len(idx)), flat.shape[1])
+        own[rows, flat.ravel()] = True
+        missed = miss[flat.ravel()]
+        own[rows[missed], L * E + layer_of[flat.ravel()[missed]]] = True
         own[:, root] = False
     m = view.costs
-    t = np.where(view.resident.ravel(), m.c2_s, m.c2_s + m.fetch_s)
+    t = np.concatenate([np.where(miss, m.c2_s + m.fetch_s, m.c2_s),
+                        np.full(L, getattr(m, "first_fetch_extra_s", 0.0))])
     return own, root, t
