@@ -160,6 +160,9 @@ def _add_validate(sub) -> None:
     v.add_argument("--peers", action="store_true",
                    help="NPU vs SCALE-Sim, LPDDR5 vs Ramulator 2, GPU/H2D fitted on run 1 and checked on run 2, "
                    "from the committed outputs in validation/peers/")
+    v.add_argument("--moe", action="store_true",
+                   help="MoE offload: expert-copy bursts and fused / per-expert-loop MoE layers vs the H200 "
+                   "measurements (validation/h200_moe_*.csv), fitted in sample, errors out of sample")
     _debug(v)
 
 
@@ -324,6 +327,9 @@ def cmd_traces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    if getattr(args, "moe", False):
+        from .validate_moe import run_validate_moe
+        return run_validate_moe(args)
     if getattr(args, "peers", False):
         from .validate_peers import run_validate_peers
         return run_validate_peers(args)

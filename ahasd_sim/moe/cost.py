@@ -100,19 +100,31 @@ class MoeCostModel:
             hit = self._dense[key] = (layer, head)
         return hit
 
-    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
-        """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts."""
-        if n_distinct <= 0:
-            return 0.0
+    def expert_body_s(self, n_tokens: int, n_distinct: int) -> float:
+        """Roofline of one layer's expert FFN: max(FLOPs / ops, (hit experts' bytes + activations) / bw)."""
         t = self.target
         pairs = n_tokens * t.n_active_experts
         flops = 2.0 * pairs * t.expert_params()
         act = pairs * (2 * t.d_model + 3 * t.d_expert_ffn) * t.act_bytes_per_elem
-        body = max(flops / self.gpu.effective_ops_s,
+        return max(flops / self.gpu.effective_ops_s,
                    (n_distinct * self.expert_bytes + act) / self.gpu.effective_bandwidth_bytes_s)
+
+    def kernel_terms_s(self) -> tuple[float, float, float]:
+        """(fixed per layer, per distinct expert, per token-expert pair) of the chosen MoE kernel, in s."""
+        g = self.gpu.cfg
         if self.kernel == "fused":
-            return body + self.gpu.cfg.moe_fused_kernels * self.launch_s
-        return body + n_distinct * self.gpu.cfg.moe_loop_overhead_per_expert_us * 1e-6
+            fixed = g.moe_fused_kernels * self.launch_s if g.moe_fused_fixed_us is None else g.moe_fused_fixed_us * 1e-6
+            return fixed, g.moe_fused_per_expert_us * 1e-6, g.moe_fused_per_pair_us * 1e-6
+        return g.moe_loop_fixed_us * 1e-6, g.moe_loop_overhead_per_expert_us * 1e-6, g.moe_loop_per_pair_us * 1e-6
+
+    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
+        """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts:
+        roofline + fixed + per-expert + per-pair terms of the kernel (fitted on the H200)."""
+        if n_distinct <= 0:
+            return 0.0
+        fixed, per_e, per_p = self.kernel_terms_s()
+        pairs = n_tokens * self.target.n_active_experts
+        return self.expert_body_s(n_tokens, n_distinct) + fixed + n_distinct * per_e + pairs * per_p
 
     def gpu_energy_j(self, busy_s: float) -> float:
         return self._dyn_w * busy_s
@@ -129,8 +141,10 @@ class MoeCostModel:
         c0 = L * d1 + head1 - c1
         k = self.target.n_active_experts
         c2 = self.expert_time_s(1, k + 1) - self.expert_time_s(1, k)
+        c1_e = (self.expert_time_s(33, k) - self.expert_time_s(1, k)) / 32.0   # per token (pairs, activations)
+        c1 += L * c1_e
         # the fixed per-layer part of expert compute (launches) goes to c0
-        c0 += L * (self.expert_time_s(1, k) - k * c2)
+        c0 += L * (self.expert_time_s(1, k) - k * c2 - c1_e)
         # a pass's copies run back to back on the stream: the marginal copy is the pipelined one
         return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s))
 
