@@ -119,6 +119,13 @@ class MoeOffloadMode(Mode):
         self.start_round = int(mc.trace_start_round)
         if self.start_round >= len(tt):
             raise ConfigError(src, "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
+        self.end_round = int(mc.trace_end_round) or len(tt)
+        if mc.trace_end_round and not self.start_round < self.end_round <= len(tt):
+            raise ConfigError(src, "moe.trace_end_round", f"expected moe.trace_start_round ({self.start_round}) < "
+                              f"end <= {len(tt)} (the tree trace's rounds), got {mc.trace_end_round}")
+        if mc.profile_start_round >= 0 and mc.profile_start_round + mc.profile_rounds > len(tt):
+            raise ConfigError(src, "moe.profile_start_round", f"profile rounds {mc.profile_start_round}.."
+                              f"{mc.profile_start_round + mc.profile_rounds} exceed the trace's {len(tt)} rounds")
         pop, self.profile = self._popularity(mc.profile_rounds)
         self.cache = ExpertCache(L, E, cap, mc.cache_policy, mc.cache_scope, pop,
                                  fill=mc.cache_initial == "popular",
@@ -162,7 +169,10 @@ class MoeOffloadMode(Mode):
         pop = np.zeros((L, E))
         if n_profile <= 0:
             return pop, {"rounds": [0, 0], "tokens": 0, "overlaps_replay": False}
-        if self.start_round > 0:
+        if self.ctx.cfg.moe.profile_start_round >= 0:
+            lo = self.ctx.cfg.moe.profile_start_round
+            hi = lo + n_profile
+        elif self.start_round > 0:
             lo, hi = max(0, self.start_round - n_profile), self.start_round
         else:
             lo, hi = max(0, len(tt) - n_profile), len(tt)
@@ -225,6 +235,9 @@ class MoeOffloadMode(Mode):
         tt, col, ctr = self.tt, self.col, self.col.counters
         r = self.start_round
         while not self.done.triggered:
+            if r >= self.end_round and self.ctx.cfg.moe.trace_end_round:
+                self.done.succeed()     # the round budget binds before the token budget
+                break
             if r >= len(tt):
                 raise ConfigError(cfg.source_file, "run.generated_tokens",
                                   f"{self.n_tokens} tokens need more rounds than the tree trace has "
@@ -239,7 +252,7 @@ class MoeOffloadMode(Mode):
             draft_s, d = 0.0, 0
             budget = [mc.prefetch_max_experts_per_round]
             view = self._view(tree, pred, 0, 0.0, lm, 0.0)
-            while d < tree.max_depth:
+            while self.policy.drafts and d < tree.max_depth:
                 m = self._level_tokens(tree, d)
                 dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
                 yield from self.run_task(TaskCost(dur, energy, busy), "draft")
@@ -294,9 +307,9 @@ class MoeOffloadMode(Mode):
             col.commit(range(self.committed, self.committed + n_commit))
             self.committed += n_commit
             self.frontier = self.committed
-            self.policy.on_tree_verified(len(sel), acc, d)
+            self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
             dur = self.env.now - round_start
-            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total,
+            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total, "round": r,
                                 "energy_j": sum(col.dynamic_energy_j.values()) - energy0 + self.static_w * dur})
             r += 1
             if self.committed >= self.n_tokens:
@@ -325,7 +338,7 @@ class MoeOffloadMode(Mode):
             "expert_copy_stall_s": self.copy_stall_s,
             # combined by simulation.combine_windows into the project-wide *_ci95 fields
             "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",
-                             "n": len(w["throughput_tok_s"]), **w,
+                             "n": len(w["throughput_tok_s"]), **w, **_window_totals(rounds, self.ctx.cfg.moe.ci_windows),
                              "tokens_per_j": [1.0 / e if e > 0 else float("nan") for e in w["energy_per_token_j"]]},
         }
 
@@ -348,6 +361,23 @@ class MoeOffloadMode(Mode):
             "drafter_device": self.ctx.cfg.moe.drafter_device,
             "verify_time_model_error": _err_stats(self.verify_model_error),
         }
+
+
+def _window_totals(rounds: list[dict], n_windows: int) -> dict[str, list]:
+    """Per window (the blocks of :func:`window_samples`): tokens, time, energy and the first round
+    -- the totals ratio estimators pool."""
+    k = max(1, min(int(n_windows), len(rounds)))
+    out: dict[str, list] = {"generated_tokens": [], "makespan_s": [], "prefill_s": [], "energy_j": [],
+                            "first_round": []}
+    for idx in np.array_split(np.arange(len(rounds)), k):
+        if idx.size == 0:
+            continue
+        out["generated_tokens"].append(int(sum(rounds[i]["tokens"] for i in idx)))
+        out["makespan_s"].append(float(sum(rounds[i]["time_s"] for i in idx)))
+        out["prefill_s"].append(0.0)
+        out["energy_j"].append(float(sum(rounds[i]["energy_j"] for i in idx)))
+        out["first_round"].append(int(rounds[idx[0]]["round"]))
+    return out
 
 
 def _err_stats(err: list[float]) -> dict:

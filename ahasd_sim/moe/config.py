@@ -28,6 +28,10 @@ class MoeConfig:
     tree_trace: str = param("", doc="tree trace file (draft trees with per-node verdicts and MoE routing); "
                                     "relative paths: to the current directory, then the config, then the repository")
     trace_start_round: int = param(0, doc="first tree round replayed", ge=0)
+    trace_end_round: int = param(0, doc="replay stops before this round (the run ends there even if "
+                                 "run.generated_tokens is not reached); 0: no end round", ge=0)
+    profile_start_round: int = param(-1, doc="first of the profile_rounds profile rounds; -1: just before "
+                                     "the replayed rounds, else the trace's last rounds", ge=-1)
     weight_bytes_per_param: float = param(2.0, doc="target/drafter weight precision on the GPU (2 = BF16, "
                                           "0.5 = INT4); expert bytes follow", unit="B/param", gt=0,
                                           source="BF16 serving default (Qwen3-30B-A3B expert 9.44 MB BF16)")
@@ -96,6 +100,29 @@ class SpecFitParams:
     stop_rule: bool = param(True, doc="stop drafting when an optimistic bound for one more level cannot "
                             "beat the incumbent ratio", source=SPECFIT_SRC)
     tolerance: float = param(1e-9, doc="Dinkelbach stop: F(lambda) <= tolerance", gt=0, source="[R]")
+    expert_term: bool = param(True, doc="cost each node's predicted experts (SpecFit); false: expert-blind "
+                              "-- T(S) = T_draft + a + b (|S|+1) with a, b least squares on the verification "
+                              "times of the rounds this run verified so far (isolates expert awareness)",
+                              source="[R] issue 27 ablation")
+
+
+@dataclass
+class ExpertBudgetParams:
+    """MoE-Spec-style expert budget, lossless: nodes by cumulative confidence, each kept only if no
+    layer then needs more than ``budget_experts_per_layer`` predicted experts loaded (not resident)."""
+
+    budget_experts_per_layer: int = param(4, doc="most predicted non-resident experts loaded per layer", ge=0,
+                                          source="[R] MoE-Spec https://arxiv.org/abs/2602.16052 caps the "
+                                          "experts per layer (lossy); here a cap on copies, lossless")
+    max_nodes: int = param(64, doc="most verified draft nodes", ge=1, source="[R]")
+    max_depth: int = param(6, doc="draft levels", ge=1, source="[R]")
+
+
+@dataclass
+class NoDraftParams:
+    """Autoregressive decoding: no drafting, each round verifies the root alone (one decode step)."""
+
+    max_depth: int = param(1, doc="unused (no drafting)", ge=1, source="[R]")
 
 
 @dataclass
@@ -115,5 +142,7 @@ class TreePolicyConfig:
 
     eagle_fixed: EagleFixedParams = _section(EagleFixedParams, "EAGLE static tree shape")
     eagle_dynamic: EagleDynamicParams = _section(EagleDynamicParams, "EAGLE-2/3 top-N by confidence")
+    expert_budget: ExpertBudgetParams = _section(ExpertBudgetParams, "MoE-Spec-style per-layer expert budget")
+    no_draft: NoDraftParams = _section(NoDraftParams, "autoregressive decoding of the MoE target")
     specfit: SpecFitParams = _section(SpecFitParams, "SpecFit throughput-optimal subtree")
     ecospec: EcoSpecParams = _section(EcoSpecParams, "EcoSpec expert-cost-aware greedy")

@@ -19,6 +19,7 @@ from .base import DraftPolicy
 
 class TreePolicy(DraftPolicy):
     is_tree_policy: ClassVar[bool] = True
+    drafts: ClassVar[bool] = True      # False: the mode runs no drafter forward (autoregressive)
 
     def __init__(self, config: Any, rng: np.random.Generator, fit_data: Any = None):
         super().__init__(config, rng, fit_data)
@@ -41,8 +42,8 @@ class TreePolicy(DraftPolicy):
     def decide(self, view):
         raise InputError(f"policy '{self.name}' selects draft trees: use it with run.mode moe_offload")
 
-    def on_tree_verified(self, n_selected: int, n_accepted: int, levels: int) -> None:
-        """Aggregate outcome only (how many selected nodes were accepted)."""
+    def on_tree_verified(self, n_selected: int, n_accepted: int, levels: int, verify_s: float = 0.0) -> None:
+        """Aggregate outcome only (how many selected nodes were accepted, how long the pass took)."""
         self.round_lengths.append(n_selected)
         self.accepted_lengths.append(n_accepted)
         self.committed_lengths.append(n_accepted + 1)
