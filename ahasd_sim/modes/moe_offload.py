@@ -25,7 +25,7 @@ from ..config.errors import ConfigError
 from ..moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
 from ..moe.cache import ExpertCache
 from ..moe.cost import MoeCostModel, schedule_verify
-from ..moe.predictor import RecallPredictor
+from ..moe.predictor import LearnedPredictor, RecallPredictor
 from ..moe.stats import window_samples
 from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
 from ..policies.tree_base import TreePolicy
@@ -55,7 +55,7 @@ def tree_of_round(tt, r: int) -> DraftTree:
     parent = tt.node_parent[sl].astype(np.int64)
     return DraftTree(parent=parent, q_prob=tt.node_q[sl].astype(float), correct=tt.node_accept[sl].astype(bool),
                      experts=tt.node_moe_ids[sl].astype(np.int64), kv_len=plen + int(tt.round_pos[r]), index=r,
-                     extras={"expanded": tt.node_expanded[sl].astype(bool),
+                     extras={"expanded": tt.node_expanded[sl].astype(bool), "tok": tt.node_tok[sl].astype(np.int64),
                              "n_commit_recorded": int(tt.round_n_commit[r])},
                      recorded_accepted=int(tt.round_accept_len[r]))
 
@@ -131,6 +131,10 @@ class MoeOffloadMode(Mode):
                                  fill=mc.cache_initial == "popular",
                                  activation_half_life_passes=mc.activation_half_life_passes)
         self.predictor = RecallPredictor(mc.predictor_recall, E, ctx.rng)
+        self.learned = self._learned_predictor(mc.profile_rounds)
+        if mc.predictor == "learned" and self.learned is None:
+            raise ConfigError(src, "moe.predictor", "the learned predictor needs profile rounds "
+                              "(moe.profile_rounds > 0) to learn from")
         self.h2d_free_s = 0.0
         self.static_w = sum(ctx.platform.devices().values())
         # per-round records (CI windows) and totals
@@ -139,6 +143,7 @@ class MoeOffloadMode(Mode):
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
         self.verify_model_error: list[float] = []
+        self.wasted_guesses = 0
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
         self.layer_log: list = []
 
@@ -184,6 +189,22 @@ class MoeOffloadMode(Mode):
         for layer in range(L):
             pop[layer] += np.bincount(ids[:, layer, :].ravel(), minlength=E)[:E]
         return pop, {"rounds": [int(lo), int(hi)], "tokens": int(len(cn)), "overlaps_replay": False}
+
+    def _learned_predictor(self, n_profile: int):
+        """The learned routing predictor, trained on every node of the profile rounds."""
+        lo, hi = self.profile["rounds"]
+        if n_profile <= 0 or hi <= lo:
+            return None
+        tt = self.tt
+        a, b = int(tt.round_node_offset[lo]), int(tt.round_node_offset[hi - 1] + tt.round_n_nodes[hi - 1])
+        return LearnedPredictor(tt.node_tok[a:b], tt.node_moe_ids[a:b], tt.n_experts)
+
+    def predict(self, tree: DraftTree) -> np.ndarray:
+        """The routing the policy sees for every node of ``tree``: learned from the draft tokens (and
+        verified history), or the recall model of the truth."""
+        if self.ctx.cfg.moe.predictor == "learned":
+            return self.learned.predict_tokens(tree.extras["tok"])
+        return self.predictor.predict(tree.experts)
 
     # ------------------------------------------------------------------ run
     def start(self):
@@ -246,7 +267,7 @@ class MoeOffloadMode(Mode):
             if self.profile["rounds"][0] <= r < self.profile["rounds"][1]:
                 self.profile["overlaps_replay"] = True
             tree = tree_of_round(tt, r)
-            pred = self.predictor.predict(tree.experts)
+            pred = self.predict(tree)
             lm = self.cm.linear_model(tree.kv_len)
             round_start, energy0 = self.env.now, sum(col.dynamic_energy_j.values())
             draft_s, d = 0.0, 0
@@ -273,8 +294,18 @@ class MoeOffloadMode(Mode):
                                    f"(drafted depth {d})")
             unions = expert_union(tree.experts, sel)
             t0 = self.env.now
+            rows = [0, *sorted(sel)]
+            guess = None
+            if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
+                def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
+                    return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
             res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
-                                  self.h2d_free_s, mc.overlap)
+                                  self.h2d_free_s, mc.overlap, guess)
+            self.wasted_guesses += res.wasted_prefetch
+            if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
+                if mc.predictor == "learned":
+                    self.learned.score(pred[rows], tree.experts[rows])
+                self.learned.observe_verified(tree.experts[rows])
             self.h2d_free_s = res.h2d_free_s
             # the policy's cycle-time model on the true routing and the residency it was shown,
             # vs the simulated pass: they agree when the cache keeps what the pass needs
@@ -355,7 +386,9 @@ class MoeOffloadMode(Mode):
             "memory_split": self.memory_split,
             "cache": self.cache.stats(),
             "profile": self.profile,
-            "predictor_recall": self.predictor.recall,
+            "predictor": (self.learned.stats() if self.ctx.cfg.moe.predictor == "learned"
+                          else {"kind": "recall", "node_recall": self.predictor.recall}),
+            "next_layer_wasted_copies": self.wasted_guesses,
             "overlap": self.ctx.cfg.moe.overlap,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,

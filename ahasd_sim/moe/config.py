@@ -65,8 +65,17 @@ class MoeConfig:
     prefetch: bool = param(False, doc="during drafting, copy the experts the predictor expects for new "
                            "draft nodes (draft-guided prefetch, SP-MoE style)")
     prefetch_max_experts_per_round: int = param(64, doc="cap on prefetched experts per round", ge=0)
-    predictor_recall: float = param(1.0, doc="per-layer top-k recall of the routing predictor policies see "
-                                    "(1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
+    predictor: str = param("learned", doc="routing predictor the tree policies see: learned (from the profile "
+                           "rounds: per draft token and layer, the target's routing there + recently verified "
+                           "routing + popularity; never the target's routing of an unverified node) or recall "
+                           "(the truth corrupted to top-k recall predictor_recall; 1 = oracle)",
+                           choices=("learned", "recall"), source="[R] issue 27")
+    next_layer_guess: str = param("learned", doc="overlap next_layer: layer l+1's experts guessed from layer l's "
+                                  "routing by the profile's layer-to-layer transitions (wrong guesses are copied "
+                                  "too), or oracle (the true layer l+1 union)", choices=("learned", "oracle"),
+                                  source="[R] Pre-gated MoE (https://arxiv.org/abs/2308.12066) style guess")
+    predictor_recall: float = param(1.0, doc="predictor recall: per-layer top-k recall of the routing "
+                                    "predictor policies see (1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
                                     "modelled by its recall")
     drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
                                 "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))

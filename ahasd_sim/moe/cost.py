@@ -232,9 +232,12 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
     sets = [{int(e) for e in u} for u in unions]
     wasted = 0
 
-    def copy(layer: int, e: int, issue_s: float, pins) -> float:
+    def copy(layer: int, e: int, issue_s: float, pins, keep_only: bool = False) -> float | None:
+        """One copy on the stream; ``keep_only``: a guess, made only if the cache can keep it."""
         nonlocal copied, h2d_free_s
         start, end = cost.copy_end_s(issue_s, h2d_free_s)
+        if not cache.insert(layer, e, end, pins) and keep_only:
+            return None
         h2d_free_s = end
         copied += 1
         if ncopies[layer] == 0:
@@ -245,7 +248,6 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
             intervals[-1] = (intervals[-1][0], end)
         else:
             intervals.append((start, end))
-        cache.insert(layer, e, end, pins)
         return end
 
     def fetch(layer: int, issue_s: float) -> None:
@@ -274,8 +276,7 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
         for e in sorted(int(x) for x in guess):
             if (layer, e) in cache:
                 continue
-            copy(layer, e, issue_s, pins)
-            if e not in sets[layer]:
+            if copy(layer, e, issue_s, pins, keep_only=True) is not None and e not in sets[layer]:
                 wasted += 1
 
     t = now_s
