@@ -599,3 +599,35 @@ def test_moe_compare_tunes_baselines_on_rounds_it_does_not_report(tmp_path):
     for r in table.itertuples():
         assert r.ci95[0] <= r.throughput_tok_s <= r.ci95[1]
     assert (tmp_path / "cmp" / "compare.csv").is_file() and (tmp_path / "cmp" / "tuning.csv").is_file()
+
+
+def test_speculation_gate_goes_autoregressive_while_speculation_loses_and_probes():
+    """Gate on, probe every 2 gated rounds. Round 1 (no estimate): drafts; its rate 2 tokens /
+    (1 + 1) s = 1 tok/s. A root-only round of the cost model takes c0 + c1 + 8 root items x
+    (c2 + fetch) = 0.1 + 0.1 + 8 x 0.05 = 0.6 s -> 1.67 tok/s > 1: the next 2 rounds are gated
+    (select = [], no drafting), the third probes; a root-only round observed at 0.5 s (2 tok/s)
+    replaces the model estimate."""
+    from ahasd_sim.moe.config import TreePolicyConfig
+    pc = TreePolicyConfig()
+    pc.specfit.speculation_gate, pc.specfit.gate_probe_rounds, pc.specfit.gate_ema = True, 2, 1.0
+    pol = make_policy("specfit", None, np.random.default_rng(0))
+    pol.configure(pc)
+    lm = LinearVerifyModel(c0_s=0.1, c1_s=0.1, c2_s=0.05, fetch_s=0.0, n_layers=1)
+    parents = np.array([-1, 0])
+    pred = np.array([[[0, 1, 2, 3, 4, 5, 6, 7]], [[0, 1, 2, 3, 4, 5, 6, 7]]])
+    tree = DraftTree(parent=parents, q_prob=np.array([1.0, 0.9]), correct=np.ones(2, bool), experts=pred)
+
+    def view(depth, draft_s):
+        return TreeView(parent=parents, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
+                        drafted_depth=depth, predicted_experts=pred, resident=np.zeros((1, 8), bool), costs=lm,
+                        draft_time_s=draft_s, next_level_draft_s=0.0, recorded_depth=1)
+    assert pol.wants_draft(view(0, 0.0))
+    pol.select(view(1, 1.0))
+    pol.on_tree_verified(1, 1, 1, 1.0)                       # 2 tokens in 2 s
+    v0 = view(0, 0.0)
+    assert not pol.wants_draft(v0) and pol.select(v0) == []
+    pol.on_tree_verified(0, 0, 0, 0.5)                       # root-only: 2 tok/s
+    assert pol._ar_rate == pytest.approx(2.0)
+    assert not pol.wants_draft(view(0, 0.0))
+    assert pol.wants_draft(view(0, 0.0))                     # the probe after 2 gated rounds
+    assert pol.stats()["gated_rounds"] == 2

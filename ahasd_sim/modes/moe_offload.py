@@ -273,7 +273,8 @@ class MoeOffloadMode(Mode):
             draft_s, d = 0.0, 0
             budget = [mc.prefetch_max_experts_per_round]
             view = self._view(tree, pred, 0, 0.0, lm, 0.0)
-            while self.policy.drafts and d < tree.max_depth:
+            drafting = self.policy.drafts and self.policy.wants_draft(view)
+            while drafting and d < tree.max_depth:
                 m = self._level_tokens(tree, d)
                 dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
                 yield from self.run_task(TaskCost(dur, energy, busy), "draft")

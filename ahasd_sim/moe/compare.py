@@ -46,6 +46,7 @@ def candidates() -> dict[str, list[tuple[str, list[str]]]]:
 
 REPORTED = [("specfit", ["run.policy=specfit"]), ("ecospec", ["run.policy=ecospec"]),
             ("specfit_expert_term_off", ["run.policy=specfit", "tree_policy.specfit.expert_term=false"]),
+            ("specfit_gated", ["run.policy=specfit", "tree_policy.specfit.speculation_gate=true"]),
             ("eagle_dynamic_default", ["run.policy=eagle_dynamic"])]
 
 

@@ -109,6 +109,16 @@ class SpecFitParams:
     stop_rule: bool = param(True, doc="stop drafting when an optimistic bound for one more level cannot "
                             "beat the incumbent ratio", source=SPECFIT_SRC)
     tolerance: float = param(1e-9, doc="Dinkelbach stop: F(lambda) <= tolerance", gt=0, source="[R]")
+    speculation_gate: bool = param(False, doc="before drafting, skip speculation (verify the root alone, "
+                                   "autoregressive) while the observed speculative rate (tokens / round time, "
+                                   "EMA) is below the autoregressive rate (EMA of root-only rounds, else the cost "
+                                   "model's root-only time); one speculative probe after every gate_probe_rounds gated rounds",
+                                   source="[R] Cascade (https://arxiv.org/abs/2506.20675): speculation off when "
+                                   "its utility < 1")
+    gate_probe_rounds: int = param(8, doc="speculation_gate: gated rounds between speculative probes",
+                                   unit="rounds", ge=1, source="[R]")
+    gate_ema: float = param(0.3, doc="speculation_gate: weight of the newest round in both rate EMAs", gt=0, le=1,
+                            source="[R]")
     expert_term: bool = param(True, doc="cost each node's predicted experts (SpecFit); false: expert-blind "
                               "-- T(S) = T_draft + a + b (|S|+1) with a, b least squares on the verification "
                               "times of the rounds this run verified so far (isolates expert awareness)",

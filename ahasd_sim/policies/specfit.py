@@ -34,6 +34,11 @@ class SpecFit(TreePolicy):
         self._best: list[int] = []
         self._solved = None   # the view _best was computed for
         self._obs: list[tuple[int, float]] = []   # (tokens verified, verification time), expert_term off
+        # speculation gate: EMAs of the speculative and the autoregressive rate (tokens / s)
+        self._spec_rate = self._ar_rate = None
+        self._gated_rounds = 0
+        self._round_draft_s = 0.0
+        self.gated = 0
 
     def _blind_costs(self, view) -> tuple[float, float]:
         """(a, b) of T_verify = a + b * tokens: least squares on the rounds so far, else the profile."""
@@ -69,6 +74,23 @@ class SpecFit(TreePolicy):
         self.dinkelbach_iterations.append(it)
         return ratio, sel
 
+    def wants_draft(self, view) -> bool:
+        if not self.params.speculation_gate:
+            return True
+        if self._ar_rate is None:          # no root-only round yet: the cost model's root-only time
+            own, root, times = item_matrix(view, [])
+            m = view.costs
+            ar = 1.0 / (m.c0_s + m.c1_s + float(times[root].sum()))
+        else:
+            ar = self._ar_rate
+        if self._spec_rate is None or self._spec_rate >= ar or self._gated_rounds >= self.params.gate_probe_rounds:
+            self._gated_rounds = 0
+            return True
+        self._gated_rounds += 1
+        self.gated += 1
+        self._best, self._solved = [], view
+        return False
+
     def continue_drafting(self, view) -> bool:
         ratio, self._best = self._solve(view)
         self._solved = view
@@ -86,6 +108,7 @@ class SpecFit(TreePolicy):
         return True
 
     def select(self, view) -> list[int]:
+        self._round_draft_s = view.draft_time_s
         if self._solved is not view:
             _, self._best = self._solve(view)
             self._solved = view
@@ -95,10 +118,17 @@ class SpecFit(TreePolicy):
         super().on_tree_verified(n_selected, n_accepted, levels, verify_s)
         if verify_s > 0:
             self._obs.append((n_selected + 1, float(verify_s)))
+            rate = (n_accepted + 1) / (self._round_draft_s + verify_s)
+            a = self.params.gate_ema
+            if levels == 0:
+                self._ar_rate = rate if self._ar_rate is None else (1 - a) * self._ar_rate + a * rate
+            else:
+                self._spec_rate = rate if self._spec_rate is None else (1 - a) * self._spec_rate + a * rate
 
     def stats(self):
         out = super().stats()
         out["stops_by_rule"] = self.stops_by_rule
+        out["gated_rounds"] = self.gated
         it = self.dinkelbach_iterations
         out["mean_dinkelbach_iterations"] = sum(it) / len(it) if it else 0.0
         return out

@@ -36,6 +36,10 @@ class TreePolicy(DraftPolicy):
     def continue_drafting(self, view) -> bool:
         return view.drafted_depth < self.max_depth()
 
+    def wants_draft(self, view) -> bool:
+        """Before the first level (``view.drafted_depth == 0``): draft this round at all?"""
+        return True
+
     def select(self, view) -> list[int]:  # pragma: no cover - abstract
         raise NotImplementedError
 
