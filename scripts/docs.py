@@ -10,6 +10,7 @@ Blocks:
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
   moe-baselines docs/moe_offload.md: SpecFit / EcoSpec vs tuned baselines per setting, from the
                 committed docs/moe-offload/moe_baselines.csv (python scripts/moe_study.py)
+  moe-validation  docs/moe_offload.md: `python -m ahasd_sim validate --moe`
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
 
@@ -169,8 +170,13 @@ def block_moe_baselines() -> str:
     return "\n".join(out).rstrip()
 
 
+def block_moe_validation() -> str:
+    out = _cli(["validate", "--moe"])
+    return "```\n" + out.rstrip() + "\n```"
+
+
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
-              "study": block_study, "moe-baselines": block_moe_baselines}
+              "study": block_study, "moe-baselines": block_moe_baselines, "moe-validation": block_moe_validation}
 
 
 def render(text: str, only: set[str] | None, cache: dict[str, str]) -> tuple[str, list[str]]:

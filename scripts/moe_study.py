@@ -70,4 +70,4 @@ def parser():
 
 
 if __name__ == "__main__":
-    sys.exit(run_script(main, parser()))
+    sys.exit(run_script(parser(), main))
