@@ -1,3 +1,21 @@
+"""MoE layers under CUDA graphs and H2D copy bursts on a CUDA GPU (issue 27).
+
+Run as is (terse on purpose: the device tool takes a command of at most 2,000 characters, so it
+was sent zlib+base64-compressed in a ``python3 -c`` on 2026-12-02, one call, ~22 s wall on the
+lent H200) with ``OUT=dir python3 scripts/measure_moe_graph.py``; writes ``$OUT/moe_graph.csv``
+(committed as ``validation/h200_moe_graph_measured.csv``). Per (run, shape, tokens n, distinct
+experts u): a routing of n tokens x top-8 over u experts (seeded per run), then
+
+* ``fused_grouped_mm``: sort by expert, gather, ``torch._grouped_mm`` (gate-up) over all experts'
+  weights in place (empty groups for experts not hit), SwiGLU, ``torch._grouped_mm`` (down),
+  ``index_add_`` combine;
+* ``per_expert_loop``: per hit expert a gather, two GEMMs, SwiGLU, ``index_add_``;
+
+both captured in one CUDA graph over R = 4 layers (distinct weights, so no layer's weights stay in
+L2), replayed 10 x 5 times, median per layer. ``h2d_burst``: n expert-sized pinned copies on one
+stream, CUDA events, median of 7. The MoEfied FFN width 140 is padded to 144 (16-byte alignment
+of the grouped GEMM).
+"""
 import torch,torch.nn.functional as F,os,time
 d='cuda';b=torch.bfloat16;R=4;k=8
 S={'qwen3-30b-a3b':(2048,768,128),'moefied-qwen2.5-coder-1.5b-e64':(1536,144,64)}
