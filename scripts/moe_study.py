@@ -7,7 +7,9 @@ the rows go to ``docs/moe-offload/moe_baselines.csv`` (+ ``moe_baselines_tuning.
 with the result fingerprint in ``docs/moe-offload/moe_baselines.md``; ``python scripts/docs.py``
 renders the ``moe-baselines`` block of docs/moe_offload.md from the csv.
 
-    python scripts/moe_study.py            # ~10 min on 2 cores
+    python scripts/moe_study.py            # ~15 min on 2 idle cores
+    python scripts/moe_study.py --part 0 & python scripts/moe_study.py --part 1; wait
+    python scripts/moe_study.py --merge
 """
 from __future__ import annotations
 
@@ -34,12 +36,11 @@ SETTINGS = [
 
 
 def main(args) -> int:
-    import pandas as pd
-    from ahasd_sim import fingerprint
     from ahasd_sim.config.loader import load_config
     from ahasd_sim.moe.compare import run_compare_moe
-    rows, tunes = [], []
-    settings = SETTINGS if not args.only else [s for s in SETTINGS if s[0] in args.only.split(";")]
+    if args.merge:
+        return merge()
+    settings = SETTINGS if args.part is None else SETTINGS[args.part::args.parts]
     for label, o in settings:
         cfg = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.timeline=false", *o])
         with tempfile.TemporaryDirectory() as d:
@@ -48,11 +49,26 @@ def main(args) -> int:
                          vs_best_baseline_ci95_low=[c[0] for c in table.vs_best_baseline_ci95],
                          vs_best_baseline_ci95_high=[c[1] for c in table.vs_best_baseline_ci95]
                          ).drop(columns=["ci95", "vs_best_baseline_ci95"])
-        rows.append(t)
-        tunes.append(tune.assign(setting=label))
+        OUT.mkdir(parents=True, exist_ok=True)
+        i = [s[0] for s in SETTINGS].index(label)
+        atomic_write(OUT / f".part{i}.csv", lambda fh: t.to_csv(fh, index=False, float_format="%.6g"))
+        atomic_write(OUT / f".part{i}_tuning.csv",
+                     lambda fh: tune.assign(setting=label).to_csv(fh, index=False, float_format="%.6g"))
         print(f"{label}: best baseline {t.best_baseline.iloc[0]}", flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    allr, allt = pd.concat(rows), pd.concat(tunes)
+    return merge() if args.part is None else 0
+
+
+def merge() -> int:
+    """Join the per-setting parts (in SETTINGS order) into the committed csv files and stamp them."""
+    import pandas as pd
+    from ahasd_sim import fingerprint
+    from ahasd_sim.config.errors import InputError
+    parts = [(OUT / f".part{i}.csv", OUT / f".part{i}_tuning.csv") for i in range(len(SETTINGS))]
+    missing = [str(a) for a, b in parts if not (a.is_file() and b.is_file())]
+    if missing:
+        raise InputError(f"moe_study: missing parts {', '.join(missing)}; run the remaining --part")
+    allr = pd.concat([pd.read_csv(a) for a, _ in parts])
+    allt = pd.concat([pd.read_csv(b) for _, b in parts])
     atomic_write(OUT / "moe_baselines.csv", lambda fh: allr.to_csv(fh, index=False, float_format="%.6g"))
     atomic_write(OUT / "moe_baselines_tuning.csv", lambda fh: allt.to_csv(fh, index=False, float_format="%.6g"))
     fp, _ = fingerprint.compute()
@@ -60,12 +76,17 @@ def main(args) -> int:
                       f"Made by `python scripts/moe_study.py` at revision {git_revision() or 'unknown'}: "
                       f"`moe_baselines.csv` (rows per setting), `moe_baselines_tuning.csv` (the tuning grids); "
                       f"rendered into docs/moe_offload.md by `python scripts/docs.py`.\n")
+    for a, b in parts:
+        a.unlink()
+        b.unlink()
     return 0
 
 
 def parser():
     p = script_parser(__doc__.split("\n")[1])
-    p.add_argument("--only", default=None, help="semicolon-separated setting labels")
+    p.add_argument("--part", type=int, default=None, help="run only settings part, part + parts, ... (parallel halves)")
+    p.add_argument("--parts", type=int, default=2, help="number of parts (with --part)")
+    p.add_argument("--merge", action="store_true", help="only join the parts run before and stamp them")
     return p
 
 
