@@ -163,6 +163,9 @@ def _add_validate(sub) -> None:
     v.add_argument("--mobile", action="store_true",
                    help="the phone NPU model against measured phones (validation/mobile/measured.csv or "
                    "--measured CSV; SoC presets in hw_configs/soc/)")
+    v.add_argument("--moe", action="store_true",
+                   help="MoE offload: expert-copy bursts and fused / per-expert-loop MoE layers vs the H200 "
+                   "measurements (validation/h200_moe_*.csv), fitted in sample, errors out of sample")
     _debug(v)
 
 
@@ -242,6 +245,14 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
+    if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
+        from .moe.compare import format_compare_moe, run_compare_moe
+        from .outdir import OutputFolder
+        OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
+        table, _tune, out = run_compare_moe(cfg, args.out)
+        print(format_compare_moe(table))
+        print(f"results: {out}")
+        return 0
     if args.policies is not None:
         if args.modes is not None:
             raise InputError("compare: give --modes or --policies, not both")
@@ -351,6 +362,9 @@ def cmd_validate(args) -> int:
     if getattr(args, "mobile", False):
         from .validate_mobile import run_validate_mobile
         return run_validate_mobile(args)
+    if getattr(args, "moe", False):
+        from .validate_moe import run_validate_moe
+        return run_validate_moe(args)
     if getattr(args, "peers", False):
         from .validate_peers import run_validate_peers
         return run_validate_peers(args)

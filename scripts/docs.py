@@ -10,6 +10,9 @@ Blocks:
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
   mobile-validation  `python -m ahasd_sim validate --mobile` (docs/validation.md: the phone NPU model
                 against validation/mobile/measured.csv)
+  moe-baselines docs/moe_offload.md: SpecFit / EcoSpec vs tuned baselines per setting, from the
+                committed docs/moe-offload/moe_baselines.csv (python scripts/moe_study.py)
+  moe-validation  docs/moe_offload.md: `python -m ahasd_sim validate --moe`
   headline      the README's headline ratios, from the committed reproduction
                 (docs/reproduction/windows.csv and regimes_windows.csv, written by --reproduction)
   study         the README's summary of the committed where_ahasd_wins study
@@ -246,10 +249,52 @@ def block_hyco_smoke() -> str:
     return _hyco().render_smoke()
 
 
+def block_moe_baselines() -> str:
+    """docs/moe_offload.md: SpecFit, EcoSpec and the tuned baselines per setting, from the committed
+    docs/moe-offload/moe_baselines.csv (scripts/moe_study.py)."""
+    import pandas as pd
+    f = ROOT / "docs" / "moe-offload" / "moe_baselines.csv"
+    if not f.is_file():
+        raise InputError(f"docs: {f} is missing; run python scripts/moe_study.py first")
+    t = pd.read_csv(f)
+    out = []
+    for setting, g in t.groupby("setting", sort=False):
+        g = g.set_index("row")
+        b = g.best_baseline.iloc[0]
+
+        def cell(r):
+            x = g.loc[r]
+            return (f"{x.throughput_tok_s:.1f} [{x.ci95_low:.1f}, {x.ci95_high:.1f}]",
+                    f"{x.vs_best_baseline:.3f} [{x.vs_best_baseline_ci95_low:.3f}, {x.vs_best_baseline_ci95_high:.3f}]")
+        out.append(f"**{setting}** -- best baseline (chosen on tuning rounds {g.tuning_rounds.iloc[0]}): {b}; "
+                   f"tuned EAGLE = {g.loc['eagle_tuned', 'config']}, expert budget = "
+                   f"{g.loc['expert_budget_tuned', 'config']}")
+        out.append("")
+        out.append("| row | tok/s [95% CI] | vs best baseline [95% CI] | nodes | accepted/round | H2D GB | hit rate |")
+        out.append("|---|---|---|---|---|---|---|")
+        for r in g.index:
+            tput, ratio = cell(r)
+            x = g.loc[r]
+            out.append(f"| {r} | {tput} | {ratio} | {x.nodes_verified:.1f} | {x.accepted_per_round:.2f} | "
+                       f"{x.expert_h2d_gb:.1f} | {x.hit_rate:.3f} |")
+        out.append("")
+    t0 = t.iloc[0]
+    out.append(f"Reported rounds {t0.reported_rounds} ({int(t0.windows)} windows), profile rounds {t0.profile_rounds}; "
+               f"throughput = total tokens / total time; 95% intervals by resampling whole windows (4000 "
+               f"resamples), paired for the ratios.")
+    return "\n".join(out).rstrip()
+
+
+def block_moe_validation() -> str:
+    out = _cli(["validate", "--moe"])
+    return "```\n" + out.rstrip() + "\n```"
+
+
 GENERATORS = {"default-run": block_default_run, "compare": block_compare, "headline": block_headline,
               "study": block_study, "mobile-validation": block_mobile_validation,
               "validate-h200": block_validate_h200, "pim-timing-effect": block_pim_timing_effect,
               "hyco-study": block_hyco_study, "hyco-smoke": block_hyco_smoke,
+              "moe-baselines": block_moe_baselines, "moe-validation": block_moe_validation,
               **{name: _peer_block(name) for name in _PEER_SECTIONS}}
 
 

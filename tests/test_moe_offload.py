@@ -82,7 +82,7 @@ def test_expert_union_cost_equals_hand_count():
     target = with_precision(get_model("qwen2.5-coder-1.5b-moefied-e64k8"), 2.0, 2.0)
     cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe)
     cache = ExpertCache(2, 8, 16, "lru", popularity=resident.astype(float), fill=True)
-    cache2 = ExpertCache(2, 8, 2, "lru", popularity=resident.astype(float), fill=True)
+    cache2 = ExpertCache(2, 8, 2, "lru", scope="global", popularity=resident.astype(float), fill=True)
     res = schedule_verify(cm, cache2, u, 3, 128, 0.0, 0.0)
     assert res.copied_experts == 5 and res.hits == 2 and res.distinct_total == 7
     assert cache.hits == 0  # untouched cache unaffected
@@ -137,7 +137,9 @@ def test_expert_compute_never_starts_before_its_copy_ends():
             assert rec.expert_start_s >= rec.dense_end_s
             if rec.copies:
                 assert rec.expert_start_s >= rec.copy_end_s
-        assert res.layers[3].expert_start_s >= 0.05 and cache.late_hits == 1
+        assert res.layers[3].expert_start_s >= 0.05
+        # next_layer: guessed copies still in flight when their layer's router runs are late hits too
+        assert cache.late_hits == 1 if overlap == "none" else cache.late_hits >= 1
         # copies on one FIFO stream never overlap
         iv = res.copy_intervals
         assert all(b0 >= a1 - 1e-15 for (_, a1), (b0, _) in zip(iv, iv[1:]))
@@ -383,6 +385,249 @@ def _ratio_of(tree, sel, resident, lm, draft_s):
 
 
 def test_same_seed_same_summary(trace_path):
-    a = run_simulation(_cfg(trace_path, "moe.predictor_recall=0.6", "run.policy=ecospec")).summary
-    b = run_simulation(_cfg(trace_path, "moe.predictor_recall=0.6", "run.policy=ecospec")).summary
+    a = run_simulation(_cfg(trace_path, "moe.predictor=recall", "moe.predictor_recall=0.6", "run.policy=ecospec")).summary
+    b = run_simulation(_cfg(trace_path, "moe.predictor=recall", "moe.predictor_recall=0.6", "run.policy=ecospec")).summary
     assert a == b
+
+
+# ------------------------------------------------------------------ issue 27: caches, copies, cost fits
+def _cm():
+    cfg = load_config(PLATFORM, [])
+    target = with_precision(get_model("qwen2.5-coder-1.5b-moefied-e64k8"), 2.0, 2.0)
+    return MoeCostModel(Platform.build(cfg), target, target, cfg.moe)
+
+
+def test_no_copy_evicts_an_expert_the_same_pass_still_needs():
+    """Global LRU, capacity 3, resident at the start (LRU order, oldest first): (0, 7), (1, 1),
+    (1, 0). The pass routes layer 0 to {0, 1, 2} and layer 1 to {0, 1}. Layer 0 misses 3 experts:
+    the first evicts (0, 7) (not needed again); (1, 0) and (1, 1) are needed by layer 1 of the same
+    pass, so the other two misses are streamed (copied, not kept). Layer 1 then hits both:
+    hits 2, copies 3, evictions 1, streamed 2. Evicting them (pinning only layer 0) would make
+    layer 1 miss both (hits 0, copies 5)."""
+    cm = _cm()
+    pop = np.zeros((28, 64))
+    pop[1, 0], pop[1, 1], pop[0, 7] = 3.0, 2.0, 1.0
+    cache = ExpertCache(28, 64, 3, "lru", scope="global", popularity=pop, fill=True)
+    unions = [np.array([0, 1, 2]), np.array([0, 1])] + [np.array([], dtype=int)] * 26
+    res = schedule_verify(cm, cache, unions, 2, 128, 0.0, 0.0)
+    assert (res.hits, res.copied_experts, cache.evictions, cache.streamed) == (2, 3, 1, 2)
+    assert (1, 0) in cache and (1, 1) in cache and (0, 7) not in cache
+
+
+def test_activation_policy_evicts_the_least_recently_activated_over_passes():
+    """Half-life 1 pass: counts halve per pass. Expert 0 used in passes 1, 2, 3 (count at pass 4:
+    0.5^3 + 0.5^2 + 0.5 = 0.875), expert 1 in pass 3 only (0.5), expert 2 in pass 1 only (0.125).
+    In pass 4 (capacity 3) a miss evicts expert 2 (lowest count); the next miss, with the new
+    expert 3 pinned, evicts 1 (0.5 < 0.875) -- LRU would evict 0, used before 1 in pass 3."""
+    c = ExpertCache(1, 8, 3, "activation", fill=False, activation_half_life_passes=1.0)
+    for p, used in enumerate(([0, 2], [0], [0, 1]), start=1):
+        c.begin_pass()
+        for e in used:
+            if not c.access(0, e):
+                c.insert(0, e, 0.0)
+    c.begin_pass()
+    assert c.activation((0, 0)) == pytest.approx(0.875) and c.activation((0, 2)) == pytest.approx(0.125)
+    c.access(0, 3); c.insert(0, 3, 0.0)
+    assert (0, 2) not in c
+    c.access(0, 4); c.insert(0, 4, 0.0, pinned={(0, 3)})
+    assert (0, 1) not in c and (0, 0) in c          # LRU would have evicted 0 (used before 1 in pass 3)
+
+
+def test_back_to_back_copies_equal_the_analytic_burst():
+    """One layer, n missing experts of b = 1,290,240 B, the stream idle: the copies end at
+    dense_end + iso + (n - 1) * b2b with iso = max(12, 6.72 + b / 55.3 GB/s) = 30.05 us and
+    b2b = max(12, 3.53 + 23.33) = 26.86 us (H200 config): n = 4 -> 30.05 + 3 x 26.86 = 110.6 us.
+    The same holds for the link's burst form across sizes."""
+    cm = _cm()
+    link = cm.link
+    b = cm.expert_bytes
+    assert cm.copy_s * 1e6 == pytest.approx(6.72 + b / 55.3e3, rel=1e-9)
+    assert cm.copy_b2b_s * 1e6 == pytest.approx(3.53 + b / 55.3e3, rel=1e-9)
+    for n in (1, 4, 17):
+        cache = ExpertCache(28, 64, 0, "lru", fill=False)
+        unions = [np.arange(n)] + [np.array([], dtype=int)] * 27
+        res = schedule_verify(cm, cache, unions, 1, 128, 0.0, 0.0)
+        d_end = res.layers[0].dense_end_s
+        assert res.layers[0].copy_end_s - d_end == pytest.approx(link.burst_transfer_time_s(b, n), rel=1e-12)
+    assert link.burst_transfer_time_s(b, 4) * 1e6 == pytest.approx(30.05 + 3 * 26.86, abs=0.02)
+    for nbytes in (1e3, 3.2e5, 9.44e6):     # tiny copies keep the per-copy latency floor
+        assert link.back_to_back_transfer_time_s(nbytes) == pytest.approx(
+            max(12e-6, 3.53e-6 + nbytes / 55.3e9), rel=1e-12)
+
+
+def test_specfit_cycle_model_matches_the_pass_it_predicts(trace_path):
+    """Recall 1, no prefetch, overlap none: the policy's linear cycle time on the true routing
+    and the residency it saw equals the simulated pass (within the dense roofline's nonlinearity),
+    for a per-layer and a global cache -- the cache keeps what the pass needs."""
+    for scope in ("per_layer", "global"):
+        res = run_simulation(_cfg(trace_path, f"moe.cache_scope={scope}", "moe.cache_capacity=0.1"))
+        err = res.summary["mode_stats"]["verify_time_model_error"]
+        assert err["n"] > 0 and abs(err["worst"]) < 0.01, (scope, err)
+
+
+def test_validate_moe_fits_reproduce_the_config_and_meet_the_targets():
+    """The typed H200 values are what validate --moe fits (rounded), and the out-of-sample median
+    errors meet the issue's goals: copies within 10%, MoE steps within 15% per kernel."""
+    from ahasd_sim.validate_moe import validate_moe
+    out, fitted = validate_moe()
+    cfg = load_config(PLATFORM, [])
+    assert fitted["h2d.back_to_back_setup_us"] == pytest.approx(cfg.h2d.back_to_back_setup_us, abs=0.01)
+    f, e, p = fitted["fused (fixed, per expert, per pair) us"]
+    assert (f, e, p) == pytest.approx((cfg.gpu.moe_fused_fixed_us, cfg.gpu.moe_fused_per_expert_us,
+                                       cfg.gpu.moe_fused_per_pair_us), abs=0.01)
+    f, e, p = fitted["per_expert_loop (fixed, per expert, per pair) us"]
+    assert (f, e, p) == pytest.approx((cfg.gpu.moe_loop_fixed_us, cfg.gpu.moe_loop_overhead_per_expert_us,
+                                       cfg.gpu.moe_loop_per_pair_us), abs=0.01)
+    oos = out[out["sample"] == "out"]
+    assert oos[oos.what == "expert copies"].rel_error.abs().median() < 0.10
+    for kernel in ("fused", "per_expert_loop"):
+        assert oos[oos.kernel == kernel].rel_error.abs().median() < 0.15
+
+
+# ------------------------------------------------------------------ issue 27: prediction, baselines
+def test_learned_predictor_never_reads_the_routing_of_unverified_nodes(trace_path, monkeypatch):
+    """The routing the policy sees for a round is the same whether or not that round's recorded
+    routing of its draft nodes is scrambled: the learned predictor reads draft tokens and the
+    routing of tokens already verified, never the target's routing of an unverified node."""
+    import ahasd_sim.modes.moe_offload as mo
+    seen: dict[tuple[bool, int], np.ndarray] = {}
+    real_tree_of_round, real_predict = mo.tree_of_round, mo.MoeOffloadMode.predict
+    state = {"scramble": False}
+
+    def tree_of_round(tt, r):
+        t = real_tree_of_round(tt, r)
+        if state["scramble"] and r == 3:
+            ex = np.random.default_rng(0).integers(0, 64, size=t.experts.shape)
+            t = DraftTree(parent=t.parent, q_prob=t.q_prob, correct=t.correct, experts=ex, kv_len=t.kv_len,
+                          index=t.index, extras=t.extras, recorded_accepted=t.recorded_accepted)
+        return t
+
+    def predict(self, tree):
+        out = real_predict(self, tree)
+        seen[(state["scramble"], tree.index)] = out.copy()
+        return out
+
+    monkeypatch.setattr(mo, "tree_of_round", tree_of_round)
+    monkeypatch.setattr(mo.MoeOffloadMode, "predict", predict)
+    for scramble in (False, True):
+        state["scramble"] = scramble
+        run_simulation(_cfg(trace_path, "run.policy=specfit", "moe.predictor=learned"))
+    assert np.array_equal(seen[(False, 3)], seen[(True, 3)])
+    assert np.array_equal(seen[(False, 2)], seen[(True, 2)])
+    # a later round may differ: round 3's verified routing (scrambled) feeds the recent term
+    # the recall model, by contrast, is built from the truth (an oracle at recall 1)
+    state["scramble"] = False
+
+
+def test_learned_predictor_scores_recall_and_precision_and_learns_token_routing():
+    """Two tokens seen in held-out data: token 5 always routes layer 0 to {1, 2}, token 9 to {3, 4}
+    (top-2 of 8 experts, 1 layer). Predicting [5, 9] returns exactly those; scoring against a truth
+    of {1, 2} and {3, 6} gives node recall 3/4 and union recall 3/4, precision 3/4."""
+    from ahasd_sim.moe.predictor import LearnedPredictor
+    routing = np.array([[[1, 2]], [[1, 2]], [[3, 4]]])
+    lp = LearnedPredictor(np.array([5, 5, 9]), routing, n_experts=8, w_recent=0.0)
+    pred = lp.predict_tokens([5, 9])
+    assert [sorted(p[0]) for p in pred] == [[1, 2], [3, 4]]
+    lp.score(pred, np.array([[[1, 2]], [[3, 6]]]))
+    st = lp.stats()
+    assert st["node_recall"] == pytest.approx(0.75) and st["union_recall"] == pytest.approx(0.75)
+    assert st["union_precision"] == pytest.approx(0.75)
+
+
+def test_next_layer_guess_pays_for_wrong_copies():
+    """overlap next_layer, an empty per-layer cache of 7 experts per layer, 4 experts per layer
+    needed. A guess that is always wrong (expert 63, never routed): every layer still copies its
+    4 true experts on demand (112) plus one wasted copy per guessed layer (27): 139 copies, and
+    the pass ends later than with the oracle guess (112 copies, 0 wasted). A guess the cache
+    cannot keep is not made (capacity 0: no guessed copies at all)."""
+    cm = _cm()
+    unions = [np.arange(4) for _ in range(28)]
+    ora = schedule_verify(cm, ExpertCache(28, 64, 196, "lru", fill=False), unions, 4, 256, 0.0, 0.0, "next_layer")
+    bad = schedule_verify(cm, ExpertCache(28, 64, 196, "lru", fill=False), unions, 4, 256, 0.0, 0.0, "next_layer",
+                          prefetch_guess=lambda layer, u: {63})
+    assert (bad.wasted_prefetch, bad.copied_experts) == (27, 139)
+    assert (ora.wasted_prefetch, ora.copied_experts) == (0, 112)
+    assert bad.end_s > ora.end_s
+    none = schedule_verify(cm, ExpertCache(28, 64, 0, "lru", fill=False), unions, 4, 256, 0.0, 0.0, "next_layer")
+    assert none.copied_experts == 112
+
+
+def test_expert_budget_caps_the_copies_each_layer_adds():
+    """1 layer, 8 experts, top-2, nothing resident. Root routes {0, 1}; node 1 (P 0.9) {2, 3},
+    node 2 (P 0.8) {4, 5}, node 3 (child of 1, P 0.5) {2, 6}. Budget 3 copies beyond the root's:
+    node 1 adds 2 (total 2), node 2 would make 4 (skipped), node 3 adds 1 (total 3): {1, 3}."""
+    parents = np.array([-1, 0, 0, 1])
+    q = np.array([1.0, 0.9, 0.8, 0.5 / 0.9])
+    pred = np.array([[[0, 1]], [[2, 3]], [[4, 5]], [[2, 6]]])
+    lm = LinearVerifyModel(c0_s=1e-3, c1_s=1e-6, c2_s=1e-6, fetch_s=1e-3, n_layers=1)
+    tree = DraftTree(parent=parents, q_prob=q, correct=np.ones(4, bool), experts=pred)
+    view = TreeView(parent=parents, q_prob=q, path_prob=tree.path_prob, depth=tree.depth, drafted_depth=2,
+                    predicted_experts=pred, resident=np.zeros((1, 8), bool), costs=lm, draft_time_s=0.0,
+                    next_level_draft_s=0.0, recorded_depth=2)
+    from ahasd_sim.moe.config import TreePolicyConfig
+    pc = TreePolicyConfig()
+    pc.expert_budget.budget_experts_per_layer = 3
+    pol = make_policy("expert_budget", None, np.random.default_rng(0))
+    pol.configure(pc)
+    assert pol.select(view) == [1, 3]
+
+
+def test_moe_compare_tunes_baselines_on_rounds_it_does_not_report(tmp_path):
+    """The shipped tree trace: tuning, reported and profile rounds are disjoint; every row replays
+    the same reported rounds (paired windows); the tuned EAGLE and budget are the tuning-slice
+    maxima of their grids; the best baseline ratio is 1 for itself."""
+    from ahasd_sim.moe import compare as mc
+    cfg = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.timeline=false"])
+    monkey = {"eagle_tuned": mc.candidates()["eagle_tuned"][:4:3], "expert_budget_tuned":
+              mc.candidates()["expert_budget_tuned"][:2], "autoregressive": mc.candidates()["autoregressive"]}
+    orig, orig_rep = mc.candidates, mc.REPORTED
+    mc.candidates, mc.REPORTED = (lambda: monkey), mc.REPORTED[:1]
+    try:
+        table, tune, out = mc.run_compare_moe(cfg, tmp_path / "cmp", n_boot=200)
+    finally:
+        mc.candidates, mc.REPORTED = orig, orig_rep
+    t = table.iloc[0]
+    lo, hi = (int(x) for x in t.reported_rounds.split("-"))
+    tlo, thi = (int(x) for x in t.tuning_rounds.split("-"))
+    plo, phi = (int(x) for x in t.profile_rounds.split("-"))
+    assert lo == 0 and hi == tlo and thi == plo and phi == 199
+    for fam in ("eagle_tuned", "expert_budget_tuned"):
+        g = tune[tune.family == fam]
+        assert table.set_index("row").loc[fam, "config"] == g.loc[g.tuning_throughput_tok_s.idxmax(), "config"]
+    best = t.best_baseline.split(" ")[0]
+    assert table.set_index("row").loc[best, "vs_best_baseline"] == pytest.approx(1.0)
+    for r in table.itertuples():
+        assert r.ci95[0] <= r.throughput_tok_s <= r.ci95[1]
+    assert (tmp_path / "cmp" / "compare.csv").is_file() and (tmp_path / "cmp" / "tuning.csv").is_file()
+
+
+def test_speculation_gate_goes_autoregressive_while_speculation_loses_and_probes():
+    """Gate on, probe every 2 gated rounds. Round 1 (no estimate): drafts; its rate 2 tokens /
+    (1 + 1) s = 1 tok/s. A root-only round of the cost model takes c0 + c1 + 8 root items x
+    (c2 + fetch) = 0.1 + 0.1 + 8 x 0.05 = 0.6 s -> 1.67 tok/s > 1: the next 2 rounds are gated
+    (select = [], no drafting), the third probes; a root-only round observed at 0.5 s (2 tok/s)
+    replaces the model estimate."""
+    from ahasd_sim.moe.config import TreePolicyConfig
+    pc = TreePolicyConfig()
+    pc.specfit.speculation_gate, pc.specfit.gate_probe_rounds, pc.specfit.gate_ema = True, 2, 1.0
+    pol = make_policy("specfit", None, np.random.default_rng(0))
+    pol.configure(pc)
+    lm = LinearVerifyModel(c0_s=0.1, c1_s=0.1, c2_s=0.05, fetch_s=0.0, n_layers=1)
+    parents = np.array([-1, 0])
+    pred = np.array([[[0, 1, 2, 3, 4, 5, 6, 7]], [[0, 1, 2, 3, 4, 5, 6, 7]]])
+    tree = DraftTree(parent=parents, q_prob=np.array([1.0, 0.9]), correct=np.ones(2, bool), experts=pred)
+
+    def view(depth, draft_s):
+        return TreeView(parent=parents, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
+                        drafted_depth=depth, predicted_experts=pred, resident=np.zeros((1, 8), bool), costs=lm,
+                        draft_time_s=draft_s, next_level_draft_s=0.0, recorded_depth=1)
+    assert pol.wants_draft(view(0, 0.0))
+    pol.select(view(1, 1.0))
+    pol.on_tree_verified(1, 1, 1, 1.0)                       # 2 tokens in 2 s
+    v0 = view(0, 0.0)
+    assert not pol.wants_draft(v0) and pol.select(v0) == []
+    pol.on_tree_verified(0, 0, 0, 0.5)                       # root-only: 2 tok/s
+    assert pol._ar_rate == pytest.approx(2.0)
+    assert not pol.wants_draft(view(0, 0.0))
+    assert pol.wants_draft(view(0, 0.0))                     # the probe after 2 gated rounds
+    assert pol.stats()["gated_rounds"] == 2

@@ -53,6 +53,7 @@ UNIT_CEILINGS: dict[str, tuple[float, str]] = {
     "tokens": (float(2 ** 24), "16.7 M tokens is 1000x any shipped trace (about 11k positions)"),
     "rounds": (float(2 ** 24), "16.7 M rounds is 1000x any shipped trace"),
     "positions": (float(2 ** 24), "16.7 M positions is 1000x any shipped trace"),
+    "passes": (float(2 ** 24), "16.7 M verification passes is 1000x any shipped trace"),
     "nats": (50.0, "no distribution over fewer than 2^64 tokens has more than ln(2^64) = 44.4 nats"),
 }
 #: unitless fields: counts (queue entries, array rows, iterations) and dimensionless factors

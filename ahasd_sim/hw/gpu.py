@@ -83,6 +83,18 @@ class GpuConfig:
     moe_fused_kernels: int = param(5, doc="kernels of one fused MoE layer (align/sort, grouped gate-up, "
                                    "activation, grouped down, combine)", ge=0,
                                    source="count of vLLM fused_moe's launches per layer (grade B/C)")
+    moe_fused_fixed_us: float | None = param(None, doc="fused: fixed time of one MoE layer beyond its bytes/FLOPs "
+                                             "(null: moe_fused_kernels x launch_overhead_us)", unit="us", ge=0,
+                                             source="fit: python -m ahasd_sim validate --moe")
+    moe_fused_per_expert_us: float = param(0.0, doc="fused: time per distinct expert hit beyond its weight bytes",
+                                           unit="us", ge=0, source="fit: python -m ahasd_sim validate --moe")
+    moe_fused_per_pair_us: float = param(0.0, doc="fused: time per token-expert pair (gather, grouped-GEMM "
+                                         "rows, combine) beyond its FLOPs", unit="us", ge=0,
+                                         source="fit: python -m ahasd_sim validate --moe")
+    moe_loop_fixed_us: float = param(0.0, doc="per_expert_loop: fixed time of one MoE layer", unit="us", ge=0,
+                                     source="fit: python -m ahasd_sim validate --moe")
+    moe_loop_per_pair_us: float = param(0.0, doc="per_expert_loop: time per token-expert pair beyond its FLOPs",
+                                        unit="us", ge=0, source="fit: python -m ahasd_sim validate --moe")
     moe_loop_overhead_per_expert_us: float = param(
         42.0, doc="per_expert_loop: launch/sync time per expert hit, beyond its bytes/FLOPs",
         unit="us", ge=0, source="derived (grade C): 8 kernels x 4 us launch + ~10 us host sync "

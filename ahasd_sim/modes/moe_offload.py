@@ -25,7 +25,7 @@ from ..config.errors import ConfigError
 from ..moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
 from ..moe.cache import ExpertCache
 from ..moe.cost import MoeCostModel, schedule_verify
-from ..moe.predictor import RecallPredictor
+from ..moe.predictor import LearnedPredictor, RecallPredictor
 from ..moe.stats import window_samples
 from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
 from ..policies.tree_base import TreePolicy
@@ -56,7 +56,7 @@ def tree_of_round(tt, r: int) -> DraftTree:
     parent = tt.node_parent[sl].astype(np.int64)
     return DraftTree(parent=parent, q_prob=tt.node_q[sl].astype(float), correct=tt.node_accept[sl].astype(bool),
                      experts=tt.node_moe_ids[sl].astype(np.int64), kv_len=plen + int(tt.round_pos[r]), index=r,
-                     extras={"expanded": tt.node_expanded[sl].astype(bool),
+                     extras={"expanded": tt.node_expanded[sl].astype(bool), "tok": tt.node_tok[sl].astype(np.int64),
                              "n_commit_recorded": int(tt.round_n_commit[r])},
                      recorded_accepted=int(tt.round_accept_len[r]))
 
@@ -123,10 +123,22 @@ class MoeOffloadMode(Mode):
         self.start_round = int(mc.trace_start_round)
         if self.start_round >= len(tt):
             raise ConfigError(cfg.source_of("moe.trace_start_round"), "moe.trace_start_round", f"the tree trace has {len(tt)} rounds")
+        self.end_round = int(mc.trace_end_round) or len(tt)
+        if mc.trace_end_round and not self.start_round < self.end_round <= len(tt):
+            raise ConfigError(cfg.source_of("moe.trace_end_round"), "moe.trace_end_round", f"expected moe.trace_start_round ({self.start_round}) < "
+                              f"end <= {len(tt)} (the tree trace's rounds), got {mc.trace_end_round}")
+        if mc.profile_start_round >= 0 and mc.profile_start_round + mc.profile_rounds > len(tt):
+            raise ConfigError(cfg.source_of("moe.profile_start_round"), "moe.profile_start_round", f"profile rounds {mc.profile_start_round}.."
+                              f"{mc.profile_start_round + mc.profile_rounds} exceed the trace's {len(tt)} rounds")
         pop, self.profile = self._popularity(mc.profile_rounds)
         self.cache = ExpertCache(L, E, cap, mc.cache_policy, mc.cache_scope, pop,
-                                 fill=mc.cache_initial == "popular")
+                                 fill=mc.cache_initial == "popular",
+                                 activation_half_life_passes=mc.activation_half_life_passes)
         self.predictor = RecallPredictor(mc.predictor_recall, E, ctx.rng)
+        self.learned = self._learned_predictor(mc.profile_rounds)
+        if mc.predictor == "learned" and self.learned is None:
+            raise ConfigError(cfg.source_of("moe.predictor"), "moe.predictor", "the learned predictor needs profile rounds "
+                              "(moe.profile_rounds > 0) to learn from")
         self.h2d_free_s = 0.0
         self.static_w = sum(ctx.platform.devices().values())
         # per-round records (CI windows) and totals
@@ -134,6 +146,8 @@ class MoeOffloadMode(Mode):
         self.copied_demand = 0
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
+        self.verify_model_error: list[float] = []
+        self.wasted_guesses = 0
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
         self.layer_log: list = []
 
@@ -165,7 +179,10 @@ class MoeOffloadMode(Mode):
         pop = np.zeros((L, E))
         if n_profile <= 0:
             return pop, {"rounds": [0, 0], "tokens": 0, "overlaps_replay": False}
-        if self.start_round > 0:
+        if self.ctx.cfg.moe.profile_start_round >= 0:
+            lo = self.ctx.cfg.moe.profile_start_round
+            hi = lo + n_profile
+        elif self.start_round > 0:
             lo, hi = max(0, self.start_round - n_profile), self.start_round
         else:
             lo, hi = max(0, len(tt) - n_profile), len(tt)
@@ -177,6 +194,22 @@ class MoeOffloadMode(Mode):
         for layer in range(L):
             pop[layer] += np.bincount(ids[:, layer, :].ravel(), minlength=E)[:E]
         return pop, {"rounds": [int(lo), int(hi)], "tokens": int(len(cn)), "overlaps_replay": False}
+
+    def _learned_predictor(self, n_profile: int):
+        """The learned routing predictor, trained on every node of the profile rounds."""
+        lo, hi = self.profile["rounds"]
+        if n_profile <= 0 or hi <= lo:
+            return None
+        tt = self.tt
+        a, b = int(tt.round_node_offset[lo]), int(tt.round_node_offset[hi - 1] + tt.round_n_nodes[hi - 1])
+        return LearnedPredictor(tt.node_tok[a:b], tt.node_moe_ids[a:b], tt.n_experts)
+
+    def predict(self, tree: DraftTree) -> np.ndarray:
+        """The routing the policy sees for every node of ``tree``: learned from the draft tokens (and
+        verified history), or the recall model of the truth."""
+        if self.ctx.cfg.moe.predictor == "learned":
+            return self.learned.predict_tokens(tree.extras["tok"])
+        return self.predictor.predict(tree.experts)
 
     # ------------------------------------------------------------------ run
     def start(self):
@@ -211,8 +244,7 @@ class MoeOffloadMode(Mode):
                     key = (layer, int(e))
                     if budget[0] <= 0 or key in self.cache:
                         continue
-                    start = max(now, self.h2d_free_s)
-                    end = start + self.cm.copy_s
+                    start, end = self.cm.copy_end_s(now, self.h2d_free_s)
                     if not self.cache.insert(layer, int(e), end):
                         continue
                     col.busy("h2d", start, end, "prefetch")
@@ -229,6 +261,9 @@ class MoeOffloadMode(Mode):
         tt, col, ctr = self.tt, self.col, self.col.counters
         r = self.start_round
         while not self.done.triggered:
+            if r >= self.end_round and self.ctx.cfg.moe.trace_end_round:
+                self.done.succeed()     # the round budget binds before the token budget
+                break
             if r >= len(tt):
                 raise ConfigError(cfg.source_of("run.generated_tokens"), "run.generated_tokens",
                                   f"{self.n_tokens} tokens need more rounds than the tree trace has "
@@ -237,13 +272,14 @@ class MoeOffloadMode(Mode):
             if self.profile["rounds"][0] <= r < self.profile["rounds"][1]:
                 self.profile["overlaps_replay"] = True
             tree = tree_of_round(tt, r)
-            pred = self.predictor.predict(tree.experts)
+            pred = self.predict(tree)
             lm = self.cm.linear_model(tree.kv_len)
             round_start, energy0 = self.env.now, sum(col.dynamic_energy_j.values())
             draft_s, d = 0.0, 0
             budget = [mc.prefetch_max_experts_per_round]
             view = self._view(tree, pred, 0, 0.0, lm, 0.0)
-            while d < tree.max_depth:
+            drafting = self.policy.drafts and self.policy.wants_draft(view)
+            while drafting and d < tree.max_depth:
                 m = self._level_tokens(tree, d)
                 dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
                 yield from self.run_task(TaskCost(dur, energy, busy), "draft")
@@ -264,9 +300,23 @@ class MoeOffloadMode(Mode):
                                    f"(drafted depth {d})")
             unions = expert_union(tree.experts, sel)
             t0 = self.env.now
+            rows = [0, *sorted(sel)]
+            guess = None
+            if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
+                def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
+                    return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
             res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
-                                  self.h2d_free_s, mc.overlap)
+                                  self.h2d_free_s, mc.overlap, guess)
+            self.wasted_guesses += res.wasted_prefetch
+            if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
+                if mc.predictor == "learned":
+                    self.learned.score(pred[rows], tree.experts[rows])
+                self.learned.observe_verified(tree.experts[rows])
             self.h2d_free_s = res.h2d_free_s
+            # the policy's cycle-time model on the true routing and the residency it was shown,
+            # vs the simulated pass: they agree when the cache keeps what the pass needs
+            model_s = lm.cycle_time(len(sel), unions, view.resident)
+            self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
             for a, b in res.copy_intervals:
                 col.busy("h2d", a, b, "expert_copy")
             for rec in res.layers:
@@ -294,9 +344,9 @@ class MoeOffloadMode(Mode):
             col.commit(range(self.committed, self.committed + n_commit))
             self.committed += n_commit
             self.frontier = self.committed
-            self.policy.on_tree_verified(len(sel), acc, d)
+            self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
             dur = self.env.now - round_start
-            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total,
+            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total, "round": r,
                                 "energy_j": sum(col.dynamic_energy_j.values()) - energy0 + self.static_w * dur})
             r += 1
             if self.committed >= self.n_tokens:
@@ -325,7 +375,7 @@ class MoeOffloadMode(Mode):
             "expert_copy_stall_s": self.copy_stall_s,
             # combined by simulation.combine_windows into the project-wide *_ci95 fields
             "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",
-                             "n": len(w["throughput_tok_s"]), **w,
+                             "n": len(w["throughput_tok_s"]), **w, **_window_totals(rounds, self.ctx.cfg.moe.ci_windows),
                              "tokens_per_j": [1.0 / e if e > 0 else float("nan") for e in w["energy_per_token_j"]]},
         }
 
@@ -342,11 +392,40 @@ class MoeOffloadMode(Mode):
             "memory_split": self.memory_split,
             "cache": self.cache.stats(),
             "profile": self.profile,
-            "predictor_recall": self.predictor.recall,
+            "predictor": (self.learned.stats() if self.ctx.cfg.moe.predictor == "learned"
+                          else {"kind": "recall", "node_recall": self.predictor.recall}),
+            "next_layer_wasted_copies": self.wasted_guesses,
             "overlap": self.ctx.cfg.moe.overlap,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,
+            "verify_time_model_error": _err_stats(self.verify_model_error),
         }
+
+
+def _window_totals(rounds: list[dict], n_windows: int) -> dict[str, list]:
+    """Per window (the blocks of :func:`window_samples`): tokens, time, energy and the first round
+    -- the totals ratio estimators pool."""
+    k = max(1, min(int(n_windows), len(rounds)))
+    out: dict[str, list] = {"generated_tokens": [], "makespan_s": [], "prefill_s": [], "energy_j": [],
+                            "first_round": []}
+    for idx in np.array_split(np.arange(len(rounds)), k):
+        if idx.size == 0:
+            continue
+        out["generated_tokens"].append(int(sum(rounds[i]["tokens"] for i in idx)))
+        out["makespan_s"].append(float(sum(rounds[i]["time_s"] for i in idx)))
+        out["prefill_s"].append(0.0)
+        out["energy_j"].append(float(sum(rounds[i]["energy_j"] for i in idx)))
+        out["first_round"].append(int(rounds[idx[0]]["round"]))
+    return out
+
+
+def _err_stats(err: list[float]) -> dict:
+    """Median and worst relative error of the policy's cycle-time model against the simulated
+    verification time (true routing, the residency the policy saw)."""
+    if not err:
+        return {"median": 0.0, "worst": 0.0, "n": 0}
+    a = np.asarray(err)
+    return {"median": float(np.median(a)), "worst": float(a[np.argmax(np.abs(a))]), "n": int(a.size)}
 
 
 def _sha256(path: str) -> str:

@@ -1,14 +1,18 @@
 """GPU expert cache: which (layer, expert) weights are resident, and since when.
 
 Policies: ``lru``, ``lfu`` (frequency over every access since the start, ties broken by
-recency) and ``static`` (the most popular experts of an offline profile, never replaced;
+recency), ``activation`` (activation-aware, MoE-Infinity style: the victim is the expert with the
+lowest recent activation count, an exponentially decayed count of the verification passes that
+used it, half-life ``activation_half_life_passes``; ties by recency) and ``static`` (the most popular experts of an offline profile, never replaced;
 misses are streamed through a staging buffer and not kept). Scope ``global`` shares one
 capacity among all layers; ``per_layer`` gives each layer capacity // L (the first
 capacity % L layers one more).
 
 Each resident entry carries ``ready_s``: the time its H2D copy ends. A verification may use an
 expert only at or after that time (causality; tested). Entries used by the layer being
-computed are pinned: a miss never evicts an expert the same layer needs.
+computed and by every later layer of the same pass are pinned (:class:`PassPins`): a miss
+never evicts an expert the current verification pass still needs, as an offloading runtime
+that knows the pass's routing layer by layer would not (MoE-Infinity, arXiv 2401.14361).
 
 Own implementation rather than cachetools/libCacheSim: we need per-entry ready times, pinning
 of the in-use set and insert-may-fail (streamed misses), which those libraries' eviction
@@ -21,13 +25,14 @@ from collections import OrderedDict
 
 import numpy as np
 
-POLICIES = ("lru", "lfu", "static")
+POLICIES = ("lru", "lfu", "activation", "static")
 SCOPES = ("global", "per_layer")
 
 
 class ExpertCache:
     def __init__(self, n_layers: int, n_experts: int, capacity_experts: int, policy: str = "lru",
-                 scope: str = "global", popularity: np.ndarray | None = None, fill: bool = True):
+                 scope: str = "per_layer", popularity: np.ndarray | None = None, fill: bool = True,
+                 activation_half_life_passes: float = 4.0):
         if policy not in POLICIES:
             raise ValueError(f"cache policy must be one of {POLICIES}, got {policy!r}")
         if scope not in SCOPES:
@@ -44,6 +49,9 @@ class ExpertCache:
         self._freq: dict[tuple[int, int], int] = {}
         self._heap: list[list] = [[] for _ in range(len(self._lru))]
         self._tick = 0
+        self._pass = 0                # verification passes begun (activation policy's clock)
+        self._decay = 0.5 ** (1.0 / max(float(activation_half_life_passes), 1e-9))
+        self._act: dict[tuple[int, int], tuple[float, int]] = {}   # key -> (count, pass of count)
         self.hits = 0
         self.misses = 0
         self.late_hits = 0            # hits whose copy was still in flight (waited for it)
@@ -104,10 +112,20 @@ class ExpertCache:
         return self.hits / n if n else 0.0
 
     # ------------------------------------------------------------------ accesses
+    def begin_pass(self) -> None:
+        """A verification pass starts (the activation policy's counts decay once per pass)."""
+        self._pass += 1
+
+    def activation(self, key) -> float:
+        """Decayed activation count of ``key`` at the current pass."""
+        c, p = self._act.get(key, (0.0, self._pass))
+        return c * self._decay ** (self._pass - p)
+
     def access(self, layer: int, expert: int) -> bool:
         """Record a use of (layer, expert) by a verification; True on a hit."""
         key = (layer, expert)
         self._freq[key] = self._freq.get(key, 0) + 1
+        self._act[key] = (self.activation(key) + 1.0, self._pass)
         if key in self._ready:
             self.hits += 1
             b = self._bucket(layer)
@@ -144,6 +162,15 @@ class ExpertCache:
         return len(self._lru[b])
 
     def _victim(self, b: int, pinned):
+        if self.policy == "activation":
+            best, best_score = None, None
+            for key, tick in self._lru[b].items():      # oldest first: recency breaks ties
+                if key in pinned:
+                    continue
+                s = self.activation(key)
+                if best_score is None or s < best_score:
+                    best, best_score = key, s
+            return best
         if self.policy == "lru":
             for key in self._lru[b]:
                 if key not in pinned:
@@ -174,3 +201,17 @@ class ExpertCache:
                 "hits": self.hits, "misses": self.misses, "late_hits": self.late_hits,
                 "hit_rate": self.hit_rate, "evictions": self.evictions, "streamed_misses": self.streamed,
                 "resident_at_end": len(self._ready)}
+
+
+class PassPins:
+    """The experts a verification pass still needs from layer ``first_layer`` on: ``key in pins``
+    for (layer, expert). ``sets[l]``: the experts layer l of the pass routes to."""
+
+    __slots__ = ("sets", "first_layer")
+
+    def __init__(self, sets, first_layer: int = 0):
+        self.sets, self.first_layer = sets, first_layer
+
+    def __contains__(self, key) -> bool:
+        layer = key[0]
+        return layer >= self.first_layer and layer < len(self.sets) and key[1] in self.sets[layer]

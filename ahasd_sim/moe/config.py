@@ -28,6 +28,10 @@ class MoeConfig:
     tree_trace: str = param("", doc="tree trace file (draft trees with per-node verdicts and MoE routing); "
                                     "relative paths: to the current directory, then the config, then the repository")
     trace_start_round: int = param(0, doc="first tree round replayed", ge=0)
+    trace_end_round: int = param(0, doc="replay stops before this round (the run ends there even if "
+                                 "run.generated_tokens is not reached); 0: no end round", ge=0)
+    profile_start_round: int = param(-1, doc="first of the profile_rounds profile rounds; -1: just before "
+                                     "the replayed rounds, else the trace's last rounds", ge=-1)
     weight_bytes_per_param: float = param(2.0, doc="target/drafter weight precision on the GPU (2 = BF16, "
                                           "0.5 = INT4); expert bytes follow", unit="B/param", gt=0,
                                           source="BF16 serving default (Qwen3-30B-A3B expert 9.44 MB BF16)")
@@ -37,10 +41,18 @@ class MoeConfig:
     cache_capacity: float = param(0.25, doc="expert-cache capacity, in the unit of cache_capacity_unit", ge=0)
     cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB",
                                      choices=("fraction", "experts", "gib"))
-    cache_policy: str = param("lru", doc="eviction policy", choices=("lru", "lfu", "static"),
-                              source=MOE_NOTE)
-    cache_scope: str = param("global", doc="one capacity for all layers, or capacity / layers per layer",
-                             choices=("global", "per_layer"))
+    cache_policy: str = param("lru", doc="eviction policy (activation: MoE-Infinity-style activation-aware, "
+                              "lowest decayed per-pass activation count evicted first)",
+                              choices=("lru", "lfu", "activation", "static"),
+                              source=MOE_NOTE + "; MoE-Infinity https://arxiv.org/abs/2401.14361")
+    cache_scope: str = param("per_layer", doc="capacity / layers per layer (what offloading runtimes keep), or "
+                             "one capacity shared by all layers", choices=("global", "per_layer"),
+                             source="per-layer expert caches: MoE-Infinity, Mixtral-offloading "
+                             "(https://arxiv.org/abs/2312.17238)")
+    activation_half_life_passes: float = param(4.0, doc="cache_policy activation: half-life of an expert's "
+                                               "activation count", unit="passes", gt=0,
+                                               source="[R] stands in for MoE-Infinity's per-request "
+                                               "activation matrix (a request spans a few rounds)")
     cache_initial: str = param("popular", doc="initial contents: most popular experts of the profile rounds, or empty",
                                choices=("popular", "empty"))
     profile_rounds: int = param(64, doc="rounds (before the replayed ones if possible, else after) whose "
@@ -53,8 +65,17 @@ class MoeConfig:
     prefetch: bool = param(False, doc="during drafting, copy the experts the predictor expects for new "
                            "draft nodes (draft-guided prefetch, SP-MoE style)")
     prefetch_max_experts_per_round: int = param(64, doc="cap on prefetched experts per round", ge=0)
-    predictor_recall: float = param(1.0, doc="per-layer top-k recall of the routing predictor policies see "
-                                    "(1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
+    predictor: str = param("learned", doc="routing predictor the tree policies see: learned (from the profile "
+                           "rounds: per draft token and layer, the target's routing there + recently verified "
+                           "routing + popularity; never the target's routing of an unverified node) or recall "
+                           "(the truth corrupted to top-k recall predictor_recall; 1 = oracle)",
+                           choices=("learned", "recall"), source="[R] issue 27")
+    next_layer_guess: str = param("learned", doc="overlap next_layer: layer l+1's experts guessed from layer l's "
+                                  "routing by the profile's layer-to-layer transitions (wrong guesses are copied "
+                                  "too), or oracle (the true layer l+1 union)", choices=("learned", "oracle"),
+                                  source="[R] Pre-gated MoE (https://arxiv.org/abs/2308.12066) style guess")
+    predictor_recall: float = param(1.0, doc="predictor recall: per-layer top-k recall of the routing "
+                                    "predictor policies see (1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
                                     "modelled by its recall")
     drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
                                 "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))
@@ -89,6 +110,39 @@ class SpecFitParams:
     stop_rule: bool = param(True, doc="stop drafting when an optimistic bound for one more level cannot "
                             "beat the incumbent ratio", source=SPECFIT_SRC)
     tolerance: float = param(1e-9, doc="Dinkelbach stop: F(lambda) <= tolerance", gt=0, source="[R]")
+    speculation_gate: bool = param(False, doc="before drafting, skip speculation (verify the root alone, "
+                                   "autoregressive) while the observed speculative rate (tokens / round time, "
+                                   "EMA) is below the autoregressive rate (EMA of root-only rounds, else the cost "
+                                   "model's root-only time); one speculative probe after every gate_probe_rounds gated rounds",
+                                   source="[R] Cascade (https://arxiv.org/abs/2506.20675): speculation off when "
+                                   "its utility < 1")
+    gate_probe_rounds: int = param(8, doc="speculation_gate: gated rounds between speculative probes",
+                                   unit="rounds", ge=1, source="[R]")
+    gate_ema: float = param(0.3, doc="speculation_gate: weight of the newest round in both rate EMAs", gt=0, le=1,
+                            source="[R]")
+    expert_term: bool = param(True, doc="cost each node's predicted experts (SpecFit); false: expert-blind "
+                              "-- T(S) = T_draft + a + b (|S|+1) with a, b least squares on the verification "
+                              "times of the rounds this run verified so far (isolates expert awareness)",
+                              source="[R] issue 27 ablation")
+
+
+@dataclass
+class ExpertBudgetParams:
+    """MoE-Spec-style expert budget, lossless: nodes by cumulative confidence, each kept only if no
+    layer then needs more than ``budget_experts_per_layer`` predicted experts loaded (not resident)."""
+
+    budget_experts_per_layer: int = param(4, doc="most predicted non-resident experts loaded per layer", ge=0,
+                                          source="[R] MoE-Spec https://arxiv.org/abs/2602.16052 caps the "
+                                          "experts per layer (lossy); here a cap on copies, lossless")
+    max_nodes: int = param(64, doc="most verified draft nodes", ge=1, source="[R]")
+    max_depth: int = param(6, doc="draft levels", ge=1, source="[R]")
+
+
+@dataclass
+class NoDraftParams:
+    """Autoregressive decoding: no drafting, each round verifies the root alone (one decode step)."""
+
+    max_depth: int = param(1, doc="unused (no drafting)", ge=1, source="[R]")
 
 
 @dataclass
@@ -108,5 +162,7 @@ class TreePolicyConfig:
 
     eagle_fixed: EagleFixedParams = _section(EagleFixedParams, "EAGLE static tree shape")
     eagle_dynamic: EagleDynamicParams = _section(EagleDynamicParams, "EAGLE-2/3 top-N by confidence")
+    expert_budget: ExpertBudgetParams = _section(ExpertBudgetParams, "MoE-Spec-style per-layer expert budget")
+    no_draft: NoDraftParams = _section(NoDraftParams, "autoregressive decoding of the MoE target")
     specfit: SpecFitParams = _section(SpecFitParams, "SpecFit throughput-optimal subtree")
     ecospec: EcoSpecParams = _section(EcoSpecParams, "EcoSpec expert-cost-aware greedy")

@@ -22,19 +22,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hw.cost import OpCost
+from .cache import PassPins
 from ..workload.ops import forward_ops
 
 
 @dataclass(frozen=True)
 class LinearVerifyModel:
     """SpecFit's cycle-time model (an offline profile of this cost model at one KV length):
-    T(S) = T_draft + c0 + c1*(|S|+1) + sum_l [c2*|U_l| + |U_l not resident| * fetch]."""
+    T(S) = T_draft + c0 + c1*(|S|+1) + sum_l [c2*|U_l| + |U_l not resident| * fetch
+    + first_fetch_extra if layer l copies anything] -- the first copy of a layer finds the copy
+    stream idle (isolated cost), the rest are pipelined (``fetch``)."""
 
     c0_s: float
     c1_s: float
     c2_s: float
     fetch_s: float
     n_layers: int
+    first_fetch_extra_s: float = 0.0
 
     def item_cost(self, resident: bool) -> float:
         return self.c2_s + (0.0 if resident else self.fetch_s)
@@ -44,7 +48,7 @@ class LinearVerifyModel:
         for layer, u in enumerate(unions):
             u = np.asarray(u, dtype=int)
             miss = int((~resident_mask[layer, u]).sum()) if len(u) else 0
-            t += self.c2_s * len(u) + miss * self.fetch_s
+            t += self.c2_s * len(u) + miss * self.fetch_s + (self.first_fetch_extra_s if miss else 0.0)
         return t
 
 
@@ -56,7 +60,8 @@ class MoeCostModel:
         self.target, self.draft, self.moe_cfg = target, draft, moe_cfg
         self.quantum = max(1, int(kv_quantum))
         self.expert_bytes = float(target.expert_params() * target.weight_bytes_per_param)
-        self.copy_s = self.link.isolated_transfer_time_s(self.expert_bytes)
+        self.copy_s = self.link.isolated_transfer_time_s(self.expert_bytes)          # stream idle
+        self.copy_b2b_s = self.link.back_to_back_transfer_time_s(self.expert_bytes)  # queued behind a copy
         g = self.gpu.cfg
         self.launch_s = g.launch_overhead_us * 1e-6
         self.kernel = g.moe_kernel
@@ -95,19 +100,31 @@ class MoeCostModel:
             hit = self._dense[key] = (layer, head)
         return hit
 
-    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
-        """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts."""
-        if n_distinct <= 0:
-            return 0.0
+    def expert_body_s(self, n_tokens: int, n_distinct: int) -> float:
+        """Roofline of one layer's expert FFN: max(FLOPs / ops, (hit experts' bytes + activations) / bw)."""
         t = self.target
         pairs = n_tokens * t.n_active_experts
         flops = 2.0 * pairs * t.expert_params()
         act = pairs * (2 * t.d_model + 3 * t.d_expert_ffn) * t.act_bytes_per_elem
-        body = max(flops / self.gpu.effective_ops_s,
+        return max(flops / self.gpu.effective_ops_s,
                    (n_distinct * self.expert_bytes + act) / self.gpu.effective_bandwidth_bytes_s)
+
+    def kernel_terms_s(self) -> tuple[float, float, float]:
+        """(fixed per layer, per distinct expert, per token-expert pair) of the chosen MoE kernel, in s."""
+        g = self.gpu.cfg
         if self.kernel == "fused":
-            return body + self.gpu.cfg.moe_fused_kernels * self.launch_s
-        return body + n_distinct * self.gpu.cfg.moe_loop_overhead_per_expert_us * 1e-6
+            fixed = g.moe_fused_kernels * self.launch_s if g.moe_fused_fixed_us is None else g.moe_fused_fixed_us * 1e-6
+            return fixed, g.moe_fused_per_expert_us * 1e-6, g.moe_fused_per_pair_us * 1e-6
+        return g.moe_loop_fixed_us * 1e-6, g.moe_loop_overhead_per_expert_us * 1e-6, g.moe_loop_per_pair_us * 1e-6
+
+    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
+        """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts:
+        roofline + fixed + per-expert + per-pair terms of the kernel (fitted on the H200)."""
+        if n_distinct <= 0:
+            return 0.0
+        fixed, per_e, per_p = self.kernel_terms_s()
+        pairs = n_tokens * self.target.n_active_experts
+        return self.expert_body_s(n_tokens, n_distinct) + fixed + n_distinct * per_e + pairs * per_p
 
     def gpu_energy_j(self, busy_s: float) -> float:
         return self._dyn_w * busy_s
@@ -124,9 +141,20 @@ class MoeCostModel:
         c0 = L * d1 + head1 - c1
         k = self.target.n_active_experts
         c2 = self.expert_time_s(1, k + 1) - self.expert_time_s(1, k)
+        c1_e = (self.expert_time_s(33, k) - self.expert_time_s(1, k)) / 32.0   # per token (pairs, activations)
+        c1 += L * c1_e
         # the fixed per-layer part of expert compute (launches) goes to c0
-        c0 += L * (self.expert_time_s(1, k) - k * c2)
-        return LinearVerifyModel(c0, c1, c2, self.copy_s, L)
+        c0 += L * (self.expert_time_s(1, k) - k * c2 - c1_e)
+        # a pass's copies run back to back on the stream: the marginal copy is the pipelined one
+        return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s))
+
+    def copy_end_s(self, issue_s: float, stream_free_s: float) -> tuple[float, float]:
+        """(start, end) of one expert copy issued at ``issue_s`` on a FIFO stream free from
+        ``stream_free_s``: queued behind a copy (it starts as that one ends) it is pipelined
+        (``copy_b2b_s``); on an idle stream it pays the isolated cost."""
+        if stream_free_s >= issue_s:
+            return stream_free_s, stream_free_s + self.copy_b2b_s
+        return issue_s, issue_s + self.copy_s
 
     # ------------------------------------------------------------------ drafter
     def draft_level_cost(self, n_tokens: int, kv: int, costs) -> tuple[float, dict, dict]:
@@ -171,16 +199,25 @@ class VerifyResult:
     layers: list[LayerRecord]
     h2d_free_s: float
     copy_intervals: list[tuple[float, float]]
+    wasted_prefetch: int = 0      # next_layer copies of experts the layer did not route to
 
 
 def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, now_s: float,
-                    h2d_free_s: float, overlap: str = "none") -> VerifyResult:
+                    h2d_free_s: float, overlap: str = "none", prefetch_guess=None) -> VerifyResult:
     """Analytic schedule of one verification pass starting at ``now_s``.
 
     ``unions[l]``: distinct experts layer l needs. Copies go FIFO on one stream that is free from
-    ``h2d_free_s`` (earlier prefetches may still be in flight). Causality: the expert compute of a
-    layer starts at or after the end of every copy that brings one of its experts in (and after
-    the ready time of cached experts whose prefetch is still in flight).
+    ``h2d_free_s`` (earlier prefetches may still be in flight); a copy queued behind another is
+    pipelined (:meth:`MoeCostModel.copy_end_s`). Causality: the expert compute of a layer starts
+    at or after the end of every copy that brings one of its experts in (and after the ready time
+    of cached experts whose prefetch is still in flight). No copy evicts an expert this pass still
+    needs (:class:`~ahasd_sim.moe.cache.PassPins`).
+
+    ``overlap="next_layer"``: when layer l starts, the experts ``prefetch_guess(l, unions)``
+    predicts for layer l+1 are copied (a guess from layer l's routing, known once layer l's
+    router ran -- never layer l+1's); wrong guesses cost copy time and cache slots, layer l+1's
+    missed experts are copied on demand after its router. ``prefetch_guess=None`` is the oracle
+    (the true layer l+1 union).
     """
     L = len(unions)
     dense_l, head = cost.dense_times(n_tokens, kv)
@@ -192,9 +229,32 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
     hits = misses = copied = 0
     intervals: list[tuple[float, float]] = []
 
-    def fetch(layer: int, issue_s: float, pinned) -> None:
-        nonlocal hits, misses, copied, h2d_free_s
+    sets = [{int(e) for e in u} for u in unions]
+    wasted = 0
+
+    def copy(layer: int, e: int, issue_s: float, pins, keep_only: bool = False) -> float | None:
+        """One copy on the stream; ``keep_only``: a guess, made only if the cache can keep it."""
+        nonlocal copied, h2d_free_s
+        start, end = cost.copy_end_s(issue_s, h2d_free_s)
+        if not cache.insert(layer, e, end, pins) and keep_only:
+            return None
+        h2d_free_s = end
+        copied += 1
+        if ncopies[layer] == 0:
+            cstart[layer] = start
+        cend[layer] = end
+        ncopies[layer] += 1
+        if intervals and abs(intervals[-1][1] - start) <= 1e-15:
+            intervals[-1] = (intervals[-1][0], end)
+        else:
+            intervals.append((start, end))
+        return end
+
+    def fetch(layer: int, issue_s: float) -> None:
+        """Demand fetch of layer's experts once its routing is known at ``issue_s``."""
+        nonlocal hits, misses
         r = issue_s
+        pins = PassPins(sets, layer)
         for e in unions[layer]:
             e = int(e)
             if cache.access(layer, e):
@@ -205,37 +265,29 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
                 r = max(r, rs)
             else:
                 misses += 1
-                start = max(issue_s, h2d_free_s)
-                end = start + copy_s
-                h2d_free_s = end
-                copied += 1
-                if ncopies[layer] == 0:
-                    cstart[layer] = start
-                cend[layer] = end
-                ncopies[layer] += 1
-                if intervals and abs(intervals[-1][1] - start) <= 1e-15:
-                    intervals[-1] = (intervals[-1][0], end)
-                else:
-                    intervals.append((start, end))
-                cache.insert(layer, e, end, pinned)
-                r = max(r, end)
+                r = max(r, copy(layer, e, issue_s, pins))
         ready[layer] = r
 
-    def keys(layer: int):
-        return {(layer, int(e)) for e in unions[layer]} if 0 <= layer < L else set()
+    def guess_fetch(layer: int, issue_s: float) -> None:
+        """Speculative copies for ``layer`` (not accesses: the router has not run yet)."""
+        nonlocal wasted
+        guess = sets[layer] if prefetch_guess is None else prefetch_guess(layer, unions)
+        pins = PassPins(sets, layer - 1)
+        for e in sorted(int(x) for x in guess):
+            if (layer, e) in cache:
+                continue
+            if copy(layer, e, issue_s, pins, keep_only=True) is not None and e not in sets[layer]:
+                wasted += 1
 
     t = now_s
     busy = 0.0
     records = []
-    if overlap == "next_layer" and L:
-        fetch(0, now_s, keys(0))
+    cache.begin_pass()
     for layer in range(L):
         d0, d1 = t, t + dense_l
-        if overlap == "next_layer":
-            if layer + 1 < L:
-                fetch(layer + 1, d0, keys(layer) | keys(layer + 1))
-        else:
-            fetch(layer, d1, keys(layer))  # routing of this layer is known once its router ran
+        fetch(layer, d1)  # routing of this layer is known once its router ran
+        if overlap == "next_layer" and layer + 1 < L:
+            guess_fetch(layer + 1, d1)   # guessed from layer l's routing, issued behind its demand copies
         e0 = max(d1, ready[layer])
         e1 = e0 + cost.expert_time_s(n_tokens, len(unions[layer]))
         busy += (d1 - d0) + (e1 - e0)
@@ -245,4 +297,4 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
     end = t + head
     busy += head
     return VerifyResult(end, busy, copied, hits, misses, int(sum(len(u) for u in unions)), records,
-                        h2d_free_s, intervals)
+                        h2d_free_s, intervals, wasted)

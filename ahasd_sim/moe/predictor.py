@@ -37,3 +37,90 @@ class RecallPredictor:
                 e = (e + 1) % E
             out[v, layer, j] = e
         return out
+
+
+class LearnedPredictor:
+    """Routing predictor learned from held-out rounds (the profile rounds, never replayed when the
+    profile does not overlap the replay: ``mode_stats.profile.overlaps_replay``).
+
+    Per layer, a node's predicted experts are the top-k of
+    ``counts[token, l] + w_recent * recent[l] + w_pop * popularity[l]``: how often the target
+    routed that drafter token to each expert in the profile rounds, the decayed routing of the
+    tokens this run already verified (temporal locality), and the layer's popularity (unseen
+    tokens). Inputs: the draft tokens (the drafter's output) and verified routing only -- never the
+    target's routing of a node it has not verified (tested).
+
+    ``next_layer_guess``: the experts of layer l+1 guessed from each token's layer-l routing by the
+    profile's layer-to-layer transition counts (Pre-gated-MoE / gate-input style), used by
+    ``moe.overlap: next_layer``.
+    """
+
+    def __init__(self, tokens: np.ndarray, routing: np.ndarray, n_experts: int, w_recent: float = 0.5,
+                 w_pop: float = 0.05, recent_decay: float = 0.9):
+        routing = np.asarray(routing, dtype=np.int64)        # [m, L, k] held-out routing
+        tokens = np.asarray(tokens, dtype=np.int64)          # [m]
+        m, L, k = routing.shape
+        self.L, self.E, self.k = L, int(n_experts), k
+        self.pop = np.zeros((L, self.E))
+        for layer in range(L):
+            self.pop[layer] = np.bincount(routing[:, layer].ravel(), minlength=self.E)[:self.E]
+        self.pop /= max(1.0, float(m))
+        self.by_token: dict[int, np.ndarray] = {}
+        for t in np.unique(tokens):
+            sel = routing[tokens == t]                       # [c, L, k]
+            c = np.zeros((L, self.E))
+            for layer in range(L):
+                c[layer] = np.bincount(sel[:, layer].ravel(), minlength=self.E)[:self.E]
+            self.by_token[int(t)] = c / len(sel)
+        self.trans = np.zeros((max(L - 1, 0), self.E, self.E))
+        for layer in range(L - 1):
+            a, b = routing[:, layer], routing[:, layer + 1]
+            np.add.at(self.trans[layer], (np.repeat(a, k, axis=1).ravel(), np.tile(b, (1, k)).ravel()), 1.0)
+        self.recent = np.zeros((L, self.E))
+        self.w_recent, self.w_pop, self.decay = float(w_recent), float(w_pop), float(recent_decay)
+        self.recall = float("nan")                           # not a parameter: measured (stats)
+        self.hits = self.total = 0
+        self.union_hits = self.union_pred = self.union_true = 0
+
+    def predict_tokens(self, tokens) -> np.ndarray:
+        """Predicted [n, L, k] expert ids for draft tokens ``tokens`` [n]."""
+        base = self.w_recent * self.recent + self.w_pop * self.pop
+        out = np.empty((len(tokens), self.L, self.k), dtype=np.int64)
+        for i, t in enumerate(tokens):
+            c = self.by_token.get(int(t))
+            score = base if c is None else c + base
+            out[i] = np.argsort(-score, axis=1, kind="stable")[:, :self.k]
+        return out
+
+    def observe_verified(self, routing: np.ndarray) -> None:
+        """Routing [m, L, k] of tokens the target has verified (committed): the recent term."""
+        self.recent *= self.decay
+        r = np.asarray(routing, dtype=np.int64)
+        for layer in range(self.L):
+            self.recent[layer] += np.bincount(r[:, layer].ravel(), minlength=self.E)[:self.E] / max(1, len(r))
+
+    def score(self, pred: np.ndarray, true: np.ndarray) -> None:
+        """Book recall (per node and layer: |pred & true| / k) and union precision/recall for one pass."""
+        for v in range(len(true)):
+            for layer in range(self.L):
+                self.hits += len(np.intersect1d(pred[v, layer], true[v, layer]))
+                self.total += self.k
+        for layer in range(self.L):
+            pu, tu = np.unique(pred[:, layer]), np.unique(true[:, layer])
+            self.union_hits += len(np.intersect1d(pu, tu))
+            self.union_pred += len(pu)
+            self.union_true += len(tu)
+
+    def next_layer_guess(self, layer_routing: np.ndarray, layer: int) -> set[int]:
+        """Union of the per-token top-k guesses for layer ``layer + 1`` from layer ``layer``'s routing."""
+        guess: set[int] = set()
+        for row in np.asarray(layer_routing, dtype=np.int64):
+            s = self.trans[layer][row].sum(axis=0) + self.w_pop * self.pop[layer + 1]
+            guess.update(int(e) for e in np.argsort(-s, kind="stable")[:self.k])
+        return guess
+
+    def stats(self) -> dict:
+        return {"kind": "learned", "node_recall": self.hits / self.total if self.total else 0.0,
+                "union_recall": self.union_hits / self.union_true if self.union_true else 0.0,
+                "union_precision": self.union_hits / self.union_pred if self.union_pred else 0.0,
+                "train_tokens_seen": len(self.by_token)}

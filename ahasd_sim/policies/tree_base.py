@@ -19,6 +19,7 @@ from .base import DraftPolicy
 
 class TreePolicy(DraftPolicy):
     is_tree_policy: ClassVar[bool] = True
+    drafts: ClassVar[bool] = True      # False: the mode runs no drafter forward (autoregressive)
 
     def __init__(self, config: Any, rng: np.random.Generator, fit_data: Any = None):
         super().__init__(config, rng, fit_data)
@@ -35,14 +36,18 @@ class TreePolicy(DraftPolicy):
     def continue_drafting(self, view) -> bool:
         return view.drafted_depth < self.max_depth()
 
+    def wants_draft(self, view) -> bool:
+        """Before the first level (``view.drafted_depth == 0``): draft this round at all?"""
+        return True
+
     def select(self, view) -> list[int]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def decide(self, view):
         raise InputError(f"policy '{self.name}' selects draft trees: use it with run.mode moe_offload")
 
-    def on_tree_verified(self, n_selected: int, n_accepted: int, levels: int) -> None:
-        """Aggregate outcome only (how many selected nodes were accepted)."""
+    def on_tree_verified(self, n_selected: int, n_accepted: int, levels: int, verify_s: float = 0.0) -> None:
+        """Aggregate outcome only (how many selected nodes were accepted, how long the pass took)."""
         self.round_lengths.append(n_selected)
         self.accepted_lengths.append(n_accepted)
         self.committed_lengths.append(n_accepted + 1)
@@ -69,19 +74,28 @@ def top_by_confidence(view, nodes, n: int) -> list[int]:
 
 
 def item_matrix(view, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(own [n, L*E] bool: predicted (layer, expert) items of each node not already routed by the
-    root, root [L*E] bool: the root's items, item_time [L*E]: c2 + fetch if not resident)."""
+    """(own [n, I] bool: predicted items of each node not already required by the root, root [I]
+    bool: the root's items, item_time [I]). Items: the L*E (layer, expert) pairs (c2, + fetch if
+    not resident), then one per layer: "layer l copies something" (``first_fetch_extra``, the
+    first copy of a layer meets an idle copy stream), required with any non-resident expert of l."""
     pred = view.predicted_experts
     L, E = view.resident.shape
     offs = (np.arange(L) * E)[:, None]
-    root = np.zeros(L * E, dtype=bool)
+    miss = ~view.resident.ravel()
+    layer_of = np.repeat(np.arange(L), E)
+    root = np.zeros(L * E + L, dtype=bool)
     root[(pred[0] + offs).ravel()] = True
+    root[L * E + np.unique(layer_of[root[:L * E] & miss])] = True
     idx = np.asarray(nodes, dtype=np.int64)
-    own = np.zeros((len(idx), L * E), dtype=bool)
+    own = np.zeros((len(idx), L * E + L), dtype=bool)
     if len(idx):
         flat = (pred[idx] + offs[None]).reshape(len(idx), -1)
-        own[np.repeat(np.arange(len(idx)), flat.shape[1]), flat.ravel()] = True
+        rows = np.repeat(np.arange(len(idx)), flat.shape[1])
+        own[rows, flat.ravel()] = True
+        missed = miss[flat.ravel()]
+        own[rows[missed], L * E + layer_of[flat.ravel()[missed]]] = True
         own[:, root] = False
     m = view.costs
-    t = np.where(view.resident.ravel(), m.c2_s, m.c2_s + m.fetch_s)
+    t = np.concatenate([np.where(miss, m.c2_s + m.fetch_s, m.c2_s),
+                        np.full(L, getattr(m, "first_fetch_extra_s", 0.0))])
     return own, root, t

@@ -1,0 +1,151 @@
+"""``compare`` for mode ``moe_offload`` (issue 27): SpecFit and EcoSpec against tuned baselines.
+
+The tree trace's rounds are split three ways, once, from the trace alone:
+
+* **profile**: the last ``moe.profile_rounds`` rounds -- popularity for the cache's initial
+  contents (and the static policy), the same for every run;
+* **tuning**: the ``tune_fraction`` of the remaining rounds after the reported ones -- every
+  baseline's configuration is chosen there: EAGLE (dynamic top-N x depth, and fixed shapes) and
+  the expert budget (MoE-Spec style), and which baseline is the best;
+* **reported**: the first rounds; every row replays exactly these rounds (the round budget
+  binds, not the token budget), so window i of every row covers the same rounds.
+
+Rows: specfit, ecospec, specfit with its expert term off, the tuned EAGLE, the tuned expert
+budget, eagle_dynamic at its default 60 nodes (reference) and autoregressive decoding
+(``no_draft``). Throughput is a ratio estimator (total tokens / total time); 95% intervals by
+resampling whole windows, paired for ratios to the best baseline.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..config.errors import ConfigError
+from .stats import bootstrap_ratio_ci, pooled
+
+EAGLE_NODES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+EAGLE_DEPTHS = (3, 4, 6)
+EAGLE_SHAPES = ([1, 1, 1, 1], [2, 1, 1, 1], [2, 2, 1, 1], [3, 2, 1, 1, 1], [4, 2, 2, 1])
+BUDGETS = (8, 12, 16, 24, 32, 48, 64)
+
+
+def candidates() -> dict[str, list[tuple[str, list[str]]]]:
+    """Baseline families -> [(label, overrides)]: the tuning grid."""
+    eagle = [(f"eagle_dynamic N={n} depth={d}", ["run.policy=eagle_dynamic", f"tree_policy.eagle_dynamic.total_nodes={n}",
+                                                 f"tree_policy.eagle_dynamic.max_depth={d}"])
+             for n in EAGLE_NODES for d in EAGLE_DEPTHS]
+    eagle += [(f"eagle_fixed {b}", ["run.policy=eagle_fixed", f"tree_policy.eagle_fixed.branching={b}".replace(" ", "")])
+              for b in EAGLE_SHAPES]
+    budget = [(f"expert_budget B={b}", ["run.policy=expert_budget",
+                                         f"tree_policy.expert_budget.budget_experts_per_layer={b}"]) for b in BUDGETS]
+    return {"eagle_tuned": eagle, "expert_budget_tuned": budget, "autoregressive": [("no_draft", ["run.policy=no_draft"])]}
+
+
+REPORTED = [("specfit", ["run.policy=specfit"]), ("ecospec", ["run.policy=ecospec"]),
+            ("specfit_expert_term_off", ["run.policy=specfit", "tree_policy.specfit.expert_term=false"]),
+            ("specfit_gated", ["run.policy=specfit", "tree_policy.specfit.speculation_gate=true"]),
+            ("eagle_dynamic_default", ["run.policy=eagle_dynamic"])]
+
+
+def split_rounds(cfg, tt, tune_fraction: float) -> dict[str, tuple[int, int]]:
+    n, p = len(tt), int(cfg.moe.profile_rounds)
+    avail = n - p
+    n_tune = int(round(avail * tune_fraction))
+    if avail - n_tune < 2 * cfg.moe.ci_windows or n_tune < 4:
+        raise ConfigError(cfg.source_file, "moe.profile_rounds",
+                          f"the tree trace's {n} rounds leave too few for tuning ({n_tune}) and reporting "
+                          f"({avail - n_tune}) after {p} profile rounds")
+    return {"reported": (0, avail - n_tune), "tuning": (avail - n_tune, avail), "profile": (avail, n)}
+
+
+def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
+    # a token budget no row can reach in these rounds (each commits at most its recorded tokens)
+    cap = int(np.asarray(tt.round_n_commit[lo:hi]).sum()) + 1
+    return [f"moe.trace_start_round={lo}", f"moe.trace_end_round={hi}", f"moe.profile_start_round={prof[0]}",
+            f"moe.profile_rounds={prof[1] - prof[0]}", f"run.generated_tokens={cap}"]
+
+
+def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000):
+    """(table, tuning table, output dir)."""
+    from ..compare import default_compare_dir
+    from ..modes.moe_offload import load_tree_trace_cached
+    from ..outdir import OutputFolder
+    from ..output import atomic_write, write_run
+    from ..simulation import resolve_data_path, run_simulation
+    tt = load_tree_trace_cached(resolve_data_path(cfg.moe.tree_trace, cfg.source_file))
+    parts = split_rounds(cfg, tt, tune_fraction)
+    tune_o = _slice_overrides(tt, *parts["tuning"], parts["profile"])
+    rep_o = _slice_overrides(tt, *parts["reported"], parts["profile"])
+    out_dir = Path(out) if out else default_compare_dir(cfg)
+    with OutputFolder(out_dir, "compare") as folder:
+        tuning, best = [], {}
+        for fam, cands in candidates().items():
+            for label, o in cands:
+                s = run_simulation(cfg.replace(o + tune_o)).summary
+                w = s["mode_windows"] if "mode_windows" in s else None
+                tput = s["generated_tokens"] / s["decode_makespan_s"]
+                tuning.append({"family": fam, "config": label, "tuning_throughput_tok_s": tput, "overrides": " ".join(o)})
+                if fam not in best or tput > best[fam][2]:
+                    best[fam] = (label, o, tput)
+                del w
+        best_fam = max(best, key=lambda f: best[f][2])
+        rows_spec = REPORTED + [(fam, best[fam][1]) for fam in best]
+        per_window = {}
+        rows = []
+        for label, o in rows_spec:
+            mcfg = cfg.replace(o + rep_o)
+            t0 = time.perf_counter()
+            res = run_simulation(mcfg)
+            write_run(res, mcfg, folder.stage / label, time.perf_counter() - t0)
+            w = res.windows
+            per_window[label] = w
+            s = res.summary
+            rows.append({"row": label, "config": best[label][0] if label in best else " ".join(o),
+                         "throughput_tok_s": pooled(w.generated_tokens, w.makespan_s),
+                         "ci95": bootstrap_ratio_ci(w.generated_tokens, w.makespan_s, n_boot=n_boot),
+                         "nodes_verified": s["policy_stats"].get("mean_nodes_verified", 0.0),
+                         "accepted_per_round": s.get("accepted_length_per_round", 0.0),
+                         "expert_h2d_gb": s.get("expert_h2d_bytes", 0.0) / 1e9,
+                         "hit_rate": s.get("expert_cache_hit_rate", 0.0), "windows": len(w)})
+        ref = per_window[best_fam]
+        for r in rows:
+            w = per_window[r["row"]]
+            if list(w.first_round) != list(ref.first_round):
+                raise RuntimeError("moe compare: rows replayed different rounds; ratios would not be paired")
+            r["vs_best_baseline"] = r["throughput_tok_s"] / pooled(ref.generated_tokens, ref.makespan_s)
+            r["vs_best_baseline_ci95"] = bootstrap_ratio_ci(w.generated_tokens, w.makespan_s, ref.generated_tokens,
+                                                            ref.makespan_s, n_boot=n_boot)
+        table = pd.DataFrame(rows)
+        table["best_baseline"] = f"{best_fam} ({best[best_fam][0]})"
+        table["reported_rounds"] = "{}-{}".format(*parts["reported"])
+        table["tuning_rounds"] = "{}-{}".format(*parts["tuning"])
+        table["profile_rounds"] = "{}-{}".format(*parts["profile"])
+        tune_t = pd.DataFrame(tuning)
+        flat = table.assign(ci95_low=[c[0] for c in table.ci95], ci95_high=[c[1] for c in table.ci95],
+                            vs_best_baseline_ci95_low=[c[0] for c in table.vs_best_baseline_ci95],
+                            vs_best_baseline_ci95_high=[c[1] for c in table.vs_best_baseline_ci95]
+                            ).drop(columns=["ci95", "vs_best_baseline_ci95"])
+        atomic_write(folder.stage / "compare.csv", lambda fh: flat.to_csv(fh, index=False))
+        atomic_write(folder.stage / "tuning.csv", lambda fh: tune_t.to_csv(fh, index=False))
+        folder.commit()
+    return table, tune_t, out_dir
+
+
+def format_compare_moe(table: pd.DataFrame) -> str:
+    def ci(m, c, d=1):
+        return f"{m:.{d}f} [{c[0]:.{d}f}, {c[1]:.{d}f}]"
+    head = ["row", "config", "tok/s [95% CI]", "vs best baseline [95% CI]", "nodes", "acc/round", "H2D GB", "hit"]
+    body = [[r.row, r.config, ci(r.throughput_tok_s, r.ci95), ci(r.vs_best_baseline, r.vs_best_baseline_ci95, 3),
+             f"{r.nodes_verified:.1f}", f"{r.accepted_per_round:.2f}", f"{r.expert_h2d_gb:.2f}", f"{r.hit_rate:.3f}"]
+            for r in table.itertuples()]
+    rows = [head] + body
+    width = [max(len(str(x[i])) for x in rows) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+    t = table.iloc[0]
+    lines.append(f"best baseline: {t.best_baseline}, chosen on tuning rounds {t.tuning_rounds}; reported rounds "
+                 f"{t.reported_rounds} ({int(t.windows)} windows: ratio estimators, 95% intervals by resampling whole "
+                 f"windows, paired for ratios); profile rounds {t.profile_rounds}")
+    return "\n".join(lines)
