@@ -131,7 +131,8 @@ def test_failed_points_exit_1_with_one_line_each(tmp_path, capsys, monkeypatch):
                "--no-progress", "--sobol-samples", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
-    assert len(err) == 1 and err[0].startswith("failed: oat pim.unit_gops_int8=409.6") and "injected" in err[0]
+    assert err[0].startswith("1 design point(s) failed")
+    assert len(err) == 2 and err[1].startswith("error: oat pim.unit_gops_int8=409.6 failed: ") and "injected" in err[1]
 
 
 def test_bad_sensitivity_keys_are_one_line_errors(tmp_path, capsys):

@@ -346,14 +346,33 @@ def test_study_commands_refuse_folders_they_do_not_own(tmp_path, capsys, command
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
-def test_a_trial_failing_at_evaluation_is_named_on_stderr(tmp_path, capsys):
-    """pim.ranks 2 cannot hold llama2-7b + llama2-13b: the one trial fails when simulated."""
+def test_a_trial_failing_at_evaluation_is_named_on_stderr(tmp_path, capsys, monkeypatch):
+    """A trial whose run fails when simulated (injected: a design that does not fit memory is
+    infeasible since issue 26, not a failure) is named on stderr, one line, and the exit is 1."""
     pytest.importorskip("optuna")
-    rc = main(["optimize", "--config", str(_study(tmp_path, "fails", ranks="2")), "--workers", "1", "--no-progress",
+    import ahasd_sim.dse.evaluate as ev
+    real = ev.finish
+
+    def fail(study, pt, *a, **k):
+        real(study, pt, *a, **k)
+        pt.values, pt.error = None, "run 'ahasd' failed: injected pim.ranks fault"
+
+    monkeypatch.setattr(ev, "finish", fail)
+    rc = main(["optimize", "--config", str(_study(tmp_path, "fails")), "--workers", "1", "--no-progress",
                "--out", str(tmp_path / "st")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
     assert len(err) == 1 and err[0].startswith("error: trial 0 failed: ") and "pim.ranks" in err[0], err
+
+
+def test_a_design_that_does_not_fit_is_infeasible_not_failed(tmp_path, capsys):
+    """pim.ranks 2 cannot hold llama2-7b + llama2-13b: the trial is infeasible (told to the sampler
+    as a constraint), which is no failure."""
+    pytest.importorskip("optuna")
+    rc = main(["optimize", "--config", str(_study(tmp_path, "nofit", ranks="2")), "--workers", "1", "--no-progress",
+               "--out", str(tmp_path / "st")])
+    out = capsys.readouterr()
+    assert rc == 0 and "infeasible" in out.out and not out.err.strip(), out
 
 
 def test_stale_point_staging_is_cleaned_by_the_next_owner(tmp_path):
@@ -486,15 +505,19 @@ def test_bar_value_labels_keep_three_significant_digits(monkeypatch, tmp_path):
     assert {"1.02", "12.3", "1"} <= texts, texts
 
 
-def test_sensitivity_names_each_failed_point_on_stderr(tmp_path, capsys):
-    """Base pim.ranks 16 runs; the OAT point pim.ranks 2 cannot hold the models and fails."""
+def test_sensitivity_marks_an_oat_point_that_does_not_fit_infeasible(tmp_path, capsys):
+    """Base pim.ranks 16 runs; the OAT point pim.ranks 2 cannot hold the models: since issue 26 it
+    is infeasible (decided before it runs, reason in oat.csv), not a failure; a point that fails
+    when simulated exits 1 with one line each (tests/test_dse_sensitivity.py)."""
     pytest.importorskip("optuna")
+    import pandas as pd
     rc = main(["sensitivity", "--config", str(_study(tmp_path, "sens", ranks="16, 2")), "--workers", "1",
                "--no-progress", "--sobol-samples", "0", "--out", str(tmp_path / "st")])
-    err = capsys.readouterr().err.strip().splitlines()
+    capsys.readouterr()
     assert rc == 0
-    assert err[0].startswith("1 design point(s) failed")
-    assert len(err) == 2 and err[1].startswith("error: OAT point pim.ranks=2 failed: ") and "pim.ranks" in err[1], err
+    oat = pd.read_csv(tmp_path / "st" / "sensitivity" / "oat.csv")
+    row = oat[(oat["parameter"] == "pim.ranks") & (oat["value"] == 2)].iloc[0]
+    assert row["status"] == "infeasible" and "pim_memory_fit" in row["error"]
 
 
 def test_window_workers_die_quietly_with_a_killed_parent(tmp_path):

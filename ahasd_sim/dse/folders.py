@@ -16,8 +16,11 @@ from ..config.errors import OutputError
 #: every entry a study folder holds (optimize, sensitivity, the SQLite side files, the lock)
 STUDY_ENTRIES = frozenset({
     "study.db", "study.db-wal", "study.db-shm", "study.db-journal", "study.yaml", "study.lock",
-    "points", "sensitivity", "trials.csv", "pareto.csv", "figures", "report.md",
+    "points", "sensitivity", "trials.csv", "pareto.csv", "figures", "report.md", "hypervolume.csv",
+    "seeds.csv", "oat.csv", "tornado.csv", "sobol.csv", "sobol_convergence.csv", "sensitivity.md",
 })
+#: folders a multi-seed study (optimize --seeds) keeps, one per search seed
+STUDY_SEED_PREFIX = "seed-"
 #: files that only a sweep folder holds (ahasd_sim.sweep.runner)
 SWEEP_MARKERS = ("sweep.json", "spec.yaml", "results.csv", "points.csv")
 
@@ -58,7 +61,7 @@ def check_study_folder(out: Path, study_name: str, command: str, flag: str = "--
     if sweep:
         raise OutputError(f"{flag} {out}: is a sweep folder (it holds {sweep[0]}); {command} writes a study "
                           "folder: use a new --out")
-    foreign = sorted(names - STUDY_ENTRIES)
+    foreign = sorted(n for n in names - STUDY_ENTRIES if not n.startswith(STUDY_SEED_PREFIX))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise OutputError(f"{flag} {out}: holds files that are not a study's ({shown}); {command} writes only "

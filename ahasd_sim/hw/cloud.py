@@ -67,7 +67,8 @@ class CloudConfig:
                                "request; 0 = none)", ge=0, lt=1)
     queue_delay_ms: float = param(0.0, doc="fixed extra wait per request (admission, scheduling)", unit="ms", ge=0)
     phones_per_gpu: int = param(1, doc="phones sharing one server GPU (the run's phone + others running the same "
-                                "mode on other trace windows)", ge=1, le=4096)
+                                "mode on other trace windows)", ge=1, le=4096,
+                                bound_reason="each phone is simulated; 4096 is 16x vLLM's default batch of 256")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
     user_tpot_slo_ms: float = param(50.0, doc="per-user TPOT target for SLO attainment with shared GPUs",

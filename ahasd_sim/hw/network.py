@@ -94,7 +94,8 @@ class NetworkConfig:
                            "looping with the last time as period, read at the same offset as the traces; "
                            "empty: constant rtt_ms)")
     trace_offset_s: float = param(-1.0, doc="where in the traces a run starts (< 0: uniform over the uplink "
-                                  "trace's period, drawn per seed and window)", unit="s")
+                                  "trace's period, drawn per seed and window)", unit="s", ge=-1.0,
+                                  low_reason="any negative value means a random offset: write -1")
 
 
 # ------------------------------------------------------------------ traces
