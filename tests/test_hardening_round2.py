@@ -11,19 +11,11 @@ import numpy as np
 import pytest
 
 from ahasd_sim.__main__ import main
+from test_hw_helpers import one_line_error as _one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "hw_configs" / "ahasd_mobile.yaml"
 SMOKE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
-
-
-def _one_line_error(capsys, rc, *fragments):
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    for f in fragments:
-        assert f in err, err
-    return err
 
 
 def test_dask_scheduler_that_is_not_an_address(tmp_path, capsys):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from ahasd_sim.__main__ import main
+from test_hw_helpers import one_line_error as _one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "hw_configs" / "ahasd_mobile.yaml"
@@ -27,15 +28,6 @@ MOE = ROOT / "hw_configs" / "moe_offload.yaml"
 NO_PIM = ROOT / "hw_configs" / "platform_mobile_npu_lpddr5.yaml"
 SMOKE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 PAPER_PLATFORM = ROOT / "hw_configs" / "platform_mobile_npu_lpddr5_pim.yaml"
-
-
-def _one_line_error(capsys, rc, *fragments):
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    for f in fragments:
-        assert f in err, err
-    return err
 
 
 # ---------------------------------------------------------------- 1. blame the right place

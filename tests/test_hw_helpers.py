@@ -53,3 +53,13 @@ def dense_decoder_ops(d: int = 1024, ffn: int = 4096, layers: int = 4, n: int = 
 def make_cfg(tree: dict | None = None):
     """A resolved SimConfig from a nested dict of overrides on the section defaults."""
     return build_config(tree or {}, {}, "test.yaml")
+
+
+def one_line_error(capsys, rc, *fragments):
+    """Exit 2 with one stderr line holding every fragment, no traceback."""
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    for f in fragments:
+        assert f in err, err
+    return err
