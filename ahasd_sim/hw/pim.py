@@ -286,6 +286,8 @@ class PimMemory:
         #: GEMV rate fraction under ``pim.dram_power_limit_w`` (1 = unthrottled); an impossible limit
         #: is a ConfigError here, when the device is built, before any run
         self.throttle = self.power_budget()["pim_throttle"]
+        #: command-sequence specs per (element bytes, vectors held), built on first use
+        self._seq_specs: dict[tuple, "_spec.PimSpec"] = {}
 
     # ------------------------------------------------- offload (AAU disabled)
     def offload_transfer_bytes(self, op: object) -> float:
@@ -495,7 +497,7 @@ class PimMemory:
 
     def _sequence_spec(self, element_bytes: float, vectors_held: int) -> "_spec.PimSpec":
         key = (element_bytes, vectors_held)
-        cache = self.__dict__.setdefault("_seq_specs", {})
+        cache = self._seq_specs
         sp = cache.get(key)
         if sp is None:
             units = self.total_units
@@ -510,10 +512,14 @@ class PimMemory:
                                                macs_s_per_die=typed_macs)
         return sp
 
+    def _passes(self, vectors: int) -> tuple[int, int]:
+        """(vectors a unit holds at once, passes over the matrix) for ``vectors`` input vectors."""
+        held = min(self.cfg.vectors_per_weight_read, vectors)
+        return held, math.ceil(vectors / held)
+
     def _sequence_time_s(self, op: object, ranks: int) -> float:
         rows, cols, vectors, eb = self.gemv_layout(op)
-        held = min(self.cfg.vectors_per_weight_read, vectors)
-        passes = math.ceil(vectors / held)
+        held, passes = self._passes(vectors)
         dies = ranks * self.cfg.units_per_rank
         t = _spec.gemv_time_s(self._sequence_spec(eb, held), rows, cols, passes, dies=dies)
         kv_w = float(getattr(op, "kv_write_bytes", 0.0))
@@ -527,8 +533,7 @@ class PimMemory:
         kv_w = float(getattr(op, "kv_write_bytes", 0.0))
         if self.cfg.gemv_timing == "command_sequence" and getattr(op, "pim_gemv", ()):
             rows, cols, vectors, eb = self.gemv_layout(op)
-            passes = math.ceil(vectors / min(self.cfg.vectors_per_weight_read, vectors))
-            return passes * rows * cols * eb + kv_w
+            return self._passes(vectors)[1] * rows * cols * eb + kv_w
         reads = math.ceil(max(1, int(getattr(op, "n_tokens", 1) or 1)) / self.cfg.vectors_per_weight_read)
         kv = float(getattr(op, "kv_bytes", 0.0))
         return float(op.weight_bytes) * reads + (kv - kv_w) * reads + kv_w
