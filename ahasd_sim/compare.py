@@ -158,6 +158,12 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
     return table, out_dir
 
 
+def text_table(rows: list[list]) -> list[str]:
+    """``rows`` (the first the header) as left-aligned columns two spaces apart, right ends trimmed."""
+    width = [max(len(str(x[i])) for x in rows) for i in range(len(rows[0]))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+
+
 def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     """The printed compare table: per mode, throughput and tokens/J with 95% CIs and the ratios
     to the best decoder (and to ``base_mode`` when one was named)."""
@@ -175,9 +181,7 @@ def format_compare(table: pd.DataFrame, base_mode: str) -> str:
         if extra:
             cells += [cell(r, f"throughput_vs_{base_mode}"), cell(r, f"energy_efficiency_vs_{base_mode}")]
         lines.append(cells)
-    rows = [head + extra] + lines
-    width = [max(len(str(x[i])) for x in rows) for i in range(len(rows[0]))]
-    text = ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+    text = text_table([head + extra] + lines)
     b = table.iloc[0]
     text.append(f"best decoder: {b['best_throughput_decoder']} (throughput), {b['best_efficiency_decoder']} "
                 f"(tokens/J); rates and ratios are ratios of totals over the same {int(b['windows'])} windows, 95% CIs by "

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.errors import ConfigError
-from .stats import bootstrap_ratio_ci, pooled
+from ..metrics.stats import paired_ratio_ci, ratio_ci
 
 EAGLE_NODES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 EAGLE_DEPTHS = (3, 4, 6)
@@ -103,9 +103,9 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
             w = res.windows
             per_window[label] = w
             s = res.summary
+            thr, thr_ci = ratio_ci(w.generated_tokens, w.makespan_s, n_resamples=n_boot)
             rows.append({"row": label, "config": best[label][0] if label in best else " ".join(o),
-                         "throughput_tok_s": pooled(w.generated_tokens, w.makespan_s),
-                         "ci95": bootstrap_ratio_ci(w.generated_tokens, w.makespan_s, n_boot=n_boot),
+                         "throughput_tok_s": thr, "ci95": thr_ci or [float("nan")] * 2,
                          "nodes_verified": s["policy_stats"].get("mean_nodes_verified", 0.0),
                          "accepted_per_round": s.get("accepted_length_per_round", 0.0),
                          "expert_h2d_gb": s.get("expert_h2d_bytes", 0.0) / 1e9,
@@ -115,9 +115,9 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
             w = per_window[r["row"]]
             if list(w.first_round) != list(ref.first_round):
                 raise RuntimeError("moe compare: rows replayed different rounds; ratios would not be paired")
-            r["vs_best_baseline"] = r["throughput_tok_s"] / pooled(ref.generated_tokens, ref.makespan_s)
-            r["vs_best_baseline_ci95"] = bootstrap_ratio_ci(w.generated_tokens, w.makespan_s, ref.generated_tokens,
-                                                            ref.makespan_s, n_boot=n_boot)
+            vs, vs_ci = paired_ratio_ci(w.generated_tokens, w.makespan_s, ref.generated_tokens, ref.makespan_s,
+                                        n_resamples=n_boot)
+            r["vs_best_baseline"], r["vs_best_baseline_ci95"] = vs, vs_ci or [float("nan")] * 2
         table = pd.DataFrame(rows)
         table["best_baseline"] = f"{best_fam} ({best[best_fam][0]})"
         table["reported_rounds"] = "{}-{}".format(*parts["reported"])
@@ -141,9 +141,8 @@ def format_compare_moe(table: pd.DataFrame) -> str:
     body = [[r.row, r.config, ci(r.throughput_tok_s, r.ci95), ci(r.vs_best_baseline, r.vs_best_baseline_ci95, 3),
              f"{r.nodes_verified:.1f}", f"{r.accepted_per_round:.2f}", f"{r.expert_h2d_gb:.2f}", f"{r.hit_rate:.3f}"]
             for r in table.itertuples()]
-    rows = [head] + body
-    width = [max(len(str(x[i])) for x in rows) for i in range(len(head))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+    from ..compare import text_table
+    lines = text_table([head] + body)
     t = table.iloc[0]
     lines.append(f"best baseline: {t.best_baseline}, chosen on tuning rounds {t.tuning_rounds}; reported rounds "
                  f"{t.reported_rounds} ({int(t.windows)} windows: ratio estimators, 95% intervals by resampling whole "
