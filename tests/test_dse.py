@@ -498,3 +498,15 @@ def test_a_ctrl_c_swallowed_by_a_library_still_stops_the_study(tmp_path, monkeyp
     # ran): its trials stay to be resumed, nothing after it was asked
     states = [s for _, s in _trials(out / "study.db")]
     assert states == ["RUNNING"] * 3
+
+
+def test_a_rate_objective_is_a_ratio_of_totals_over_the_windows_not_a_mean_of_ratios():
+    """Two windows: 100 tokens in 10 s and 100 tokens in 40 s. Ratio of totals 200 / 50 = 4 tok/s;
+    the mean of the per-window rates (10 and 2.5) would be 6.25. A metric that is no rate
+    (acceptance_rate) has no pooled form."""
+    from ahasd_sim.dse.evaluate import _pooled
+    s = {("a", 0): {"generated_tokens": 100, "decode_makespan_s": 10.0},
+         ("a", 1): {"generated_tokens": 100, "decode_makespan_s": 40.0}}
+    assert _pooled(s, [0, 1], "a", "throughput_tok_s") == 4.0
+    assert _pooled(s, [0, 1], "a", "acceptance_rate") is None
+    assert _pooled(s, [0, 1], "a", "tokens_per_j") is None          # no decode_energy_j: not pooled

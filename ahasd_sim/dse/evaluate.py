@@ -7,9 +7,12 @@ simulation is one sweep point, stored in ``points/<run identity hash>/`` exactly
 stores it (:func:`ahasd_sim.output.run_identity_hash`), so an unchanged simulation is never
 run twice, across trials, resumed studies and sensitivity analyses sharing a folder.
 
-Objectives are computed per window (a ratio objective divides the two runs of the same
-window) and averaged over windows; with two or more windows the 95% confidence half-width
-over windows (Student t) is reported next to the mean: one trace window is one sample. The
+Objectives: a rate (a metric of :data:`ahasd_sim.metrics.stats.RATIOS`, e.g. throughput_tok_s,
+tokens_per_j) is the ratio estimator over the study's windows, total tokens / total decode time
+or energy of the run (issue 26), and a ratio objective divides two runs' ratio estimators over
+the same windows; another metric is the mean over windows. With two or more windows the 95%
+half-width of the per-window values (Student t) is reported next to it: one trace window is one
+sample. The
 per-window values are kept (``DesignPoint.samples``) so that two points evaluated on the same
 windows can be compared pairwise (sensitivity's OAT differences).
 Without study windows, a plain objective takes the interval the simulator reports for it
@@ -198,6 +201,20 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
+def _pooled(summaries: dict, windows: list, run: str, metric: str) -> float | None:
+    """``metric`` of ``run`` as total / total over ``windows`` (metrics.stats.RATIOS), or None
+    when it is not a rate or a summary lacks the totals."""
+    from ..metrics.stats import RATIOS, ratio_of_totals
+    if metric not in RATIOS:
+        return None
+    num, den = RATIOS[metric]
+    nums = [summaries[(run, w)].get(num) for w in windows]
+    dens = [summaries[(run, w)].get(den) for w in windows]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in nums + dens):
+        return None
+    return ratio_of_totals(nums, dens)
+
+
 def _metric(study: Study, pt: DesignPoint, fields: dict[str, Any], run: str, w, metric: str) -> float:
     if metric in DERIVED:
         return float(quantities(pt.configs[(run, w)], {metric})[metric])
@@ -237,6 +254,13 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     num = num / den if den != 0 else float("nan")
                 per_w.append(num)
             m, ci = mean_ci(per_w)
+            pooled = _pooled(summaries, windows, o.run, o.metric)
+            if pooled is not None:          # a rate: ratio of totals over the windows, not a mean of ratios
+                if o.over:
+                    den = _pooled(summaries, windows, o.over, o.metric)
+                    m = pooled / den if den else float("nan")
+                else:
+                    m = pooled
             if len(windows) == 1 and not o.is_ratio:   # the simulator's own interval over its windows
                 own = summaries[(o.run, windows[0])].get(f"{o.metric}_ci95")
                 if isinstance(own, (int, float)) and not isinstance(own, bool):

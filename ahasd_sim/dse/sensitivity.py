@@ -84,14 +84,18 @@ def _progress_points(study, pts, points_dir, ex, prog) -> None:
 
 
 def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, float]:
-    """Mean over windows of (``pt`` - ``base``) for objective ``j``, and the 95% half-width of that
-    mean (Student t over the per-window differences): both points ran on the same windows."""
+    """``pt``'s objective ``j`` minus ``base``'s (each the study's estimator over the same windows:
+    a ratio of totals for a rate), and the 95% half-width of the per-window differences (Student
+    t): both points ran on the same windows, so the interval is paired."""
     if pt.samples is None or base.samples is None:
         return float("nan"), float("nan")
     if pt.windows != base.windows:
         raise ValueError(f"point {pt.key} ran on windows {pt.windows}, the base point on {base.windows}")
     d = [a - b for a, b in zip(pt.samples[j], base.samples[j])]
-    return mean_ci(d)
+    _, half = mean_ci(d)
+    if pt.values is None or base.values is None:
+        return float("nan"), float("nan")
+    return pt.values[j] - base.values[j], half
 
 
 def saltelli_blocks(d: int, n: int, seed: int, start: int = 0) -> np.ndarray:
@@ -396,7 +400,7 @@ def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> 
             continue
         lines += [f"## `{o.name}` ({o.describe()})", "",
                   f"Base point: {d['base'].iloc[0]:.4g} +- {d['base_ci95'].iloc[0]:.3g} (95% over windows). "
-                  "`low_diff`/`high_diff`: mean paired difference from the base point, `*_ci95` its 95% half-width; "
+                  "`low_diff`/`high_diff`: difference from the base point's value (same windows), `*_ci95` the 95% half-width of the paired per-window differences; "
                   "`effect_excludes_zero`: an end's interval excludes 0.", "",
                   md_table(d, ["parameter", "low_label", "low", "low_diff", "low_ci95", "high_label", "high",
                                "high_diff", "high_ci95", "span", "effect_excludes_zero"]), ""]
