@@ -384,3 +384,32 @@ def test_section_error_names_where_the_values_it_checks_were_set(tmp_path):
     # a section the file alone set stays the file's
     assert _err(tmp_path, "npu: {spm_bytes: 1000}\n", []) == (
         "FILE: npu: spm_bytes (1000) cannot hold one double-buffered weight tile per chip")
+
+
+def test_dump_config_libyaml_equals_pure_python_on_shipped_configs_and_edge_strings():
+    """dump_config uses libyaml's emitter for speed; its text must be PyYAML's pure-Python text
+    (config.resolved.yaml and every sweep point's folder name are hashes of it)."""
+    import glob
+    from pathlib import Path
+
+    import yaml
+
+    from ahasd_sim.config.loader import _DUMPER, dump_config, load_config
+    if _DUMPER is yaml.SafeDumper:
+        pytest.skip("PyYAML built without libyaml: dump_config is the pure-Python emitter itself")
+    n = 0
+    root = Path(__file__).resolve().parent.parent
+    for f in sorted(glob.glob(str(root / "hw_configs" / "**" / "*.yaml"), recursive=True)):
+        try:
+            cfg = load_config(f)
+        except Exception:   # sweep specs, studies, presets: not run configs
+            continue
+        assert dump_config(cfg) == yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=False), f
+        n += 1
+    assert n >= 5
+    edge = {"path": "caf\u00e9/\u00fc.yaml", "long": "x" * 200, "colon": "a b: c # d", "nl": "l1\nl2",
+            "floats": [1e300, float("inf"), -0.0, 1e-9], "big": 12345678901234567890123, "none": None,
+            "words": ["yes", "1.0", "", "~", "'q'", " lead", "trail ", "-d", "@a", "*s", "\t t", "\u2028"],
+            "k" * 130: {"nested": [1, [2, 3]], "empty": {}}}
+    assert yaml.dump(edge, Dumper=_DUMPER, sort_keys=False, default_flow_style=False) == \
+        yaml.safe_dump(edge, sort_keys=False, default_flow_style=False)
