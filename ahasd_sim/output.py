@@ -196,8 +196,8 @@ def git_revision() -> str | None:
         return None
 
 
-def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path:
-    """Write a run directory. Every file is first written into a staging folder inside
+def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float, events: bool = True) -> Path:
+    """Write a run directory (``events=False``: without events.csv, as a sweep point by default). Every file is first written into a staging folder inside
     ``out_dir``; only when all of them exist are they moved into place (``summary.json``
     last), so a crash never leaves a half-written file or a mix of two runs' files behind
     a new summary."""
@@ -205,28 +205,29 @@ def write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path
     # tens of thousands of short-lived rows and cells, no cycles: the collections they would
     # trigger only walk the long-lived objects (a full one: ~20 ms of the default job's writing)
     with gc_paused():
-        return _write_run(result, cfg, out_dir, wall_time_s)
+        return _write_run(result, cfg, out_dir, wall_time_s, events)
 
 
-def _write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float) -> Path:
+def _write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float, events_csv: bool = True) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=out_dir))
     try:
         config_yaml = config_text(cfg)
         (stage / "config.resolved.yaml").write_text(config_yaml)
-        names = ["config.resolved.yaml", "events.csv", "energy_breakdown.csv"]
-        rows = result.csv_tables() if hasattr(result, "csv_tables") else None
+        names = ["config.resolved.yaml", *(["events.csv"] if events_csv else []), "energy_breakdown.csv"]
+        rows = result.csv_tables(events=events_csv) if hasattr(result, "csv_tables") else None
         if rows is not None:   # straight from the windows' rows: the same bytes, no pandas needed
             from .csvrows import write_rows
             for name, table in rows.items():
                 write_rows(stage / name, table)
             names.append("windows.csv")
         else:
-            events = result.events
-            if "time_s" in events.columns:   # processes log at different moments: sort by simulated time
-                events = events.sort_values("time_s", kind="stable")
-            write_csv(events, stage / "events.csv")
+            if events_csv:
+                events = result.events
+                if "time_s" in events.columns:   # processes log at different moments: sort by simulated time
+                    events = events.sort_values("time_s", kind="stable")
+                write_csv(events, stage / "events.csv")
             write_csv(result.energy, stage / "energy_breakdown.csv")
             if getattr(result, "windows", None) is not None:      # one row per trace window (samples)
                 write_csv(result.windows, stage / "windows.csv")

@@ -561,16 +561,17 @@ class CombinedRun(RunResult):
         import pandas as pd
         return pd.DataFrame(self.window_rows, columns=WINDOW_COLUMNS)
 
-    def csv_tables(self) -> dict[str, Any] | None:
+    def csv_tables(self, events: bool = True) -> dict[str, Any] | None:
         """{file name: (header, rows)} of the CSV files, straight from the rows
         (:mod:`ahasd_sim.csvrows`); None when some table needs pandas to be written, and once
-        a table was handed out (a caller may have changed or replaced it: it is written as is)."""
+        a table was handed out (a caller may have changed or replaced it: it is written as is).
+        ``events=False``: without events.csv (a sweep point's default files)."""
         from . import csvrows
         if self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
             return None
-        out = {"events.csv": csvrows.events_rows(self.window_events),
-               "energy_breakdown.csv": csvrows.energy_rows(self.window_energy),
-               "windows.csv": csvrows.windows_rows(self.window_rows, WINDOW_COLUMNS)}
+        out = {"events.csv": csvrows.events_rows(self.window_events)} if events else {}
+        out.update({"energy_breakdown.csv": csvrows.energy_rows(self.window_energy),
+                    "windows.csv": csvrows.windows_rows(self.window_rows, WINDOW_COLUMNS)})
         return None if any(t is None for t in out.values()) else out
 
     events = property(lambda self: self._table("events"), lambda self, v: self._tables.__setitem__("events", v))

@@ -202,7 +202,8 @@ def _reproduce(args, argv) -> int:
     workers = args.workers or os.cpu_count() or 1
     t0 = time.perf_counter()
     res = run_sweep(main_spec, out / "sweep", workers=workers, executor=args.executor,
-                    scheduler=args.scheduler, progress=not args.no_progress)
+                    scheduler=args.scheduler, progress=not args.no_progress,
+                    full_points=not args.no_figures)   # the distributions figure reads points' events.csv
     t_main = time.perf_counter() - t0
     print(summarize(res))
 

@@ -66,7 +66,8 @@ def test_run_point_files_and_materialise(tmp_path):
     res = w.run_point_files(task)
     assert res["hash"] == "h1" and res["status"] == "ok" and res["wall_time_s"] > 0
     names = set(res["files"])
-    assert {"summary.json", "config.resolved.yaml", "events.csv", "energy_breakdown.csv"} <= names
+    assert names == {"summary.json", "config.resolved.yaml", "windows.csv", "energy_breakdown.csv", "meta.json"}
+    assert w.run_point_files({**task, "events": True})["files"].keys() == names | {"events.csv"}   # --full-points
     assert not any(n.startswith(".") for n in names)
     assert not (tmp_path / "unused").exists()
     d = tmp_path / "point"
@@ -117,7 +118,7 @@ def test_run_point_files_returns_no_hidden_files_and_cleans_up(tmp_path, monkeyp
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
-    def fake(cfg, out_dir):
+    def fake(cfg, out_dir, events=False):
         (out_dir / "summary.json").write_text("{}")
         (out_dir / ".summary.json.tmp").write_text("partial")
         (out_dir / ".staging-1").mkdir()
@@ -163,7 +164,7 @@ def fake_sim(monkeypatch):
     """Points of mode 'ahasd' with seed 2 fail; the others write a summary. Records the calls."""
     calls = []
 
-    def simulate_into(cfg, out_dir):
+    def simulate_into(cfg, out_dir, events=False):
         calls.append((cfg.run.mode, cfg.run.seed))
         out_dir.mkdir(parents=True, exist_ok=True)
         if cfg.run.mode == "ahasd" and cfg.run.seed == 2:
@@ -482,7 +483,8 @@ def test_run_sweep_cli_passes_its_options_and_reports_interrupts(tmp_path, monke
 
     monkeypatch.setattr(r, "run_sweep", run_sweep)
     assert r.run_sweep_cli(_cli_args(src, "o", workers=3, no_progress=False)) == 1      # a point is pending
-    assert seen == {"workers": 3, "executor": "local", "scheduler": None, "progress": True, "out": "o", "name": "rs"}
+    assert seen == {"workers": 3, "executor": "local", "scheduler": None, "progress": True, "out": "o", "name": "rs",
+                    "split_points": True, "full_points": False}
     # Ctrl-C: the message points at the folder when results.csv was written, and the interrupt goes on
     monkeypatch.chdir(tmp_path)
 
@@ -543,9 +545,7 @@ def test_pool_round_in_worker_processes(tmp_path, monkeypatch):
     import multiprocessing as mp
     if "fork" not in mp.get_all_start_methods():
         pytest.skip("needs the fork start method to hand the stand-in to the workers")
-    real_pool = r.cf.ProcessPoolExecutor
-    monkeypatch.setattr(r.cf, "ProcessPoolExecutor",
-                        lambda **kw: real_pool(mp_context=mp.get_context("fork"), **kw))
+    assert r._pool_context().get_start_method() == "fork"   # the runner forks where it can
 
     def run_point(task):
         if task["hash"] == "die":

@@ -156,7 +156,8 @@ def test_16_point_sweep_on_2_workers_and_results_columns(tmp_path):
     # one folder per point with the run files; summary metrics match the table
     for _, row in df.iterrows():
         d = out / "points" / row["point"]
-        assert {"summary.json", "config.resolved.yaml", "events.csv", "meta.json"} <= {p.name for p in d.iterdir()}
+        assert {p.name for p in d.iterdir()} == {"summary.json", "config.resolved.yaml", "windows.csv",
+                                                 "energy_breakdown.csv", "meta.json"}   # no events.csv by default
         s = json.loads((d / "summary.json").read_text())
         assert s["throughput_tok_s"] == pytest.approx(row["throughput_tok_s"])
         assert s["mode"] == row["run.mode"] and s["policy"] == row["run.policy"]
@@ -280,7 +281,7 @@ def test_dask_executor_on_local_in_process_cluster(tmp_path):
     assert (res.n_ok, res.n_failed) == (4, 0)
     for h in res.table["point"]:
         d = out / "points" / h
-        assert (d / "summary.json").is_file() and (d / "events.csv").is_file()
+        assert (d / "summary.json").is_file() and (d / "windows.csv").is_file() and not (d / "events.csv").exists()
         assert not any(p.name.startswith(".") for p in d.iterdir())
     # same results as the local executor
     local = run_sweep(spec, tmp_path / "local", workers=1, progress=False)
@@ -293,7 +294,7 @@ def test_dask_executor_on_local_in_process_cluster(tmp_path):
 def test_default_workers_is_cpu_count(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_local(tasks, workers, on_done):
+    def fake_local(tasks, workers, on_done, split=False):
         seen["workers"] = workers
         for t in tasks:
             on_done(runner_mod.run_point(t))
@@ -329,16 +330,36 @@ def _die_on_marker(task):
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
                     reason="the patched worker function reaches pool workers only through fork (POSIX)")
 def test_worker_process_death_is_a_failed_point(tmp_path, monkeypatch):
-    # Pool workers must see the patched run_point: fork them explicitly (Python 3.14 defaults
-    # to forkserver on Linux, where a patch in this process would not reach the workers).
-    import concurrent.futures as cf
-    import multiprocessing
-    real_pool = cf.ProcessPoolExecutor
+    # Pool workers must see the patched run_point: the runner forks them where fork exists
+    # (Python 3.14 defaults to forkserver on Linux, where a patch here would not reach them).
+    assert runner_mod._pool_context().get_start_method() == "fork"
+    monkeypatch.setattr(runner_mod, "run_point", _die_on_marker)
+    spec = write(tmp_path, "name: k\n" + BASE + "axes: {pim.ranks: [16, 15, 14]}\n")
+    res = run_sweep(spec, tmp_path / "out", workers=2, progress=False, split_points=False)
+    t = res.table.set_index("pim.ranks")
+    assert t.loc[15, "status"] == "failed" and "worker process died" in t.loc[15, "error"]
+    assert t.loc[16, "status"] == "ok" and t.loc[14, "status"] == "ok"
 
-    def fork_pool(*a, **k):
-        return real_pool(*a, mp_context=multiprocessing.get_context("fork"), **k)
 
-    monkeypatch.setattr(runner_mod.cf, "ProcessPoolExecutor", fork_pool)
+def _die_in_plan(task):
+    """First unit of a split point: a hard process exit for the marked point."""
+    from ahasd_sim.sweep.worker import task_config
+    if task_config(task).pim.ranks == 15:
+        os._exit(3)
+    return _REAL_PLAN(task)
+
+
+from ahasd_sim.sweep import split as _split  # noqa: E402
+_REAL_PLAN = _split.unit_plan
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
+                    reason="the patched worker function reaches pool workers only through fork (POSIX)")
+def test_worker_death_in_a_split_unit_goes_to_the_whole_point_path(tmp_path, monkeypatch):
+    """A unit kills its worker: the pool breaks, every unfinished point goes to the
+    one-point-per-task path, where the second death is pinned on the point that caused it."""
+    from ahasd_sim.sweep import split
+    monkeypatch.setattr(split, "unit_plan", _die_in_plan)
     monkeypatch.setattr(runner_mod, "run_point", _die_on_marker)
     spec = write(tmp_path, "name: k\n" + BASE + "axes: {pim.ranks: [16, 15, 14]}\n")
     res = run_sweep(spec, tmp_path / "out", workers=2, progress=False)

@@ -71,6 +71,20 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
 
 
 def _tune(cfg, workers: int = 1) -> Placement:
+    from ..simulation import fork_map
+    cfgs = tuning_configs(cfg)
+    return choose_placement(cfg, fork_map(_candidate, [cfgs[c] for c in CANDIDATES], workers))
+
+
+def needs_tuning(cfg) -> bool:
+    """Whether :func:`resolve_placement` runs the tuning simulations for ``cfg``."""
+    return bool(cfg.pim.enabled and mode_uses_placement(cfg.run.mode) and cfg.pim.partition_policy == "auto")
+
+
+def tuning_configs(cfg) -> dict:
+    """The candidate placements' tuning configs of ``cfg`` (in :data:`CANDIDATES` order): its
+    hardware and mode on the tuning trace, each with one pinned partition policy. A sweep
+    that spreads a point over several workers runs each with :func:`_candidate`."""
     t = cfg.tuning
     if t.trace == cfg.run.trace and t.trace not in _WARNED:
         _WARNED.add(t.trace)
@@ -79,15 +93,21 @@ def _tune(cfg, workers: int = 1) -> Placement:
              "the data it is reported on; set tuning.trace to another trace")
     base = [f"run.trace={t.trace}", f"run.windows={t.windows}", f"run.generated_tokens={t.generated_tokens}",
             "run.timeline=false"]
-    scores: dict[str, float | None] = {}
-    first_error = None
     # one validated replace, then the candidates differ in one field of a known choice set (a full
     # replace re-validates the whole tree: ~0.1 s each, per sweep point)
     tuned = cfg.replace(base + [f"pim.partition_policy={CANDIDATES[0]}"], source=None)
-    cfgs = {cand: SimConfig({**tuned._sections, "pim": dataclasses.replace(tuned.pim, partition_policy=cand)},
+    return {cand: SimConfig({**tuned._sections, "pim": dataclasses.replace(tuned.pim, partition_policy=cand)},
                             tuned.source_file, tuned._provenance) for cand in CANDIDATES}
-    from ..simulation import fork_map
-    for cand, outcome in zip(CANDIDATES, fork_map(_candidate, [cfgs[c] for c in CANDIDATES], workers)):
+
+
+def choose_placement(cfg, outcomes: list) -> Placement:
+    """The best placement of ``cfg`` from its candidates' tuning outcomes (:func:`_candidate`'s
+    results, in :data:`CANDIDATES` order), remembered for :func:`resolve_placement`; raises the
+    ConfigError of a configuration no candidate can run."""
+    t = cfg.tuning
+    scores: dict[str, float | None] = {}
+    first_error = None
+    for cand, outcome in zip(CANDIDATES, outcomes):
         if isinstance(outcome, ConfigError):   # this layout does not fit or cannot run: not a candidate
             exc = outcome
             if exc.key_path in ("run.trace", "run.generated_tokens", "run.windows", "tuning.trace"):
@@ -108,6 +128,12 @@ def _tune(cfg, workers: int = 1) -> Placement:
                           + (first_error.message if first_error else ""))
     best = max(valid, key=lambda c: (scores[c], -CANDIDATES.index(c)))
     return Placement(best, "tuned", scores, t.objective, t.trace)
+
+
+def remember_placement(cfg, placement: Placement) -> None:
+    """Make ``placement`` what :func:`resolve_placement` returns for ``cfg`` in this process (a
+    worker that runs a window or the combination of a point tuned elsewhere)."""
+    _CHOICES[(cfg.fingerprint(), cfg.run.mode)] = placement
 
 
 def _candidate(ccfg):

@@ -42,7 +42,7 @@ from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
 from .spec import SEED_COL, Point, SweepSpec, count_points, iter_points, load_sweep_spec, spec_identity
-from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, write_error
+from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, task_config, write_error
 
 EXECUTORS = ("local", "dask")
 
@@ -141,7 +141,7 @@ def _clean_stale(points_dir: Path) -> None:
 
 
 def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, progress: bool, stream,
-             limit: int | None) -> tuple[list[Point], list[dict], int]:
+             limit: int | None, events: bool = False) -> tuple[list[Point], list[dict], int]:
     """Resolve every point (lazily, with progress), write spec.yaml, sweep.json and points.csv;
     return (points without configs, tasks to run, number of finished points)."""
     points_dir = out / "points"
@@ -169,12 +169,12 @@ def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, pr
                 if not pt.valid:   # a config that does not resolve fails without running
                     write_error(d, error_record(pt.error, tb=""))
                     continue
-                if is_done(d):
+                if is_done(d, events):
                     cached += 1
                     continue
                 if limit is None or len(tasks) < limit:
                     tasks.append({"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
-                                  "overrides": list(pt.overrides), "seed": pt.seed})
+                                  "overrides": list(pt.overrides), "seed": pt.seed, "events": events})
         apply_umask(Path(tmp))
         os.replace(tmp, out / "points.csv")
     finally:
@@ -257,13 +257,26 @@ def _died(t: dict, on_done: Callable[[dict], None]) -> None:
     on_done({"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]})
 
 
-def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None]) -> None:
-    """Process pool. A worker that dies (killed, out of memory, a crash in native code) breaks
-    the pool: points that had not started are resubmitted to a fresh pool; points that were
-    running are re-run one at a time in a pool of their own, so a second death is pinned on
-    the point that caused it, which is then reported as failed."""
+def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None], split: bool = False) -> None:
+    """Process pool. With ``split``, the points' units first (:mod:`ahasd_sim.sweep.split`);
+    what that leaves (a unit failed, the pool broke) runs one point per task: a worker that dies
+    (killed, out of memory, a crash in native code) breaks the pool: points that had not started
+    are resubmitted to a fresh pool; points that were running are re-run one at a time in a pool
+    of their own, so a second death is pinned on the point that caused it, which is then
+    reported as failed."""
+    import gc
     todo = list(tasks)
     suspects: list[dict] = []
+    _warm_parent(todo[0] if todo else None)
+    try:
+        if split and todo:
+            todo = _split_round(todo, workers, on_done)
+        _run_pools(todo, suspects, min(workers, max(len(todo), 1)), on_done)
+    finally:
+        gc.unfreeze()   # the caller's objects are the collector's again (a sweep run inside a longer process)
+
+
+def _run_pools(todo: list[dict], suspects: list[dict], workers: int, on_done: Callable[[dict], None]) -> None:
     while todo or suspects:
         if todo:
             broken = _pool_round(todo, workers, on_done)
@@ -283,10 +296,61 @@ def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None])
                 _died(t, on_done)
 
 
+def _warm_parent(task: dict | None) -> None:
+    """Before the pool forks: import the simulator and read the traces of the first point (run
+    and tuning trace) in the parent, so that every forked worker inherits them instead of each
+    importing and parsing them again (0.3-0.5 s per worker, paid 16 times on 16 workers); then
+    move what is alive to the collector's permanent generation (``gc.freeze``), so the workers'
+    collections never walk, nor copy-on-write touch, the inherited objects. Best effort: a point
+    that cannot be resolved or loaded reports its own error when it runs."""
+    if task is None or _pool_context().get_start_method() != "fork":
+        return
+    import gc
+    try:
+        from ..simulation import _load_full_trace
+        cfg = task_config(task)
+        _load_full_trace(cfg)
+        if cfg.pim.enabled and cfg.pim.partition_policy == "auto":
+            _load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        pass
+    gc.collect()
+    gc.freeze()
+
+
+def _pool_context():
+    """Fork where the platform has it (workers inherit the parent's imports and traces: see
+    :func:`_warm_parent`), else the platform's default start method."""
+    import multiprocessing as mp
+    try:
+        return mp.get_context("fork")
+    except ValueError:   # pragma: no cover - no fork (Windows)
+        return mp.get_context()
+
+
+def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
+    return cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),),
+                                  mp_context=_pool_context())
+
+
+def _split_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
+    """The points' units on one pool; return the points left to the one-point-per-task path."""
+    from .split import run_split
+    pool = _new_pool(workers)
+    try:
+        left = run_split(todo, workers, on_done, pool, raise_if_interrupted)
+    except BaseException:   # Ctrl-C or SIGTERM: as in _pool_round
+        _stop_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return left
+
+
 def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
     """Run ``todo`` in one pool; return the tasks lost to a broken pool."""
     broken: list[dict] = []
-    pool = cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
+    pool = _new_pool(workers)
     try:
         futs = {pool.submit(_pool_entry, t): t for t in todo}
         for fut in cf.as_completed(futs):
@@ -393,8 +457,17 @@ def announce(spec: SweepSpec, n_points: int, stream=None) -> None:
 
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *, workers: int | None = None,
               executor: str = "local", scheduler: str | None = None, progress: bool = True,
-              limit: int | None = None, dask_client: Any = None, stream=None) -> SweepResult:
+              limit: int | None = None, dask_client: Any = None, stream=None,
+              split_points: bool = True, full_points: bool = False) -> SweepResult:
     """Run every unfinished point of ``spec`` and write ``results.csv``.
+
+    A point folder holds summary.json, windows.csv, energy_breakdown.csv, config.resolved.yaml,
+    meta.json (and timeline.json with ``run.timeline``); ``full_points`` adds events.csv (a
+    finished point without it is then computed again).
+
+    ``split_points`` (local executor, several workers): spread each point's tuning runs and
+    windows over the workers (:mod:`ahasd_sim.sweep.split`; the same files as one point per
+    worker, which ``split_points=False`` keeps).
 
     The output folder is checked (writable, not another sweep's) and locked before anything
     is resolved; points are resolved one at a time with progress. ``limit`` runs at most that
@@ -424,7 +497,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
     try:
         return _run_locked(spec, out, points_dir, axis_cols, n_points, t0, workers=workers, executor=executor,
                            scheduler=scheduler, progress=progress, limit=limit, dask_client=dask_client,
-                           stream=stream)
+                           stream=stream, split_points=split_points, full_points=full_points)
     finally:
         if own_client is not None:
             own_client.close()
@@ -440,7 +513,7 @@ def _connect(scheduler: str):
 
 def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[str], n_points: int, t0: float, *,
                 workers: int, executor: str, scheduler: str | None, progress: bool, limit: int | None,
-                dask_client: Any, stream) -> SweepResult:
+                dask_client: Any, stream, split_points: bool = True, full_points: bool = False) -> SweepResult:
     with lock_dir(out):
         _check_folder(spec, out)   # again, under the lock
         _clean_stale(points_dir)
@@ -455,7 +528,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
         points: list[Point] = []
         prog = None
         try:
-            points, tasks, cached = _prepare(spec, out, axis_cols, n_points, progress, stream, limit)
+            points, tasks, cached = _prepare(spec, out, axis_cols, n_points, progress, stream, limit, full_points)
             result.points = points
             result.n_cached = cached
             if progress:
@@ -471,8 +544,10 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
             if tasks:
                 if executor == "dask":
                     _run_dask(tasks, workers, scheduler, on_done, client=dask_client)
-                elif workers == 1 or len(tasks) == 1:
+                elif workers == 1 or (len(tasks) == 1 and not split_points):
                     _run_serial(tasks, on_done)
+                elif split_points:    # a point's units use every worker, even with fewer points than workers
+                    _run_local(tasks, workers, on_done, split=True)
                 else:
                     _run_local(tasks, min(workers, len(tasks)), on_done)
         finally:
@@ -567,7 +642,8 @@ def run_sweep_cli(args) -> int:
         return dry_run_sweep(spec, args.out, progress=not args.no_progress)
     try:
         res = run_sweep(spec, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, split_points=not getattr(args, "whole_points", False),
+                        full_points=getattr(args, "full_points", False))
     except KeyboardInterrupt:
         out = Path(args.out) if args.out else default_out_dir(spec)
         if (out / "results.csv").is_file():

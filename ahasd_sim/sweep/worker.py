@@ -51,11 +51,17 @@ def write_error(point_dir: Path, record: dict[str, Any]) -> None:
     atomic_write_text(Path(point_dir) / ERROR, to_json(record))
 
 
-def is_done(point_dir: Path) -> bool:
-    return (Path(point_dir) / SUMMARY).is_file()
+def is_done(point_dir: Path, events: bool = False) -> bool:
+    """The point folder is complete (``events``: and holds events.csv, which a sweep writes only
+    with ``--full-points``)."""
+    d = Path(point_dir)
+    return (d / SUMMARY).is_file() and (not events or (d / EVENTS).is_file())
 
 
-def _simulate_into(cfg, out_dir: Path) -> tuple[str, dict[str, Any]]:
+EVENTS = "events.csv"
+
+
+def _simulate_into(cfg, out_dir: Path, events: bool = False) -> tuple[str, dict[str, Any]]:
     """Run ``cfg`` and write its files into ``out_dir``; return (status, info)."""
     from ..config.loader import dump_config
     from ..output import write_run
@@ -66,7 +72,7 @@ def _simulate_into(cfg, out_dir: Path) -> tuple[str, dict[str, Any]]:
     try:
         result = run_simulation(cfg)
         wall = time.perf_counter() - t0
-        write_run(result, cfg, out_dir, wall)
+        write_run(result, cfg, out_dir, wall, events=events)
         return "ok", {"wall_time_s": wall}
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -84,17 +90,19 @@ def _simulate_into(cfg, out_dir: Path) -> tuple[str, dict[str, Any]]:
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
     """Run one point into ``task['dir']`` (skipped if it already has summary.json).
 
-    ``task``: ``hash``, ``dir``, ``config`` (a resolved SimConfig). Returns
+    ``task``: ``hash``, ``dir``, ``config`` (a resolved SimConfig), ``events`` (write events.csv;
+    default no: a sweep needs summary.json, windows.csv and energy_breakdown.csv). Returns
     ``{"hash", "status": ok|failed|cached, "wall_time_s", "error_type", "error"}``.
     Never raises for a failing simulation (only for KeyboardInterrupt/SystemExit).
     """
     out = Path(task["dir"])
-    if is_done(out):
+    events = bool(task.get("events", False))
+    if is_done(out, events):
         return {"hash": task["hash"], "status": "cached"}
     err = out / ERROR
     if err.exists():
         err.unlink()
-    status, info = _simulate_into(task_config(task), out)
+    status, info = _simulate_into(task_config(task), out, events)
     return {"hash": task["hash"], "status": status, **info}
 
 
@@ -113,7 +121,7 @@ def run_point_files(task: dict[str, Any]) -> dict[str, Any]:
     the Dask executor, whose workers need not share the client's file system."""
     tmp = Path(tempfile.mkdtemp(prefix=f"ahasd-point-{task['hash']}-"))
     try:
-        status, info = _simulate_into(task_config(task), tmp)
+        status, info = _simulate_into(task_config(task), tmp, bool(task.get("events", False)))
         files = {}
         for p in sorted(tmp.iterdir()):
             if p.is_file() and not p.name.startswith("."):

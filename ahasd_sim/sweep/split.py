@@ -1,0 +1,208 @@
+"""Sweep points split into units that a process pool's workers share (issue 30).
+
+A point is a chain of pure functions: *plan* (resolve the config, count its trace windows,
+build the rank-placement candidates' tuning configs), one *tune* unit per placement candidate
+(``pim.partition_policy: auto``), one *window* unit per trace window (with the chosen
+placement), and *finish* (combine the windows, write the point folder). Each unit is what
+:func:`ahasd_sim.simulation.run_simulation` does for that part of the point, with the same
+functions, so a point's files are byte for byte those of the whole-point path (meta.json's
+``wall_time_s`` is the sum of the units' times). Spreading units instead of points keeps every
+worker busy when a sweep has few points per worker and leaves no tail of one long point at the
+end.
+
+Units of points already started go first (finish, then windows, then tuning), a new point is
+started only when nothing of an open one is ready, so at most about twice as many points as
+workers are open (their window results wait in the parent) at any time.
+
+A unit that raises sends its point to the whole-point path (:func:`ahasd_sim.sweep.worker.run_point`),
+which reproduces the error record a point would have had; a broken pool (a worker killed) sends
+every point not finished to it too, where a death is pinned on the point that caused it.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+from concurrent.futures.process import BrokenProcessPool
+import heapq
+import itertools
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from .worker import ERROR, task_config
+
+# priorities: lower runs first
+_FINISH, _WINDOW, _TUNE, _PLAN = 0, 1, 2, 3
+
+
+def _timed(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def _windows(cfg):
+    """The point's windows as run_simulation replays them."""
+    from ..modes import MODES
+    from ..simulation import load_run_windows
+    windows = load_run_windows(cfg)
+    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
+        windows = windows[:1]
+    return windows
+
+
+def unit_plan(task: dict) -> dict:
+    from ..modes.placement import CANDIDATES, needs_tuning, resolve_placement, tuning_configs
+    cfg = task_config(task)
+    n_windows = len(_windows(cfg))
+    candidates = None
+    if needs_tuning(cfg):
+        cfgs = tuning_configs(cfg)
+        candidates = [cfgs[c] for c in CANDIDATES]
+    elif cfg.pim.enabled:
+        resolve_placement(cfg)   # pinned or unused: checked here as run_simulation does
+    return {"config": cfg, "n_windows": n_windows, "candidates": candidates}
+
+
+def unit_tune(candidate_cfg):
+    from ..modes.placement import _candidate
+    return _candidate(candidate_cfg)
+
+
+def unit_window(cfg, placement, index: int):
+    from ..modes.placement import remember_placement
+    from ..simulation import _run_window_rows
+    if placement is not None:
+        remember_placement(cfg, placement)
+    return _run_window_rows(cfg, _windows(cfg)[index][1], index)
+
+
+def unit_finish(cfg, placement, out_dir: str, results: list, wall_s: float, events: bool = False) -> dict:
+    from ..modes.placement import remember_placement
+    from ..output import write_run
+    from ..simulation import combine_windows
+    if placement is not None:
+        remember_placement(cfg, placement)
+    t0 = time.perf_counter()
+    result = combine_windows(cfg, results, [p for p, _ in _windows(cfg)])
+    wall_s += time.perf_counter() - t0
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stale = out / ERROR          # an earlier attempt's error (run_point removes it the same way)
+    if stale.exists():
+        stale.unlink()
+    write_run(result, cfg, out, wall_s, events=events)
+    return {"status": "ok", "wall_time_s": wall_s}
+
+
+class _Point:
+    """A point in progress: what its finished units returned, and how many are still out."""
+    __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "n_windows", "results", "left", "wall_s")
+
+    def __init__(self, task: dict):
+        self.task = task
+        self.cfg = None
+        self.placement = None
+        self.outcomes: list = []     # tuning outcome per placement candidate
+        self.tunes_left = 0
+        self.n_windows = 0
+        self.results: list = []      # window results, by window index
+        self.left = 0                # windows not finished
+        self.wall_s = 0.0            # the units' times so far
+
+
+def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], pool: cf.Executor,
+              check_interrupt: Callable[[], None] = lambda: None) -> list[dict]:
+    """Run ``tasks`` as units on ``pool`` (``workers`` processes); call ``on_done`` per finished
+    point. Returns the tasks left to the whole-point path: points a unit failed for, and every
+    point not finished when the pool broke."""
+    pending = deque(tasks)
+    ready: list[tuple] = []                 # (priority, seq, point id, kind, fn, args)
+    seq = itertools.count()
+    points: dict[int, _Point] = {}
+    running: dict[cf.Future, tuple[int, str, Any]] = {}
+    fallback: list[dict] = []
+    ids = itertools.count()
+    max_open = 2 * workers
+
+    def push(prio, pid, kind, fn, *args):
+        heapq.heappush(ready, (prio, next(seq), pid, kind, fn, args))
+
+    def fail(pid):
+        pt = points.pop(pid, None)
+        if pt is not None:
+            fallback.append(pt.task)
+
+    def queue_windows(pid, pt):
+        pt.results = [None] * pt.n_windows
+        pt.left = pt.n_windows
+        for i in range(pt.n_windows):
+            push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i)
+
+    try:
+        while pending or ready or running:
+            check_interrupt()
+            while len(running) < workers:
+                if not ready and pending and len(points) < max_open:
+                    pid = next(ids)
+                    points[pid] = _Point(pending.popleft())
+                    push(_PLAN, pid, "plan", unit_plan, points[pid].task)
+                if not ready:
+                    break
+                _prio, _s, pid, kind, fn, args = heapq.heappop(ready)
+                if pid not in points:      # its point went to the whole-point path meanwhile
+                    continue
+                running[pool.submit(_timed, fn, *args)] = (pid, kind)
+            if not running:
+                continue
+            done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                pid, kind = running.pop(fut)
+                pt = points.get(pid)
+                try:
+                    value, unit_s = fut.result()
+                except BrokenProcessPool:
+                    raise
+                except Exception:  # noqa: BLE001 - the whole-point path reports it exactly
+                    fail(pid)
+                    continue
+                if pt is None:
+                    continue
+                pt.wall_s += unit_s
+                if kind == "plan":
+                    pt.cfg = value["config"]
+                    pt.n_windows = value["n_windows"]
+                    if value["candidates"] is not None:
+                        pt.outcomes = [None] * len(value["candidates"])
+                        pt.tunes_left = len(value["candidates"])
+                        for k, ccfg in enumerate(value["candidates"]):
+                            push(_TUNE, pid, ("tune", k), unit_tune, ccfg)
+                    else:
+                        queue_windows(pid, pt)
+                elif kind[0] == "tune":
+                    pt.outcomes[kind[1]] = value
+                    pt.tunes_left -= 1
+                    if pt.tunes_left == 0:
+                        from ..modes.placement import choose_placement
+                        try:
+                            pt.placement = choose_placement(pt.cfg, pt.outcomes)
+                        except Exception:  # noqa: BLE001 - nothing fits: the whole-point path says so
+                            fail(pid)
+                            continue
+                        queue_windows(pid, pt)
+                elif kind[0] == "window":
+                    pt.results[kind[1]] = value
+                    pt.left -= 1
+                    if pt.left == 0:
+                        push(_FINISH, pid, "finish", unit_finish, pt.cfg, pt.placement, pt.task["dir"],
+                             pt.results, pt.wall_s, bool(pt.task.get("events", False)))
+                else:   # finish
+                    points.pop(pid)
+                    on_done({"hash": pt.task["hash"], **value})
+    except BrokenProcessPool:
+        fallback.extend(pt.task for pt in points.values())
+        fallback.extend(pending)
+        points.clear()
+        pending.clear()
+    return fallback
+

@@ -1,0 +1,209 @@
+"""Sweep points split into units (ahasd_sim.sweep.split): the same files as one point per worker,
+the unit graph of a point, the scheduling order, and the fall-back to the whole-point path."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ahasd_sim.sweep import split
+from ahasd_sim.sweep.runner import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPEC = """\
+name: split
+base:
+  config: {root}/hw_configs/ahasd_mobile.yaml
+  set:
+    run.trace: traces/qwc-0.5b-1.5b_greedy_smoke.npz
+    run.generated_tokens: 24
+    run.windows: 2
+    run.timeline: false
+    tuning.trace: traces/qwc-0.5b-1.5b_greedy_smoke.npz
+    tuning.generated_tokens: 16
+    tuning.windows: 2
+modes: [ahasd, operator_sync]
+axes:
+  pim.ranks: [16, 2]
+"""
+
+
+def _spec(tmp_path):
+    p = tmp_path / "split.yaml"
+    p.write_text(SPEC.format(root=ROOT))
+    return p
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    files = {}
+    for f in sorted((out / "points").rglob("*")):
+        if f.is_file() and f.name != "meta.json":
+            rel = str(f.relative_to(out))
+            data = f.read_bytes()
+            if f.name == "error.json":   # the traceback names frames of the path that raised
+                rec = json.loads(data)
+                data = json.dumps({k: rec[k] for k in ("type", "message", "input_error")}).encode()
+            files[rel] = data
+    return files
+
+
+def test_split_points_write_the_files_of_whole_points(tmp_path):
+    """Tuned (auto placement) points, a mode without tuning and points no placement fits
+    (pim.ranks 2: their error comes from the whole-point path the failed unit hands them to):
+    every file but meta.json is byte-identical, and so is results.csv without the wall times."""
+    spec = _spec(tmp_path)
+    a = run_sweep(spec, tmp_path / "split", workers=2, progress=False, split_points=True)
+    b = run_sweep(spec, tmp_path / "whole", workers=2, progress=False, split_points=False)
+    fa, fb = _files(tmp_path / "split"), _files(tmp_path / "whole")
+    assert fa.keys() == fb.keys() and fa == fb
+    ta = pd.read_csv(tmp_path / "split" / "results.csv").drop(columns=["wall_time_s"])
+    tb = pd.read_csv(tmp_path / "whole" / "results.csv").drop(columns=["wall_time_s"])
+    pd.testing.assert_frame_equal(ta, tb)
+    assert sorted(ta["status"]) == ["failed", "failed", "ok", "ok"]
+    assert a.n_computed == b.n_computed == 4
+    tuned = [json.loads(p.read_text()) for p in (tmp_path / "split" / "points").glob("*/summary.json")]
+    assert {s["pim_placement"]["chosen_by"] for s in tuned} == {"tuned"}
+    for p in (tmp_path / "split" / "points").glob("*/meta.json"):   # wall time: the sum of the units' times
+        assert json.loads(p.read_text())["wall_time_s"] > 0
+
+
+class _Recorder:
+    """Stand-in units: a point with ``tune`` candidates and ``windows`` windows; records the
+    order in which units start."""
+
+    def __init__(self, monkeypatch, tune=4, windows=3, fail_plan=(), fail_window=()):
+        self.log: list[tuple] = []
+        rec = self
+
+        def plan(task):
+            rec.log.append(("plan", task["hash"]))
+            if task["hash"] in fail_plan:
+                raise RuntimeError("plan failed")
+            return {"config": task["hash"], "n_windows": windows,
+                    "candidates": [f"{task['hash']}-c{k}" for k in range(tune)] if tune else None}
+
+        def tune_unit(ccfg):
+            rec.log.append(("tune", ccfg))
+            return {"throughput_tok_s": float(ccfg[-1])}
+
+        def window(cfg, placement, i):
+            rec.log.append(("window", cfg, i, placement))
+            if (cfg, i) in fail_window:
+                raise RuntimeError("window failed")
+            return f"{cfg}-w{i}"
+
+        def finish(cfg, placement, out_dir, results, wall_s, events=False):
+            rec.log.append(("finish", cfg, tuple(results)))
+            return {"status": "ok", "wall_time_s": wall_s}
+
+        def choose(cfg, outcomes):
+            return ("chosen", cfg, tuple(o["throughput_tok_s"] for o in outcomes))
+
+        monkeypatch.setattr(split, "unit_plan", plan)
+        monkeypatch.setattr(split, "unit_tune", tune_unit)
+        monkeypatch.setattr(split, "unit_window", window)
+        monkeypatch.setattr(split, "unit_finish", finish)
+        import ahasd_sim.modes.placement as placement
+        monkeypatch.setattr(placement, "choose_placement", choose)
+
+
+def _tasks(n):
+    return [{"hash": f"p{i}", "dir": f"/nonexistent/p{i}"} for i in range(n)]
+
+
+def test_unit_graph_of_a_tuned_point_in_order(monkeypatch):
+    """One worker (a one-thread pool): plan, the 4 candidates, then each window with the
+    placement chosen from all four outcomes, then finish with the windows in index order;
+    the second point starts only when the first is done (with one worker a unit of the open
+    point is always ready until its finish)."""
+    r = _Recorder(monkeypatch, tune=4, windows=2)
+    done = []
+    with cf.ThreadPoolExecutor(1) as pool:
+        left = split.run_split(_tasks(2), 1, done.append, pool)
+    assert left == []
+    chosen = ("chosen", "p0", (0.0, 1.0, 2.0, 3.0))
+    assert r.log[:8] == [("plan", "p0"), ("tune", "p0-c0"), ("tune", "p0-c1"), ("tune", "p0-c2"), ("tune", "p0-c3"),
+                         ("window", "p0", 0, chosen), ("window", "p0", 1, chosen), ("finish", "p0", ("p0-w0", "p0-w1"))]
+    assert r.log[8] == ("plan", "p1") and len(r.log) == 16
+    assert [d["hash"] for d in done] == ["p0", "p1"] and all(d["status"] == "ok" for d in done)
+
+
+def test_units_of_open_points_go_before_new_points_and_open_points_are_bounded(monkeypatch):
+    """Two workers, ten untuned points of three windows: a plan starts only when no window or
+    finish is ready, and never more than 2 x workers points are open at once."""
+    r = _Recorder(monkeypatch, tune=0, windows=3)
+    done = []
+    with cf.ThreadPoolExecutor(2) as pool:
+        left = split.run_split(_tasks(10), 2, done.append, pool)
+    assert left == [] and sorted(d["hash"] for d in done) == sorted(f"p{i}" for i in range(10))
+    open_points, peak = set(), 0
+    for entry in r.log:
+        if entry[0] == "plan":
+            open_points.add(entry[1])
+        elif entry[0] == "finish":
+            open_points.discard(entry[1])
+        peak = max(peak, len(open_points))
+    assert peak <= 4
+    finishes = [e for e in r.log if e[0] == "finish"]
+    assert all(e[2] == tuple(f"{e[1]}-w{i}" for i in range(3)) for e in finishes)
+
+
+def test_a_failed_unit_hands_its_point_to_the_whole_point_path(monkeypatch):
+    r = _Recorder(monkeypatch, tune=2, windows=2, fail_plan={"p1"}, fail_window={("p2", 1)})
+    done = []
+    with cf.ThreadPoolExecutor(1) as pool:
+        left = split.run_split(_tasks(4), 1, done.append, pool)
+    assert [t["hash"] for t in left] == ["p1", "p2"]
+    assert [d["hash"] for d in done] == ["p0", "p3"]
+    assert not any(e[0] == "finish" and e[1] in ("p1", "p2") for e in r.log)
+
+
+class _BrokenAfter(cf.ThreadPoolExecutor):
+    """A pool whose futures fail with BrokenProcessPool from the ``n``-th submission on."""
+
+    def __init__(self, n):
+        super().__init__(1)
+        self.n = n
+
+    def submit(self, fn, *args):
+        self.n -= 1
+        if self.n < 0:
+            fut = cf.Future()
+            fut.set_exception(__import__("concurrent.futures.process").futures.process.BrokenProcessPool("a worker died"))
+            return fut
+        return super().submit(fn, *args)
+
+
+def test_a_broken_pool_hands_every_unfinished_point_back(monkeypatch):
+    """Point p0 finishes with its 1 + 2 + 1 units; the 5th submission (p1's plan) breaks the
+    pool: p1 and the not yet started p2 go back, in order, and only p0 is reported."""
+    _Recorder(monkeypatch, tune=0, windows=2)
+    done = []
+    pool = _BrokenAfter(4)
+    try:
+        left = split.run_split(_tasks(3), 1, done.append, pool)
+    finally:
+        pool.shutdown()
+    assert [d["hash"] for d in done] == ["p0"]
+    assert [t["hash"] for t in left] == ["p1", "p2"]
+
+
+@pytest.mark.parametrize("flag, expected", [([], True), (["--whole-points"], False)])
+def test_cli_whole_points_flag(monkeypatch, tmp_path, flag, expected):
+    from ahasd_sim import __main__ as cli
+    from ahasd_sim.sweep import runner
+    seen = {}
+
+    def fake_run_sweep(spec, out, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(runner, "run_sweep", fake_run_sweep)
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--config", str(ROOT / "hw_configs/sweeps/smoke.yaml"), "--out", str(tmp_path / "o"),
+                  "--no-progress", *flag])
+    assert seen["split_points"] is expected
