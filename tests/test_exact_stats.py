@@ -280,3 +280,20 @@ def test_fmt_ci_and_ci_fields():
     assert stats.ci_fields("x", 2.0, [1.0, 3.0]) == {"x": 2.0, "x_ci95": [1.0, 3.0], "x_ci95_low": 1.0,
                                                       "x_ci95_high": 3.0}
     assert stats.ci_fields("x", 2.0, None) == {"x": 2.0, "x_ci95": None, "x_ci95_low": 2.0, "x_ci95_high": 2.0}
+
+
+def test_percentile_of_one_finite_draw_is_that_draw():
+    """[3, nan]: one finite draw; both quantiles are 3 (not the point 5)."""
+    assert stats._percentile(5.0, np.array([3.0, np.nan])) == [3.0, 3.0]
+
+
+@pytest.mark.filterwarnings("error")
+def test_intervals_with_zero_denominators_in_a_resample_raise_no_warning():
+    """num [0, 1], den [0, 1]: a resample of window 0 twice is 0 / 0 (NaN, dropped); num [1, 1],
+    den [0, 1]: 2 / 0 (inf, dropped). Seed 0, 4 resamples of 2 windows: default_rng(0).integers(0,
+    2, (4, 2)) = [[1 1] [1 0] [0 0] [0 0]] -> draws 1, 1/1 = 1 (0+1 / 0+1), nan, nan -> [1, 1];
+    and 1, 2, inf, inf -> finite [1, 2] -> [1.025, 1.975]. Paired the same way."""
+    assert stats.ratio_ci([0.0, 1.0], [0.0, 1.0], n_resamples=4, seed=0) == (1.0, [1.0, 1.0])
+    assert stats.ratio_ci([1.0, 1.0], [0.0, 1.0], n_resamples=4, seed=0) == (2.0, [ex(1.025), ex(1.975)])
+    p, ci = stats.paired_ratio_ci([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0], n_resamples=4, seed=0)
+    assert p == 1.0 and ci == [1.0, 1.0]
