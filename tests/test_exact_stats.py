@@ -297,3 +297,46 @@ def test_intervals_with_zero_denominators_in_a_resample_raise_no_warning():
     assert stats.ratio_ci([1.0, 1.0], [0.0, 1.0], n_resamples=4, seed=0) == (2.0, [ex(1.025), ex(1.975)])
     p, ci = stats.paired_ratio_ci([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0], n_resamples=4, seed=0)
     assert p == 1.0 and ci == [1.0, 1.0]
+
+
+def test_totals_derives_from_exactly_the_two_columns_it_needs():
+    """A table holding only makespan and prefill (or only energy per token and tokens) still
+    derives decode time [2] (or decode energy [3 x 0.5 = 1.5])."""
+    assert stats.totals({"makespan_s": [3.0], "prefill_s": [1.0]}, "decode_makespan_s").tolist() == [2.0]
+    assert stats.totals({"energy_per_token_j": [0.5], "generated_tokens": [3.0]}, "decode_energy_j").tolist() == [1.5]
+
+
+def test_object_columns_give_float_totals_and_the_same_intervals():
+    """A windows table whose columns came out as object dtype (e.g. built from rows holding None
+    elsewhere) gives float64 totals, derived ones too, and the same intervals as float input."""
+    obj = pd.DataFrame({"makespan_s": pd.Series([3.0, 5.0], dtype=object),
+                        "prefill_s": pd.Series([1.0, 2.0], dtype=object),
+                        "energy_per_token_j": pd.Series([0.5, 0.25], dtype=object),
+                        "generated_tokens": pd.Series([4, 8], dtype=object)})
+    for name in ("decode_makespan_s", "decode_energy_j", "generated_tokens"):
+        assert stats.totals(obj, name).dtype == np.float64
+    assert stats.totals(obj, "decode_makespan_s").tolist() == [2.0, 3.0]
+    num, den = np.array(NUM, dtype=object), np.array(DEN, dtype=object)
+    assert stats.ratio_ci(num, den, n_resamples=4, seed=5) == (1.75, [ex(4 / 3 + 0.03125), ex(1.985)])
+    one = np.array([1.0, 1.0, 1.0], dtype=object)
+    p, ci = stats.paired_ratio_ci(num, den, one, np.array([1.0, 2.0, 1.0], dtype=object), n_resamples=4, seed=5)
+    assert p == ex(7 / 3) and ci == [ex(16.015 / 9), ex(7 / 3 + 0.925)]
+
+
+def test_interval_without_any_finite_resample_is_the_point_twice():
+    """Decode time 0 in every window: the rate is 0 (no positive denominator) and every resample
+    divides by 0: the interval is [0, 0]. Paired with a zero-time a: 0 / 1 = 0, draws inf."""
+    assert stats.ratio_ci([1.0, 1.0], [0.0, 0.0]) == (0.0, [0.0, 0.0])
+    assert stats.paired_ratio_ci([1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]) == (0.0, [0.0, 0.0])
+
+
+def test_paired_interval_needs_two_windows_per_stratum():
+    assert stats.paired_ratio_ci(NUM, DEN, NUM, DEN, strata=["a", "a", "b"]) == (1.0, None)
+
+
+@pytest.mark.filterwarnings("error")
+def test_paired_interval_with_a_zero_time_resample_raises_no_warning():
+    """a: num [1 1], den [0 1]; b: all 1. Seed 0, 4 resamples ([1 1], [1 0], [0 0], [0 0]):
+    a's draws 1, 2, inf, inf over b's 1 -> finite [1, 2] -> [1.025, 1.975]; point 2 / 1."""
+    p, ci = stats.paired_ratio_ci([1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0], n_resamples=4, seed=0)
+    assert p == 2.0 and ci == [ex(1.025), ex(1.975)]

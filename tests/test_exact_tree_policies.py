@@ -401,25 +401,26 @@ def test_specfit_expert_blind_objective():
 
 
 def test_specfit_rates_and_observations_after_each_round():
-    """gate_ema 0.25. Speculative rounds: drafting 0.5 s, verify 1.5 s, 1 accepted -> 2 tokens / 2 s
-    = 1 (first: taken as is); drafting 0.5, verify 0.5, 3 accepted -> 4 / 1 = 4 -> 0.75 x 1 +
-    0.25 x 4 = 1.75. Root-only rounds (drafting 0): 1 / 0.25 = 4; 1 / 0.5 = 2 -> 0.75 x 4 + 0.25 x 2
+    """gate_ema 0.25. Speculative rounds: drafting 0.5 s, verify 0.5 s, 1 accepted -> 2 tokens / 1 s
+    = 2 (first: taken as is); drafting 0.5, verify 0.5, 3 accepted -> 4 / 1 = 4 -> 0.75 x 2 +
+    0.25 x 4 = 2.5. Root-only rounds (drafting 0): 1 / 0.25 = 4; 1 / 0.5 = 2 -> 0.75 x 4 + 0.25 x 2
     = 3.5. A round with no verify time records nothing. Observations (nodes + 1, verify s)."""
     pol = policy("specfit", gate_ema=0.25)
     pol.select(view_of(**SF))
-    pol.on_tree_verified(2, 1, 1, 1.5)
-    assert pol._spec_rate == 1.0 and pol._ar_rate is None
+    pol.on_tree_verified(2, 1, 1, 0.5)
+    assert pol._spec_rate == 2.0 and pol._ar_rate is None
     pol.on_tree_verified(2, 3, 2, 0.5)
-    assert pol._spec_rate == 1.75
+    assert pol._spec_rate == 2.5
     pol.select(view_of(**dict(SF, draft_s=0.0)))
     pol.on_tree_verified(0, 0, 0, 0.25)
     assert pol._ar_rate == 4.0
     pol.on_tree_verified(0, 0, 0, 0.5)
-    assert pol._ar_rate == 3.5 and pol._spec_rate == 1.75
+    assert pol._ar_rate == 3.5 and pol._spec_rate == 2.5
     pol.on_tree_verified(1, 1, 1, 0.0)
-    assert pol._obs == [(3, 1.5), (3, 0.5), (1, 0.25), (1, 0.5)]
-    assert pol.round_lengths == [2, 2, 0, 0, 1] and pol.levels_drafted == [1, 2, 0, 0, 1]
-    assert pol._spec_rate == 1.75 and pol._ar_rate == 3.5
+    pol.on_tree_verified(1, 1, 1)                           # verify time left out: 0
+    assert pol._obs == [(3, 0.5), (3, 0.5), (1, 0.25), (1, 0.5)]
+    assert pol.round_lengths == [2, 2, 0, 0, 1, 1] and pol.levels_drafted == [1, 2, 0, 0, 1, 1]
+    assert pol._spec_rate == 2.5 and pol._ar_rate == 3.5
 
 
 def test_specfit_speculation_gate():
@@ -455,3 +456,85 @@ def test_specfit_statistics():
     s = pol.stats()
     assert s["mean_dinkelbach_iterations"] == 1.5 and s["stops_by_rule"] == 3 and s["gated_rounds"] == 4
     assert "mean_nodes_verified" in s
+
+
+def test_tree_policies_keep_config_and_rng_and_read_params_only_from_tree_policy():
+    """The run's generator and policy section are kept as given (DraftPolicy contract); a tree
+    policy's parameters come only from configure(tree_policy), none before it. Keywords work."""
+    from ahasd_sim.policies.specfit import SpecFit
+    rng = np.random.default_rng(7)
+    cfg = SimpleNamespace(min_tokens=2, max_tokens=5, specfit="not this")
+    pol = SpecFit(config=cfg, rng=rng, fit_data=None)
+    assert pol.config is cfg and pol.rng is rng and pol.params is None
+    for name in ("eagle_fixed", "eagle_dynamic", "ecospec", "expert_budget"):
+        p = make_policy(name, cfg, rng)
+        assert p.config is cfg and p.rng is rng and p.params is None
+
+
+def test_every_tree_policy_selects_nothing_before_the_first_level():
+    """Drafted depth 0: no node available -> an empty selection."""
+    v = view_of(**ECO, drafted_depth=0)
+    for name in ("eagle_fixed", "eagle_dynamic", "ecospec", "expert_budget", "specfit"):
+        assert policy(name).select(v) == []
+
+
+def test_ecospec_remembers_every_chosen_node_s_experts():
+    """Expert 0 resident and the root's; c0 1, c1 0.125, c2 0.125, fetch 1 -> T_ref 1.25, a new
+    expert 1.125. Chain 1 (P .75, expert 1) -> 2 (P .75, expert 2) -> 3 (P .1875, expert 1).
+    mu 0.5: 1 scores .75 - 0.5 x 1.25/1.25 = .25, 2 likewise; 3 needs expert 1, already paid by
+    1: .1875 - 0.5 x 0.125/1.25 = .1375 > 0 -> {1, 2, 3} (forgetting 1's experts once 2 is taken
+    would charge 3 the copy: .1875 - 0.5 < 0)."""
+    lm = LinearVerifyModel(c0_s=1.0, c1_s=0.125, c2_s=0.125, fetch_s=1.0, n_layers=1)
+    v = view_of([-1, 0, 1, 2], [1.0, 0.75, 1.0, 0.25], [[[0]], [[1]], [[2]], [[1]]],
+                [[True, False, False, False]], lm)
+    assert policy("ecospec", mu=0.5).select(v) == [1, 2, 3]
+
+
+def test_expert_budget_accumulates_copies_over_chosen_nodes():
+    """L 2, nothing resident, the root routes expert 0 in both layers; budget 1. Chain 1 (layer 0
+    expert 1: [1, 0]) -> 2 (layer 1 expert 1: [0, 1]; total [1, 1]) -> 3 (layer 0 expert 2:
+    would make [2, 1]) -> {1, 2}."""
+    v = view_of([-1, 0, 1, 2], [1.0, 0.5, 0.5, 0.5], [[[0], [0]], [[1], [0]], [[0], [1]], [[2], [0]]],
+                [[False] * 3] * 2, LM0)
+    assert policy("expert_budget", budget_experts_per_layer=1).select(v) == [1, 2]
+
+
+def test_specfit_tolerance_is_the_configured_one():
+    """A Dinkelbach tolerance of 10 accepts the root-only ratio at once: nothing selected (at the
+    default 1e-9: {1, 3}, or {1} expert-blind)."""
+    v = view_of(**SF)
+    assert policy("specfit", tolerance=10.0)._solve(v) == (1 / 1.75, [])
+    assert policy("specfit", tolerance=10.0, expert_term=False)._solve(v) == (1 / 3.375, [])
+
+
+def test_specfit_expert_blind_stop_rule_bound():
+    """expert_term false, depth 1 of 2 drafted (nodes 1, 2): T(S) = 0.5 + 1.875 + 1 (|S| + 1)
+    (profile above) -> incumbent {1} at 1.5 / 4.375 = 0.343. Bound: E + 0.75, T + x. x = 0.5:
+    {1} 2.25 / 4.875 = 0.46 > 0.343, continue. x = 3: {1} 2.25 / 7.375 = 0.305, {1, 2} 2.5 / 8.375,
+    {} 1.75 / 6.375: all below, stop. Iterations are counted as integers."""
+    pol = policy("specfit", expert_term=False)
+    assert pol.continue_drafting(view_of(**SF, drafted_depth=1, next_level_s=0.5)) is True
+    assert pol._best == [1]
+    assert pol.continue_drafting(view_of(**SF, drafted_depth=1, next_level_s=3.0)) is False
+    assert pol.stops_by_rule == 1 and len(pol.dinkelbach_iterations) == 2
+    assert all(type(i) is int and i >= 1 for i in pol.dinkelbach_iterations)
+    assert pol.stats()["mean_dinkelbach_iterations"] >= 1.0
+
+
+def test_specfit_blind_costs_fetch_scaling_and_a_flat_fit():
+    """fetch 2: per layer 0.125 + 0.75 x 2 = 1.625; L 1, k 1: a = 1 + 1.625, b = 0.125 + 1.625.
+    Observations with equal times (slope exactly 0) fall back to the profile: a zero per-node
+    cost would make every node free."""
+    lm = LinearVerifyModel(c0_s=1.0, c1_s=0.125, c2_s=0.125, fetch_s=2.0, n_layers=1)
+    v = view_of([-1, 0], [1.0, 0.5], [[[0]], [[1]]], [[True, False, False, False]], lm)
+    pol = policy("specfit", expert_term=False)
+    assert pol._blind_costs(v) == (2.625, 1.75)
+    pol._obs = [(1, 0.0), (2, 0.0)]
+    assert pol._blind_costs(v) == (2.625, 1.75)
+
+
+def test_specfit_rate_of_a_round_verified_without_a_select():
+    """No select this round: drafting time 0 -> 2 tokens / (0 + 1 s) = 2 tok/s."""
+    pol = policy("specfit")
+    pol.on_tree_verified(1, 1, 1, 1.0)
+    assert pol._spec_rate == 2.0
