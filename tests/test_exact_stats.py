@@ -340,3 +340,18 @@ def test_paired_interval_with_a_zero_time_resample_raises_no_warning():
     a's draws 1, 2, inf, inf over b's 1 -> finite [1, 2] -> [1.025, 1.975]; point 2 / 1."""
     p, ci = stats.paired_ratio_ci([1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [1.0, 1.0], n_resamples=4, seed=0)
     assert p == 2.0 and ci == [ex(1.025), ex(1.975)]
+
+
+# ------------------------------------------------------------------ window placement (simulation.py)
+def test_disjoint_window_placement_by_hand():
+    """Prompt starts [0 4 8 12 16 30], 40 positions, windows of 10: greedy count 0 (to 10), 12 (to
+    22), 30 (to 40) = 3. Three windows aimed at the evenly spread fitting starts fits[0, round(2.5)
+    = 2, 5] = 0, 8, 30; latest starts that leave room for the rest: 30, 16, 4. Window 0 at 0;
+    window 1 at the first start >= max(10, 8) = 12 (8 would overlap); window 2 at 30."""
+    from ahasd_sim.simulation import disjoint_window_starts, max_disjoint_windows
+    starts = [0, 4, 8, 12, 16, 30]
+    assert max_disjoint_windows(starts, 40, 10) == 3
+    assert max_disjoint_windows(starts, 39, 10) == 2            # 30 + 10 > 39
+    assert disjoint_window_starts(starts, 40, 10, 3) == [0, 12, 30]
+    # evenly spread and already disjoint: exactly them (aims 0, 20, 40)
+    assert disjoint_window_starts([0, 10, 20, 30, 40], 50, 10, 3) == [0, 20, 40]

@@ -538,3 +538,12 @@ def test_specfit_rate_of_a_round_verified_without_a_select():
     pol = policy("specfit")
     pol.on_tree_verified(1, 1, 1, 1.0)
     assert pol._spec_rate == 2.0
+
+
+def test_accepted_length_follows_the_confirmed_path_of_the_selection():
+    """Root children 1 (rejected) and 2 (confirmed); 3 under 1, 4 under 2 (both confirmed).
+    Selecting {1, 2, 3, 4}: 2 then 4 -> 2 tokens; {1, 3}: 1 is rejected -> 0; {2}: 1; {1, 2, 3}: 1."""
+    from ahasd_sim.moe.tree import accepted_length
+    t = DraftTree(parent=np.array([-1, 0, 0, 1, 2]), q_prob=np.full(5, 0.5),
+                  correct=np.array([True, False, True, True, True]), experts=np.zeros((5, 1, 1), int))
+    assert [accepted_length(t, s) for s in ([1, 2, 3, 4], [1, 3], [2], [1, 2, 3], [])] == [2, 0, 1, 1, 0]
