@@ -387,9 +387,9 @@ def test_specfit_blind_costs_profile_and_least_squares():
 def test_specfit_expert_blind_objective():
     """expert_term false on the SpecFit tree: profile a = 1 + 0.875 = 1.875 (miss 0.75, L = k =
     1), b = 0.125 + 0.875 = 1; T(S) = 0.5 + a + b (|S| + 1): {} 1/3.375, {1} 1.5/4.375 = 0.343,
-    {1, 3} 1.75/5.375 = 0.326, {1, 2, 3} 2/6.375 -> {1}. With observed b = 0.0625, a = 1 (sizes
-    1 and 3 at 1.0625 and 1.1875 s): {1, 3}: 1.75 / (0.5 + 1 + 0.0625 x 3) = 1.75/1.6875 beats {1}
-    1.5/1.625 and {1, 2, 3} 2/1.75 -> {1, 2, 3}: 2 / 1.75."""
+    {1, 3} 1.75/5.375 = 0.326, {1, 2, 3} 2/6.375 -> {1}. With a least-squares fit instead (sizes
+    1 and 3 at 1.0625 and 1.1875 s: b = 0.0625, a = 1), T(S) = 0.5 + 1 + 0.0625 (|S| + 1): {1}
+    1.5/1.625 = 0.92, {1, 3} 1.75/1.6875 = 1.04, {1, 2, 3} 2/1.75 = 1.14 -> {1, 2, 3}."""
     pol = policy("specfit", expert_term=False)
     v = view_of(**SF)
     ratio, sel = pol._solve(v)
