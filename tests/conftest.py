@@ -19,9 +19,12 @@ def _cold_cost_caches_under_mutation_testing():
     coverage it records would miss every test that only hit a cache. Plain runs keep them."""
     if os.environ.get("MUTANT_UNDER_TEST"):
         from ahasd_sim.modes import costs
+        # (costs._SCALED was removed from costs.py; clearing it made every mutmut run fail at
+        # its first test, in the stats collection. The tree policies and metrics/stats keep no
+        # process-wide cache: nothing of theirs to clear.)
         costs._OP_COST_CACHE.clear()
         costs._TASK_COST_TABLES.clear()
-        costs._SCALED.clear()
+        costs._OPS_CACHE.clear()
         costs._affine_ops.cache_clear()
     yield
 
