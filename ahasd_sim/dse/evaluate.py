@@ -331,10 +331,10 @@ class Executor:
             return
         if self.executor == "dask":
             runner._run_dask(tasks, self.workers, self.scheduler, on_done, client=self._dask_client())
-        elif self.workers == 1 or len(tasks) == 1:
+        elif self.workers == 1:
             runner._run_serial(tasks, on_done)
-        else:
-            runner._run_local(tasks, min(self.workers, len(tasks)), on_done)
+        else:   # a batch's points' tuning runs and windows spread over every worker (sweep/split.py)
+            runner._run_local(tasks, self.workers, on_done, split=True)
 
     def close(self) -> None:
         for obj in self._own:
