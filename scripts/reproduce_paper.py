@@ -76,11 +76,13 @@ def make_figures(df, out: Path, main_points: Path, tl_result) -> dict[str, list[
     from ahasd_sim.plots.distributions import plot_distributions
     fig_dir = out / "figures"
     figs: dict[str, list[Path]] = {}
+    wt = paper.window_table(df, main_points)      # the bars' 95% intervals: bootstrap over these windows
+    wt = wt if len(wt) else None
     figs["Ablation ladder (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
         paper={"throughput_tok_s": paper.PAPER["ladder_throughput"], "tokens_per_j": paper.PAPER["ladder_energy_eff"]})
     figs["Comparison with baselines (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
         paper={"throughput_tok_s": {"ahasd": paper.PAPER["ladder_throughput"]["ahasd"]},
                "tokens_per_j": {"ahasd": paper.PAPER["ladder_energy_eff"]["ahasd"]}})
     # Gantt: the timeline sweep's points, one per variant.
