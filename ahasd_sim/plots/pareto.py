@@ -79,12 +79,14 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
         ax.step(px[order], py[order], where="post" if (x_dir == "maximize") != (y_dir == "maximize") else "pre",
                 color="black", linewidth=1.0, zorder=3)
         fc = list(point_colors[m2]) if point_colors is not None else [color(0)] * int(m2.sum())
-        ax.scatter(px, py, s=34, c=fc, edgecolors="black", linewidths=0.9, zorder=4)
-        extra_handles = [Line2D([], [], color="black", linewidth=1.0, marker="o", markersize=5,
-                                          markerfacecolor="white", markeredgecolor="black",
-                                          label=f"2-D front ({int(m2.sum())}), colour = {color_by or 'point'}")]
+        front_label = f"2-D front ({int(m2.sum())})" + (f", colour = {color_by}" if point_colors is not None else "")
+        ax.scatter(px, py, s=34, c=fc, edgecolors="black", linewidths=0.9, zorder=4, label=front_label)
+        # its legend entry: a neutral ringed marker on the staircase (the scatter's handle shows
+        # only the first point's colour, as if the front were one pair's)
+        proxy = {front_label: Line2D([], [], color="black", linewidth=1.0, marker="o", markersize=5,
+                                     markerfacecolor="white", markeredgecolor="black", label=front_label)}
     else:
-        extra_handles = []
+        proxy = {}
     if has_ci.any():
         ci_front = ci_pareto_mask(np.c_[xs, ys], np.c_[hx, hy], [x_dir, y_dir])
         e = m2 | ci_front
@@ -119,8 +121,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     if title:
         ax.set_title(title)
     handles, labels = ax.get_legend_handles_labels()
-    handles += extra_handles
-    labels += [h.get_label() for h in extra_handles]
+    handles = [proxy.get(lab, h) for h, lab in zip(handles, labels)]
     note = "error bars: 95% CI over whole trace windows" if has_ci.any() else \
         "no error bars: the trials have no window samples (one value each)"
     _legend_below(fig, handles, labels, note)
