@@ -172,6 +172,8 @@ def test_pareto_front_keeps_pair_colours_with_intervals_and_unit_labels(monkeypa
     legend = fig.legends[0]
     _legend_clear(fig, legend, [ax.title, ax.xaxis.label, *ax.get_xticklabels()])
     assert any("95% CI" in t.get_text() for t in fig.texts)
+    for t in legend.get_texts():
+        _no_key(t.get_text())
 
 
 def test_pareto_without_intervals_says_so(monkeypatch, tmp_path):
@@ -310,6 +312,7 @@ def test_sweep_lines_legend_clear_of_title(monkeypatch, tmp_path):
     ax = fig.axes[0]
     leg = ax.get_legend()
     assert leg.get_title().get_text() == "Variant"
+    assert [t.get_text() for t in leg.get_texts()] == ["ahasd", "GPU only"]     # gpu_only as words
     _legend_clear(fig, leg, [ax.title, *fig.texts])
 
 

@@ -203,8 +203,8 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     groups = [g for g in dict.fromkeys(tab["group"]) if g != MEAN_GROUP] + [MEAN_GROUP]
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(6.5, 1.1 * len(groups) * max(1, len(bars)) / 3), 2.6 * len(metrics)),
                              squeeze=False)
-    from .sweep_plots import words
-    bar_labels = {b: (bar_labels or {}).get(b) or words(b) for b in bars}   # "GPU only", not gpu_only
+    from .sweep_plots import level_label, words
+    bar_labels = {b: (bar_labels or {}).get(b) or level_label(b) for b in bars}   # "GPU only", not gpu_only
     base_name = baseline_label or bar_labels.get(baseline) or words(baseline)
     for ax, (m, label) in zip(axes[:, 0], metrics.items()):
         plot_grouped_bars(ax, tab[tab["metric"] == m], bars=bars, groups=groups, bar_labels=bar_labels,

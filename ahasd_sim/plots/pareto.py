@@ -53,7 +53,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     from matplotlib.lines import Line2D
 
     from ..dse.pareto import ci_pareto_mask, pareto_mask
-    from .sweep_plots import metric_label
+    from .sweep_plots import metric_label, words
     apply_style()
     fig, ax = plt.subplots(figsize=(5.2, 4.4))
     d = df.dropna(subset=[x, y])
@@ -79,7 +79,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
         ax.step(px[order], py[order], where="post" if (x_dir == "maximize") != (y_dir == "maximize") else "pre",
                 color="black", linewidth=1.0, zorder=3)
         fc = list(point_colors[m2]) if point_colors is not None else [color(0)] * int(m2.sum())
-        front_label = f"2-D front ({int(m2.sum())})" + (f", colour = {color_by}" if point_colors is not None else "")
+        front_label = f"2-D front ({int(m2.sum())})" + (f", colour = {words(color_by).lower()}" if point_colors is not None else "")
         ax.scatter(px, py, s=34, c=fc, edgecolors="black", linewidths=0.9, zorder=4, label=front_label)
         # its legend entry: a neutral ringed marker on the staircase (the scatter's handle shows
         # only the first point's colour, as if the front were one pair's)

@@ -54,6 +54,13 @@ def words(name: str) -> str:
     return text[:1].upper() + text[1:] if text and not out[0].isupper() else text
 
 
+def level_label(value) -> str:
+    """A level of a swept column in a legend: an identifier (``gpu_only``) as words, any other
+    value (a model pair ``llama2-7b/llama2-13b``, a number) as it is."""
+    text = str(value)
+    return words(text) if "_" in text else text
+
+
 def metric_label(col: str) -> str:
     """Axis label with units of a metric or config column: the table :data:`METRIC_LABELS`,
     ``<metric>_ratio`` as "x baseline", else the name's unit suffix (:data:`UNIT_SUFFIXES`) as
@@ -269,7 +276,7 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
                 g.loc[xv, ["lo", "hi"]] = ci
         xs = np.array([pos[v] for v in g.index], dtype=float)
         ax.plot(xs, g["mean"], marker=MARKERS[i % len(MARKERS)], markersize=4, color=color(i),
-                label=None if lv is None else str(lv))
+                label=None if lv is None else level_label(lv))
         has = g["lo"].notna().to_numpy()
         n_ci += int(has.sum())
         n_cells += len(g)
