@@ -268,7 +268,7 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
                     g.loc[xv, "mean"] = m
             elif lo in sel.columns and hi in sel.columns and g.loc[xv, "size"] == 1:   # one point: its CI
                 r = sel[sel[x] == xv].iloc[0]
-                ci = [float(r[lo]), float(r[hi])] if np.isfinite(r[lo]) and np.isfinite(r[hi]) and r[hi] > r[lo] \
+                ci = [float(r[lo]), float(r[hi])] if np.isfinite(r[lo]) and np.isfinite(r[hi]) and r[hi] >= r[lo] \
                     else None
             else:
                 ci = None
