@@ -211,6 +211,7 @@ def test_tornado_labels_intervals_and_legend(monkeypatch, tmp_path):
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["PIM ranks", "NPU freq (GHz)"]   # widest on top
     assert ax.get_xlabel() == "Throughput (tokens/s); base point 10"
+    assert ax.get_title() == "One-at-a-time sensitivity: Throughput (tokens/s)"
     from matplotlib.collections import LineCollection
     horiz = sorted((round(min(s[:, 0]), 12), round(max(s[:, 0]), 12)) for c in ax.collections
                    if isinstance(c, LineCollection) for s in c.get_segments() if s[0][1] == s[1][1])

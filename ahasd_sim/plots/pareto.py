@@ -225,7 +225,7 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
     from .sweep_plots import metric_label
     ax.set_xlabel(f"{(label or metric_label(objective)).splitlines()[0]}; base point {base_value:.4g}")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title(title or f"One-at-a-time sensitivity of {objective}")
+    ax.set_title(title or f"One-at-a-time sensitivity: {(label or metric_label(objective)).splitlines()[0]}")
     handles, labels = ax.get_legend_handles_labels()
     has_ci = any(np.isfinite(float(v)) for c in ("low_ci95", "high_ci95") if c in d.columns for v in d[c])
     _legend_below(fig, handles, labels, "error bars: 95% CI over whole trace windows" if has_ci else
