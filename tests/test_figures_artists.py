@@ -329,3 +329,34 @@ def test_heatmap_ticks_and_labels(monkeypatch, tmp_path):
     assert ax.get_xlabel() == "PIM ranks" and ax.get_ylabel() == "NPU freq (GHz)"
     assert fig.axes[1].get_ylabel() == "Energy (J)"                           # the colour bar
     assert sorted(t.get_text() for t in ax.texts) == ["1", "2", "3", "4"]
+
+
+def test_bars_summary_interval_resamples_within_each_configuration(monkeypatch, tmp_path):
+    """Two algorithms (x, y) of one pair, three windows each: the pair's bar summarises both, so
+    its interval resamples windows within x and within y (stratified), never the six as one
+    sample. ahasd decode times: x 9.8, 9.9, 9.7 s; y 5.0, 6.0, 7.0 s (gpu_only 10 s each)."""
+    res, win = _bars_input()
+    y_s = [5.0, 6.0, 7.0]
+    res = pd.concat([res, res.assign(**{"run.policy": "y", "point": ["q0", "q1"]})], ignore_index=True)
+    res.loc[(res["run.policy"] == "y") & (res["variant"] == "ahasd"), "decode_makespan_s"] = sum(y_s)
+    wy = win.assign(**{"run.policy": "y"})
+    wy.loc[wy["variant"] == "ahasd", "decode_makespan_s"] = y_s
+    win = pd.concat([win, wy], ignore_index=True)
+    figs = _capture(monkeypatch, bars)
+    bars.normalised_bars(res, tmp_path / "b", bars=["gpu_only", "ahasd"], windows=win,
+                         metrics={"throughput_tok_s": "Throughput"})
+    segs = _errorbar_segments(figs[-1].axes[0])
+    assert len(segs) == 2
+    # by hand: rows x0 x1 x2 y0 y1 y2, each resample draws three of x's rows and three of y's
+    num, den_a, den_b = np.full(6, 100.0), np.array(AHASD_S + y_s), np.full(6, 10.0)
+    idx = resample_indices(6, ["x"] * 3 + ["y"] * 3)
+    draws = (num[idx].sum(1) / den_a[idx].sum(1)) / (num[idx].sum(1) / den_b[idx].sum(1))
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    idx_pooled = resample_indices(6)
+    pooled = (num[idx_pooled].sum(1) / den_a[idx_pooled].sum(1)) / (num[idx_pooled].sum(1) / den_b[idx_pooled].sum(1))
+    assert np.quantile(pooled, 0.975) != pytest.approx(hi, rel=1e-6)      # the two methods differ here
+    for _x, a, b in segs:
+        assert a == pytest.approx(lo, rel=1e-12, abs=0) and b == pytest.approx(hi, rel=1e-12, abs=0)
+    # the point: 600 tokens in 29.4 + 18 s over 600 tokens in 60 s
+    texts = [t.get_text() for t in figs[-1].axes[0].texts]
+    assert texts.count(bars.bar_value_label(60 / 47.4)) == 2 and bars.bar_value_label(60 / 47.4) == "1.27"
