@@ -5,8 +5,9 @@
       --bars gpu_only,npu_pim,plus_aau,plus_edc,ahasd --out results/paper/figures/ablation
 
 Bars are the values of --by (default: variant), grouped by --group (default: model_pair) plus
-a geometric-mean group; each point is divided by the --baseline row with the same --match
-columns. Writes OUT.pdf and OUT.png. A missing baseline or bar value, or rows that cannot be
+an all-configurations group (ratio of totals); each point is divided by the --baseline row
+with the same --match columns. Error bars: 95% paired bootstrap over the points' trace windows
+(points/*/windows.csv of the sweep folder); without windows the figure says it has none. Writes OUT.pdf and OUT.png. A missing baseline or bar value, or rows that cannot be
 paired with a baseline, are errors (exit 2), not empty figures.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ def parser():
 def body(a) -> int:
     from ahasd_sim.outdir import check_output_file
     from ahasd_sim.plots import normalised_bars
+    from ahasd_sim.plots.runs import sweep_windows
     from ahasd_sim.sweep import read_results
     check_output_file(a.out, suffixes=(".pdf", ".png"))
     df = read_results(a.results)
@@ -48,7 +50,8 @@ def body(a) -> int:
               "energy_per_token_j": "Energy per token"}
     metrics = {m: labels.get(m, m) for m in _list(a.metrics) or []}
     paths = normalised_bars(df, a.out, by=a.by, baseline=a.baseline, bars=_list(a.bars), group=a.group,
-                            match=_list(a.match) or [], metrics=metrics or None, title=a.title)
+                            match=_list(a.match) or [], metrics=metrics or None, title=a.title,
+                            windows=sweep_windows(a.results, df, [a.by, a.group, *(_list(a.match) or [])]))
     print("\n".join(str(x) for x in paths))
     return 0
 

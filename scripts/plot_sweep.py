@@ -7,8 +7,9 @@
       --metric tokens_per_j --hue run.mode [--logx] --out figs/lines
 
 Values are averaged over the axes not shown (seeds, model pairs, ...) unless fixed with
---where KEY=VALUE (repeatable); the figure names the axes it averaged over, and line plots
-shade (and label) the min-max range. Writes OUT.pdf and OUT.png.
+--where KEY=VALUE (repeatable); the figure names the axes it averaged over. Line plots carry
+95% intervals bootstrapped over the points' trace windows (points/*/windows.csv), stratified by
+the averaged configurations; marks without window samples have none, and the figure says so. Writes OUT.pdf and OUT.png.
 """
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ def body(a) -> int:
     if a.kind == "heatmap":
         out = heatmap(df, a.x, a.y, a.metric, a.out, where=where, agg=a.agg, title=a.title)
     else:
-        out = lines(df, a.x, a.metric, a.out, hue=a.hue, where=where, title=a.title, logx=a.logx)
+        from ahasd_sim.plots.sweep_plots import sweep_axis_columns
+        from ahasd_sim.plots.runs import sweep_windows
+        wt = sweep_windows(a.results, df, [a.x, a.hue, *sweep_axis_columns(df), *where])
+        out = lines(df, a.x, a.metric, a.out, hue=a.hue, where=where, title=a.title, logx=a.logx, windows=wt)
     print("\n".join(str(x) for x in out))
     return 0
 

@@ -76,11 +76,13 @@ def make_figures(df, out: Path, main_points: Path, tl_result) -> dict[str, list[
     from ahasd_sim.plots.distributions import plot_distributions
     fig_dir = out / "figures"
     figs: dict[str, list[Path]] = {}
+    wt = paper.window_table(df, main_points)      # the bars' 95% intervals: bootstrap over these windows
+    wt = wt if len(wt) else None
     figs["Ablation ladder (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
         paper={"throughput_tok_s": paper.PAPER["ladder_throughput"], "tokens_per_j": paper.PAPER["ladder_energy_eff"]})
     figs["Comparison with baselines (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only",
+        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
         paper={"throughput_tok_s": {"ahasd": paper.PAPER["ladder_throughput"]["ahasd"]},
                "tokens_per_j": {"ahasd": paper.PAPER["ladder_energy_eff"]["ahasd"]}})
     # Gantt: the timeline sweep's points, one per variant.
@@ -128,6 +130,14 @@ def make_figures(df, out: Path, main_points: Path, tl_result) -> dict[str, list[
                                                                      {"model_pair": p})}
                         for v in paper.LADDER if v in set(ok["variant"]) for p in dict.fromkeys(ok["model_pair"])])
     lad = lad.dropna() if len(lad) else lad
+    if len(lad) and wt is not None:
+        # each mark's 95% interval: the paired bootstrap over the pair's windows, stratified by
+        # algorithm (sweep.paper.paired_ratio, the report's per-pair interval)
+        inv = {s: v for v, s in paper.SHORT.items()}
+        cis = [paper.paired_ratio(wt, inv[r["configuration"]], "gpu_only", "throughput_tok_s",
+                                  {"model_pair": r["model_pair"]})[1] for _, r in lad.iterrows()]
+        lad["throughput_tok_s_ratio_ci95_low"] = [c[0] if c else float("nan") for c in cis]
+        lad["throughput_tok_s_ratio_ci95_high"] = [c[1] if c else float("nan") for c in cis]
     if len(lad):
         paths = plots.lines(lad, x="configuration", metric="throughput_tok_s_ratio", hue="model_pair",
                             out=fig_dir / "ladder_lines", xlabel="Ablation step",

@@ -168,6 +168,12 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     files = sorted(p.name for p in (out / "figures").iterdir())
     for stem in ("ci_ratios", "ablation", "sota", "timeline", "distributions", "heatmap_ahasd_vs_gpu", "ladder_lines"):
         assert f"{stem}.pdf" in files and f"{stem}.png" in files and stem in figs
+    # ablation / sota / ladder lines carry the windows' 95% intervals (issue 33), not a min-max band
+    from matplotlib.collections import LineCollection
+    for stem in ("ablation", "sota", "ladder_lines"):
+        assert any(isinstance(c, LineCollection) and len(c.get_segments()) for ax in figs[stem].axes
+                   for c in ax.collections), stem
+        assert any("95% CI" in t.get_text() for t in figs[stem].texts), stem
 
     # ci_ratios: one bar per (KV option, baseline) at the geomean of the paired per-window ratios of
     # windows.csv, error bars spanning their 95% t interval (recomputed here from the window values)

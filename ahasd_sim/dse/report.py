@@ -129,7 +129,7 @@ def md_table(df: pd.DataFrame, cols: list[str], max_rows: int = 30) -> str:
 
 
 def write_figures(study: Study, df: pd.DataFrame, fig_dir: Path) -> list[Path]:
-    from ..plots.pareto import parallel_coordinates, pareto_2d
+    from ..plots.pareto import objective_label, parallel_coordinates, pareto_2d
     ok = df[df["status"] == "ok"]
     if ok.empty:
         return []
@@ -142,15 +142,17 @@ def write_figures(study: Study, df: pd.DataFrame, fig_dir: Path) -> list[Path]:
         paths += pareto_2d(ok, a.name, b.name, a.direction, b.direction, fig_dir / name,
                            front=ok["pareto"].to_numpy(), color_by=study.color_by,
                            ref_x=1.0 if a.is_ratio else None, ref_y=1.0 if b.is_ratio else None,
-                           xlabel=f"{a.name}\n({a.describe()}, {a.direction})",
-                           ylabel=f"{b.name}\n({b.describe()}, {b.direction})")
+                           xlabel=objective_label(a.metric, a.run, a.over, a.direction),
+                           ylabel=objective_label(b.metric, b.run, b.over, b.direction))
     front = ok[ok["pareto"]]
     if len(front):
         axes = [p.name for p in study.space] + [o.name for o in objs]
         cats = {p.name: p.labels for p in study.space if p.kind == "categorical"}
         logs = {p.name for p in study.space if p.log}
         paths += parallel_coordinates(ok, front, axes, fig_dir / "parallel_front", categories=cats, log_axes=logs,
-                                      limits={p.name: (p.low, p.high) for p in study.space if p.kind != "categorical"})
+                                      limits={p.name: (p.low, p.high) for p in study.space if p.kind != "categorical"},
+                                      labels={o.name: objective_label(o.metric, o.run, o.over).replace(", ", ",\n", 1)
+                                              for o in objs})
     return paths
 
 

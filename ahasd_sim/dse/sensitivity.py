@@ -366,17 +366,18 @@ def _lab(v: Any) -> str:
 
 
 def _figures(study: Study, torn: pd.DataFrame, sob: pd.DataFrame, fig_dir: Path) -> list[Path]:
-    from ..plots.pareto import sobol_bars, tornado
+    from ..plots.pareto import objective_label, sobol_bars, tornado
     paths = []
     for o in study.objectives:
+        label = objective_label(o.metric, o.run, o.over)
         d = torn[torn["objective"] == o.name]
         if len(d):
             paths += tornado(d, o.name, float(d["base"].iloc[0]), fig_dir / f"tornado_{o.name}",
-                             ref=1.0 if o.is_ratio else None,
-                             title=f"{o.name}: {o.describe()} (one at a time)")
+                             ref=1.0 if o.is_ratio else None, label=label,
+                             title=f"One-at-a-time sensitivity: {label}")
         if len(sob):
             s = sob[sob["objective"] == o.name]
-            paths += sobol_bars(s, o.name, fig_dir / f"sobol_{o.name}")
+            paths += sobol_bars(s, o.name, fig_dir / f"sobol_{o.name}", label=label)
     return paths
 
 

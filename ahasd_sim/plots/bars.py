@@ -75,6 +75,34 @@ def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: 
     return pd.DataFrame(rows)
 
 
+def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline: str, group: str,
+                  match: Sequence[str]) -> pd.DataFrame:
+    """``tab`` (:func:`ratio_table`) with each bar's ratio and 95% interval recomputed from the
+    window samples (sweep.paper.paired_ratio): the bar over the baseline on the same windows,
+    seeds averaged within a window, a paired bootstrap over whole windows; a bar that summarises
+    several configurations (model pairs, algorithms: the ``match`` columns other than seed)
+    resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer than two
+    windows, or the baseline itself) and ``windows``."""
+    from ..sweep.paper import paired_ratio
+    w = windows
+    if by != "variant":
+        w = w.drop(columns=["variant"], errors="ignore").rename(columns={by: "variant"})
+    w = w.assign(variant=w["variant"].astype(str))
+    strata = [c for c in dict.fromkeys([*match, group]) if c != "seed" and c in w.columns]
+    out = tab.copy()
+    out["ci_low"], out["ci_high"], out["windows"] = np.nan, np.nan, 0
+    for i, r in out.iterrows():
+        if str(r["bar"]) == str(baseline):
+            continue
+        where = {} if r["group"] == MEAN_GROUP else {group: r["group"]}
+        m, ci, n, _k = paired_ratio(w, str(r["bar"]), str(baseline), r["metric"], where, strata_keys=strata)
+        if n:
+            out.loc[i, ["ratio", "windows"]] = [m, n]
+        if ci:
+            out.loc[i, ["ci_low", "ci_high"]] = ci
+    return out
+
+
 def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: Sequence[str],
                       bar_labels: Mapping[str, str] | None = None, reference: Mapping[str, float] | None = None,
                       reference_group: str = MEAN_GROUP, ylabel: str = "", baseline_line: float | None = 1.0,
@@ -85,18 +113,26 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
     n = len(bars)
     width = 0.8 / max(n, 1)
     x = np.arange(len(groups))
+    tops: list[float] = []
     for i, b in enumerate(bars):
         vals = []
         for g in groups:
             v = table.loc[(table["group"] == g) & (table["bar"] == b), "ratio"]
             vals.append(float(v.iloc[0]) if len(v) else np.nan)
+        lo, hi = _bounds(table, b, groups)
         pos = x - 0.4 + width * (i + 0.5)
         ax.bar(pos, vals, width * 0.95, label=bar_labels.get(b, b), color=color(i), hatch=HATCHES[i % len(HATCHES)],
                edgecolor="white" if not HATCHES[i % len(HATCHES)] else "#333333", linewidth=0.4)
+        vals = np.asarray(vals, dtype=float)
+        has = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(vals)
+        if has.any():
+            ax.errorbar(pos[has], vals[has], yerr=[np.clip(vals - lo, 0, None)[has], np.clip(hi - vals, 0, None)[has]],
+                        fmt="none", ecolor="black", elinewidth=0.7, capsize=1.5, zorder=4)
+        tops.extend(np.where(has, hi, vals)[np.isfinite(vals)])
         if annotate and n <= 8:
-            for p, v in zip(pos, vals):
-                if np.isfinite(v):
-                    ax.text(p, v, bar_value_label(v), ha="center", va="bottom", fontsize=6,
+            for p, v, t in zip(pos, vals, np.where(has, hi, vals)):
+                if np.isfinite(v):    # above the interval's top, not inside the error bar
+                    ax.text(p, t, bar_value_label(v), ha="center", va="bottom", fontsize=6,
                             rotation=90 if n > 4 else 0)
         if reference and b in reference and reference_group in groups:
             gi = list(groups).index(reference_group)
@@ -108,7 +144,20 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
     ax.set_xticks(x)
     ax.set_xticklabels([wrap_label(g) for g in groups])
     ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
+    # headroom for the value labels over the tallest interval (they stayed inside the axes)
+    top = max([t for t in tops if np.isfinite(t)] + [baseline_line or 0.0, 0.0])
+    ax.set_ylim(0, top * (1.28 if annotate and n > 4 else 1.15) if top > 0 else None)
+
+
+def _bounds(table: pd.DataFrame, bar: str, groups: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% interval of ``bar`` in each group (NaN where the table has none)."""
+    lo, hi = [], []
+    for g in groups:
+        r = table[(table["group"] == g) & (table["bar"] == bar)]
+        ok = len(r) and "ci_low" in r.columns
+        lo.append(float(r["ci_low"].iloc[0]) if ok else np.nan)
+        hi.append(float(r["ci_high"].iloc[0]) if ok else np.nan)
+    return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
 
 
 def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence[str] | None, group: str,
@@ -132,10 +181,13 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
                     bars: Sequence[str] | None = None, bar_labels: Mapping[str, str] | None = None,
                     group: str = "model_pair", match: Sequence[str] = ("model_pair", "run.policy", "seed"),
                     metrics: Mapping[str, str] | None = None, paper: Mapping[str, Mapping[str, float]] | None = None,
-                    title: str | None = None, baseline_label: str | None = None) -> list[Path]:
+                    title: str | None = None, baseline_label: str | None = None,
+                    windows: pd.DataFrame | None = None) -> list[Path]:
     """One panel per metric: ratio (of totals) vs ``baseline`` per ``group`` (model pair) and
     overall, bars = values of ``by``. ``paper``: metric -> {bar: reported ratio} markers.
-    Writes ``out``.pdf and ``out``.png; returns their paths."""
+    ``windows``: the points' window samples (sweep.paper.window_table): each bar then carries
+    its 95% interval (:func:`bar_intervals`); without them, or with one window, the figure says
+    that a bar has no interval. Writes ``out``.pdf and ``out``.png; returns their paths."""
     import matplotlib.pyplot as plt
     apply_style()
     metrics = dict(metrics or DEFAULT_METRICS)
@@ -146,10 +198,14 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     if not others["ratio"].notna().any():
         raise InputError(f"no finished row could be paired with a '{baseline}' row on {', '.join(match)}: "
                          "nothing to plot (check --match)")
+    if windows is not None and len(windows):
+        tab = bar_intervals(windows, tab, by=by, baseline=baseline, group=group, match=match)
     groups = [g for g in dict.fromkeys(tab["group"]) if g != MEAN_GROUP] + [MEAN_GROUP]
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(6.5, 1.1 * len(groups) * max(1, len(bars)) / 3), 2.6 * len(metrics)),
                              squeeze=False)
-    base_name = baseline_label or (bar_labels or {}).get(baseline, baseline)
+    from .sweep_plots import level_label, words
+    bar_labels = {b: (bar_labels or {}).get(b) or level_label(b) for b in bars}   # "GPU only", not gpu_only
+    base_name = baseline_label or bar_labels.get(baseline) or words(baseline)
     for ax, (m, label) in zip(axes[:, 0], metrics.items()):
         plot_grouped_bars(ax, tab[tab["metric"] == m], bars=bars, groups=groups, bar_labels=bar_labels,
                           reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})")
@@ -160,11 +216,26 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     # the legend goes below the panels, in space kept free for it: above them it covered the
     # value labels of the tallest bars
     ncol = min(len(labels), 4)
-    legend_in = 0.25 * -(-len(labels) // ncol) + 0.15
+    note_in = 0.14                                         # the line under the legend saying what bars are
+    legend_in = 0.25 * -(-len(labels) // ncol) + 0.15 + note_in
     fig.set_figheight(fig.get_figheight() + legend_in)     # room for the legend, not taken from the panels
     legend_frac = legend_in / fig.get_figheight()
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, note_in / fig.get_figheight()),
+               frameon=False)
     if title:
         fig.suptitle(title)
+    fig.text(0.01, 0.005, interval_note(tab, baseline), fontsize=6, ha="left", va="bottom", color="#444444")
     fig.tight_layout(rect=(0, legend_frac, 1, 1))
     return save_figure(fig, out)
+
+
+def interval_note(tab: pd.DataFrame, baseline: str) -> str:
+    """What the error bars are, or why a bar has none (one sample is not an interval)."""
+    others = tab[tab["bar"].astype(str) != str(baseline)]
+    if "ci_low" not in tab.columns:
+        return "no error bars: window samples not given (one value per bar)"
+    n_ci = int(others["ci_low"].notna().sum())
+    text = "error bars: 95% CI, paired bootstrap over whole trace windows (within each configuration)"
+    if n_ci < len(others):
+        text += f"; {len(others) - n_ci} of {len(others)} bars without: fewer than two windows"
+    return text

@@ -14,19 +14,53 @@ from .style import apply_style, color, plt, save_figure
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
+def objective_label(metric: str, run: str | None = None, over: str | None = None, direction: str | None = None) -> str:
+    """A study objective as an axis label in words with units: ``throughput_tok_s`` of run
+    ``ahasd`` -> "Throughput (tokens/s), AHASD"; a ratio (``over``) -> "Throughput, AHASD /
+    GPU only (ratio)"; the direction as "higher/lower is better"."""
+    from .sweep_plots import metric_label, words
+    lab = metric_label(metric)
+    who = words(run) if run and run != "main" else ""
+    if over:
+        text = f"{lab.split(' (')[0]}, {who or 'main'} / {words(over)} (ratio)"
+    else:
+        text = lab + (f", {who}" if who else "")
+    if direction:
+        text += "\n(" + ("higher" if direction == "maximize" else "lower") + " is better)"
+    return text
+
+
+def parameter_label(name: str) -> str:
+    """A design parameter (a config key, or comma-joined keys set together) in words with units."""
+    from .sweep_plots import metric_label
+    return ",\n".join(metric_label(k.strip()) for k in str(name).split(","))
+
+
 def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str | Path, *,
               front: np.ndarray | None = None, color_by: str | None = None, ref_x: float | None = None,
               ref_y: float | None = None, xlabel: str | None = None, ylabel: str | None = None,
               title: str | None = None) -> list[Path]:
-    """Scatter of all evaluated points (the dominated cloud, faint) and the 2-D front of
-    ``x``/``y`` (marked and joined by a staircase). ``front``: the study's front (all
+    """Scatter of all evaluated points (the dominated cloud, faint, coloured by ``color_by``) and
+    the 2-D front of ``x``/``y``: a black staircase through markers that keep their group's
+    colour (black rims), so the front shows which model pair reaches it. With ``<x>_ci95`` /
+    ``<y>_ci95`` columns (95% half-widths over windows, dse trials.csv) the front's points carry
+    error bars, and the points on the 2-D front only at the interval level
+    (dse.pareto.ci_pareto_mask: not beaten beyond both intervals) are drawn as dashed rings;
+    without them the figure says there is no interval. ``front``: the study's front (all
     objectives), drawn as hollow rings. ``ref_x``/``ref_y``: reference lines (e.g. ratio 1),
-    with the quadrant where both are better shaded."""
-    from ..dse.pareto import pareto_mask
+    with the quadrant where both are better shaded. Axis labels default to words with units
+    (sweep_plots.metric_label)."""
+    from matplotlib.lines import Line2D
+
+    from ..dse.pareto import ci_pareto_mask, pareto_mask
+    from .sweep_plots import metric_label, words
     apply_style()
-    fig, ax = plt.subplots(figsize=(5.2, 4.0))
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
     d = df.dropna(subset=[x, y])
     xs, ys = d[x].to_numpy(float), d[y].to_numpy(float)
+    hx = d[f"{x}_ci95"].to_numpy(float) if f"{x}_ci95" in d.columns else np.full(len(d), np.nan)
+    hy = d[f"{y}_ci95"].to_numpy(float) if f"{y}_ci95" in d.columns else np.full(len(d), np.nan)
+    has_ci = np.isfinite(hx) | np.isfinite(hy)
     point_colors = None
     if color_by and color_by in d.columns:
         groups = list(dict.fromkeys(d[color_by].astype(str)))
@@ -44,11 +78,24 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
         order = np.argsort(px)
         ax.step(px[order], py[order], where="post" if (x_dir == "maximize") != (y_dir == "maximize") else "pre",
                 color="black", linewidth=1.0, zorder=3)
-        # front points keep their group's colour (black rims mark them), so the front shows
-        # which model pair (or other colour_by group) reaches it
-        fc = list(point_colors[m2]) if point_colors is not None else "black"
-        ax.scatter(px, py, s=30, c=fc, edgecolors="black", linewidths=0.9, zorder=4,
-                   label=f"2-D front of {x} / {y} ({int(m2.sum())})")
+        fc = list(point_colors[m2]) if point_colors is not None else [color(0)] * int(m2.sum())
+        front_label = f"2-D front ({int(m2.sum())})" + (f", colour = {words(color_by).lower()}" if point_colors is not None else "")
+        ax.scatter(px, py, s=34, c=fc, edgecolors="black", linewidths=0.9, zorder=4, label=front_label)
+        # its legend entry: a neutral ringed marker on the staircase (the scatter's handle shows
+        # only the first point's colour, as if the front were one pair's)
+        proxy = {front_label: Line2D([], [], color="black", linewidth=1.0, marker="o", markersize=5,
+                                     markerfacecolor="white", markeredgecolor="black", label=front_label)}
+    else:
+        proxy = {}
+    if has_ci.any():
+        ci_front = ci_pareto_mask(np.c_[xs, ys], np.c_[hx, hy], [x_dir, y_dir])
+        e = m2 | ci_front
+        ax.errorbar(xs[e], ys[e], xerr=np.nan_to_num(hx[e]), yerr=np.nan_to_num(hy[e]), fmt="none",
+                    ecolor="0.25", elinewidth=0.7, capsize=1.5, zorder=3.5, label="95% CI over windows")
+        extra = ci_front & ~m2
+        if extra.any():
+            ax.scatter(xs[extra], ys[extra], s=50, facecolors="none", edgecolors="black", linewidths=0.8,
+                       linestyles="--", zorder=4, label=f"on the front within the CIs ({int(extra.sum())} more)")
     if front is not None:
         f = np.asarray(front, dtype=bool)[d.index.map(lambda i: df.index.get_loc(i))] if len(d) != len(df) \
             else np.asarray(front, dtype=bool)
@@ -68,18 +115,38 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
                             label="better on both")
         ax.set_xlim(xl)
         ax.set_ylim(yl)
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or y)
+    ax.set_xlabel(xlabel or metric_label(x))
+    ax.set_ylabel(ylabel or metric_label(y))
     ax.grid(True, axis="both", alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()
+    handles = [proxy.get(lab, h) for h, lab in zip(handles, labels)]
+    note = "error bars: 95% CI over whole trace windows" if has_ci.any() else \
+        "no error bars: the trials have no window samples (one value each)"
+    _legend_below(fig, handles, labels, note)
     return save_figure(fig, out)
+
+
+def _legend_below(fig, handles, labels, note: str | None = None, ncol: int = 2) -> None:
+    """The legend (and a note on the intervals) in space kept free under the axes: a legend
+    inside them covered points, one hung below them ran off the figure."""
+    rows = -(-len(labels) // ncol) if labels else 0
+    note_in = 0.14 if note else 0.0
+    legend_in = 0.2 * rows + 0.1 + note_in
+    h = fig.get_figheight() + legend_in
+    fig.set_figheight(h)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, note_in / h),
+                   frameon=False, fontsize=7)
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=6, ha="left", va="bottom", color="#444444")
+    fig.tight_layout(rect=(0, legend_in / h, 1, 1))
 
 
 def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[str], out: str | Path, *,
                          categories: dict[str, list] | None = None, log_axes: set[str] | None = None,
-                         limits: dict[str, tuple] | None = None) -> list[Path]:
+                         limits: dict[str, tuple] | None = None, labels: dict[str, str] | None = None) -> list[Path]:
     """One vertical axis per parameter and objective, each scaled to [0, 1] over the evaluated
     points (categorical axes: one tick per choice); the evaluated points faint, the front bold."""
     apply_style()
@@ -115,7 +182,8 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
             ax.text(i + 0.04, pos, lab, fontsize=6, va="center", ha="left", color="0.15", zorder=6,
                     bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0})
     ax.set_xticks(xs)
-    ax.set_xticklabels([a.replace(",", ",\n") for a in axes], rotation=25, ha="right", fontsize=7)
+    ax.set_xticklabels([(labels or {}).get(a) or parameter_label(a) for a in axes], rotation=25, ha="right",
+                       fontsize=7)
     ax.set_yticks([])
     ax.set_ylim(-0.05, 1.05)
     ax.grid(False)
@@ -125,7 +193,7 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
 
 
 def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Path, *, title: str | None = None,
-            ref: float | None = None) -> list[Path]:
+            ref: float | None = None, label: str | None = None) -> list[Path]:
     """Tornado chart of one objective. ``oat``: rows with ``parameter``, ``low_label``,
     ``high_label``, ``low``, ``high``, ``low_ci95``, ``high_ci95`` (objective values at the two
     ends); sorted by the span, widest on top; error bars are the 95% CIs over windows."""
@@ -153,15 +221,20 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
     if ref is not None:
         ax.axvline(ref, color="0.4", linewidth=0.8, linestyle="--")
     ax.set_yticks(ys)
-    ax.set_yticklabels(d["parameter"].str.replace(",", ",\n"), fontsize=7)
-    ax.set_xlabel(f"{objective} (base point {base_value:.4g})")
+    ax.set_yticklabels([parameter_label(p) for p in d["parameter"]], fontsize=7)
+    from .sweep_plots import metric_label
+    ax.set_xlabel(f"{(label or metric_label(objective)).splitlines()[0]}; base point {base_value:.4g}")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title(title or f"One-at-a-time sensitivity of {objective}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / max(1, len(d))), ncol=1, fontsize=7)
+    ax.set_title(title or f"One-at-a-time sensitivity: {(label or metric_label(objective)).splitlines()[0]}")
+    handles, labels = ax.get_legend_handles_labels()
+    has_ci = any(np.isfinite(float(v)) for c in ("low_ci95", "high_ci95") if c in d.columns for v in d[c])
+    _legend_below(fig, handles, labels, "error bars: 95% CI over whole trace windows" if has_ci else
+                  "no error bars: the points have no window samples (one value each)", ncol=1)
     return save_figure(fig, out)
 
 
-def sobol_bars(sob: pd.DataFrame, objective: str, out: str | Path, *, title: str | None = None) -> list[Path]:
+def sobol_bars(sob: pd.DataFrame, objective: str, out: str | Path, *, title: str | None = None,
+               label: str | None = None) -> list[Path]:
     """First-order (S1) and total (ST) Sobol indices per parameter with their bootstrap 95% CIs."""
     apply_style()
     d = sob.sort_values("ST", ascending=False)
@@ -171,11 +244,12 @@ def sobol_bars(sob: pd.DataFrame, objective: str, out: str | Path, *, title: str
     ax.bar(xs - w / 2, d["S1"], w, yerr=d["S1_conf"], color=color(0), capsize=2, label="first order S1")
     ax.bar(xs + w / 2, d["ST"], w, yerr=d["ST_conf"], color=color(1), capsize=2, hatch="//", label="total ST")
     ax.set_xticks(xs)
-    ax.set_xticklabels([p.replace(",", ",\n") for p in d["parameter"]], rotation=25, ha="right", fontsize=7)
-    ax.set_ylabel("Sobol index")
+    ax.set_xticklabels([parameter_label(p) for p in d["parameter"]], rotation=25, ha="right", fontsize=7)
+    ax.set_ylabel("Sobol index (share of variance)")
     ax.set_ylim(bottom=min(0.0, float(np.nanmin((d["S1"] - d["S1_conf"]).to_numpy())) if len(d) else 0.0))
-    ax.set_title(title or f"Sobol indices of {objective}")
-    ax.legend(fontsize=7)
+    from .sweep_plots import metric_label
+    ax.set_title(title or f"Sobol indices of {(label or metric_label(objective)).splitlines()[0]}")
+    ax.legend(fontsize=7, loc="upper right")
     return save_figure(fig, out)
 
 

@@ -1,6 +1,7 @@
 """Heat maps and line plots over sweep axes, from a sweep's ``results.csv``."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -39,17 +40,42 @@ UNIT_SUFFIXES = {
 }
 
 
+#: words of column names printed in capitals (device and model names)
+ACRONYMS = {"npu", "pim", "gpu", "cpu", "h2d", "soc", "lpddr5", "ahasd", "dram", "sram", "moe", "kv", "eos", "edc",
+            "aau", "io", "llm", "tok", "mac", "int8", "ci"}
+
+
+def words(name: str) -> str:
+    """A column or config key as words: ``ahasd.max_verify_tokens`` -> ``AHASD max verify tokens``
+    (an axis label an author keeps names the quantity, not the key)."""
+    parts = [w for w in re.split(r"[._\s]+", str(name)) if w]
+    out = [w.upper() if w.lower() in ACRONYMS else w for w in parts]
+    text = " ".join(out)
+    return text[:1].upper() + text[1:] if text and not out[0].isupper() else text
+
+
+def level_label(value) -> str:
+    """A level of a swept column in a legend: an identifier (``gpu_only``) as words, any other
+    value (a model pair ``llama2-7b/llama2-13b``, a number) as it is."""
+    text = str(value)
+    return words(text) if "_" in text else text
+
+
 def metric_label(col: str) -> str:
+    """Axis label with units of a metric or config column: the table :data:`METRIC_LABELS`,
+    ``<metric>_ratio`` as "x baseline", else the name's unit suffix (:data:`UNIT_SUFFIXES`) as
+    the unit and the rest as words; a name without a unit suffix is a count or a choice."""
     if col in METRIC_LABELS:
         return METRIC_LABELS[col]
     if col.endswith("_ratio"):
         base = col[: -len("_ratio")]
-        label = METRIC_LABELS.get(base, base).split(" (")[0]
+        label = METRIC_LABELS.get(base, words(base)).split(" (")[0]
         return f"{label} (x baseline)"
     for suffix, unit in sorted(UNIT_SUFFIXES.items(), key=lambda kv: -len(kv[0])):
         if col.endswith(suffix) or col.endswith("." + suffix[1:]):
-            return f"{col} ({unit})"
-    return col
+            stem = col if unit == suffix[1:] else col[: -len(suffix)]   # "_tokens": the word stays
+            return f"{words(stem) or words(col)} ({unit})"
+    return words(col)
 
 
 def _filter(df: pd.DataFrame, where: Mapping[str, object] | None) -> pd.DataFrame:
@@ -167,39 +193,101 @@ def heatmap(df: pd.DataFrame, x: str, y: str, metric: str, out: str | Path, *, w
     return save_figure(fig, out)
 
 
+def _powers_of_two(vals) -> bool:
+    """Levels of a knob swept in doublings (8, 16, 32): a log2 axis spaces them evenly."""
+    v = np.asarray(vals, dtype=float)
+    return v.size >= 3 and bool((v > 0).all()) and np.allclose(np.log2(v), np.round(np.log2(v))) \
+        and v.max() / v.min() >= 4
+
+
+def cell_interval(windows: pd.DataFrame, cell: Mapping[str, object], metric: str,
+                  strata_cols: list[str]) -> tuple[float, list[float] | None, int]:
+    """(ratio estimator, 95% interval, windows) of ``metric`` over the windows of one plotted cell
+    (``cell``: column -> value): seeds averaged within each window (seeds are not samples),
+    then a percentile bootstrap over whole windows (metrics.stats.ratio_ci), stratified by the
+    configurations the cell summarises (``strata_cols`` that vary in it), never pooled."""
+    from ..metrics.stats import RATIOS, ratio_ci, seed_averaged, totals
+    w = windows
+    for k, v in cell.items():
+        w = w[w[k].astype(str) == str(v)]
+    if w.empty:
+        return float("nan"), None, 0
+    cols = [c for c in strata_cols if c in w.columns and w[c].astype(str).nunique() > 1]
+    w = seed_averaged(w, [*cell, *cols, "window"])
+    num, den = RATIOS[metric]
+    strata = [tuple(r) for r in w[cols].astype(str).itertuples(index=False)] if cols else None
+    point, ci = ratio_ci(totals(w, num), totals(w, den), strata=strata)
+    return point, ci, len(w)
+
+
 def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | None = None,
           where: Mapping[str, object] | None = None, title: str | None = None, logx: bool = False,
-          xlabel: str | None = None, ylabel: str | None = None, legend_title: str | None = None) -> list[Path]:
+          xlabel: str | None = None, ylabel: str | None = None, legend_title: str | None = None,
+          windows: pd.DataFrame | None = None) -> list[Path]:
     """``metric`` against ``x``, one line per ``hue`` level: :func:`cell_values` over the points of
-    each (x, hue) (a rate: total / total over seeds and other axes) with their min-max band; the
-    points' 95% CIs as error bars where a cell is one point (an interval is never averaged)."""
+    each (x, hue) (a rate: total / total over seeds and other axes). Error bars are 95% intervals
+    over whole trace windows: with ``windows`` (one row per point and window, carrying the
+    sweep's axis columns, e.g. sweep.paper.window_table) the bootstrap of :func:`cell_interval`
+    (the mark is then that windows' ratio estimator), else a one-point cell's own CI from
+    results.csv; a cell without an interval gets none, and the figure says so (never a
+    min-max range). Numeric x with few levels is ticked at exactly those levels (a log2 axis
+    when they are doublings)."""
     import matplotlib.pyplot as plt
     apply_style()
     _check_columns(df, {"--x": x, "--metric": metric, "--hue": hue})
     d = _filter(df, where)
     over = averaged_over(d, [x, hue])
+    if windows is not None:
+        missing = [c for c in [x, hue, "window", *(where or {})] if c and c not in windows.columns]
+        if missing:
+            raise InputError(f"window samples: no column {', '.join(missing)} in the windows table "
+                             "(it needs the sweep's axis columns)")
+        if metric not in RATIOS:
+            windows = None      # a window interval exists for ratio estimators only
+        else:
+            for k, v in (where or {}).items():
+                windows = windows[windows[k].astype(str) == str(v)]
     fig, ax = plt.subplots(figsize=(4.8, 3.2))
     levels = _sorted_levels(d[hue]) if hue else [None]
     xlevels = _sorted_levels(d[x])
     numeric_x = _numeric(xlevels)
     pos = {v: (float(v) if numeric_x else float(i)) for i, v in enumerate(xlevels)}
+    strata_cols = [c for c in over if c != "seed"]
+    n_ci = n_cells = 0
     for i, lv in enumerate(levels):
         sel = d if lv is None else d[d[hue] == lv]
-        g = sel.groupby(x)[metric].agg(["min", "max", "size"])
-        g["mean"] = cell_values(sel, x, metric)
+        g = pd.DataFrame({"size": sel.groupby(x).size(), "mean": cell_values(sel, x, metric)})
         g = g.reindex([v for v in xlevels if v in g.index])
+        g["lo"], g["hi"] = np.nan, np.nan
+        lo, hi = f"{metric}_ci95_low", f"{metric}_ci95_high"
+        for xv in g.index:
+            if windows is not None:
+                cell = {x: xv, **({} if lv is None else {hue: lv})}
+                m, ci, _n = cell_interval(windows, cell, metric, strata_cols)
+                if np.isfinite(m):
+                    g.loc[xv, "mean"] = m
+            elif lo in sel.columns and hi in sel.columns and g.loc[xv, "size"] == 1:   # one point: its CI
+                r = sel[sel[x] == xv].iloc[0]
+                ci = [float(r[lo]), float(r[hi])] if np.isfinite(r[lo]) and np.isfinite(r[hi]) and r[hi] >= r[lo] \
+                    else None
+            else:
+                ci = None
+            if ci:
+                g.loc[xv, ["lo", "hi"]] = ci
         xs = np.array([pos[v] for v in g.index], dtype=float)
         ax.plot(xs, g["mean"], marker=MARKERS[i % len(MARKERS)], markersize=4, color=color(i),
-                label=None if lv is None else str(lv))
-        if (g["max"] > g["min"]).any():
-            ax.fill_between(xs, g["min"], g["max"], color=color(i), alpha=0.15, linewidth=0)
-        lo, hi = f"{metric}_ci95_low", f"{metric}_ci95_high"
-        if lo in sel.columns and hi in sel.columns and (g["size"] == 1).all():   # one point: its CI
-            b = sel.groupby(x)[[lo, hi]].first().reindex(g.index)
-            ax.errorbar(xs, g["mean"], yerr=[(g["mean"] - b[lo]).clip(lower=0), (b[hi] - g["mean"]).clip(lower=0)],
+                label=None if lv is None else level_label(lv))
+        has = g["lo"].notna().to_numpy()
+        n_ci += int(has.sum())
+        n_cells += len(g)
+        if has.any():
+            ax.errorbar(xs[has], g["mean"][has], yerr=[(g["mean"] - g["lo"])[has].clip(lower=0),
+                                                      (g["hi"] - g["mean"])[has].clip(lower=0)],
                         fmt="none", ecolor=color(i), elinewidth=0.8, capsize=2)
     if logx:
         ax.set_xscale("log")     # before the ticks: setting the scale resets the locators
+    elif numeric_x and _powers_of_two(xlevels):
+        ax.set_xscale("log", base=2)
     if not numeric_x:
         ax.set_xticks([pos[v] for v in xlevels])
         ax.set_xticklabels([str(v) for v in xlevels])
@@ -214,20 +302,22 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel or metric_label(x))
     ax.set_ylabel(ylabel or metric_label(metric))
-    banded = any(True for _ in ax.collections)
-    if banded:
-        from matplotlib.patches import Patch
-        handles, labels = ax.get_legend_handles_labels()
-        handles.append(Patch(facecolor="#888888", alpha=0.3, linewidth=0))
-        labels.append("band: min-max")
-        ax.legend(handles, labels, title=legend_title or hue)
-    elif hue:
-        ax.legend(title=legend_title or hue)
+    if hue:
+        ax.legend(title=legend_title or metric_label(hue), loc="best")
     if title:
         ax.set_title(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06 if over or n_ci < n_cells else 0, 1, 1))
     line = "line = total / total" if metric in RATIOS else "line = mean"
-    _note_averaged(fig, over, line + (", band = min-max," if banded else ""))
+    if n_ci == n_cells:
+        line += ", bars = 95% CI (bootstrap over whole windows)"
+    elif n_ci:
+        line += f", bars = 95% CI over windows ({n_cells - n_ci} of {n_cells} marks: one sample, no interval)"
+    else:
+        line += ", no interval (one sample per mark" + ("" if windows is not None else
+                                                        ", window samples not given") + ")"
+    if over:
+        line += "; over " + ", ".join(f"{c} ({n} values)" for c, n in over.items())
+    fig.text(0.01, 0.005, line, fontsize=6, ha="left", va="bottom", color="#444444")
     return save_figure(fig, out)
 
 
