@@ -3,7 +3,7 @@
 
 Usage: python scripts/bench_sweep.py [--sweep hw_configs/sweeps/pim_design_space.yaml]
        [--workers 1,2,4,8,16] [--executor local|dask|both] [--set KEY=VALUE ...] [--limit N]
-       [--out results/bench_sweep.json]
+       [--granularity split,whole] [--out results/bench_sweep.json]
 
 Runs the same sweep from scratch (a fresh temporary folder each time) at every worker count and
 prints, per executor and worker count: wall time, points/s and parallel efficiency
@@ -14,7 +14,11 @@ The 1-worker local run is in-process and also measures the **overhead share per 
 configuration, cost tables, trace slicing, result files; the event-loop time is read by
 wrapping ``simpy.Environment.run`` in this process only. ``--set`` overrides the sweep's base
 (e.g. ``run.generated_tokens=1024``). Dask: a ``distributed.LocalCluster`` of single-thread
-worker processes (the `dask` extra). A benchmark, not a test: it never fails on speed.
+worker processes (the `dask` extra). ``--granularity``: ``split`` (a point's tuning runs and
+windows spread over the workers, the default of ``sweep``), ``whole`` (one point per task,
+``sweep --whole-points``) or both, measured in turn at every worker count (interleaved, so both
+see the same machine load); the 1-worker run is in-process and the same for both.
+A benchmark, not a test: it never fails on speed.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ def parser():
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of the sweep's base (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="run only the first N points (>= 1)")
+    p.add_argument("--granularity", default="split", help="split, whole or split,whole (interleaved)")
     p.add_argument("--out", default=None, help="write the results as JSON to this file")
     return p
 
@@ -95,36 +100,39 @@ def _spec(args):
     return load_sweep_spec(tmp)
 
 
-def _fresh(args, executor: str, workers: int, loop_timer: bool) -> dict:
+def _fresh(args, executor: str, workers: int, loop_timer: bool, split: bool = True) -> dict:
     """:func:`_one` in a freshly spawned interpreter: no measurement inherits the caches (traces,
     cost tables, placement choices) an earlier one warmed."""
     import concurrent.futures as cf
     import multiprocessing as mp
     with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         return pool.submit(_child, args.sweep, list(args.overrides), executor, workers, args.limit,
-                           loop_timer).result()
+                           loop_timer, split).result()
 
 
-def _child(sweep, overrides, executor, workers, limit, loop_timer) -> dict:
+def _child(sweep, overrides, executor, workers, limit, loop_timer, split=True) -> dict:
     import argparse
-    return _one(_spec(argparse.Namespace(sweep=sweep, overrides=overrides)), executor, workers, limit, loop_timer)
+    return _one(_spec(argparse.Namespace(sweep=sweep, overrides=overrides)), executor, workers, limit, loop_timer,
+                split)
 
 
-def _one(spec, executor: str, workers: int, limit, loop_timer: bool) -> dict:
+def _one(spec, executor: str, workers: int, limit, loop_timer: bool, split: bool = True) -> dict:
     from ahasd_sim.sweep.runner import run_sweep
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as d:
         t = time.perf_counter()
         if loop_timer:
             with _LoopTimer() as lt:
                 res = run_sweep(spec, Path(d) / "s", workers=workers, executor=executor, progress=False,
-                                limit=limit)
+                                limit=limit, split_points=split)
             loop_s = lt.total_s
         else:
-            res = run_sweep(spec, Path(d) / "s", workers=workers, executor=executor, progress=False, limit=limit)
+            res = run_sweep(spec, Path(d) / "s", workers=workers, executor=executor, progress=False, limit=limit,
+                            split_points=split)
             loop_s = None
         wall = time.perf_counter() - t
     n = res.n_computed
-    row = {"executor": executor, "workers": workers, "points": n, "failed": res.n_failed, "wall_s": wall,
+    row = {"executor": executor, "granularity": "split" if split and workers > 1 else ("whole" if workers > 1 else "-"),
+           "workers": workers, "points": n, "failed": res.n_failed, "wall_s": wall,
            "points_per_s": n / wall if wall > 0 else None}
     if loop_s is not None:
         row["event_loop_s"] = loop_s
@@ -144,6 +152,9 @@ def body(args) -> int:
         raise InputError(f"--workers {args.workers!r}: every count must be >= 1")
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit {args.limit}: expected >= 1")
+    grains = [g.strip() for g in args.granularity.split(",") if g.strip()]
+    if not grains or any(g not in ("split", "whole") for g in grains):
+        raise InputError(f"--granularity {args.granularity!r}: expected split, whole or split,whole")
     if args.out:
         check_output_file(args.out)
     spec = _spec(args)                  # checked here: a bad spec fails before any child starts
@@ -152,19 +163,20 @@ def body(args) -> int:
     rows = []
     print(f"sweep {spec.name} ({args.sweep}); {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}; "
           f"python {platform.python_version()}")
-    print(f"{'executor':8s} {'workers':>7s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} {'efficiency':>10s} "
-          f"{'overhead/point':>14s}")
+    print(f"{'executor':8s} {'units':>5s} {'workers':>7s} {'points':>6s} {'wall s':>8s} {'points/s':>9s} "
+          f"{'efficiency':>10s} {'overhead/point':>14s}")
     for ex in executors:
         base_wall = None
         for w in counts:
-            row = _fresh(args, ex, w, loop_timer=(ex == "local" and w == 1))
-            if w == 1:
-                base_wall = row["wall_s"]
-            row["efficiency"] = base_wall / (w * row["wall_s"]) if base_wall and row["wall_s"] > 0 else None
-            rows.append(row)
-            ov = f"{100 * row['overhead_share']:.1f}%" if row.get("overhead_share") is not None else "-"
-            print(f"{ex:8s} {w:7d} {row['points']:6d} {row['wall_s']:8.2f} {row['points_per_s']:9.2f} "
-                  f"{row['efficiency']:10.2f} {ov:>14s}")
+            for g in (grains if w > 1 else grains[:1]):
+                row = _fresh(args, ex, w, loop_timer=(ex == "local" and w == 1), split=(g == "split"))
+                if w == 1:
+                    base_wall = row["wall_s"]
+                row["efficiency"] = base_wall / (w * row["wall_s"]) if base_wall and row["wall_s"] > 0 else None
+                rows.append(row)
+                ov = f"{100 * row['overhead_share']:.1f}%" if row.get("overhead_share") is not None else "-"
+                print(f"{ex:8s} {row['granularity']:>5s} {w:7d} {row['points']:6d} {row['wall_s']:8.2f} "
+                      f"{row['points_per_s']:9.2f} {row['efficiency']:10.2f} {ov:>14s}", flush=True)
     if args.out:
         atomic_write_text(Path(args.out), to_json({"sweep": str(args.sweep), "cpus": os.cpu_count(),
                                                    "load_1min": os.getloadavg()[0], "rows": rows}))

@@ -207,3 +207,31 @@ def test_cli_whole_points_flag(monkeypatch, tmp_path, flag, expected):
         cli.main(["sweep", "--config", str(ROOT / "hw_configs/sweeps/smoke.yaml"), "--out", str(tmp_path / "o"),
                   "--no-progress", *flag])
     assert seen["split_points"] is expected
+
+
+def test_dask_split_points_write_the_files_of_local_whole_points(tmp_path):
+    """The split units on a Dask cluster (in-process, two threads), the files coming back to
+    the client: the same files as the local one-point-per-task path."""
+    distributed = pytest.importorskip("distributed")
+    spec = _spec(tmp_path)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        a = run_sweep(spec, tmp_path / "dask", executor="dask", dask_client=client, progress=False)
+    b = run_sweep(spec, tmp_path / "whole", workers=2, progress=False, split_points=False)
+    assert _files(tmp_path / "dask") == _files(tmp_path / "whole")
+    assert a.n_computed == 4 and (a.n_ok, a.n_failed) == (2, 2)
+
+
+def test_finish_files_returns_the_point_folder_as_bytes(tmp_path, monkeypatch):
+    """unit_finish_files = unit_finish into a private folder, read back (no hidden staging files)."""
+    def fake_finish(cfg, placement, out_dir, results, wall_s, events=False):
+        d = Path(out_dir)
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text("{}")
+        (d / ".staging-x").mkdir()
+        return {"status": "ok", "wall_time_s": wall_s}
+
+    monkeypatch.setattr(split, "unit_finish", fake_finish)
+    out = split.unit_finish_files(None, None, str(tmp_path / "unused"), [], 1.5)
+    assert out == {"status": "ok", "wall_time_s": 1.5, "files": {"summary.json": b"{}"}}
+    assert not (tmp_path / "unused").exists()

@@ -330,7 +330,7 @@ class Executor:
         if not tasks:
             return
         if self.executor == "dask":
-            runner._run_dask(tasks, self.workers, self.scheduler, on_done, client=self._dask_client())
+            runner._run_dask(tasks, self.workers, self.scheduler, on_done, client=self._dask_client(), split=True)
         elif self.workers == 1:
             runner._run_serial(tasks, on_done)
         else:   # a batch's points' tuning runs and windows spread over every worker (sweep/split.py)

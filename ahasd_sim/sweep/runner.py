@@ -378,7 +378,7 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
 
 
 def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
-              client: Any = None) -> None:
+              client: Any = None, split: bool = False) -> None:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -395,6 +395,11 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
                                        dashboard_address=None)
             own_client = client = Client(own_cluster)
     try:
+        if split and tasks:   # the points' units over the cluster's threads; what fails goes on as whole points
+            from .split import run_split
+            threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
+            tasks = run_split(tasks, max(threads, 1), on_done, client.get_executor(pure=False),
+                              raise_if_interrupted, files_back=True)
         by_key = {}
         futs = []
         for t in tasks:
@@ -543,7 +548,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
 
             if tasks:
                 if executor == "dask":
-                    _run_dask(tasks, workers, scheduler, on_done, client=dask_client)
+                    _run_dask(tasks, workers, scheduler, on_done, client=dask_client, split=split_points)
                 elif workers == 1 or (len(tasks) == 1 and not split_points):
                     _run_serial(tasks, on_done)
                 elif split_points:    # a point's units use every worker, even with fewer points than workers

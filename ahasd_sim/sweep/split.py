@@ -95,6 +95,21 @@ def unit_finish(cfg, placement, out_dir: str, results: list, wall_s: float, even
     return {"status": "ok", "wall_time_s": wall_s}
 
 
+def unit_finish_files(cfg, placement, out_dir: str, results: list, wall_s: float, events: bool = False) -> dict:
+    """:func:`unit_finish` into a private temporary folder; the files come back as bytes
+    (``files``), for workers that need not share the client's file system (Dask)."""
+    import shutil
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="ahasd-split-"))
+    try:
+        info = unit_finish(cfg, placement, str(tmp / "point"), results, wall_s, events)
+        files = {p.name: p.read_bytes() for p in sorted((tmp / "point").iterdir())
+                 if p.is_file() and not p.name.startswith(".")}
+        return {**info, "files": files}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class _Point:
     """A point in progress: what its finished units returned, and how many are still out."""
     __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "n_windows", "results", "left", "wall_s")
@@ -112,10 +127,14 @@ class _Point:
 
 
 def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], pool: cf.Executor,
-              check_interrupt: Callable[[], None] = lambda: None) -> list[dict]:
-    """Run ``tasks`` as units on ``pool`` (``workers`` processes); call ``on_done`` per finished
-    point. Returns the tasks left to the whole-point path: points a unit failed for, and every
-    point not finished when the pool broke."""
+              check_interrupt: Callable[[], None] = lambda: None, files_back: bool = False) -> list[dict]:
+    """Run ``tasks`` as units on ``pool`` (``workers`` processes; any executor whose futures are
+    ``concurrent.futures`` futures, e.g. a Dask client's ``get_executor()``); call ``on_done``
+    per finished point. ``files_back``: the finish unit returns the point's files, written here
+    (workers without the client's file system). Returns the tasks left to the whole-point path:
+    points a unit failed for, and every point not finished when the pool broke."""
+    from .worker import materialise
+    finish = unit_finish_files if files_back else unit_finish
     pending = deque(tasks)
     ready: list[tuple] = []                 # (priority, seq, point id, kind, fn, args)
     seq = itertools.count()
@@ -194,10 +213,16 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                     pt.results[kind[1]] = value
                     pt.left -= 1
                     if pt.left == 0:
-                        push(_FINISH, pid, "finish", unit_finish, pt.cfg, pt.placement, pt.task["dir"],
+                        push(_FINISH, pid, "finish", finish, pt.cfg, pt.placement, pt.task["dir"],
                              pt.results, pt.wall_s, bool(pt.task.get("events", False)))
                 else:   # finish
                     points.pop(pid)
+                    if files_back:
+                        try:
+                            materialise(value.pop("files"), Path(pt.task["dir"]))
+                        except Exception:  # noqa: BLE001 - e.g. a full disk: the whole-point path reports it
+                            fallback.append(pt.task)
+                            continue
                     on_done({"hash": pt.task["hash"], **value})
     except BrokenProcessPool:
         fallback.extend(pt.task for pt in points.values())
