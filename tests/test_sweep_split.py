@@ -100,6 +100,12 @@ class _Recorder:
             rec.log.append(("finish", cfg, tuple(results)))
             return {"status": "ok", "wall_time_s": wall_s}
 
+        def rest(cfg, placement, out_dir, wall_s, events=False, files_back=False):
+            rec.log.append(("rest", cfg, placement))
+            if (cfg, "rest") in fail_window:
+                raise RuntimeError("windows failed")
+            return {"status": "ok", "wall_time_s": wall_s}
+
         def choose(cfg, outcomes):
             return ("chosen", cfg, tuple(o["throughput_tok_s"] for o in outcomes))
 
@@ -107,6 +113,7 @@ class _Recorder:
         monkeypatch.setattr(split, "unit_tune", tune_unit)
         monkeypatch.setattr(split, "unit_window", window)
         monkeypatch.setattr(split, "unit_finish", finish)
+        monkeypatch.setattr(split, "unit_windows_finish", rest)
         import ahasd_sim.modes.placement as placement
         monkeypatch.setattr(placement, "choose_placement", choose)
 
@@ -116,19 +123,21 @@ def _tasks(n):
 
 
 def test_unit_graph_of_a_tuned_point_in_order(monkeypatch):
-    """One worker (a one-thread pool): plan, the 4 candidates, then each window with the
-    placement chosen from all four outcomes, then finish with the windows in index order;
-    the second point starts only when the first is done (with one worker a unit of the open
-    point is always ready until its finish)."""
+    """One worker (a one-thread pool): plan, the 4 candidates, then, while another point waits
+    to start, the windows and finish as one unit with the placement chosen from all four
+    outcomes; the last point (none waits) sends each window alone, then finish with the
+    windows in index order. The second point starts only when the first is done (with one
+    worker a unit of the open point is always ready until its finish)."""
     r = _Recorder(monkeypatch, tune=4, windows=2)
     done = []
     with cf.ThreadPoolExecutor(1) as pool:
         left = split.run_split(_tasks(2), 1, done.append, pool)
     assert left == []
-    chosen = ("chosen", "p0", (0.0, 1.0, 2.0, 3.0))
-    assert r.log[:8] == [("plan", "p0"), ("tune", "p0-c0"), ("tune", "p0-c1"), ("tune", "p0-c2"), ("tune", "p0-c3"),
-                         ("window", "p0", 0, chosen), ("window", "p0", 1, chosen), ("finish", "p0", ("p0-w0", "p0-w1"))]
-    assert r.log[8] == ("plan", "p1") and len(r.log) == 16
+    tunes = [("tune", f"{p}-c{k}") for p in ("p0", "p1") for k in range(4)]
+    chosen0, chosen1 = ("chosen", "p0", (0.0, 1.0, 2.0, 3.0)), ("chosen", "p1", (0.0, 1.0, 2.0, 3.0))
+    assert r.log == [("plan", "p0"), *tunes[:4], ("rest", "p0", chosen0),
+                     ("plan", "p1"), *tunes[4:], ("window", "p1", 0, chosen1), ("window", "p1", 1, chosen1),
+                     ("finish", "p1", ("p1-w0", "p1-w1"))]
     assert [d["hash"] for d in done] == ["p0", "p1"] and all(d["status"] == "ok" for d in done)
 
 
@@ -144,22 +153,32 @@ def test_units_of_open_points_go_before_new_points_and_open_points_are_bounded(m
     for entry in r.log:
         if entry[0] == "plan":
             open_points.add(entry[1])
-        elif entry[0] == "finish":
+        elif entry[0] in ("finish", "rest"):
             open_points.discard(entry[1])
         peak = max(peak, len(open_points))
     assert peak <= 4
     finishes = [e for e in r.log if e[0] == "finish"]
-    assert all(e[2] == tuple(f"{e[1]}-w{i}" for i in range(3)) for e in finishes)
+    assert finishes and all(e[2] == tuple(f"{e[1]}-w{i}" for i in range(3)) for e in finishes)
+    assert {e[1] for e in r.log if e[0] == "rest"} | {e[1] for e in finishes} == {f"p{i}" for i in range(10)}
 
 
 def test_a_failed_unit_hands_its_point_to_the_whole_point_path(monkeypatch):
-    r = _Recorder(monkeypatch, tune=2, windows=2, fail_plan={"p1"}, fail_window={("p2", 1)})
+    r = _Recorder(monkeypatch, tune=2, windows=2, fail_plan={"p1"}, fail_window={("p2", "rest")})
     done = []
     with cf.ThreadPoolExecutor(1) as pool:
         left = split.run_split(_tasks(4), 1, done.append, pool)
     assert [t["hash"] for t in left] == ["p1", "p2"]
     assert [d["hash"] for d in done] == ["p0", "p3"]
     assert not any(e[0] == "finish" and e[1] in ("p1", "p2") for e in r.log)
+
+
+def test_a_failed_window_of_the_last_point_hands_it_over(monkeypatch):
+    r = _Recorder(monkeypatch, tune=0, windows=3, fail_window={("p0", 1)})
+    done = []
+    with cf.ThreadPoolExecutor(2) as pool:
+        left = split.run_split(_tasks(1), 2, done.append, pool)
+    assert [t["hash"] for t in left] == ["p0"] and done == []
+    assert not any(e[0] == "finish" for e in r.log)
 
 
 class _BrokenAfter(cf.ThreadPoolExecutor):
@@ -179,11 +198,11 @@ class _BrokenAfter(cf.ThreadPoolExecutor):
 
 
 def test_a_broken_pool_hands_every_unfinished_point_back(monkeypatch):
-    """Point p0 finishes with its 1 + 2 + 1 units; the 5th submission (p1's plan) breaks the
-    pool: p1 and the not yet started p2 go back, in order, and only p0 is reported."""
+    """Point p0 finishes with its plan and windows+finish units; the 3rd submission (p1's plan)
+    breaks the pool: p1 and the not yet started p2 go back, in order, and only p0 is reported."""
     _Recorder(monkeypatch, tune=0, windows=2)
     done = []
-    pool = _BrokenAfter(4)
+    pool = _BrokenAfter(2)
     try:
         left = split.run_split(_tasks(3), 1, done.append, pool)
     finally:
