@@ -3,7 +3,7 @@
 
 Usage: python scripts/bench_sweep.py [--sweep hw_configs/sweeps/pim_design_space.yaml]
        [--workers 1,2,4,8,16] [--executor local|dask|both] [--set KEY=VALUE ...] [--limit N]
-       [--granularity split,whole] [--out results/bench_sweep.json]
+       [--granularity split,whole] [--seeds N] [--out results/bench_sweep.json]
 
 Runs the same sweep from scratch (a fresh temporary folder each time) at every worker count and
 prints, per executor and worker count: wall time, points/s and parallel efficiency
@@ -45,6 +45,8 @@ def parser():
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of the sweep's base (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="run only the first N points (>= 1)")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="run every point with seeds 0..N-1 (N times the points: a larger sweep)")
     p.add_argument("--granularity", default="split", help="split, whole or split,whole (interleaved)")
     p.add_argument("--out", default=None, help="write the results as JSON to this file")
     return p
@@ -81,7 +83,8 @@ def _spec(args):
     base config path is absolute, so it resolves as the original does)."""
     from ahasd_sim.sweep.spec import load_sweep_spec
     spec = load_sweep_spec(args.sweep)
-    if not args.overrides:
+    seeds = getattr(args, "seeds", None)
+    if not args.overrides and not seeds:
         return spec
     import yaml
     base = dict(spec.raw.get("base", {}) or {})
@@ -96,7 +99,10 @@ def _spec(args):
     if "config" in base:
         base["config"] = str((Path(args.sweep).resolve().parent / base["config"]).resolve())
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-spec-")) / Path(args.sweep).name
-    tmp.write_text(yaml.safe_dump({**spec.raw, "base": base}, sort_keys=False))
+    raw = {**spec.raw, "base": base}
+    if seeds:
+        raw["seeds"] = list(range(seeds))
+    tmp.write_text(yaml.safe_dump(raw, sort_keys=False))
     return load_sweep_spec(tmp)
 
 
@@ -107,13 +113,13 @@ def _fresh(args, executor: str, workers: int, loop_timer: bool, split: bool = Tr
     import multiprocessing as mp
     with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         return pool.submit(_child, args.sweep, list(args.overrides), executor, workers, args.limit,
-                           loop_timer, split).result()
+                           loop_timer, split, args.seeds).result()
 
 
-def _child(sweep, overrides, executor, workers, limit, loop_timer, split=True) -> dict:
+def _child(sweep, overrides, executor, workers, limit, loop_timer, split=True, seeds=None) -> dict:
     import argparse
-    return _one(_spec(argparse.Namespace(sweep=sweep, overrides=overrides)), executor, workers, limit, loop_timer,
-                split)
+    return _one(_spec(argparse.Namespace(sweep=sweep, overrides=overrides, seeds=seeds)), executor, workers, limit,
+                loop_timer, split)
 
 
 def _one(spec, executor: str, workers: int, limit, loop_timer: bool, split: bool = True) -> dict:
@@ -150,6 +156,8 @@ def body(args) -> int:
         raise InputError(f"--workers {args.workers!r}: expected comma-separated integers") from None
     if not counts or min(counts) < 1:
         raise InputError(f"--workers {args.workers!r}: every count must be >= 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise InputError(f"--seeds {args.seeds}: expected >= 1")
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit {args.limit}: expected >= 1")
     grains = [g.strip() for g in args.granularity.split(",") if g.strip()]

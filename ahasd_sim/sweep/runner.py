@@ -306,14 +306,7 @@ def _warm_parent(task: dict | None) -> None:
     if task is None or _pool_context().get_start_method() != "fork":
         return
     import gc
-    try:
-        from ..simulation import _load_full_trace
-        cfg = task_config(task)
-        _load_full_trace(cfg)
-        if cfg.pim.enabled and cfg.pim.partition_policy == "auto":
-            _load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
-    except Exception:  # noqa: BLE001 - warming is an optimisation only
-        pass
+    _warm_traces(task)
     gc.collect()
     gc.freeze()
 
@@ -377,6 +370,20 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
     return broken
 
 
+def _warm_traces(task: dict) -> None:
+    """In this process (the parent before forking, a Dask worker): import the simulator and read
+    the first point's run and tuning traces
+    (best effort: a point reports its own errors when it runs)."""
+    try:
+        from ..simulation import _load_full_trace
+        cfg = task_config(task)
+        _load_full_trace(cfg)
+        if cfg.pim.enabled and cfg.pim.partition_policy == "auto":
+            _load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        pass
+
+
 def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
               client: Any = None, split: bool = False) -> None:
     try:
@@ -395,6 +402,8 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
                                        dashboard_address=None)
             own_client = client = Client(own_cluster)
     try:
+        if tasks:   # every worker imports the simulator and reads the first point's traces once, in parallel
+            client.run(_warm_traces, tasks[0])
         if split and tasks:   # the points' units over the cluster's threads; what fails goes on as whole points
             from .split import run_split
             threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
