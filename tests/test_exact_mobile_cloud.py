@@ -1,0 +1,500 @@
+"""Hand-derived exact values for the mobile-cloud modules (issue 33): the cellular link
+(hw/network.py), the cloud server (hw/cloud.py) and the HyCo-family machinery
+(modes/mobile_cloud.py). Each test builds a case small enough to compute by hand in its
+docstring and asserts the numbers with rel=1e-12 (or exact equality)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+
+from ahasd_sim.hw.cloud import CloudConfig, CloudServer
+from ahasd_sim.hw.network import (MAHIMAHI_PACKET_BYTES, NetworkConfig, NetworkLink, PacketTrace, RttTrace,
+                                  TraceFormatError, _Direction, _resolve)
+from ahasd_sim.modes.base import TaskCost
+from ahasd_sim.modes.mobile_cloud import mean_ci95, tpot_windows_s
+
+
+def ex(x):
+    return pytest.approx(x, rel=1e-12, abs=0)
+
+
+def _cfg(**kw):
+    kw = {"radio_promotion_s": 0.0, "trace_offset_s": 0.0, "message_overhead_bytes": 0, **kw}
+    return NetworkConfig(enabled=True, **kw)
+
+
+def _session(tmp_path=None, seed=0, **kw):
+    env = simpy.Environment()
+    return env, NetworkLink(_cfg(**kw), tmp_path).open(env, np.random.default_rng(seed))
+
+
+def _trace_file(tmp_path, name, lines):
+    p = tmp_path / name
+    p.write_text("".join(f"{x}\n" for x in lines))
+    return p
+
+
+# ------------------------------------------------------------------ packet traces
+def test_packet_trace_indexing_over_loops():
+    """Opportunities at 0, 5, 5, 12 ms: period 12 ms, 4 per loop. The g-th looped one is
+    ts[g % 4] + (g // 4) * 12: g = 5 -> 5 + 12 = 17, g = 11 -> 12 + 24 = 36.
+    first_at_or_after: 5 -> index 1 (the first of the two 5-ms ones); 5.5 -> 3 (12 ms);
+    12.5 -> 5 (the loop's 12 + 5 = 17: the 0-ms one of loop 1 is 12 ms, < 12.5); 12 -> 3 (the
+    12-ms one of loop 0, ties take the earliest); 40 -> loop 3 starts at 36: 36 + 5 = 41, g = 13.
+    Mean rate: 4 x 1500 B x 8 / 12 ms = 4 Mbit/s."""
+    tr = PacketTrace([0, 5, 5, 12], "t")
+    assert len(tr) == 4 and tr.period_ms == 12 and tr.name == "t"
+    assert [tr.time_ms(g) for g in (0, 1, 3, 4, 5, 11)] == [0, 5, 12, 12, 17, 36]
+    assert [tr.first_at_or_after(t) for t in (0, 5, 5.5, 12, 12.5, 40, 36)] == [0, 1, 3, 3, 5, 13, 11]
+    assert tr.first_at_or_after(1e6) == 333333       # 1e6 = 83333 loops x 12 + 4 ms -> the 5-ms one, g = 83333 x 4 + 1
+    assert tr.time_ms(333333) == 83333 * 12 + 5
+    assert tr.mean_rate_mbps == ex(4 * 1500 * 8 / 0.012 / 1e6)
+    assert MAHIMAHI_PACKET_BYTES == 1500
+
+
+@pytest.mark.parametrize("stamps, msg", [
+    ([], "t: no delivery opportunities"),
+    ([3, 7, 6, 9], "t: timestamps must not decrease (line 3: 6 after 7)"),
+    ([-2, 4], "t: negative timestamp -2"),
+    ([0, 0], "t: the last timestamp (the loop period) must be > 0 ms"),
+])
+def test_packet_trace_rejects(stamps, msg):
+    with pytest.raises(TraceFormatError) as e:
+        PacketTrace(stamps, "t")
+    assert str(e.value) == msg
+
+
+@pytest.mark.parametrize("raw, tail", [
+    (b"PK\x03\x04xx", ": a zip/.npz archive, expected a text file of millisecond timestamps"),
+    (b"\xff\xfe1\x00", ": UTF-16 text, expected ASCII/UTF-8 (one integer per line)"),
+    (b"\xfe\xff\x001", ": UTF-16 text, expected ASCII/UTF-8 (one integer per line)"),
+    (b"12\n\x80\n", ": byte 0x80 at offset 3 is not text (a binary file?); expected one integer millisecond "
+                    "timestamp per line"),
+    (b"1\x002\n", ": NUL bytes (a binary file?)"),
+    (b"5\n\n  x7\n", " line 3: expected an integer millisecond timestamp, got 'x7'"),
+    (b"5\n2592000001\n", " line 2: timestamp 2592000001 ms is outside 0..2592000000 (about 30 days; a mahimahi "
+                         "trace covers seconds to hours)"),
+    (b"-1\n", " line 1: timestamp -1 ms is outside 0..2592000000 (about 30 days; a mahimahi trace covers "
+              "seconds to hours)"),
+])
+def test_packet_trace_load_rejects_with_one_line(tmp_path, raw, tail):
+    p = tmp_path / "bad.up"
+    p.write_bytes(raw)
+    with pytest.raises(TraceFormatError) as e:
+        PacketTrace.load(p)
+    assert str(e.value) == f"mahimahi trace '{p}'{tail}"
+
+
+def test_packet_trace_load_reads_blank_lines_and_limits(tmp_path):
+    """Blank and padded lines are skipped; 0 and the 30-day bound 2592000000 ms are accepted."""
+    p = tmp_path / "ok.up"
+    p.write_bytes(b" 0 \n\n2592000000\n")
+    tr = PacketTrace.load(p)
+    assert tr.ts_ms.tolist() == [0, 2592000000] and tr.name == str(p)
+    missing = tmp_path / "none.up"
+    with pytest.raises(TraceFormatError) as e:
+        PacketTrace.load(missing)
+    assert str(e.value) == f"cannot read mahimahi trace '{missing}': No such file or directory"
+
+
+def test_packet_trace_load_size_bound(tmp_path, monkeypatch):
+    """A file larger than the bound (patched to 8 bytes here) is refused before parsing."""
+    import ahasd_sim.hw.network as network
+    monkeypatch.setattr(network, "_MAX_TRACE_BYTES", 8)
+    p = tmp_path / "big.up"
+    p.write_bytes(b"1\n2\n3\n4\n5\n")              # 10 bytes
+    with pytest.raises(TraceFormatError) as e:
+        PacketTrace.load(p)
+    assert str(e.value) == f"mahimahi trace '{p}': larger than 8 bytes (not a mahimahi trace?)"
+    p.write_bytes(b"1\n2\n3\n4\n")                 # exactly 8 bytes: read
+    assert len(PacketTrace.load(p)) == 4
+
+
+# ------------------------------------------------------------------ RTT traces
+def test_rtt_trace_steps_loop_and_time_average(tmp_path):
+    """Steps 0 s: 40 ms, 1 s: 100 ms, 1.5 s: 300 ms, period 3 s (the last line's value unused).
+    at(): 0.99 -> 40 ms; 1.0 -> 100 ms (a step starts at its time); 1.7 -> 300 ms; 4.2 = 1.2
+    after one loop -> 100 ms. Time average: (1 x 40 + 0.5 x 100 + 1.5 x 300) / 3 = 180 ms.
+    Comments, blank lines and commas are accepted."""
+    p = _trace_file(tmp_path, "r.rtt", ["# t rtt", "", "0, 40", "1 100", "1.5 300", "3 999"])
+    tr = RttTrace.load(p)
+    assert tr.period_s == 3.0 and tr.name == f"rtt trace '{p}'"
+    assert [tr.at(t) for t in (0.0, 0.99, 1.0, 1.7, 4.2)] == [0.04, 0.04, 0.1, 0.3, 0.1]
+    link = NetworkLink(_cfg(rtt_trace=str(p)))
+    assert link.rtt_s == ex(0.180)
+    assert link.rtt_at(1.2) == 0.1
+    assert NetworkLink(_cfg(rtt_ms=30.0)).rtt_at(1.2) == ex(0.030)
+
+
+@pytest.mark.parametrize("lines, tail", [
+    (["0 40"], ": needs at least two 'time_s rtt_ms' lines (the last time is the period)"),
+    (["0 40", "0 50"], ": times must start at >= 0 s and increase"),
+    (["-1 40", "2 50"], ": times must start at >= 0 s and increase"),
+    (["0 40", "2 -5"], ": RTTs must be >= 0 ms"),
+    (["0 40", "2"], " line 2: expected 'time_s rtt_ms', got '2'"),
+    (["0 x"], " line 1: expected 'time_s rtt_ms', got '0 x'"),
+])
+def test_rtt_trace_rejects(tmp_path, lines, tail):
+    p = _trace_file(tmp_path, "r.rtt", lines)
+    with pytest.raises(TraceFormatError) as e:
+        RttTrace.load(p)
+    assert str(e.value) == f"rtt trace '{p}'{tail}"
+
+
+def test_rtt_trace_unreadable_and_config_key(tmp_path):
+    p = tmp_path / "none.rtt"
+    with pytest.raises(TraceFormatError) as e:
+        RttTrace.load(p)
+    assert str(e.value) == f"cannot read rtt trace '{p}': No such file or directory"
+    with pytest.raises(TraceFormatError) as e:
+        NetworkLink(_cfg(rtt_trace=str(p)))
+    assert e.value.key == "network.rtt_trace"
+    for key in ("uplink_trace", "downlink_trace"):
+        with pytest.raises(TraceFormatError) as e:
+            NetworkLink(_cfg(**{key: str(p)}))
+        assert e.value.key == f"network.{key}"
+
+
+# ------------------------------------------------------------------ link estimates
+def test_link_rates_transfer_time_and_cost(tmp_path):
+    """Constant: up 8 Mbit/s = 1e6 B/s, down 20 Mbit/s = 2.5e6 B/s, RTT 40 ms. 5000 B up:
+    0.020 + 5000 / 1e6 = 0.025 s; energy 5000 x 8 x 438.39 nJ + 1.288 W x 5 ms.
+    10000 B down: 0.020 + 0.004 s; 10000 x 8 x 51.97 nJ + 1.288 W x 4 ms.
+    A downlink trace of 4 opportunities in 12 ms has mean 4 x 1500 B / 12 ms = 500000 B/s: its rate replaces downlink_mbps, the uplink keeps 8 Mbit/s."""
+    link = NetworkLink(_cfg(uplink_mbps=8.0, downlink_mbps=20.0, rtt_ms=40.0))
+    assert link.rate_bytes_s("up") == ex(1e6) and link.rate_bytes_s("down") == ex(2.5e6)
+    assert link.rtt_s == ex(0.040) and link.static_power_w == 0.0 and link.device == "network"
+    assert link.transfer_time_s(5000, "up") == ex(0.025)
+    assert link.transfer_time_s(10000, "down") == ex(0.024)
+    c = link.transfer_cost(5000, "up")
+    assert c.duration_s == ex(0.025)
+    assert dict(c.energy_j_by_device) == {"network": ex(5000 * 8 * 438.39e-9 + 1.288 * 0.005)}
+    c = link.transfer_cost(10000, "down")
+    assert c.duration_s == ex(0.024)
+    assert dict(c.energy_j_by_device) == {"network": ex(10000 * 8 * 51.97e-9 + 1.288 * 0.004)}
+    with pytest.raises(ValueError, match=r"^direction must be 'up' or 'down', got 'side'$"):
+        link.rate_bytes_s("side")
+    p = _trace_file(tmp_path, "d.down", [0, 5, 5, 12])
+    tl = NetworkLink(_cfg(uplink_mbps=8.0, downlink_trace=str(p)))
+    assert tl.rate_bytes_s("down") == ex(500000.0) and tl.rate_bytes_s("up") == ex(1e6)
+    assert tl.traces["up"] is None and len(tl.traces["down"]) == 4
+
+
+def test_trace_paths_resolve_against_the_config_folder(tmp_path, monkeypatch):
+    """A relative trace path is tried in the current directory, then in base_dir."""
+    sub = tmp_path / "cfgdir"
+    sub.mkdir()
+    _trace_file(sub, "u.up", [0, 10])
+    monkeypatch.chdir(tmp_path)
+    assert _resolve("u.up", sub) == sub / "u.up"
+    assert _resolve("u.up", None).as_posix() == "u.up"
+    assert _resolve("nope.up", sub).as_posix() == "nope.up"      # neither: the path as given
+    _trace_file(tmp_path, "u.up", [0, 20])                       # now the current directory has one
+    assert _resolve("u.up", sub).as_posix() == "u.up"
+    assert _resolve(str(sub / "u.up"), tmp_path) == sub / "u.up"
+    link = NetworkLink(_cfg(uplink_trace="u.up"), sub)
+    assert link.traces["up"].period_ms == 20
+
+
+# ------------------------------------------------------------------ bottleneck
+def test_constant_rate_queue_is_fifo():
+    """1e6 B/s: 1000 B at t = 0 leaves at 1 ms; 3000 B enqueued at 0.5 ms starts at 1 ms and
+    leaves at 4 ms; 2000 B at 10 ms finds the queue empty: 10 .. 12 ms."""
+    d = _Direction(1e6, None)
+    assert d.depart(0.0, 1000) == (0.0, ex(0.001))
+    assert d.depart(0.0005, 3000) == (ex(0.001), ex(0.004))
+    assert d.depart(0.010, 2000) == (0.010, ex(0.012))
+
+
+def test_trace_queue_shares_and_skips_opportunities():
+    """Opportunities at 2, 4, 6, 8, 10 ms (period 10, 5 per loop), offset 1 ms (sim t reads the
+    trace at t + 1 ms).
+    * 1600 B at t = 0 (trace 1 ms): starts at the 2-ms one (sim 1 ms), needs 100 B more: one
+      further -> the 4-ms one (sim 3 ms), 1400 B left in it.
+    * 1400 B at t = 0: fits the rest of the 4-ms one exactly: start = depart = sim 3 ms.
+    * 1 B at t = 0: the 4-ms one is full -> the next, 6 ms (sim 5 ms); 1499 B left.
+    * 10 B at sim 6 ms (trace 7 ms): the 6-ms one is past -> 8 ms (sim 7 ms).
+    * 4501 B at sim 7 ms (trace 8): the 8-ms one still has 1490 B -> start sim 7 ms; 3011 B more
+      need ceil(3011 / 1500) = 3 more: 10, 12, 14 ms -> depart sim 13 ms, 4500 - 3011 = 1489 left."""
+    d = _Direction(0.0, PacketTrace([2, 4, 6, 8, 10]), offset_s=0.001)
+    assert d.depart(0.0, 1600) == (ex(0.001), ex(0.003)) and d.left_in_last == 1400
+    assert d.depart(0.0, 1400) == (ex(0.003), ex(0.003)) and d.left_in_last == 0
+    assert d.depart(0.0, 1) == (ex(0.005), ex(0.005)) and d.left_in_last == 1499
+    assert d.depart(0.006, 10) == (ex(0.007), ex(0.007)) and d.left_in_last == 1490
+    assert d.depart(0.007, 4501) == (ex(0.007), ex(0.013)) and d.left_in_last == 1489 and d.g_last == 6
+
+
+def test_trace_queue_message_of_exact_multiple_and_zero_bytes():
+    """Opportunities at 1, 2, 3 ms (period 3): 3000 B at 0 take the 1- and 2-ms ones exactly
+    (0 left); 0 B then takes the 3-ms one (a message still needs an opportunity to leave)."""
+    d = _Direction(0.0, PacketTrace([1, 2, 3]))
+    assert d.depart(0.0, 3000) == (ex(0.001), ex(0.002)) and d.left_in_last == 0 and d.g_last == 1
+    assert d.depart(0.0, 0) == (ex(0.003), ex(0.003)) and d.left_in_last == 1500
+
+
+# ------------------------------------------------------------------ session
+def test_session_offset_draws(tmp_path):
+    """trace_offset_s < 0: offset = uniform(0, uplink period); without an uplink trace the
+    downlink's; with neither 0. The draw is the session generator's first uniform."""
+    up = _trace_file(tmp_path, "a.up", [0, 20])
+    down = _trace_file(tmp_path, "a.down", [0, 50])
+    want = float(np.random.default_rng(7).uniform(0.0, 0.020))
+    _, s = _session(tmp_path, seed=7, uplink_trace=str(up), downlink_trace=str(down), trace_offset_s=-1.0)
+    assert s.offset_s == want
+    assert s.dirs["up"].offset_ms == want * 1e3 and s.dirs["down"].offset_ms == want * 1e3
+    _, s = _session(tmp_path, seed=7, downlink_trace=str(down), trace_offset_s=-1.0)
+    assert s.offset_s == float(np.random.default_rng(7).uniform(0.0, 0.050))
+    _, s = _session(seed=7, trace_offset_s=-1.0)
+    assert s.offset_s == 0.0
+    _, s = _session(seed=7, trace_offset_s=0.25)
+    assert s.offset_s == 0.25
+
+
+def test_session_schedule_overhead_promotion_and_energy():
+    """Up 8 Mbit/s (1e6 B/s), down 16 Mbit/s (2e6 B/s), RTT 40 ms, overhead 100 B, promotion
+    0.2 s, tail 1 s; powers tx 400 nJ/bit, rx 50 nJ/bit, active 2 W, tail 1 W, promotion 3 W.
+    * t = 0, up 900 B payload = 1000 B: radio idle -> promotion [0, 0.2]; leaves 0.2 + 1 ms =
+      0.201, arrives 0.221. Radio busy [0.2, 0.201].
+    * t = 0.5, down 1900 B = 2000 B: the phone needs the radio at 0.5 + 0.02 = 0.52, within
+      0.201 + 1 s of tail: no promotion. Serialised 0.5 .. 0.501, arrives 0.521; the phone's
+      radio is busy for the serialisation time before arrival: [0.520, 0.521].
+    * t = 3, down 0 B payload = 100 B: needed at 3.02 > 0.521 + 1 -> promotion [3.02, 3.22];
+      the bottleneck starts at 3 + 0.2 = 3.2, leaves 3.20005, arrives 3.22005; busy
+      [3.22, 3.22005].
+    Energy to end 10 s: tx 1000 x 8 x 400e-9 = 3.2e-3 J; rx 2100 x 8 x 50e-9 = 8.4e-4 J.
+    Merged activity [0, 0.201], [0.52, 0.521], [3.02, 3.22005]: promotions 0.4 s (x 3 W);
+    active = (0.201 + 0.001 + 0.20005) - 0.4 = 0.00205 s (x 2 W); tail: gap 0.319, then
+    min(2.499, 1) = 1, then a whole 1 s after the last: 2.319 s (x 1 W)."""
+    env, s = _session(uplink_mbps=8.0, downlink_mbps=16.0, rtt_ms=40.0, message_overhead_bytes=100,
+                      radio_promotion_s=0.2, radio_tail_s=1.0, radio_tx_nj_per_bit=400.0,
+                      radio_rx_nj_per_bit=50.0, radio_active_power_w=2.0, radio_tail_power_w=1.0,
+                      radio_promotion_power_w=3.0)
+    assert s.message_bytes(900) == 1000
+    r = s.schedule(900, "up")
+    assert (r.direction, r.nbytes, r.sent_s) == ("up", 1000, 0.0)
+    assert (r.service_start_s, r.depart_s, r.arrive_s) == (ex(0.2), ex(0.201), ex(0.221))
+    env.run(until=0.5)
+    r = s.schedule(1900, "down")
+    assert (r.service_start_s, r.depart_s, r.arrive_s) == (0.5, ex(0.501), ex(0.521))
+    assert s.promotions == 1
+    env.run(until=3.0)
+    r = s.schedule(0, "down")
+    assert (r.service_start_s, r.depart_s, r.arrive_s) == (ex(3.2), ex(3.20005), ex(3.22005))
+    assert s.promotions == 2
+    assert s._promotions == [(0.0, ex(0.2)), (ex(3.02), ex(3.22))]
+    assert s.bytes == {"up": 1000, "down": 2100} and s.messages == {"up": 1, "down": 2}
+    e = s.radio_energy_j(10.0)
+    assert e == {"radio_tx": ex(3.2e-3), "radio_rx": ex(8.4e-4), "radio_active": ex(2 * 0.00205),
+                 "radio_promotion": ex(3 * 0.4), "radio_tail": ex(2.319)}
+    assert s.in_flight_s(10.0) == ex(0.221 + 0.021 + 0.22005)
+    assert s.in_flight_s(3.1) == ex(0.221 + 0.021 + 0.1)       # cut at the end
+    assert s.in_flight_s(0.5) == ex(0.221)                     # the message sent at 0.5 is not counted
+
+
+def test_radio_energy_cut_at_the_run_end():
+    """Same link as above, one uplink message at 0 (promotion [0, 0.2], busy [0.2, 0.201]),
+    energy to 0.1 s: the promotion counts 0.1 s, nothing active (0.1 - 0.1 = 0), and a whole
+    tail (1 s) after the cut activity."""
+    _env, s = _session(uplink_mbps=8.0, message_overhead_bytes=100, radio_promotion_s=0.2, radio_tail_s=1.0,
+                       radio_active_power_w=2.0, radio_tail_power_w=1.0, radio_promotion_power_w=3.0)
+    s.schedule(900, "up")
+    e = s.radio_energy_j(0.1)
+    assert e["radio_promotion"] == ex(0.3) and e["radio_active"] == 0.0 and e["radio_tail"] == ex(1.0)
+    assert s.radio_energy_j(0.0)["radio_promotion"] == 0.0
+
+
+def test_session_jitter_is_the_generators_exponential_and_never_reorders():
+    """jitter 10 ms: the arrival is depart + RTT/2 + X, X the session generator's exponential
+    draw of mean 0.010 (the generator is used for nothing else with trace_offset_s >= 0).
+    A second message cannot arrive before the first (max with the last arrival)."""
+    rng = np.random.default_rng(5)
+    x1, x2 = rng.exponential(0.010), rng.exponential(0.010)
+    env, s = _session(seed=5, uplink_mbps=8.0, rtt_ms=20.0, jitter_ms=10.0)
+    a1 = s.schedule(1000, "up").arrive_s
+    a2 = s.schedule(0, "up").arrive_s
+    assert a1 == ex(0.001 + 0.010 + x1)
+    assert a2 == ex(max(0.001 + 0.010 + x2, a1))
+
+
+def test_send_wakes_the_caller_at_arrival_and_rejects_bad_directions():
+    env, s = _session(uplink_mbps=8.0, rtt_ms=20.0)
+    got = []
+
+    def go():
+        rec = yield from s.send(1000, "up")
+        got.append((rec.arrive_s, env.now))
+
+    env.process(go())
+    env.run()
+    assert got == [(ex(0.011), ex(0.011))]
+    with pytest.raises(ValueError, match=r"^direction must be 'up' or 'down', got 'x'$"):
+        s.schedule(1, "x")
+
+
+# ------------------------------------------------------------------ cloud server
+def _lin_cost(kind, n, kv):
+    """T(n, kv) = 1 ms + 10 us n + 1 us kv (+ 2 ms for drafts); energy 100 W x T."""
+    t = 1e-3 + 1e-5 * n + 1e-6 * kv + (2e-3 if kind == "draft" else 0.0)
+    return TaskCost(t, {"cloud_gpu": 100.0 * t, "other": 1.0}, {"cloud_gpu": t})
+
+
+def test_batch_cost_single_and_batched():
+    """One forward: its own cost (T(3, 50) = 1.08 ms; energy 0.108 + 1 J: every device's).
+    Batch [(2, 100), (3, 0)]: T(5, 0) + [T(2, 100) - T(2, 0)] + 0 = 1.05 + 0.1 = 1.15 ms;
+    energy (105 mJ + 1) + 10 mJ (the KV part; the 'other' 1 J cancels in the difference)."""
+    srv = CloudServer(simpy.Environment(), CloudConfig(), _lin_cost, np.random.default_rng(0))
+    t, e = srv.batch_cost("verify", [(3, 50)])
+    assert (t, e) == (ex(1.08e-3), ex(0.108 + 1.0))
+    t, e = srv.batch_cost("verify", [(2, 100), (3, 0)])
+    assert (t, e) == (ex(1.15e-3), ex(0.105 + 1.0 + 0.010))
+
+
+def test_batch_cost_never_subtracts_kv_time():
+    """A cost that falls with the KV length (not physical) must not shorten the batch:
+    max(0, full - empty)."""
+    def cost(kind, n, kv):
+        return TaskCost(1e-3 + 1e-5 * n - 1e-6 * kv, {"cloud_gpu": 1.0 - 1e-3 * kv}, {})
+    srv = CloudServer(simpy.Environment(), CloudConfig(), cost, np.random.default_rng(0))
+    assert srv.batch_cost("verify", [(1, 100), (1, 0)]) == (ex(1.02e-3), ex(1.0))
+
+
+def test_queue_wait_fixed_plus_mm1():
+    """queue_delay 5 ms; rho 0.5: with probability rho an Exponential of mean S / (1 - rho)."""
+    cfg = CloudConfig(queue_delay_ms=5.0, utilization=0.5)
+    srv = CloudServer(simpy.Environment(), cfg, _lin_cost, np.random.default_rng(3))
+    ref = np.random.default_rng(3)
+    for _ in range(6):
+        want = 0.005
+        if ref.random() < 0.5:
+            want += float(ref.exponential(0.002 / 0.5))
+        assert srv.queue_wait_s(0.002) == ex(want)
+    srv0 = CloudServer(simpy.Environment(), CloudConfig(queue_delay_ms=5.0), _lin_cost, np.random.default_rng(3))
+    assert srv0.queue_wait_s(1.0) == ex(0.005)
+    assert srv0.rng.random() == np.random.default_rng(3).random()       # rho 0 draws nothing
+
+
+def test_cloud_iteration_ledgers_cap_kinds_and_collectors():
+    """max_batch 2, queue_delay 1 ms. At t = 0 owner 0 sends verify (2 tok, kv 0) 'a' and
+    draft (1, 0) 'b', owner 1 verify (1, 0) 'c' and verify (3, 0) 'd' (new_call=False), in that order.
+    All wait 1 ms except d (no request wait), so d is queued first at t = 0:
+    iteration 1 at 0: only d is queued (the others wait): T(3, 0) = 1.03 ms -> [0, 1.03e-3].
+    At 1 ms a, b, c queue; iteration 2 starts at 1.03 ms with the head's kind (verify): a, c
+    (cap 2): T(3, 0) = 1.03 ms -> [1.03, 2.06]; iteration 3: b alone, T_draft(1, 0) = 3.01 ms
+    -> [2.06, 5.07].
+    Owner 0: share 2/3 x 1.03 + 3.01 ms; busy 1.03 + 3.01; batch waits 0.03 + 1.06 ms;
+    calls 2, forwards 2, tokens 3. Owner 1: share 1.03 + 1.03 / 3; busy 2.06; waits 0 + 0.03;
+    calls 1, forwards 2, tokens 4. Energies 100 W x shares + the 'other' 1 J per iteration
+    by share."""
+    cfg = CloudConfig(max_batch=2, queue_delay_ms=1.0)
+    env = simpy.Environment()
+    srv = CloudServer(env, cfg, _lin_cost, np.random.default_rng(0))
+
+    class Col:
+        def __init__(self):
+            self.log = []
+
+        def busy(self, dev, a, b, label):
+            self.log.append((dev, a, b, label))
+
+    c0, c1 = Col(), Col()
+    srv.attach(0, c0)
+    srv.attach(1, c1)
+    got = {}
+
+    def fwd(owner, kind, n, label, new_call=True):
+        got[label] = yield from srv.run(owner, kind, n, 0, label, new_call)
+
+    env.process(fwd(0, "verify", 2, "a"))
+    env.process(fwd(0, "draft", 1, "b"))
+    env.process(fwd(1, "verify", 1, "c"))
+    env.process(fwd(1, "verify", 3, "d", new_call=False))
+    env.run()
+    T3, Td = 1.03e-3, 3.01e-3
+    assert got["d"] == (0.0, ex(T3))
+    assert got["a"] == got["c"] == (ex(T3), ex(2 * T3))
+    assert got["b"] == (ex(2 * T3), ex(2 * T3 + Td))
+    l0, l1 = srv.ledgers[0], srv.ledgers[1]
+    assert l0.gpu_share_s == ex(T3 * 2 / 3 + Td) and l1.gpu_share_s == ex(T3 + T3 / 3)
+    assert l0.gpu_busy_s == ex(T3 + Td) and l1.gpu_busy_s == ex(2 * T3)
+    assert l0.batch_wait_s == ex((T3 - 1e-3) + (2 * T3 - 1e-3)) and l1.batch_wait_s == ex(T3 - 1e-3)
+    assert (l0.calls, l0.forwards, l0.tokens_processed) == (2, 2, 3)
+    assert (l1.calls, l1.forwards, l1.tokens_processed) == (1, 2, 4)
+    assert l0.queue_wait_s == ex(2e-3) and l1.queue_wait_s == ex(1e-3)
+    assert l0.energy_j == ex((100 * T3 + 1) * 2 / 3 + 100 * Td + 1)
+    assert l1.energy_j == ex(100 * T3 + 1 + (100 * T3 + 1) / 3)
+    assert l0.by_task_s == {"a": ex(T3 * 2 / 3), "b": ex(Td)}
+    assert l1.by_task_s == {"c": ex(T3 / 3), "d": ex(T3)}
+    assert (srv.iterations, srv.batched_forwards, srv.batched_tokens) == (3, 4, 7)
+    assert srv.busy_s == ex(2 * T3 + Td)
+    assert c0.log == [("cloud_gpu", ex(T3), ex(2 * T3), "a"), ("cloud_gpu", ex(2 * T3), ex(2 * T3 + Td), "b")]
+    assert c1.log == [("cloud_gpu", 0.0, ex(T3), "d"), ("cloud_gpu", ex(T3), ex(2 * T3), "c")]
+
+
+def test_one_owner_two_forwards_in_one_iteration_count_busy_once():
+    """Owner 0 queues two verify forwards (1 and 3 tokens, kv 0) at t = 0: one iteration of
+    T(4, 0) = 1.04 ms; busy 1.04 ms once (not twice), share the whole 1.04, one collector
+    interval labelled with the first forward."""
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), _lin_cost, np.random.default_rng(0))
+    log = []
+    srv.attach(0, type("C", (), {"busy": lambda self, *a: log.append(a)})())
+    for n, lab in ((1, "x"), (3, "y")):
+        env.process(srv.run(0, "verify", n, 0, lab))
+    env.run()
+    led = srv.ledgers[0]
+    assert led.gpu_busy_s == ex(1.04e-3) and led.gpu_share_s == ex(1.04e-3)
+    assert led.by_task_s == {"x": ex(0.26e-3), "y": ex(0.78e-3)}
+    assert log == [("cloud_gpu", 0.0, ex(1.04e-3), "x")]
+    assert srv.collectors == {0: srv.collectors[0]} and srv.attach(1) is srv.ledgers[1] and 1 not in srv.collectors
+
+
+def test_costs_usd_per_pricing():
+    """3.6 USD/GPU-h = 0.001 USD/s; 4 phones; 0.2 USD/Mtoken; 0.01 USD/call. Ledger: share
+    2 s, 1000 tokens, 3 calls; wall 40 s. shared_busy 2 x 0.001 = 0.002; dedicated_wall
+    40 x 0.001 / 4 = 0.01; per_token_api 1000 x 0.2e-6 + 3 x 0.01 = 0.0302."""
+    cfg = CloudConfig(usd_per_gpu_hour=3.6, phones_per_gpu=4, usd_per_1m_tokens=0.2, usd_per_call=0.01)
+    srv = CloudServer(simpy.Environment(), cfg, _lin_cost, np.random.default_rng(0))
+    led = srv.attach(0)
+    led.gpu_share_s, led.tokens_processed, led.calls, led.gpu_busy_s = 2.0, 1000, 3, 5.0
+    assert srv.costs_usd(0, 40.0) == {"shared_busy": ex(0.002), "dedicated_wall": ex(0.01),
+                                      "per_token_api": ex(0.0302)}
+    for p, v in (("shared_busy", 0.002), ("dedicated_wall", 0.01), ("per_token_api", 0.0302)):
+        srv.cfg = CloudConfig(pricing=p, usd_per_gpu_hour=3.6, phones_per_gpu=4, usd_per_1m_tokens=0.2,
+                              usd_per_call=0.01)
+        assert srv.cost_usd(0, 40.0) == ex(v)
+
+
+# ------------------------------------------------------------------ statistics helpers
+def test_mean_ci95_t_quantiles():
+    """n = 0: (0, 0); n = 1: (x, 0); n = 2: t(1) = 12.706, s = |a - b| / sqrt 2;
+    n = 31: t(30) = 2.042; n = 32: 1.96 (normal)."""
+    assert mean_ci95([]) == (0.0, 0.0)
+    assert mean_ci95([3.5]) == (3.5, 0.0)
+    m, h = mean_ci95([1.0, 3.0])
+    assert m == 2.0 and h == ex(12.706 * math.sqrt(2.0) / math.sqrt(2))
+    x = np.arange(31.0)
+    m, h = mean_ci95(x)
+    assert m == 15.0 and h == ex(2.042 * float(np.std(x, ddof=1)) / math.sqrt(31))
+    x = np.arange(32.0)
+    m, h = mean_ci95(x)
+    assert m == 15.5 and h == ex(1.96 * float(np.std(x, ddof=1)) / math.sqrt(32))
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    assert mean_ci95(x)[1] == ex(3.182 * float(np.std(x, ddof=1)) / 2.0)
+
+
+def test_tpot_windows_uneven_commits():
+    """Commits: 2 tokens at 1 s, 5 at 2 s, 6 at 4 s, 9 at 5 s; 9 tokens in 3 windows of 3:
+    window 1 ends when count >= 3 (2 s): 2 / 3; window 2 at >= 6 (4 s): (4 - 2) / 3;
+    window 3 at 9 (5 s): 1 / 3. Windows capped at the token count: 9 tokens, 20 windows ->
+    9 windows. A log short of the last window uses its last time."""
+    log = [(1.0, 2), (2.0, 5), (4.0, 6), (5.0, 9)]
+    assert tpot_windows_s(log, 9, 3) == [ex(2 / 3), ex(2 / 3), ex(1 / 3)]
+    w = tpot_windows_s(log, 9, 20)
+    assert len(w) == 9
+    assert w == [ex(1.0), 0.0, ex(1.0), 0.0, 0.0, ex(2.0), ex(1.0), 0.0, 0.0]
+    assert tpot_windows_s(log, 12, 2) == [ex(4 / 6), ex(1 / 6)]
+    assert tpot_windows_s(log, 0, 3) == [] and tpot_windows_s([], 5, 3) == []
+    assert tpot_windows_s(log, 9, 0) == [ex(5 / 9)]
