@@ -21,7 +21,7 @@ def _cold_cost_caches_under_mutation_testing():
         from ahasd_sim.modes import costs
         costs._OP_COST_CACHE.clear()
         costs._TASK_COST_TABLES.clear()
-        costs._SCALED.clear()
+        costs._OPS_CACHE.clear()
         costs._affine_ops.cache_clear()
     yield
 

@@ -498,3 +498,63 @@ def test_tpot_windows_uneven_commits():
     assert tpot_windows_s(log, 12, 2) == [ex(4 / 6), ex(1 / 6)]
     assert tpot_windows_s(log, 0, 3) == [] and tpot_windows_s([], 5, 3) == []
     assert tpot_windows_s(log, 9, 0) == [ex(5 / 9)]
+
+
+# ------------------------------------------------------------------ the modes, with fixed costs
+from pathlib import Path  # noqa: E402
+
+from modes_helpers import FixedCosts, as_trace, synthetic_trace  # noqa: E402
+
+HYCO = Path(__file__).resolve().parent.parent / "hw_configs" / "hyco_mobile_cloud.yaml"
+LINK = ["network.uplink_mbps=8", "network.downlink_mbps=16", "network.rtt_ms=20", "network.radio_promotion_s=0",
+        "network.message_overhead_bytes=0", "network.trace_offset_s=0", "network.jitter_ms=0",
+        "hyco.draft_topk=0", "hyco.request_bytes=16", "hyco.token_id_bytes=4", "hyco.verdict_header_bytes=4"]
+
+
+def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.5, start=True):
+    """A mobile-cloud mode on the HYCO platform (link, cloud pricing) with fixed task costs:
+    phone draft ``dev.d`` s per token; cloud verify ``cloud.v + cloud.vt x n`` s, cloud draft
+    ``cloud.d`` s. Returns (mode, env) after the run (or before it with start=False)."""
+    from ahasd_sim.config import load_config
+    from ahasd_sim.hw.platform import Platform
+    from ahasd_sim.metrics.collector import Collector
+    from ahasd_sim.modes import RunContext, get_mode
+    from ahasd_sim.modes.replay import TraceReplay
+    from ahasd_sim.policies import make_policy
+
+    cfg = load_config(HYCO, [f"run.mode={mode}", f"run.generated_tokens={n_tokens}", "run.policy=fixed",
+                             "policy.fixed.k=2", "policy.max_tokens=4", *LINK, *overrides])
+    dev = dev or FixedCosts(draft_s=1e-3, verify_s=50e-3)
+    cc = cloud or FixedCosts(draft_s=2e-3, verify_s=5e-3, verify_per_token_s=1e-3)
+    env = simpy.Environment()
+    platform = Platform.build(cfg)
+    col = Collector(devices=sorted([*platform.devices(), "cloud_gpu"]))
+    rng = np.random.default_rng(0)
+    srv = CloudServer(env, cfg.cloud, lambda kind, n, kv: cc.gpu_draft_token(kv) if kind == "draft"
+                      else cc.gpu_verify(n, kv), np.random.default_rng(1))
+    tr = as_trace(synthetic_trace(accept, entropy))
+    ctx = RunContext(cfg=cfg, platform=platform, costs=dev, replay=TraceReplay(tr, n_tokens),
+                     policy=make_policy(cfg.run.policy, cfg.policy, rng, None), collector=col, rng=rng,
+                     n_tokens=n_tokens, extras={"cloud": (cc, srv)})
+    m = get_mode(mode)(env, ctx)
+    if start:
+        done = m.start()
+        env.run(until=simpy.AnyOf(env, [done, env.timeout(100.0)]))
+        assert done.triggered
+    return m, env
+
+
+def test_split_rounds_exact_timing():
+    """device_draft_cloud_verify, fixed k = 2, every draft accepted, 6 tokens. Up 1e6 B/s,
+    down 2e6 B/s, RTT 20 ms; up message 16 + 2 x 4 = 24 B (24 us), verdict 4 + 4 = 8 B (4 us).
+    Round 1: drafts 0 .. 2 ms; uplink leaves 2.024, arrives 12.024 ms; verify 3 tokens
+    5 + 3 = 8 ms -> 20.024; verdict leaves 20.028, arrives 30.028 ms: 3 committed (2 + bonus).
+    Round 2 the same from 30.028: 60.056 ms, 6 committed."""
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, ["hyco.skip_max_entropy_nats=-1"])
+    assert env.now == ex(60.056e-3)
+    assert m.commit_log == [(ex(30.028e-3), 3), (ex(60.056e-3), 6)]
+    assert m.round_trips == 2 and m.net.bytes == {"up": 48, "down": 16}
+    assert m.net.messages == {"up": 2, "down": 2}
+    led = m.cloud.ledgers[0]
+    assert led.gpu_busy_s == ex(16e-3) and led.calls == 2 and led.tokens_processed == 6
+    assert m.rounds_by_option["split"] == 2 and m.col.counters.verifications == 2
