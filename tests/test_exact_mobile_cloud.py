@@ -558,3 +558,95 @@ def test_split_rounds_exact_timing():
     led = m.cloud.ledgers[0]
     assert led.gpu_busy_s == ex(16e-3) and led.calls == 2 and led.tokens_processed == 6
     assert m.rounds_by_option["split"] == 2 and m.col.counters.verifications == 2
+    # summary: 6 TPOT windows of one token (6 < hyco.tpot_windows 8): 30.028, 0, 0, 30.028, 0, 0 ms
+    s = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.25})
+    assert s["tpot_window_s"] == [ex(30.028e-3), 0.0, 0.0, ex(30.028e-3), 0.0, 0.0]
+    assert s["tpot_s"] == ex(60.056e-3 / 6)
+    per_s = 3.5 / 3600
+    assert s["cloud_cost_usd"] == ex(16e-3 * per_s) and s["cloud_pricing"] == "shared_busy"
+    assert s["cloud_cost_usd_per_1k_tokens"] == ex(16e-3 * per_s / 6 * 1000)
+    assert s["cloud_cost_usd_per_1k_tokens_by_pricing"] == {
+        "shared_busy": ex(16e-3 * per_s / 6 * 1000), "dedicated_wall": ex(60.056e-3 * per_s / 6 * 1000),
+        "per_token_api": ex(6 * 0.10e-6 / 6 * 1000)}
+    assert (s["cloud_gpu_busy_s"], s["cloud_gpu_share_s"]) == (ex(16e-3), ex(16e-3))
+    assert (s["cloud_queue_wait_s"], s["cloud_batch_wait_s"], s["cloud_calls"]) == (0.0, 0.0, 2)
+    assert s["cloud_tokens_processed"] == 6 and s["cloud_energy_j"] == ex(16e-3)
+    assert s["device_energy_per_token_j"] == 0.25
+    assert (s["uplink_bytes"], s["downlink_bytes"], s["uplink_messages"], s["downlink_messages"]) == (48, 16, 2, 2)
+    assert (s["radio_promotions"], s["network_trace_offset_s"], s["round_trips"]) == (0, 0.0, 2)
+    assert (s["tokens_not_uploaded"], s["unverified_mismatch_tokens"]) == (0, 0)
+    f = s["cloud_fleet"]
+    assert f["phones_per_gpu"] == 1 and f["user_tpot_ms"] == [ex(60.056 / 6)]
+    assert f["user_tpot_p50_ms"] == f["user_tpot_p90_ms"] == f["user_tpot_p99_ms"] == ex(60.056 / 6)
+    assert f["slo_tpot_ms"] == ex(50.0) and f["slo_attainment"] == 1.0
+    assert f["gpu_utilization"] == ex(16e-3 / 60.056e-3) and f["iterations"] == 2
+    assert f["mean_batch_forwards"] == 1.0 and f["mean_batch_tokens"] == 3.0
+    assert f["user_tokens_committed"] == [6]
+    # estimates after two rounds (EWMA 0.3): acceptance 0.7 -> 0.79 -> 0.853; window 2 -> 2 -> 2;
+    # tokens per split (1 - 0.7^3) / 0.3 = 2.19 -> 2.433 -> 2.6031; round trip minus the cloud's
+    # time: 30.028 - 2 - 8 = 20.028 ms both rounds, from the prior 20 + 0.032 + 0.004 = 20.036 ms
+    e = m.est
+    assert e.acceptance == ex(0.853) and e.window_split == ex(2.0) and e.observations == 2
+    t0 = (1 - 0.7 ** 3) / 0.3
+    assert e.tokens_per_split == ex(0.49 * t0 + 0.51 * 3)
+    assert e.net_rt_s == ex(0.49 * 20.036e-3 + 0.51 * 20.028e-3)
+    assert e.last_obs_s == ex(60.056e-3)
+
+
+def test_estimates_prior_and_byte_counts():
+    """Prior (max_tokens 4): window 4 // 2 = 2; tokens per round (1 - 0.7^3) / (1 - 0.7);
+    round trip RTT + up(4 drafts: 16 + 4 x 4 = 32 B) / 1e6 + down(1: 8 B) / 2e6 = 20.036 ms;
+    AR interval T_v(1) = 6 ms. Bytes with top-16 uploads (4 + 16 x (4 + 2) = 100 B per draft):
+    3 drafts + 2 piggy-backed ids = 16 + 300 + 8 = 324 B; verdict of 5 tokens 4 + 20 = 24 B."""
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, start=False)
+    e = m.est
+    assert (e.acceptance, e.window_split, e.window_cloud_sd) == (0.7, 2.0, 2.0)
+    assert e.tokens_per_split == ex((1 - 0.7 ** 3) / 0.3) and e.tokens_per_cloud_sd == ex((1 - 0.7 ** 3) / 0.3)
+    assert e.net_rt_s == ex(0.020 + 32 / 1e6 + 8 / 2e6)
+    assert e.ar_interval_s == ex(6e-3) and e.observations == 0
+    assert m._up_bytes(3, 2) == 16 + 3 * 4 + 2 * 4 and m._down_bytes(5) == 24
+    m2, _ = _mode("hybrid", np.ones(20, bool), 6, ["hyco.draft_topk=16", "hyco.prob_bytes=2"], start=False)
+    assert m2._up_bytes(3, 2) == 324 and m2._up_bytes(0) == 16
+    m._observe(acceptance=1.0, net_rt_s=0.0)
+    assert e.acceptance == ex(0.79) and e.net_rt_s == ex(0.7 * (0.020 + 32 / 1e6 + 8 / 2e6))
+    assert e.observations == 1 and e.window_split == 2.0
+
+
+def test_cloud_autoregressive_stream_exact():
+    """cloud_autoregressive, 3 tokens, one request of 16 B: arrives 10.016 ms. Each decode
+    T_v(1) = 6 ms: tokens at 16.016, 22.016, 28.016 ms; each 8-B chunk (4 us) arrives 10.004 ms
+    later: 26.020, 32.020, 38.020 ms. One call; AR interval observed 6 ms twice; first-chunk
+    round trip 26.020 - (16.016 - 10.016) = 20.020 ms."""
+    m, env = _mode("cloud_autoregressive", np.ones(20, bool), 3)
+    assert env.now == ex(38.020e-3)
+    assert m.commit_log == [(ex(26.020e-3), 1), (ex(32.020e-3), 2), (ex(38.020e-3), 3)]
+    led = m.cloud.ledgers[0]
+    assert (led.calls, led.forwards, led.tokens_processed) == (1, 3, 3) and led.gpu_busy_s == ex(18e-3)
+    assert m.round_trips == 1 and m.sessions == 1 and m.rounds_by_option["cloud_ar"] == 1
+    assert m.net.bytes == {"up": 16, "down": 24} and m.col.counters.verifications == 3
+    e = m.est
+    assert e.ar_interval_s == ex(0.49 * 6e-3 + 0.51 * 6e-3)
+    assert e.net_rt_s == ex(0.7 * (0.020 + 32 / 1e6 + 8 / 2e6) + 0.3 * 20.020e-3)
+    assert e.observations == 3
+
+
+def test_cloud_speculative_session_exact():
+    """hybrid with options [cloud_sd], 6 tokens, k = 2, all accepted. Request 16 B arrives at
+    10.016 ms; the cloud drafts 2 x 2 ms and verifies 3 tokens (8 ms): 22.016 ms, chunk of
+    3 tokens 4 + 12 = 16 B (8 us) arrives 32.024 ms. Round 2: 22.016 + 12 = 34.016, chunk
+    arrives 44.024 ms. One call (the session's first draft), 2 + 3 + 2 + 3 = 10 tokens
+    processed, busy 24 ms; acceptance 1 observed twice, 2 drafts and 3 tokens per round."""
+    m, env = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[cloud_sd]"])
+    assert env.now == ex(44.024e-3)
+    assert m.commit_log == [(ex(32.024e-3), 3), (ex(44.024e-3), 6)]
+    led = m.cloud.ledgers[0]
+    assert (led.calls, led.forwards, led.tokens_processed) == (1, 6, 10) and led.gpu_busy_s == ex(24e-3)
+    assert led.by_task_s == {"cloud_draft": ex(8e-3), "cloud_verify": ex(16e-3)}
+    c = m.col.counters
+    assert (c.drafted_tokens, c.verifications, c.accepted_tokens) == (4, 2, 4)
+    assert m.net.bytes == {"up": 16, "down": 32} and m.round_trips == 1 and m.sessions == 1
+    e = m.est
+    assert e.acceptance == ex(0.853) and e.window_cloud_sd == ex(2.0)
+    t0 = (1 - 0.7 ** 3) / 0.3
+    assert e.tokens_per_cloud_sd == ex(0.49 * t0 + 0.51 * 3)
+    assert e.net_rt_s == ex(0.7 * (0.020 + 32 / 1e6 + 8 / 2e6) + 0.3 * (32.024e-3 - 12e-3))
