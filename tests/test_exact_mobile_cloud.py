@@ -650,3 +650,178 @@ def test_cloud_speculative_session_exact():
     t0 = (1 - 0.7 ** 3) / 0.3
     assert e.tokens_per_cloud_sd == ex(0.49 * t0 + 0.51 * 3)
     assert e.net_rt_s == ex(0.7 * (0.020 + 32 / 1e6 + 8 / 2e6) + 0.3 * (32.024e-3 - 12e-3))
+
+
+def _with_estimates(m, **kw):
+    base = dict(window_split=3.4, window_cloud_sd=2.6, tokens_per_split=2.5, tokens_per_cloud_sd=3.0,
+                net_rt_s=0.030, ar_interval_s=0.004)
+    for k, v in {**base, **kw}.items():
+        setattr(m.est, k, v)
+    return m
+
+
+PRICE = dict(usd_per_gpu_hour=3.6, phones_per_gpu=4, usd_per_1m_tokens=0.2, usd_per_call=0.01)
+
+
+@pytest.mark.parametrize("pricing", ["shared_busy", "dedicated_wall", "per_token_api"])
+def test_predict_per_option_and_pricing(pricing):
+    """Phone draft 1 ms, cloud draft 2 ms, cloud verify 5 + n ms (T_ar = 6 ms). Estimates:
+    window 3.4 (split) / 2.6 (cloud SD) -> 3 drafts verified as 4 tokens (9 ms); tokens per
+    round 2.5 / 3; round trip 30 ms; AR interval 4 ms; sessions of 32 tokens; 0.001 USD/s.
+    split, no pre-draft: period 3.4 + 30 + 9 = 42.4 ms -> 16.96 ms/token; with pre-draft
+    max(3.4, 39) = 39 ms -> 15.6 ms. cloud SD: 2.6 x 2 + 9 = 14.2 ms over 3 tokens. cloud AR:
+    max(6, 4) = 6 ms per token. One round's bill / its tokens:
+    shared_busy: split 9 ms GPU, SD the whole 14.2 ms, AR 6 ms; dedicated_wall: the period / 4
+    phones; per_token_api: split 4 tokens + 1 call, SD 2 x 3 + 1 = 7 tokens + 3/32 calls,
+    AR 1 token + 1/32 call (0.2 USD per 1e6 tokens, 0.01 per call)."""
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, start=False)
+    _with_estimates(m)
+    m.cloud.cfg = CloudConfig(pricing=pricing, **PRICE)
+
+    def usd(gpu_s, tokens, calls, period_s):
+        return {"shared_busy": gpu_s * 0.001, "dedicated_wall": period_s * 0.001 / 4,
+                "per_token_api": tokens * 0.2e-6 + calls * 0.01}[pricing]
+
+    m.predraft = False
+    p = m.predict()
+    assert set(p) == {"split", "cloud_sd", "cloud_ar"}
+    assert p["split"] == (ex(0.0424 / 2.5), ex(usd(0.009, 4, 1, 0.0424) / 2.5))
+    assert p["cloud_sd"] == (ex(0.0142 / 3), ex(usd(0.0142, 7, 3 / 32, 0.0142) / 3))
+    assert p["cloud_ar"] == (ex(0.006), ex(usd(0.006, 1, 1 / 32, 0.006)))
+    m.predraft = True
+    assert m.predict()["split"] == (ex(0.039 / 2.5), ex(usd(0.009, 4, 1, 0.039) / 2.5))
+    # floors: tokens per round at least 1, windows at least 1 draft; AR no faster than T_ar
+    _with_estimates(m, tokens_per_split=0.5, tokens_per_cloud_sd=0.2, window_split=0.3, window_cloud_sd=0.4,
+                    ar_interval_s=0.010)
+    m.predraft = False
+    p = m.predict()
+    assert p["split"] == (ex(0.001 + 0.030 + 0.007), ex(usd(0.007, 2, 1, 0.038)))
+    assert p["cloud_sd"] == (ex(0.002 + 0.007), ex(usd(0.009, 3, 1 / 32, 0.009)))
+    assert p["cloud_ar"] == (ex(0.010), ex(usd(0.006, 1, 1 / 32, 0.010)))
+
+
+def test_predict_uses_the_modes_session_length():
+    """cloud_autoregressive sets its session to the whole run (6 tokens): per-token calls 1/6."""
+    m, _ = _mode("cloud_autoregressive", np.ones(20, bool), 6, start=False)
+    _with_estimates(m)
+    m.cloud.cfg = CloudConfig(pricing="per_token_api", **PRICE)
+    assert m.predict() == {"cloud_ar": (ex(0.006), ex(0.2e-6 + 0.01 / 6))}
+
+
+def test_choose_explores_untried_then_meets_the_target_cheapest():
+    """Predictions as in test_predict (shared_busy, no pre-draft): split 16.96 ms / 3.6e-6 USD,
+    cloud SD 4.733 ms / 4.733e-6, cloud AR 6 ms / 6e-6 per token.
+    * Untried options go first, in order: split.
+    * Target 100 ms: all meet it; the cheapest, split. Target 10 ms: SD and AR; SD is cheaper.
+      Target 1 ms: none; the fastest, SD.
+    * Every 8th decision, the cheaper option tried longest ago displaces SD: split.
+    * With history (mean since the first commit): at t = 0.1 s, 10 tokens committed since
+      (0, 0): split's next round of 2.5 tokens gives (0.1 + 2.5 x 16.96 ms) / 12.5 = 11.392 ms;
+      SD's 32 tokens (0.1 + 32 x 4.733 ms) / 42 = 5.99 ms. Target 12 ms: split; 11 ms: SD."""
+    m, env = _mode("hybrid", np.ones(200, bool), 150, ["hyco.tpot_slo_ms=100"], start=False)
+    _with_estimates(m)
+    m.cloud.cfg = CloudConfig(**PRICE)
+    m.predraft = False
+    assert m.choose() == "split" and m.exploring and m.decisions == 1 and m.last_tried == {"split": 1}
+    m.rounds_by_option["split"] = 1
+    assert m.choose() == "cloud_sd" and m.exploring              # next untried
+    m.rounds_by_option.update(cloud_sd=1, cloud_ar=1)
+    assert m.choose() == "split" and not m.exploring and m.decisions == 3
+
+    def pick(slo_ms, decisions=0):
+        m.hy.tpot_slo_ms = slo_ms
+        m.decisions = decisions
+        return m.choose()
+
+    assert pick(10) == "cloud_sd" and not m.exploring
+    assert pick(1) == "cloud_sd"
+    assert pick(10, decisions=7) == "split" and m.exploring and m.last_tried["split"] == 8
+    assert pick(10, decisions=8) == "cloud_sd" and not m.exploring
+    m.hy.explore_every = 0
+    assert pick(10, decisions=7) == "cloud_sd"
+    m.hy.explore_every = 8
+    env.run(until=0.1)
+    m.commit_log = [(0.0, 0)]
+    m.committed = 10
+    assert pick(12) == "split" and pick(11) == "cloud_sd"
+    m.options = ("cloud_ar",)
+    assert pick(0.001) == "cloud_ar"
+
+
+def test_choose_does_not_explore_without_a_cheaper_option():
+    """Per-token API pricing (estimates of test_predict, target 10 ms). Per token: split
+    (4 x 0.2e-6 + 0.01) / 2.5 = 4.00032e-3 USD, 16.96 ms (misses the target); SD
+    (7 x 0.2e-6 + 3/32 x 0.01) / 3 = 3.1297e-4, 4.73 ms; AR 0.2e-6 + 0.01 / 32 = 3.127e-4,
+    6 ms. The exploit is AR (cheapest within the target); nothing is cheaper, so decision 8
+    does not explore."""
+    m, _ = _mode("hybrid", np.ones(200, bool), 150, ["hyco.tpot_slo_ms=10"], start=False)
+    _with_estimates(m)
+    m.cloud.cfg = CloudConfig(pricing="per_token_api", **PRICE)
+    m.predraft = False
+    m.rounds_by_option.update(split=1, cloud_sd=1, cloud_ar=1)
+    m.decisions = 7
+    assert m.choose() == "cloud_ar" and not m.exploring
+
+
+def test_predraft_auto_rule():
+    """auto: pre-draft when round trip + T_v(round(window) + 1) > one phone draft.
+    Round trip 0, window 2.5 -> round(2.5) = 2 (banker's rounding): T_v(3) = 8 ms. A phone
+    draft of 8.5 ms: 8 < 8.5, no pre-draft; 7.5 ms: pre-draft; exactly 8 ms: no (strict).
+    Window 0.2 -> at least 1 draft: T_v(2) = 7 ms. 'always' / 'never' ignore the estimates."""
+    for d_ms, want in ((8.5, False), (7.5, True), (8.0, False)):
+        m, _ = _mode("hybrid", np.ones(20, bool), 6, dev=FixedCosts(draft_s=d_ms * 1e-3), start=False)
+        _with_estimates(m, net_rt_s=0.0, window_split=2.5)
+        assert m.predraft == "auto" and m.predraft_now(0) is want, d_ms
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, dev=FixedCosts(draft_s=6.9e-3), start=False)
+    _with_estimates(m, net_rt_s=0.0, window_split=0.2)
+    assert m.predraft_now(0) is True
+    m.dev_costs.c.d = 7.0e-3
+    assert m.predraft_now(0) is False
+    for mode, want in (("always", True), ("never", False)):
+        m, _ = _mode("hybrid", np.ones(20, bool), 6, [f"hyco.predraft={mode}"], start=False)
+        assert m.predraft is want and m.predraft_now(0) is want
+
+
+def test_upload_skipping_commits_at_the_phone_and_piggybacks_ids():
+    """hybrid, [split], never pre-draft, skip threshold 0.05 and every drafter entropy 0.01:
+    every head-of-chain draft is committed at once without upload. k = 2, 6 tokens:
+    round 1: tokens 0, 1 committed at 1 and 2 ms; an upload of 0 drafts + 2 ids (16 + 8 = 24 B)
+    arrives 12.024 ms; the cloud verifies 0 + 1 + 2 = 3 tokens (8 ms) and sends the bonus
+    token: 30.028 ms, 3 committed. Round 2: 4 and 5 at 31.028 and 32.028 ms, bonus 6 at
+    60.056 ms. Positions 1 and 4 differ from the target: 2 unverified mismatches of 4 skipped."""
+    acc = np.ones(20, bool)
+    acc[[1, 4]] = False
+    m, env = _mode("hybrid", acc, 6, ["hyco.options=[split]", "hyco.predraft=never",
+                                      "hyco.skip_max_entropy_nats=0.05"], entropy=0.01)
+    assert env.now == ex(60.056e-3)
+    assert m.commit_log == [(ex(1e-3), 1), (ex(2e-3), 2), (ex(30.028e-3), 3), (ex(31.028e-3), 4),
+                            (ex(32.028e-3), 5), (ex(60.056e-3), 6)]
+    assert (m.tokens_not_uploaded, m.unverified_mismatch_tokens, m.pending_ids) == (4, 2, 0)
+    assert m.net.bytes == {"up": 48, "down": 16} and m.col.counters.drafted_tokens == 0
+    assert m.cloud.ledgers[0].tokens_processed == 6 and m.round_trips == 2
+    # observations: acceptance unchanged (no drafts verified), window 1, 3 tokens per round
+    assert m.est.acceptance == ex(0.7) and m.est.window_split == ex(0.49 * 2 + 0.51)
+    # at the threshold itself a token is still skipped; above it, it is uploaded
+    m2, _ = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[split]", "hyco.predraft=never",
+                                                   "hyco.skip_max_entropy_nats=0.01"], entropy=0.01)
+    assert m2.tokens_not_uploaded == 4
+    m3, _ = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[split]", "hyco.predraft=never",
+                                                   "hyco.skip_max_entropy_nats=0.009"], entropy=0.01)
+    assert m3.tokens_not_uploaded == 0 and m3.net.bytes["up"] == 48 and m3.col.counters.drafted_tokens == 4
+
+
+def test_split_round_with_a_rejection():
+    """device_draft_cloud_verify, k = 2, position 1 rejected, 5 tokens: round 1 as in the
+    all-accepted case (30.028 ms) commits 0 and the correction at 1 (2 tokens); round 2
+    drafts 2, 3 (both accepted), commits 3 tokens at 60.056 ms. Acceptance observed 1/2 then
+    1: 0.7 -> 0.64 -> 0.748; tokens per round 2 then 3."""
+    acc = np.ones(20, bool)
+    acc[1] = False
+    m, env = _mode("device_draft_cloud_verify", acc, 5)
+    assert env.now == ex(60.056e-3)
+    assert m.commit_log == [(ex(30.028e-3), 2), (ex(60.056e-3), 5)]
+    e = m.est
+    assert e.acceptance == ex(0.748)
+    t0 = (1 - 0.7 ** 3) / 0.3
+    assert e.tokens_per_split == ex(0.49 * t0 + 0.21 * 2 + 0.3 * 3)
+    assert m.col.counters.accepted_tokens == 3 and m.chain_start == 2
