@@ -825,3 +825,188 @@ def test_split_round_with_a_rejection():
     t0 = (1 - 0.7 ** 3) / 0.3
     assert e.tokens_per_split == ex(0.49 * t0 + 0.21 * 2 + 0.3 * 3)
     assert m.col.counters.accepted_tokens == 3 and m.chain_start == 2
+
+
+def test_exploration_session_then_switch_to_cloud_sd():
+    """hybrid, options [cloud_ar, cloud_sd], exploration sessions of 3 tokens. Decision 1:
+    cloud_ar untried -> a 3-token exploration session: chunks arrive 26.020, 32.020, 38.020 ms
+    (as the cloud AR stream). At the first chunk the phone decides again: cloud_sd untried, so
+    no continuation request; after the session's last chunk it requests cloud_sd (16 B at
+    38.020 ms, arrives 48.036): two drafts and a 3-token verify (12 ms) end at 60.036 ms and
+    the 16-B chunk arrives 70.044 ms: 6 committed."""
+    m, _ = _mode("hybrid", np.ones(40, bool), 12, ["hyco.options=[cloud_ar,cloud_sd]",
+                                                   "hyco.explore_session_tokens=3"])
+    assert m.commit_log[:4] == [(ex(26.020e-3), 1), (ex(32.020e-3), 2), (ex(38.020e-3), 3), (ex(70.044e-3), 6)]
+    assert m.rounds_by_option["cloud_ar"] >= 1 and m.rounds_by_option["cloud_sd"] >= 1
+
+
+def test_switching_to_the_cloud_drops_phone_drafts():
+    """Phone drafts beyond the committed point (2 here) are killed when a cloud option takes
+    over: killed_tokens 2, a new chain from the committed point; then the AR stream as usual
+    (3 tokens at 38.020 ms)."""
+    m, env = _mode("cloud_autoregressive", np.ones(20, bool), 3, start=False)
+    m.frontier = 2
+    env.process(m._cloud_worker())
+    env.process(m._cloud_option("cloud_ar"))
+    env.run(until=1e-6)
+    assert m.col.counters.killed_tokens == 2 and m.gen == 1 and m.frontier == m.chain_start == 0
+    env.run(until=m.done)
+    assert env.now == ex(38.020e-3) and m.committed == 3
+
+
+def test_two_phones_share_one_batched_gpu():
+    """phones_per_gpu 2, no trace file: the peer replays the same synthetic trace with the same
+    costs, so both verify 3 tokens at 12.024 ms as one iteration: T(6 tokens) = 5 + 6 = 11 ms
+    (the cost here does not depend on the KV length). Rounds end 33.028 and 66.056 ms for both;
+    each phone's share is half of 22 ms, its busy time all 22 ms. Per-user TPOT 66.056 / 6 ms."""
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, ["cloud.phones_per_gpu=2", "run.trace="])
+    assert len(m.peers) == 1 and m.peers[0].owner == 1
+    assert env.now == ex(66.056e-3)
+    assert m.commit_log == [(ex(33.028e-3), 3), (ex(66.056e-3), 6)]
+    for o in (0, 1):
+        led = m.cloud.ledgers[o]
+        assert led.gpu_share_s == ex(11e-3) and led.gpu_busy_s == ex(22e-3)
+    f = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.0})["cloud_fleet"]
+    assert f["phones_per_gpu"] == 2 and f["user_tpot_ms"] == [ex(66.056 / 6)] * 2
+    assert f["iterations"] == 2 and f["mean_batch_forwards"] == 2.0 and f["mean_batch_tokens"] == 6.0
+    assert f["gpu_utilization"] == ex(22e-3 / 66.056e-3) and f["user_tokens_committed"] == [6, 6]
+    assert f["slo_attainment"] == 1.0
+
+
+def test_fleet_percentiles_and_slo_attainment():
+    """Three phones with TPOT 10, 20, 60 ms (SLO 50 ms): p50 20, p90 = 20 + 0.8 x 40 = 52,
+    p99 = 20 + 0.98 x 40 = 59.2 ms (linear interpolation); 2 of 3 within the SLO. A phone
+    that committed nothing (NaN) is left out. Utilisation 0.5 s busy over 2 s."""
+    from types import SimpleNamespace
+
+    from ahasd_sim.modes.mobile_cloud import fleet_stats
+
+    def user(t, n):
+        return SimpleNamespace(user_tpot_s=lambda: t, committed=n)
+
+    srv = SimpleNamespace(cfg=CloudConfig(), busy_s=0.5, iterations=4, batched_forwards=10, batched_tokens=30)
+    prim = SimpleNamespace(cloud=srv, peers=[user(0.020, 5), user(0.060, 7), user(float("nan"), 0)],
+                           user_tpot_s=lambda: 0.010, committed=9)
+    f = fleet_stats(prim, 2.0)
+    assert f["phones_per_gpu"] == 4 and f["user_tpot_ms"] == [ex(10.0), ex(20.0), ex(60.0)]
+    assert (f["user_tpot_p50_ms"], f["user_tpot_p90_ms"], f["user_tpot_p99_ms"]) == (ex(20.0), ex(52.0), ex(59.2))
+    assert f["slo_attainment"] == ex(2 / 3) and f["gpu_utilization"] == 0.25
+    assert (f["mean_batch_forwards"], f["mean_batch_tokens"]) == (2.5, 7.5)
+    assert f["user_tokens_committed"] == [9, 5, 7, 0]
+    srv.iterations, srv.busy_s = 0, 0.0
+    empty = fleet_stats(SimpleNamespace(cloud=srv, peers=[], user_tpot_s=lambda: float("nan"), committed=0), 0.0)
+    assert math.isnan(empty["user_tpot_p50_ms"]) and empty["slo_attainment"] == 0.0
+    assert empty["gpu_utilization"] == 0.0 and empty["mean_batch_forwards"] == 0.0 and empty["mean_batch_tokens"] == 0.0
+
+
+def test_device_costs_pick_the_drafters_unit():
+    """PIM present: the drafter on its ranks; NPU without PIM: the NPU op by op over the KV
+    quantum (cached under ('npu_draft', kv)); neither: the GPU. Verify: NPU if present, else GPU."""
+    from types import SimpleNamespace
+
+    from ahasd_sim.modes.mobile_cloud import DeviceCosts
+
+    class C:
+        draft = "D"
+
+        def draft_token(self, kv):
+            return ("pim", kv)
+
+        def gpu_draft_token(self, kv):
+            return ("gpu", kv)
+
+        def verify(self, n, kv):
+            return ("npu_v", n, kv)
+
+        def gpu_verify(self, n, kv):
+            return ("gpu_v", n, kv)
+
+        def _kv(self, kv):
+            return kv // 10 * 10
+
+        def _cached(self, key, fn):
+            return (key, fn())
+
+        def ops(self, model, n, kv):
+            return [("op", model, n, kv)]
+
+        def _sequential(self, ops, f):
+            return [f(op) for op in ops]
+
+        def _op_on(self, op, unit, role):
+            return (op, unit, role)
+
+    both = DeviceCosts(C(), SimpleNamespace(pim=1, npu=1))
+    assert both.draft(57) == ("pim", 57) and both.verify(3, 57) == ("npu_v", 3, 57)
+    npu = DeviceCosts(C(), SimpleNamespace(pim=None, npu=1))
+    assert npu.draft(57) == (("npu_draft", 50), [((("op", "D", 1, 50), "npu", "draft"), "npu")])
+    gpu = DeviceCosts(C(), SimpleNamespace(pim=None, npu=None))
+    assert gpu.draft(57) == ("gpu", 57) and gpu.verify(3, 57) == ("gpu_v", 3, 57)
+
+
+def test_cloud_forward_cost_kinds():
+    """The server's forward: a draft is the drafter's GPU forward with nothing else resident;
+    anything else is the target's verify."""
+    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, start=False)
+
+    class CC:
+        draft = "D"
+
+        def _gpu_forward(self, model, n, kv, resident_other):
+            return ("fwd", model, n, kv, resident_other)
+
+        def gpu_verify(self, n, kv):
+            return ("v", n, kv)
+
+    m.cloud_costs = CC()
+    assert m._cloud_forward_cost("draft", 1, 40) == ("fwd", "D", 1, 40, 0)
+    assert m._cloud_forward_cost("verify", 3, 40) == ("v", 3, 40)
+
+
+def test_build_cloud_costs_errors(tmp_path):
+    from ahasd_sim.config import load_config
+    from ahasd_sim.config.errors import ConfigError
+    from ahasd_sim.modes.mobile_cloud import build_cloud_costs
+
+    cfg = load_config(HYCO, ["cloud.platform_config=nope.yaml"])
+    src = cfg.source_of("cloud.platform_config")
+    with pytest.raises(ConfigError) as e:
+        build_cloud_costs(cfg, None, None)
+    assert str(e.value) == f"{src}: cloud.platform_config: platform file 'nope.yaml' not found"
+    mobile = HYCO.parent / "platform_mobile_npu_lpddr5_pim.yaml"
+    cfg = load_config(HYCO, [f"cloud.platform_config={mobile}"])
+    with pytest.raises(ConfigError) as e:
+        build_cloud_costs(cfg, None, None)
+    assert str(e.value) == (f"{src}: cloud.platform_config: '{mobile}' has no GPU (gpu.enabled: false); "
+                            "the cloud needs one")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gpu: {enabled: true, bogus_key: 1}\n")
+    cfg = load_config(HYCO, [f"cloud.platform_config={bad}"])
+    with pytest.raises(ConfigError) as e:
+        build_cloud_costs(cfg, None, None)
+    assert e.value.source == str(bad) and e.value.key_path.startswith("gpu")
+    assert e.value.message.endswith(f" (the cloud platform chosen by cloud.platform_config in {src})")
+
+
+def test_device_only_reports_no_cloud_and_charges_the_radio_nothing():
+    """device_only: the whole round on the phone; the cloud fields are zeros, no link."""
+    m, env = _mode("device_only", np.ones(20, bool), 6)
+    assert m.net is None and m.cloud is None
+    s = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.5})
+    assert s["cloud_cost_usd"] == 0.0 and s["cloud_pricing"] == "" and "cloud_fleet" not in s
+    assert s["cloud_cost_usd_per_1k_tokens_by_pricing"] == {p: 0.0 for p in ("shared_busy", "dedicated_wall",
+                                                                                "per_token_api")}
+    assert (s["uplink_bytes"], s["round_trips"], s["cloud_calls"], s["network_trace_offset_s"]) == (0, 0, 0, 0.0)
+    assert m.user_tpot_s() == ex(m.commit_log[-1][0] / 6)
+
+
+def test_finalize_books_the_radio_energy_and_user_tpot_before_a_commit():
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, start=False)
+    assert math.isnan(m.user_tpot_s())
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6)
+    want = m.net.radio_energy_j(env.now)
+    got = []
+    m.col.energy = lambda dev, e, label: got.append((dev, e, label))
+    m.finalize()
+    assert got == [("network", want[k], k) for k in want]
+    assert m.user_tpot_s() == ex(60.056e-3 / 6)
