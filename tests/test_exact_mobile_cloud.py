@@ -58,6 +58,8 @@ def test_packet_trace_indexing_over_loops():
 @pytest.mark.parametrize("stamps, msg", [
     ([], "t: no delivery opportunities"),
     ([3, 7, 6, 9], "t: timestamps must not decrease (line 3: 6 after 7)"),
+    ([3, 3, 2], "t: timestamps must not decrease (line 3: 2 after 3)"),     # an equal pair before is fine
+    ([0], "t: the last timestamp (the loop period) must be > 0 ms"),
     ([-2, 4], "t: negative timestamp -2"),
     ([0, 0], "t: the last timestamp (the loop period) must be > 0 ms"),
 ])
@@ -75,6 +77,9 @@ def test_packet_trace_rejects(stamps, msg):
                     "timestamp per line"),
     (b"1\x002\n", ": NUL bytes (a binary file?)"),
     (b"5\n\n  x7\n", " line 3: expected an integer millisecond timestamp, got 'x7'"),
+    (b"y" * 50 + b"\n", " line 1: expected an integer millisecond timestamp, got '" + "y" * 40 + "'"),
+    (b"9" * 30 + b"\n", " line 1: timestamp " + "9" * 24 + " ms is outside 0..2592000000 (about 30 days; a "
+                        "mahimahi trace covers seconds to hours)"),
     (b"5\n2592000001\n", " line 2: timestamp 2592000001 ms is outside 0..2592000000 (about 30 days; a mahimahi "
                          "trace covers seconds to hours)"),
     (b"-1\n", " line 1: timestamp -1 ms is outside 0..2592000000 (about 30 days; a mahimahi trace covers "
@@ -86,6 +91,22 @@ def test_packet_trace_load_rejects_with_one_line(tmp_path, raw, tail):
     with pytest.raises(TraceFormatError) as e:
         PacketTrace.load(p)
     assert str(e.value) == f"mahimahi trace '{p}'{tail}"
+
+
+def test_packet_trace_small_valid_and_default_name():
+    """One opportunity at 5 ms is a valid trace of period 5 ms; so is [0, 1] (period 1 ms).
+    Timestamps are integers (a float input is truncated like int64). Default name 'trace'."""
+    one = PacketTrace([5])
+    assert one.period_ms == 5 and [one.time_ms(g) for g in range(3)] == [5, 10, 15]
+    assert PacketTrace([0, 1]).period_ms == 1
+    assert PacketTrace([0, 5.7, 12]).time_ms(1) == 5
+    with pytest.raises(TraceFormatError) as e:
+        PacketTrace([])
+    assert str(e.value) == "trace: no delivery opportunities"
+    with pytest.raises(TraceFormatError) as e:
+        RttTrace([0.0], [0.1])
+    assert str(e.value) == "rtt trace: needs at least two 'time_s rtt_ms' lines (the last time is the period)"
+    assert RttTrace([0.0, 1.0], [0.0, 0.0]).at(0.5) == 0.0       # RTT 0 is allowed
 
 
 def test_packet_trace_load_reads_blank_lines_and_limits(tmp_path):
@@ -136,6 +157,7 @@ def test_rtt_trace_steps_loop_and_time_average(tmp_path):
     (["0 40", "2 -5"], ": RTTs must be >= 0 ms"),
     (["0 40", "2"], " line 2: expected 'time_s rtt_ms', got '2'"),
     (["0 x"], " line 1: expected 'time_s rtt_ms', got '0 x'"),
+    (["0 " + "z" * 50], " line 1: expected 'time_s rtt_ms', got '0 " + "z" * 38 + "'"),
 ])
 def test_rtt_trace_rejects(tmp_path, lines, tail):
     p = _trace_file(tmp_path, "r.rtt", lines)
@@ -149,6 +171,12 @@ def test_rtt_trace_unreadable_and_config_key(tmp_path):
     with pytest.raises(TraceFormatError) as e:
         RttTrace.load(p)
     assert str(e.value) == f"cannot read rtt trace '{p}': No such file or directory"
+    binary = tmp_path / "bin.rtt"
+    binary.write_bytes(b"\x80\x81\n")
+    with pytest.raises(TraceFormatError) as e:
+        RttTrace.load(binary)
+    assert str(e.value) == (f"cannot read rtt trace '{binary}': 'utf-8' codec can't decode byte 0x80 in "
+                            "position 0: invalid start byte")
     with pytest.raises(TraceFormatError) as e:
         NetworkLink(_cfg(rtt_trace=str(p)))
     assert e.value.key == "network.rtt_trace"
@@ -294,6 +322,29 @@ def test_session_schedule_overhead_promotion_and_energy():
     assert s.in_flight_s(0.5) == ex(0.221)                     # the message sent at 0.5 is not counted
 
 
+def test_in_flight_is_the_union_of_message_intervals():
+    """Messages [sent, arrive]: [0, 1], [0.5, 2] (overlaps), [2, 3] (touches), [2.5, 2.8]
+    (inside), [4, 6]. Union up to 5 s: [0, 3] + [4, 5] = 4 s; up to 2.6 s: 2.6 s."""
+    from ahasd_sim.hw.network import Delivery
+    _env, s = _session()
+    s.deliveries = [Delivery("up", 1, a, a, a, b) for a, b in ((0.5, 2.0), (0.0, 1.0), (2.0, 3.0), (2.5, 2.8),
+                                                                (4.0, 6.0))]
+    assert s.in_flight_s(5.0) == ex(4.0)
+    assert s.in_flight_s(2.6) == ex(2.6)
+    assert s.in_flight_s(0.0) == 0.0
+
+
+def test_zero_length_radio_activity_still_starts_a_tail(tmp_path):
+    """A downlink trace message that starts and leaves in one opportunity keeps the phone's
+    radio busy for 0 s (at its arrival), but it is activity: a whole tail (1 s x 1 W) follows."""
+    down = _trace_file(tmp_path, "z.down", [10, 20])
+    _env, s = _session(tmp_path, downlink_trace=str(down), rtt_ms=0.0, radio_tail_s=1.0, radio_tail_power_w=1.0)
+    r = s.schedule(100, "down")
+    assert r.service_start_s == r.depart_s == r.arrive_s == ex(0.010)
+    e = s.radio_energy_j(5.0)
+    assert e["radio_active"] == 0.0 and e["radio_tail"] == ex(1.0)
+
+
 def test_radio_energy_cut_at_the_run_end():
     """Same link as above, one uplink message at 0 (promotion [0, 0.2], busy [0.2, 0.201]),
     energy to 0.1 s: the promotion counts 0.1 s, nothing active (0.1 - 0.1 = 0), and a whole
@@ -304,6 +355,11 @@ def test_radio_energy_cut_at_the_run_end():
     e = s.radio_energy_j(0.1)
     assert e["radio_promotion"] == ex(0.3) and e["radio_active"] == 0.0 and e["radio_tail"] == ex(1.0)
     assert s.radio_energy_j(0.0)["radio_promotion"] == 0.0
+    _env.run(until=3.0)
+    s.schedule(900, "up")               # 3 s > 0.201 + 1 s of tail: a second promotion [3, 3.2]
+    assert s.promotions == 2
+    e = s.radio_energy_j(1.0)           # it starts after the end: not counted
+    assert e["radio_promotion"] == ex(0.6) and e["radio_active"] == ex(2 * 0.001)
 
 
 def test_session_jitter_is_the_generators_exponential_and_never_reorders():
@@ -374,6 +430,38 @@ def test_queue_wait_fixed_plus_mm1():
     srv0 = CloudServer(simpy.Environment(), CloudConfig(queue_delay_ms=5.0), _lin_cost, np.random.default_rng(3))
     assert srv0.queue_wait_s(1.0) == ex(0.005)
     assert srv0.rng.random() == np.random.default_rng(3).random()       # rho 0 draws nothing
+
+
+def test_request_wait_uses_the_forwards_own_kind():
+    """utilization 0.5: the M/M/1 wait of a draft request has mean T_draft(1, 0) / 0.5 =
+    3.01 ms / 0.5 (not the verify's 1.01 ms)."""
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(utilization=0.5), _lin_cost, np.random.default_rng(11))
+    srv.attach(0)
+    ref = np.random.default_rng(11)
+    want = float(ref.exponential(3.01e-3 / 0.5)) if ref.random() < 0.5 else 0.0
+    env.process(srv.run(0, "draft", 1, 0, "d"))
+    env.run()
+    assert want > 0 and srv.ledgers[0].queue_wait_s == ex(want)
+
+
+def test_a_request_without_wait_queues_at_once():
+    """No queue delay: a new request (wait 0) queued before a continuation at the same instant
+    stays ahead of it, so its kind (draft) forms the first iteration: draft [0, 3.01 ms], then
+    the verify [3.01, 4.02 ms]."""
+    env = simpy.Environment()
+    srv = CloudServer(env, CloudConfig(), _lin_cost, np.random.default_rng(0))
+    srv.attach(0)
+    srv.attach(1)
+    got = {}
+
+    def fwd(owner, kind, label, new_call):
+        got[label] = yield from srv.run(owner, kind, 1, 0, label, new_call)
+
+    env.process(fwd(0, "draft", "d", True))
+    env.process(fwd(1, "verify", "v", False))
+    env.run()
+    assert got == {"d": (0.0, ex(3.01e-3)), "v": (ex(3.01e-3), ex(4.02e-3))}
 
 
 def test_cloud_iteration_ledgers_cap_kinds_and_collectors():
