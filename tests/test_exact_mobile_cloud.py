@@ -406,6 +406,9 @@ def test_batch_cost_single_and_batched():
     assert (t, e) == (ex(1.08e-3), ex(0.108 + 1.0))
     t, e = srv.batch_cost("verify", [(2, 100), (3, 0)])
     assert (t, e) == (ex(1.15e-3), ex(0.105 + 1.0 + 0.010))
+    # drafts cost their own kind throughout: T_d(2, 0) + [T_d(1, 100) - T_d(1, 0)] = 3.02 + 0.1 ms
+    t, e = srv.batch_cost("draft", [(1, 100), (1, 0)])
+    assert (t, e) == (ex(3.12e-3), ex(0.302 + 1.0 + 0.010))
 
 
 def test_batch_cost_never_subtracts_kv_time():
