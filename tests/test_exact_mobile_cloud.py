@@ -814,6 +814,10 @@ def test_choose_explores_untried_then_meets_the_target_cheapest():
     m.cloud.cfg = CloudConfig(**PRICE)
     m.predraft = False
     assert m.choose() == "split" and m.exploring and m.decisions == 1 and m.last_tried == {"split": 1}
+    ev = m.col.events[-1]
+    assert ev == {"time_s": 0.0, "event": "hyco_decision", "option": "split", "info_time_s": 0.0, "observations": 0,
+                  "pred_tpot_split_s": ex(0.0424 / 2.5), "pred_tpot_cloud_sd_s": ex(0.0142 / 3),
+                  "pred_tpot_cloud_ar_s": ex(0.006)}
     m.rounds_by_option["split"] = 1
     assert m.choose() == "cloud_sd" and m.exploring              # next untried
     m.rounds_by_option.update(cloud_sd=1, cloud_ar=1)
@@ -1101,3 +1105,34 @@ def test_finalize_books_the_radio_energy_and_user_tpot_before_a_commit():
     m.finalize()
     assert got == [("network", want[k], k) for k in want]
     assert m.user_tpot_s() == ex(60.056e-3 / 6)
+
+
+def test_split_and_session_events():
+    """The timeline events of the split run of test_split_rounds_exact_timing (each draft,
+    the upload's arrival, the cloud verify's start and end, the verdict's arrival and the
+    commit) and of the cloud SD session of test_cloud_speculative_session_exact."""
+    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6)
+    want = []
+    for r, t in ((0, 0.0), (1, 30.028e-3)):
+        p = 3 * r
+        want += [{"time_s": ex(t), "event": "draft_token", "position": p, "duration_s": ex(1e-3)},
+                 {"time_s": ex(t + 1e-3), "event": "draft_token", "position": p + 1, "duration_s": ex(1e-3)},
+                 {"time_s": ex(t + 12.024e-3), "event": "uplink", "position": p, "round_id": r, "sent_s": ex(t + 2e-3)},
+                 {"time_s": ex(t + 12.024e-3), "event": "cloud_verify", "position": p, "round_id": r,
+                  "end_s": ex(t + 20.024e-3), "n_tokens": 2},
+                 {"time_s": ex(t + 30.028e-3), "event": "downlink", "position": p, "round_id": r,
+                  "sent_s": ex(t + 20.024e-3)},
+                 {"time_s": ex(t + 30.028e-3), "event": "commit", "position": p, "round_id": r, "committed": p + 3}]
+    assert m.col.events == want
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[cloud_sd]"])
+    assert m.col.events == [
+        {"time_s": ex(32.024e-3), "event": "downlink", "position": 0, "session": 1, "sent_s": ex(22.016e-3)},
+        {"time_s": ex(32.024e-3), "event": "commit", "position": 0, "session": 1, "committed": 3},
+        {"time_s": ex(44.024e-3), "event": "downlink", "position": 3, "session": 1, "sent_s": ex(34.016e-3)},
+        {"time_s": ex(44.024e-3), "event": "commit", "position": 3, "session": 1, "committed": 6}]
+    assert m.stats() == {"rounds_by_option": {"split": 0, "cloud_sd": 1, "cloud_ar": 0}, "cloud_sessions": 1,
+                         "estimates_at_end": {"acceptance": m.est.acceptance, "window_split": 2.0,
+                                              "window_cloud_sd": m.est.window_cloud_sd,
+                                              "tokens_per_split": m.est.tokens_per_split,
+                                              "tokens_per_cloud_sd": m.est.tokens_per_cloud_sd,
+                                              "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s}}
