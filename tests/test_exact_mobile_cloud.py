@@ -1136,3 +1136,44 @@ def test_split_and_session_events():
                                               "tokens_per_split": m.est.tokens_per_split,
                                               "tokens_per_cloud_sd": m.est.tokens_per_cloud_sd,
                                               "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s}}
+
+
+def _record_outcomes(m):
+    got = []
+    for p in {id(m.policy): m.policy, id(m.cloud_policy): m.cloud_policy}.values():
+        f = p.on_verify
+        p.on_verify = lambda o, f=f: (got.append(o), f(o))
+    return got
+
+
+def test_predrafting_split_rounds_and_what_the_policy_is_told():
+    """hybrid, [split], pre-draft always, 6 tokens, all accepted, k = 2. Round 1: drafts 0, 1
+    (0 .. 2 ms), then during the round trip pre-drafts 2, 3 (2 .. 4 ms); the verdict (3
+    committed: 0, 1 and the bonus at 2) arrives 30.028 ms. Round 2 uploads only position 3
+    (16 + 4 = 20 B, 20 us): arrives 40.048, verify 2 tokens 7 ms -> 47.048, verdict 57.052 ms:
+    5 committed; pre-drafts 4, 5 meanwhile. Round 3 uploads 5 at 57.052: 67.072, 74.072,
+    84.076 ms: 6 committed (the bonus beyond the run is cut).
+    The policy is told each round's own drafts: 2 of 2 accepted (not 3: the pre-draft at 2,
+    which the bonus token matched, belongs to the next window), then 1 of 1, 1 of 1;
+    committed 3, 2, 1; round times 28.028, 27.024, 27.024 ms."""
+    m, env = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[split]", "hyco.predraft=always",
+                                                   "hyco.skip_max_entropy_nats=-1"], start=False)
+    got = _record_outcomes(m)
+    env.run(until=m.start())
+    assert env.now == ex(84.076e-3)
+    assert m.commit_log == [(ex(30.028e-3), 3), (ex(57.052e-3), 5), (ex(84.076e-3), 6)]
+    assert [(o.n_drafted, o.n_accepted, o.n_committed, o.round_id) for o in got] == [(2, 2, 3, 0), (1, 1, 2, 1),
+                                                                                   (1, 1, 1, 2)]
+    assert [o.round_time_s for o in got] == [ex(28.028e-3), ex(27.024e-3), ex(27.024e-3)]
+    assert [o.now_s for o in got] == [ex(30.028e-3), ex(57.052e-3), ex(84.076e-3)]
+    assert m.net.bytes["up"] == 24 + 20 + 20 and m.col.counters.drafted_tokens == 8
+
+
+def test_cloud_policy_is_told_its_rounds():
+    """Cloud SD (test_cloud_speculative_session_exact): the cloud's policy sees 2 of 2
+    accepted, 3 committed per round, round time 2 x 2 + 8 = 12 ms, ending 22.016 / 34.016 ms."""
+    m, env = _mode("hybrid", np.ones(20, bool), 6, ["hyco.options=[cloud_sd]"], start=False)
+    got = _record_outcomes(m)
+    env.run(until=m.start())
+    assert [(o.n_drafted, o.n_accepted, o.n_committed, o.round_id) for o in got] == [(2, 2, 3, 0), (2, 2, 3, 1)]
+    assert [(o.round_time_s, o.now_s) for o in got] == [(ex(12e-3), ex(22.016e-3)), (ex(12e-3), ex(34.016e-3))]
