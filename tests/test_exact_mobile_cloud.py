@@ -225,6 +225,10 @@ def test_trace_paths_resolve_against_the_config_folder(tmp_path, monkeypatch):
     assert _resolve(str(sub / "u.up"), tmp_path) == sub / "u.up"
     link = NetworkLink(_cfg(uplink_trace="u.up"), sub)
     assert link.traces["up"].period_ms == 20
+    _trace_file(sub, "only.down", [0, 30])                      # only beside the config
+    _trace_file(sub, "only.rtt", ["0 10", "2 10"])
+    link = NetworkLink(_cfg(downlink_trace="only.down", rtt_trace="only.rtt"), sub)
+    assert link.traces["down"].period_ms == 30 and link.rtt_trace.period_s == 2.0
 
 
 # ------------------------------------------------------------------ bottleneck
@@ -253,6 +257,18 @@ def test_trace_queue_shares_and_skips_opportunities():
     assert d.depart(0.0, 1) == (ex(0.005), ex(0.005)) and d.left_in_last == 1499
     assert d.depart(0.006, 10) == (ex(0.007), ex(0.007)) and d.left_in_last == 1490
     assert d.depart(0.007, 4501) == (ex(0.007), ex(0.013)) and d.left_in_last == 1489 and d.g_last == 6
+
+
+def test_trace_queue_remainders_of_one_byte_and_of_the_first_opportunity():
+    """Opportunities at 1, 2, 3 ms. 100 B and 100 B at 0 share the first (index 0) one;
+    1299 B more leave 1 B in it, which a 1-B message still uses; 1501 B need the 2-ms one
+    and one byte of the 3-ms one."""
+    d = _Direction(0.0, PacketTrace([1, 2, 3]))
+    assert d.depart(0.0, 100) == (ex(0.001), ex(0.001)) and d.g_last == 0
+    assert d.depart(0.0, 100) == (ex(0.001), ex(0.001)) and d.left_in_last == 1300
+    assert d.depart(0.0, 1299) == (ex(0.001), ex(0.001)) and d.left_in_last == 1
+    assert d.depart(0.0, 1) == (ex(0.001), ex(0.001)) and d.left_in_last == 0
+    assert d.depart(0.0, 1501) == (ex(0.002), ex(0.003)) and d.left_in_last == 1499
 
 
 def test_trace_queue_message_of_exact_multiple_and_zero_bytes():
@@ -373,6 +389,33 @@ def test_session_jitter_is_the_generators_exponential_and_never_reorders():
     a2 = s.schedule(0, "up").arrive_s
     assert a1 == ex(0.001 + 0.010 + x1)
     assert a2 == ex(max(0.001 + 0.010 + x2, a1))
+
+
+def test_sub_millisecond_jitter_is_drawn():
+    rng = np.random.default_rng(2)
+    x = rng.exponential(0.0005)
+    _env, s = _session(seed=2, uplink_mbps=8.0, rtt_ms=20.0, jitter_ms=0.5)
+    assert s.schedule(1000, "up").arrive_s == ex(0.011 + x)
+
+
+def test_radio_tail_timer_boundaries():
+    """Promotion 0.25 s, tail 1 s, 1e6 B/s up. Message 1 at 0: promotion [0, 0.25], on air
+    0.25 .. 0.5. At exactly 0.5 + 1 = 1.5 s the radio is still connected (idle only after the
+    timer): no promotion; that message is on air 1.5 .. 1.75. At 3.0 s > 1.75 + 1: promoted.
+    Second case: a first message ending at 0.251 s and one at 1.3 s > 0.251 + 1: promoted."""
+    env, s = _session(uplink_mbps=8.0, radio_promotion_s=0.25, radio_tail_s=1.0)
+    s.schedule(250000, "up")
+    env.run(until=1.5)
+    r = s.schedule(250000, "up")
+    assert s.promotions == 1 and (r.service_start_s, r.depart_s) == (1.5, 1.75)
+    env.run(until=3.0)
+    s.schedule(1, "up")
+    assert s.promotions == 2
+    env, s = _session(uplink_mbps=8.0, radio_promotion_s=0.25, radio_tail_s=1.0)
+    s.schedule(1000, "up")
+    env.run(until=1.3)
+    s.schedule(1, "up")
+    assert s.promotions == 2
 
 
 def test_send_wakes_the_caller_at_arrival_and_rejects_bad_directions():
