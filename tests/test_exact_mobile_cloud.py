@@ -645,7 +645,7 @@ LINK = ["network.uplink_mbps=8", "network.downlink_mbps=16", "network.rtt_ms=20"
         "hyco.draft_topk=0", "hyco.request_bytes=16", "hyco.token_id_bytes=4", "hyco.verdict_header_bytes=4"]
 
 
-def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.5, start=True):
+def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.5, start=True, rollout_len=8):
     """A mobile-cloud mode on the HYCO platform (link, cloud pricing) with fixed task costs:
     phone draft ``dev.d`` s per token; cloud verify ``cloud.v + cloud.vt x n`` s, cloud draft
     ``cloud.d`` s. Returns (mode, env) after the run (or before it with start=False)."""
@@ -666,7 +666,7 @@ def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.
     rng = np.random.default_rng(0)
     srv = CloudServer(env, cfg.cloud, lambda kind, n, kv: cc.gpu_draft_token(kv) if kind == "draft"
                       else cc.gpu_verify(n, kv), np.random.default_rng(1))
-    tr = as_trace(synthetic_trace(accept, entropy))
+    tr = as_trace(synthetic_trace(accept, entropy, rollout_len))
     ctx = RunContext(cfg=cfg, platform=platform, costs=dev, replay=TraceReplay(tr, n_tokens),
                      policy=make_policy(cfg.run.policy, cfg.policy, rng, None), collector=col, rng=rng,
                      n_tokens=n_tokens, extras={"cloud": (cc, srv)})
@@ -1220,3 +1220,70 @@ def test_cloud_policy_is_told_its_rounds():
     env.run(until=m.start())
     assert [(o.n_drafted, o.n_accepted, o.n_committed, o.round_id) for o in got] == [(2, 2, 3, 0), (2, 2, 3, 1)]
     assert [(o.round_time_s, o.now_s) for o in got] == [(ex(12e-3), ex(22.016e-3)), (ex(12e-3), ex(34.016e-3))]
+
+
+def test_predrafts_past_a_rejection_are_off_path_and_killed():
+    """hybrid, [split], pre-draft always, k = 4 (= max_tokens), position 1 rejected, rollouts
+    of one token. Round 1 drafts 0 .. 3 (0 .. 4 ms) and pre-drafts 4 .. 7 (4 .. 8 ms: the
+    bound is two windows ahead of the committed point). The upload (16 + 16 = 32 B) arrives
+    14.032 ms, the 5-token verify ends 24.032, the verdict arrives 34.036 ms: 2 committed
+    (0 and the correction at 1). Drafts 2 .. 7 followed the rejected token: 6 off the target's
+    path, 5 of them (3 .. 7) beyond its one-token rollout (synthetic), all 6 killed."""
+    acc = np.ones(20, bool)
+    acc[1] = False
+    m, _ = _mode("hybrid", acc, 8, ["hyco.options=[split]", "hyco.predraft=always", "hyco.skip_max_entropy_nats=-1",
+                                    "policy.fixed.k=4"], rollout_len=1)
+    c = m.col.counters
+    assert m.commit_log[0] == (ex(34.036e-3), 2)
+    assert [e["position"] for e in m.col.events if e["event"] == "draft_token"][:8] == list(range(8))
+    assert (c.offpath_drafted_tokens, c.offpath_synthetic_tokens, c.killed_tokens) == (6, 5, 6)
+    assert m.col.busy_intervals["pim"][:2] == [(0.0, ex(1e-3), "draft"), (ex(1e-3), ex(2e-3), "draft")]
+
+
+def test_a_discarded_draft_forward_closes_the_window():
+    """device_draft_cloud_verify, 4 tokens; the policy discards every round's second forward:
+    draft 0 .. 1 ms, discarded forward 1 .. 2 ms, upload of 1 draft (20 B) arrives 12.020 ms,
+    2-token verify 7 ms -> 19.020, verdict 29.024 ms: 2 committed; the second round the same:
+    58.048 ms. Two discarded forwards, two drafted tokens."""
+    from ahasd_sim.policies.base import Decision
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 4, start=False)
+    f = m.policy.decide
+    m.policy.decide = lambda v: Decision.STOP_DISCARD if v.index_in_round == 1 else f(v)
+    env.run(until=m.start())
+    assert m.commit_log == [(ex(29.024e-3), 2), (ex(58.048e-3), 4)]
+    c = m.col.counters
+    assert (c.discarded_draft_forwards, c.drafted_tokens) == (2, 2)
+
+
+def test_continuation_sessions_are_pipelined_round_trips():
+    """hybrid, [cloud_sd], sessions of 3 tokens, 9 tokens. Session 1: request arrives 10.016,
+    2 drafts + verify end 22.016, chunk arrives 32.024 ms. There the phone sends the next
+    request at once (42.040 ms at the cloud): 54.040, chunk 64.048; the third: 96.072 ms.
+    Three sessions, three round trips, three calls."""
+    m, env = _mode("hybrid", np.ones(20, bool), 9, ["hyco.options=[cloud_sd]", "hyco.cloud_session_tokens=3"])
+    assert m.commit_log == [(ex(32.024e-3), 3), (ex(64.048e-3), 6), (ex(96.072e-3), 9)]
+    assert (m.round_trips, m.sessions, m.cloud.ledgers[0].calls) == (3, 3, 3)
+    assert m.rounds_by_option["cloud_sd"] == 3
+
+
+def test_peers_replay_their_own_windows_with_their_own_generators():
+    """phones_per_gpu 2 with the run's trace file: the peer replays a window drawn from it
+    (not the primary's synthetic trace) and its policy draws from [seed, 0x9EE5, replay seed, 1]."""
+    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, ["cloud.phones_per_gpu=2"], start=False)
+    p = m.peers[0]
+    assert p.replay.trace is not m.replay.trace and p.owner == 1 and p.cloud is m.cloud
+    seed = m.ctx.cfg.run.seed
+    assert p.policy.rng.random() == np.random.default_rng([seed, 0x9EE5, m.replay.seed, 1]).random()
+
+
+def test_summary_of_an_empty_run_and_the_ci():
+    """0 tokens: per-1k costs 0 (not a division by zero). The TPOT CI of the split run's six
+    windows (30.028, 0, 0, 30.028, 0, 0 ms): t(5) = 2.571 x s / sqrt 6."""
+    m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6)
+    s = m.summary_fields({"generated_tokens": 0, "makespan_s": env.now, "energy_per_token_j": 0.0})
+    assert s["cloud_cost_usd_per_1k_tokens"] == 0.0
+    assert s["cloud_cost_usd_per_1k_tokens_by_pricing"] == {"shared_busy": 0.0, "dedicated_wall": 0.0,
+                                                            "per_token_api": 0.0}
+    s = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.0})
+    w = np.array([30.028e-3, 0, 0, 30.028e-3, 0, 0])
+    assert s["tpot_ci95_s"] == ex(2.571 * float(np.std(w, ddof=1)) / math.sqrt(6))
