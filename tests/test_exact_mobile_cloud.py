@@ -976,6 +976,7 @@ def test_exploration_session_then_switch_to_cloud_sd():
                                                    "hyco.explore_session_tokens=3"])
     assert m.commit_log[:4] == [(ex(26.020e-3), 1), (ex(32.020e-3), 2), (ex(38.020e-3), 3), (ex(70.044e-3), 6)]
     assert m.rounds_by_option["cloud_ar"] >= 1 and m.rounds_by_option["cloud_sd"] >= 1
+    assert m.round_trips == m.sessions >= 2           # every session, first or continuation, is one request
 
 
 def test_switching_to_the_cloud_drops_phone_drafts():
@@ -1135,6 +1136,7 @@ def test_device_only_reports_no_cloud_and_charges_the_radio_nothing():
     assert s["cloud_cost_usd_per_1k_tokens_by_pricing"] == {p: 0.0 for p in ("shared_busy", "dedicated_wall",
                                                                                 "per_token_api")}
     assert (s["uplink_bytes"], s["round_trips"], s["cloud_calls"], s["network_trace_offset_s"]) == (0, 0, 0, 0.0)
+    assert (s["cloud_energy_j"], s["cloud_gpu_busy_s"], s["cloud_tokens_processed"]) == (0.0, 0.0, 0)
     assert m.user_tpot_s() == ex(m.commit_log[-1][0] / 6)
 
 
@@ -1273,6 +1275,7 @@ def test_peers_replay_their_own_windows_with_their_own_generators():
     p = m.peers[0]
     assert p.replay.trace is not m.replay.trace and p.owner == 1 and p.cloud is m.cloud
     seed = m.ctx.cfg.run.seed
+    assert p.replay.seed == m.replay.seed * 7919 + 1
     assert p.policy.rng.random() == np.random.default_rng([seed, 0x9EE5, m.replay.seed, 1]).random()
 
 
@@ -1287,3 +1290,24 @@ def test_summary_of_an_empty_run_and_the_ci():
     s = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.0})
     w = np.array([30.028e-3, 0, 0, 30.028e-3, 0, 0])
     assert s["tpot_ci95_s"] == ex(2.571 * float(np.std(w, ddof=1)) / math.sqrt(6))
+
+
+def test_link_generator_stream_and_disabled_network():
+    """Each phone's link draws from [seed, 0x4E4554 ('NET'), owner, replay seed]; a mode that
+    talks to the cloud on a platform without a network is a one-line config error."""
+    from ahasd_sim.config.errors import ConfigError
+    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, start=False)
+    seed = m.ctx.cfg.run.seed
+    assert m.net.rng.random() == np.random.default_rng([seed, 0x4E4554, 0, m.replay.seed]).random()
+    with pytest.raises(ConfigError) as e:
+        _mode("hybrid", np.ones(20, bool), 6, ["network.enabled=false"], start=False)
+    assert e.value.key_path == "network.enabled"
+    assert e.value.message == "mode 'hybrid' talks to the cloud: set network.enabled: true"
+
+
+def test_prior_window_of_a_one_token_round():
+    """policy.max_tokens 1: the prior window is max(1, 1 // 2) = 1 draft and tokens per round
+    (1 - 0.7^2) / 0.3 = 1.7."""
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, ["policy.max_tokens=1", "policy.fixed.k=1"], start=False)
+    assert m.est.window_split == 1.0 and m.est.window_cloud_sd == 1.0
+    assert m.est.tokens_per_split == ex((1 - 0.7 ** 2) / 0.3)
