@@ -645,7 +645,8 @@ LINK = ["network.uplink_mbps=8", "network.downlink_mbps=16", "network.rtt_ms=20"
         "hyco.draft_topk=0", "hyco.request_bytes=16", "hyco.token_id_bytes=4", "hyco.verdict_header_bytes=4"]
 
 
-def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.5, start=True, rollout_len=8):
+def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.5, start=True, rollout_len=8,
+          replay_seed=0):
     """A mobile-cloud mode on the HYCO platform (link, cloud pricing) with fixed task costs:
     phone draft ``dev.d`` s per token; cloud verify ``cloud.v + cloud.vt x n`` s, cloud draft
     ``cloud.d`` s. Returns (mode, env) after the run (or before it with start=False)."""
@@ -667,7 +668,7 @@ def _mode(mode, accept, n_tokens, overrides=(), dev=None, cloud=None, entropy=0.
     srv = CloudServer(env, cfg.cloud, lambda kind, n, kv: cc.gpu_draft_token(kv) if kind == "draft"
                       else cc.gpu_verify(n, kv), np.random.default_rng(1))
     tr = as_trace(synthetic_trace(accept, entropy, rollout_len))
-    ctx = RunContext(cfg=cfg, platform=platform, costs=dev, replay=TraceReplay(tr, n_tokens),
+    ctx = RunContext(cfg=cfg, platform=platform, costs=dev, replay=TraceReplay(tr, n_tokens, replay_seed),
                      policy=make_policy(cfg.run.policy, cfg.policy, rng, None), collector=col, rng=rng,
                      n_tokens=n_tokens, extras={"cloud": (cc, srv)})
     m = get_mode(mode)(env, ctx)
@@ -1271,11 +1272,12 @@ def test_continuation_sessions_are_pipelined_round_trips():
 def test_peers_replay_their_own_windows_with_their_own_generators():
     """phones_per_gpu 2 with the run's trace file: the peer replays a window drawn from it
     (not the primary's synthetic trace) and its policy draws from [seed, 0x9EE5, replay seed, 1]."""
-    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, ["cloud.phones_per_gpu=2"], start=False)
+    m, _ = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, ["cloud.phones_per_gpu=2"], start=False,
+                 replay_seed=5)
     p = m.peers[0]
     assert p.replay.trace is not m.replay.trace and p.owner == 1 and p.cloud is m.cloud
     seed = m.ctx.cfg.run.seed
-    assert p.replay.seed == m.replay.seed * 7919 + 1
+    assert m.replay.seed == 5 and p.replay.seed == 5 * 7919 + 1
     assert p.policy.rng.random() == np.random.default_rng([seed, 0x9EE5, m.replay.seed, 1]).random()
 
 
