@@ -1313,3 +1313,12 @@ def test_prior_window_of_a_one_token_round():
     m, _ = _mode("hybrid", np.ones(20, bool), 6, ["policy.max_tokens=1", "policy.fixed.k=1"], start=False)
     assert m.est.window_split == 1.0 and m.est.window_cloud_sd == 1.0
     assert m.est.tokens_per_split == ex((1 - 0.7 ** 2) / 0.3)
+
+
+def test_the_cloud_drafter_runs_its_own_policy_instance():
+    """A policy that needs no fit data: the cloud's drafter gets its own instance (own state)
+    seeded [seed, 0xC1], not the phone's."""
+    m, _ = _mode("hybrid", np.ones(20, bool), 6, start=False)
+    assert m.cloud_policy is not m.policy and type(m.cloud_policy) is type(m.policy)
+    seed = m.ctx.cfg.run.seed
+    assert m.cloud_policy.rng.random() == np.random.default_rng([seed, 0xC1]).random()
