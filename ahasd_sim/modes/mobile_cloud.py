@@ -618,15 +618,14 @@ class MobileCloudEngine(MobileCloudBase):
             self.next_window = w2
         yield verdict
         new_c, cloud_s = verdict.value
-        ctr = self.col.counters
-        acc_before = ctr.accepted_tokens
         gen = self.gen
         self.resolve(new_c)
         self.col.event(self.env.now, "commit", position=start, round_id=w.round_id, committed=self.committed)
+        # this round's drafts the target accepted; not the counter's growth, which also counts a
+        # pre-draft of the next window that the bonus token happened to match (n_accepted > n)
         acc = min(n, self.replay.accepted_run(start, n))
-        self.policy.on_verify(VerifyOutcome(n, ctr.accepted_tokens - acc_before if n else 0,
-                                            min(new_c, self.n_tokens) - start, self.env.now - sent, self.env.now,
-                                            round_id=w.round_id))
+        self.policy.on_verify(VerifyOutcome(n, acc, min(new_c, self.n_tokens) - start, self.env.now - sent,
+                                            self.env.now, round_id=w.round_id))
         if self.gen != gen:
             self.next_window = None                    # pre-drafts were built on a rejected token
         self._observe(acceptance=(acc / n) if n else self.est.acceptance, window_split=float(max(n, 1)),
