@@ -1,0 +1,1 @@
+"""Hand-derived exact values for the MoE-offload modules (``ahasd_sim/moe/``)."""
