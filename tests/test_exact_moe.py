@@ -51,6 +51,8 @@ def test_window_samples_window_count_is_clamped_and_zero_denominators_give_nan()
     z = window_samples([3, 0], [0, 1], [1, 1], 2)
     assert np.isnan(z["throughput_tok_s"][0]) and z["throughput_tok_s"][1] == 0.0
     assert z["energy_per_token_j"][0] == 1 / 3 and np.isnan(z["energy_per_token_j"][1])
+    one_token = window_samples([1], [2], [5], 1)            # 1 token: 5 J per token, 0.5 tok/s
+    assert (one_token["energy_per_token_j"], one_token["throughput_tok_s"]) == ([5.0], [0.5])
 
 
 # ------------------------------------------------------------------ tree
