@@ -657,6 +657,8 @@ def test_matrix_and_max_closure():
     a, b (4). {1}: 5; {1, 2}: 9 - 7 = 2 -> {1}, 5 (|w| = 5 + 3 = 8: exact scale)."""
     own, t = closure._matrix([1, 2], {1: ["b"], 2: ["a", "b"]}, {"a": 1.0, "b": 2.0})
     assert own.tolist() == [[False, True], [True, True]] and t.tolist() == [1.0, 2.0]
+    own, t = closure._matrix([1, 3], {1: ["b"]}, {"b": 2.0})   # node 3 requires nothing
+    assert own.tolist() == [[True], [False]] and t.tolist() == [2.0]
     args = ([2, 1], np.array([-1, 0, 1]), {1: 8.0, 2: 1.0}, {1: ["a"], 2: ["b", "a"]}, {"a": 3.0, "b": 4.0})
     assert closure.max_closure(*args, backend="python") == (5.0, [1])
     assert closure.max_closure(*args, backend="scipy") == (5.0, [1])
