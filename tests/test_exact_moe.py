@@ -749,3 +749,119 @@ def test_format_compare_moe():
     tail = ("best baseline: eagle_tuned (x), chosen on tuning rounds 60-90; reported rounds 0-60 (8 windows: ratio "
             "estimators, 95% intervals by resampling whole windows, paired for ratios); profile rounds 90-100")
     assert mc.format_compare_moe(t) == "\n".join(text_table([head, body]) + [tail])
+
+
+class _Windows:
+    def __init__(self, tokens, times, first=(0, 8, 12)):
+        self.generated_tokens, self.makespan_s, self.first_round = list(tokens), list(times), list(first)
+
+    def __len__(self):
+        return len(self.generated_tokens)
+
+
+def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
+    """The compare driver with stand-in simulations (the real ones are covered by
+    test_moe_offload's compare test). 30 rounds, 6 profile, a third of the other 24 tune:
+    reported 0-16, tuning 16-24, profile 24-30; every round commits 1 token, so the budgets are
+    8 + 1 = 9 (tuning) and 16 + 1 = 17 (reported). Tuning throughput: eagle N=8 depth=4 30 tok/s,
+    expert budget B=16 20, no_draft 5, every other candidate 10 -> best family eagle_tuned.
+    Reported windows (3, 1 s each): the tuned EAGLE 30 tokens each (30 tok/s), specfit 45 each
+    (45 tok/s, 1.5 x the best baseline, intervals [45, 45] and [1.5, 1.5]: every window has the
+    same rate); ecospec 10, 50, 30 (90 / 3 = 30 tok/s; intervals as metrics.stats gives them for
+    n_boot 300); every other row 15 each (0.5 x)."""
+    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.output as out_mod
+    import ahasd_sim.simulation as sim
+    from ahasd_sim.metrics.stats import paired_ratio_ci, ratio_ci
+
+    tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
+    slice_keys = ("moe.trace_start_round", "moe.trace_end_round", "moe.profile_start_round", "moe.profile_rounds",
+                  "run.generated_tokens")
+
+    class Cfg:
+        def __init__(self, o=()):
+            self.o = list(o)
+            self.moe = NS(tree_trace="t.npz", profile_rounds=6, ci_windows=2)
+            self.source_file = "c.yaml"
+
+        def replace(self, o):
+            return Cfg(self.o + list(o))
+
+    runs, written = [], []
+
+    def fake_run(cfg):
+        own = [x for x in cfg.o if not x.startswith(slice_keys)]
+        sl = [x for x in cfg.o if x.startswith(slice_keys)]
+        runs.append((own, sl))
+        if "moe.trace_start_round=16" in sl:          # tuning
+            tput = {("tree_policy.eagle_dynamic.total_nodes=8", "tree_policy.eagle_dynamic.max_depth=4"): 30.0,
+                    ("tree_policy.expert_budget.budget_experts_per_layer=16",): 20.0}.get(tuple(own[1:]), 10.0)
+            if own == ["run.policy=no_draft"]:
+                tput = 5.0
+            return NS(summary={"generated_tokens": 2 * tput, "decode_makespan_s": 2.0})
+        if own == ["run.policy=eagle_dynamic", "tree_policy.eagle_dynamic.total_nodes=8",
+                   "tree_policy.eagle_dynamic.max_depth=4"]:
+            w = _Windows([30, 30, 30], [1, 1, 1])
+        elif own == ["run.policy=specfit"]:
+            w = _Windows([45, 45, 45], [1, 1, 1])
+        elif own == ["run.policy=ecospec"]:
+            w = _Windows([10, 50, 30], [1, 1, 1])
+        else:
+            w = _Windows([15, 15, 15], [1, 1, 1])
+        return NS(windows=w, summary={"policy_stats": {"mean_nodes_verified": 7.0}, "accepted_length_per_round": 2.5,
+                                      "expert_h2d_bytes": 3e9, "expert_cache_hit_rate": 0.25})
+
+    monkeypatch.setattr(mo, "load_tree_trace_cached", lambda p: (written.append(("trace", p)), tt)[1])
+    monkeypatch.setattr(sim, "resolve_data_path", lambda p, src: ("resolved", p, src))
+    monkeypatch.setattr(sim, "run_simulation", fake_run)
+    monkeypatch.setattr(out_mod, "write_run", lambda res, cfg, d, s: written.append(("run", d.name)))
+    table, tune, out = mc.run_compare_moe(Cfg(), tmp_path / "cmp", n_boot=300)
+
+    assert out == tmp_path / "cmp" and written[0] == ("trace", ("resolved", "t.npz", "c.yaml"))
+    assert len(tune) == 43 and list(tune.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"]
+    assert tune.iloc[0].to_dict() == {"family": "eagle_tuned", "config": "eagle_dynamic N=2 depth=3",
+                                      "tuning_throughput_tok_s": 10.0, "overrides": "run.policy=eagle_dynamic "
+                                      "tree_policy.eagle_dynamic.total_nodes=2 tree_policy.eagle_dynamic.max_depth=3"}
+    assert runs[0][1] == ["moe.trace_start_round=16", "moe.trace_end_round=24", "moe.profile_start_round=24",
+                          "moe.profile_rounds=6", "run.generated_tokens=9"]
+    assert runs[-1][1] == ["moe.trace_start_round=0", "moe.trace_end_round=16", "moe.profile_start_round=24",
+                           "moe.profile_rounds=6", "run.generated_tokens=17"]
+    rows = ["specfit", "ecospec", "specfit_expert_term_off", "specfit_gated", "eagle_dynamic_default",
+            "eagle_tuned", "expert_budget_tuned", "autoregressive"]
+    assert table.row.tolist() == rows and [x[1] for x in written[1:]] == rows
+    assert table.config.tolist()[4:] == ["run.policy=eagle_dynamic", "eagle_dynamic N=8 depth=4", "expert_budget B=16",
+                                         "no_draft"]
+    assert table.config[2] == "run.policy=specfit tree_policy.specfit.expert_term=false"
+    assert table.throughput_tok_s.tolist() == [45.0, 30.0, 15.0, 15.0, 15.0, 30.0, 15.0, 15.0]
+    assert table.vs_best_baseline.tolist() == [1.5, 1.0, 0.5, 0.5, 0.5, 1.0, 0.5, 0.5]
+    assert table.ci95[0] == [45.0, 45.0] and table.vs_best_baseline_ci95[0] == [1.5, 1.5]
+    assert table.ci95[1] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
+    assert table.vs_best_baseline_ci95[1] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1], n_resamples=300)[1]
+    r0 = table.iloc[0]
+    assert (r0.nodes_verified, r0.accepted_per_round, r0.expert_h2d_gb, r0.hit_rate, r0.windows) == (7.0, 2.5, 3.0, 0.25, 3)
+    assert (r0.best_baseline, r0.reported_rounds, r0.tuning_rounds, r0.profile_rounds) == (
+        "eagle_tuned (eagle_dynamic N=8 depth=4)", "0-16", "16-24", "24-30")
+    csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
+    assert csv.row.tolist() == rows and csv.ci95_low[0] == 45.0 and csv.vs_best_baseline_ci95_high[0] == 1.5
+    assert csv.ci95_high[1] == table.ci95[1][1] and csv.vs_best_baseline_ci95_low[1] == table.vs_best_baseline_ci95[1][0]
+    assert "ci95" not in csv.columns and len(pd.read_csv(tmp_path / "cmp" / "tuning.csv")) == 43
+
+
+def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path):
+    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.output as out_mod
+    import ahasd_sim.simulation as sim
+    tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
+    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2), source_file="c", replace=lambda o: o)
+
+    def fake_run(o):
+        if "moe.trace_start_round=16" in o:
+            return NS(summary={"generated_tokens": 1.0, "decode_makespan_s": 1.0})
+        first = (0, 9) if o[0] == "run.policy=ecospec" else (0, 8)
+        return NS(windows=_Windows([1, 1], [1, 1], first), summary={"policy_stats": {}})
+    monkeypatch.setattr(mo, "load_tree_trace_cached", lambda p: tt)
+    monkeypatch.setattr(sim, "resolve_data_path", lambda p, src: p)
+    monkeypatch.setattr(sim, "run_simulation", fake_run)
+    monkeypatch.setattr(out_mod, "write_run", lambda *a: None)
+    with pytest.raises(RuntimeError, match="^moe compare: rows replayed different rounds; ratios would not be paired$"):
+        mc.run_compare_moe(cfg, tmp_path / "c2", n_boot=10)
