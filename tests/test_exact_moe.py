@@ -69,6 +69,7 @@ def test_draft_tree_depth_path_probability_and_shape():
     [1 (the root's q is not used), 0.5, 0.25, 0.5 * 0.5 = 0.25]; 3 draft nodes, 2 layers, top-3."""
     t = _tree([-1, 0, 0, 1], [0.9, 0.5, 0.25, 0.5])
     assert t.depth.tolist() == [0, 1, 1, 2] and t.path_prob.tolist() == [1.0, 0.5, 0.25, 0.25]
+    assert t.depth.dtype == np.int64          # depths index arrays (levels): integers, not floats
     assert (t.n_nodes, t.n_layers, t.top_k, t.max_depth) == (3, 2, 3, 2)
     root = _tree([-1], [1.0])                       # a root-only tree is valid
     assert (root.n_nodes, root.max_depth) == (0, 0)
