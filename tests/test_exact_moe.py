@@ -799,7 +799,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
                     ("tree_policy.expert_budget.budget_experts_per_layer=16",): 20.0}.get(tuple(own[1:]), 10.0)
             if own == ["run.policy=no_draft"]:
                 tput = 5.0
-            return NS(summary={"generated_tokens": 2 * tput, "decode_makespan_s": 2.0})
+            return NS(summary={"generated_tokens": 2 * tput, "decode_makespan_s": 2.0, "mode_windows": {}})
         if own == ["run.policy=eagle_dynamic", "tree_policy.eagle_dynamic.total_nodes=8",
                    "tree_policy.eagle_dynamic.max_depth=4"]:
             w = _Windows([30, 30, 30], [1, 1, 1])
@@ -845,7 +845,12 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
     assert csv.row.tolist() == rows and csv.ci95_low[0] == 45.0 and csv.vs_best_baseline_ci95_high[0] == 1.5
     assert csv.ci95_high[1] == table.ci95[1][1] and csv.vs_best_baseline_ci95_low[1] == table.vs_best_baseline_ci95[1][0]
-    assert "ci95" not in csv.columns and len(pd.read_csv(tmp_path / "cmp" / "tuning.csv")) == 43
+    assert list(csv.columns) == ["row", "config", "throughput_tok_s", "nodes_verified", "accepted_per_round",
+                                 "expert_h2d_gb", "hit_rate", "windows", "vs_best_baseline", "best_baseline",
+                                 "reported_rounds", "tuning_rounds", "profile_rounds", "ci95_low", "ci95_high",
+                                 "vs_best_baseline_ci95_low", "vs_best_baseline_ci95_high"]
+    tcsv = pd.read_csv(tmp_path / "cmp" / "tuning.csv")
+    assert list(tcsv.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"] and len(tcsv) == 43
 
 
 def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path):
@@ -866,3 +871,28 @@ def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path)
     monkeypatch.setattr(out_mod, "write_run", lambda *a: None)
     with pytest.raises(RuntimeError, match="^moe compare: rows replayed different rounds; ratios would not be paired$"):
         mc.run_compare_moe(cfg, tmp_path / "c2", n_boot=10)
+
+
+def test_run_compare_moe_one_window_rows_have_no_interval_and_missing_stats_read_zero(monkeypatch, tmp_path):
+    """One reported window per row: no bootstrap interval ([nan, nan]); a summary without the
+    policy / acceptance / H2D / hit-rate entries reads 0 for each."""
+    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.output as out_mod
+    import ahasd_sim.simulation as sim
+    tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
+    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2), source_file="c", replace=lambda o: o)
+
+    def fake_run(o):
+        if "moe.trace_start_round=16" in o:
+            return NS(summary={"generated_tokens": 1.0, "decode_makespan_s": 1.0})
+        return NS(windows=_Windows([4], [2], (0,)), summary={"policy_stats": {}})
+    monkeypatch.setattr(mo, "load_tree_trace_cached", lambda p: tt)
+    monkeypatch.setattr(sim, "resolve_data_path", lambda p, src: p)
+    monkeypatch.setattr(sim, "run_simulation", fake_run)
+    monkeypatch.setattr(out_mod, "write_run", lambda *a: None)
+    table, _, _ = mc.run_compare_moe(cfg, tmp_path / "c3", n_boot=10)
+    r = table.iloc[0]
+    assert r.throughput_tok_s == 2.0 and r.vs_best_baseline == 1.0 and r.windows == 1
+    assert len(r.ci95) == 2 and np.isnan(r.ci95).all() and len(r.vs_best_baseline_ci95) == 2
+    assert np.isnan(r.vs_best_baseline_ci95).all()
+    assert (r.nodes_verified, r.accepted_per_round, r.expert_h2d_gb, r.hit_rate) == (0.0, 0.0, 0.0, 0.0)
