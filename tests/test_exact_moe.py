@@ -14,6 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+# Imported before any test patches ahasd_sim.simulation.run_simulation: these modules bind it
+# at import, and a first import under the patch would keep the stand-in for later tests.
+import ahasd_sim.compare  # noqa: F401
+import ahasd_sim.modes.moe_offload  # noqa: F401
+import ahasd_sim.outdir  # noqa: F401
+import ahasd_sim.output  # noqa: F401
 from ahasd_sim.config.errors import ConfigError
 from ahasd_sim.moe import closure
 from ahasd_sim.moe import compare as mc
