@@ -821,7 +821,8 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     monkeypatch.setattr(mo, "load_tree_trace_cached", lambda p: (written.append(("trace", p)), tt)[1])
     monkeypatch.setattr(sim, "resolve_data_path", lambda p, src: ("resolved", p, src))
     monkeypatch.setattr(sim, "run_simulation", fake_run)
-    monkeypatch.setattr(out_mod, "write_run", lambda res, cfg, d, s: written.append(("run", d.name)))
+    monkeypatch.setattr(out_mod, "write_run", lambda res, cfg, d, s: written.append(
+        ("run", d.name, isinstance(res.windows, _Windows), cfg.o[-1], s >= 0)))
     table, tune, out = mc.run_compare_moe(Cfg(), tmp_path / "cmp", n_boot=300)
 
     assert out == tmp_path / "cmp" and written[0] == ("trace", ("resolved", "t.npz", "c.yaml"))
@@ -836,6 +837,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     rows = ["specfit", "ecospec", "specfit_expert_term_off", "specfit_gated", "eagle_dynamic_default",
             "eagle_tuned", "expert_budget_tuned", "autoregressive"]
     assert table.row.tolist() == rows and [x[1] for x in written[1:]] == rows
+    assert all(x[2:] == (True, "run.generated_tokens=17", True) for x in written[1:])   # each row's result and config
     assert table.config.tolist()[4:] == ["run.policy=eagle_dynamic", "eagle_dynamic N=8 depth=4", "expert_budget B=16",
                                          "no_draft"]
     assert table.config[2] == "run.policy=specfit tree_policy.specfit.expert_term=false"
