@@ -845,14 +845,17 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     assert table.vs_best_baseline.tolist() == [1.5, 1.0, 0.5, 0.5, 0.5, 1.0, 0.5, 0.5]
     assert table.ci95[0] == [45.0, 45.0] and table.vs_best_baseline_ci95[0] == [1.5, 1.5]
     assert table.ci95[1] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
-    assert table.vs_best_baseline_ci95[1] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1], n_resamples=300)[1]
+    assert table.vs_best_baseline_ci95[1] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1],
+                                                             n_resamples=300)[1]
     r0 = table.iloc[0]
-    assert (r0.nodes_verified, r0.accepted_per_round, r0.expert_h2d_gb, r0.hit_rate, r0.windows) == (7.0, 2.5, 3.0, 0.25, 3)
+    assert (r0.nodes_verified, r0.accepted_per_round, r0.expert_h2d_gb, r0.hit_rate, r0.windows) == (
+        7.0, 2.5, 3.0, 0.25, 3)
     assert (r0.best_baseline, r0.reported_rounds, r0.tuning_rounds, r0.profile_rounds) == (
         "eagle_tuned (eagle_dynamic N=8 depth=4)", "0-16", "16-24", "24-30")
     csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
     assert csv.row.tolist() == rows and csv.ci95_low[0] == 45.0 and csv.vs_best_baseline_ci95_high[0] == 1.5
-    assert csv.ci95_high[1] == table.ci95[1][1] and csv.vs_best_baseline_ci95_low[1] == table.vs_best_baseline_ci95[1][0]
+    assert csv.ci95_high[1] == table.ci95[1][1]
+    assert csv.vs_best_baseline_ci95_low[1] == table.vs_best_baseline_ci95[1][0]
     assert list(csv.columns) == ["row", "config", "throughput_tok_s", "nodes_verified", "accepted_per_round",
                                  "expert_h2d_gb", "hit_rate", "windows", "vs_best_baseline", "best_baseline",
                                  "reported_rounds", "tuning_rounds", "profile_rounds", "ci95_low", "ci95_high",
