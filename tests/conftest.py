@@ -16,7 +16,10 @@ def _cold_cost_caches_under_mutation_testing():
     """Under mutmut (which sets MUTANT_UNDER_TEST), start every test with empty process-wide
     cost caches: its workers are forked from the process that ran the suite, so warm caches
     would hand a mutant the unmutated results (it "survives" untested), and the per-test
-    coverage it records would miss every test that only hit a cache. Plain runs keep them."""
+    coverage it records would miss every test that only hit a cache. Plain runs keep them.
+    The MoE modules (``moe/``) keep no process-wide cache (``MoeCostModel._dense`` lives in one
+    instance); ``modes.moe_offload._TRACE_CACHE`` holds parsed tree-trace arrays, which no
+    ``moe/`` code computes."""
     if os.environ.get("MUTANT_UNDER_TEST"):
         from ahasd_sim.modes import costs
         # (costs._SCALED was removed from costs.py; clearing it made every mutmut run fail at
