@@ -43,3 +43,24 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 
 class OutputError(InputError):
     """An output location that cannot be used (a file, read-only, full, in use, foreign)."""
+
+
+#: exception types the command lines report in one line with exit code 2 (see
+#: :func:`reported_in_one_line`)
+_ONE_LINE_ERRORS: list[type[BaseException]] = [InputError]
+
+
+def reported_in_one_line(cls):
+    """Class decorator: errors of ``cls`` mean bad input or a run that cannot finish (a trace
+    that does not parse, an unknown model, the simulated-time limit) and are reported in one
+    line like :class:`InputError`. Each type registers itself where it is defined, so the
+    command-line layer names them without importing the simulator (an upward import)."""
+    if cls not in _ONE_LINE_ERRORS:
+        _ONE_LINE_ERRORS.append(cls)
+    return cls
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """The registered one-line error types (a type can only be raised once its module is
+    imported, and importing it registers it)."""
+    return tuple(_ONE_LINE_ERRORS)

@@ -17,6 +17,7 @@ import simpy
 
 from . import __version__
 from .config.errors import ConfigError
+from .errors import reported_in_one_line
 from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
@@ -41,6 +42,7 @@ class SimulationError(RuntimeError):
     """The simulation itself failed (a deadlock or time limit): a bug or an impossible setup."""
 
 
+@reported_in_one_line
 class SimulationTimeLimit(SimulationError):
     """``run.max_sim_time_s`` passed before the run finished (valid but very slow hardware):
     reported like bad input, naming how far the run got and the busiest device."""

@@ -23,6 +23,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import reported_in_one_line
+
 FORMAT_NAME = "ahasd-trace"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -75,6 +77,7 @@ REQUIRED_HEADER_KEYS = ("format", "format_version", "mode", "categories", "promp
 _PROB_TOL = 1e-4  # float32 softmax round-off
 
 
+@reported_in_one_line
 class TraceError(ValueError):
     """A trace file is missing, unreadable or violates the schema.
 
