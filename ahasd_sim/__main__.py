@@ -337,24 +337,24 @@ def cmd_traces(args) -> int:
                 return 0
             raise InputError("traces record: expected --kind chain or --kind tree (see traces record --help)")
         if args.kind == "chain":
-            from .workload.record_chain import main as record
+            from .traces.record.chain import main as record
         else:
-            from .workload.record_tree import main as record
+            from .traces.record.tree import main as record
         return _own_parser(record, rest)
     if args.traces_command == "extend-rollouts":
-        from .workload.extend_rollouts import main as extend
+        from .traces.record.extend_rollouts import main as extend
         return _own_parser(extend, getattr(args, "record_argv", []))
     if args.traces_command != "stats":
         raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ... "
                          "| traces extend-rollouts FILE ...")
     from .paths import resolve_input_file
-    from .workload.tree_traces import is_tree_trace
+    from .traces.tree import is_tree_trace
     path = str(resolve_input_file(args.file, "traces stats FILE"))
     if is_tree_trace(path):
-        from .workload.tree_trace_stats import run_tree_stats
+        from .traces.tree_stats import run_tree_stats
         chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
-    from .workload.trace_stats import run_stats
+    from .traces.stats import run_stats
     return int(run_stats(path, args.out) or 0)
 
 

@@ -27,7 +27,7 @@ from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
-from .workload.traces import Trace, TraceError, load_trace
+from .traces.format import Trace, TraceError, load_trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ def test_one_line_and_error_record():
     tb = rec["traceback"].splitlines()
     assert tb[0] == "Traceback (most recent call last):" and tb[1].startswith('  File "')
     assert tb[-1] == "ahasd_sim.config.errors.ConfigError: f.yaml: run.mode: bad"
-    from ahasd_sim.workload.traces import TraceError
+    from ahasd_sim.traces.format import TraceError
     assert w.error_record(TraceError("t.npz", "truncated"))["input_error"] is True
 
 

@@ -19,7 +19,7 @@ from ahasd_sim.moe.tree import DraftTree, TreeView, accepted_length, expert_unio
 from ahasd_sim.policies import make_policy
 from ahasd_sim.simulation import run_simulation
 from ahasd_sim.workload.models import get_model, with_precision
-from ahasd_sim.workload.tree_traces import example_tree_trace, write_tree_trace
+from ahasd_sim.traces.tree import example_tree_trace, write_tree_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORM = ROOT / "hw_configs" / "platform_server_h200_pcie5.yaml"

@@ -30,7 +30,7 @@ from ..moe.stats import window_samples
 from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
 from ..policies.tree_base import TreePolicy
 from ..workload.models import get_model, with_precision
-from ..workload.traces import TraceError
+from ..traces.format import TraceError
 from .base import Mode, TaskCost, register_mode
 
 GIB = 2**30
@@ -38,7 +38,7 @@ _TRACE_CACHE: dict[tuple[str, float], Any] = {}
 
 
 def load_tree_trace_cached(path: Path):
-    from ..workload.tree_traces import load_tree_trace
+    from ..traces.tree import load_tree_trace
     key = (str(path.resolve()), path.stat().st_mtime)
     tt = _TRACE_CACHE.get(key)
     if tt is None:

@@ -133,7 +133,7 @@ def trace_token_budget(trace_path: Path, wanted: int, min_fit_positions: int = 2
     """Largest token count <= ``wanted`` that leaves whole prompts with at least
     ``min_fit_positions`` positions after the replayed slice (SpecDec++ fits its acceptance
     predictor on them). Returns (tokens, reason it was reduced or None)."""
-    from ..workload.traces import load_trace
+    from ..traces.format import load_trace
     t = load_trace(trace_path)
     n = len(t)
     starts = [int(b[0]) for b in t.prompt_bounds()]

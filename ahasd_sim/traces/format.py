@@ -373,7 +373,7 @@ def sha256_file(path: str) -> str:
 def check_header(path: str, header: dict) -> None:
     if header.get("format") == "ahasd-tree-trace":
         raise TraceError(path, "this is a draft-tree trace (format 'ahasd-tree-trace'): read it with "
-                               "ahasd_sim.workload.tree_traces.load_tree_trace; a chain trace is needed here")
+                               "ahasd_sim.traces.tree.load_tree_trace; a chain trace is needed here")
     for key in REQUIRED_HEADER_KEYS:
         if key not in header:
             raise TraceError(path, f"header is missing key {key!r}")

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from . import traces as T  # the chain-trace format (numpy only)
+from .. import format as T  # the chain-trace format (numpy only)
 
 GENERATOR_VERSION = "gen_traces/1.1"
 SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -601,7 +601,7 @@ def cmd_assemble(args, cfg, prompts, out_path: str):
         "models": cfg["models"], "tokenizer": cfg["tokenizer"], "chat_template": "ChatML",
         "system_prompt": SYSTEM_PROMPT, "eos_ids": sorted(EOS_IDS),
         "rollout_batch": cfg.get("rollout_batch", 0), "backend": cfg["backend"], "backend_version": cfg.get("backend_version"),
-        "generator": "ahasd_sim.workload.record_chain", "generator_version": GENERATOR_VERSION,
+        "generator": "ahasd_sim.traces.record.chain", "generator_version": GENERATOR_VERSION,
         "date": _dt.date.today().isoformat(), "created_from_work_dir": os.path.basename(args.work_dir.rstrip("/")),
         "prompt_sources": sorted({i["source"] for i in infos}),
         "n_selected_prompts": len(prompts),
@@ -653,7 +653,7 @@ def cmd_crosscheck(args, cfg, prompts):
 
 
 def main(argv=None):
-    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    from ...cli_common import ArgumentParser   # one-line usage errors, like every entry point
     ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind chain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
     ap.add_argument("--backend", choices=["gguf", "hf"], default="gguf")

@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from . import moefy
-from . import tree_traces as TT
-from .record_chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, entropy, log, select_prompts,
+from .. import tree as TT
+from .chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, entropy, log, select_prompts,
                            sha256_file, softmax)
 
 GENERATOR_VERSION = "record_tree/1.0"
@@ -411,7 +411,7 @@ def cmd_assemble(args, cfg, prompts, out_path):
                            "(top-1 chain first); verified in one target decode (multi-sequence tree attention)"},
         "moe": moe, "models": cfg["models"], "tokenizer": cfg["tokenizer"], "chat_template": "ChatML",
         "system_prompt": SYSTEM_PROMPT, "eos_ids": sorted(EOS_IDS), "backend": "gguf",
-        "backend_version": cfg.get("backend_version"), "generator": "ahasd_sim.workload.record_tree",
+        "backend_version": cfg.get("backend_version"), "generator": "ahasd_sim.traces.record.tree",
         "generator_version": GENERATOR_VERSION, "threads": cfg["threads"], "hardware": cfg.get("hardware"),
         "date": _dt.date.today().isoformat(), "prompt_sources": sorted({i["source"] for i in infos}),
         "n_selected_prompts": len(prompts), "prompt_selection": "same as the chain traces (record_chain.select_prompts)",
@@ -423,7 +423,7 @@ def cmd_assemble(args, cfg, prompts, out_path):
 
 
 def main(argv=None):
-    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    from ...cli_common import ArgumentParser   # one-line usage errors, like every entry point
     ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind tree", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
