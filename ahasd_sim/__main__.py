@@ -246,7 +246,7 @@ def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
-        from .moe.compare import format_compare_moe, run_compare_moe
+        from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
         OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
         table, _tune, out = run_compare_moe(cfg, args.out)

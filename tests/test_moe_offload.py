@@ -576,7 +576,7 @@ def test_moe_compare_tunes_baselines_on_rounds_it_does_not_report(tmp_path):
     """The shipped tree trace: tuning, reported and profile rounds are disjoint; every row replays
     the same reported rounds (paired windows); the tuned EAGLE and budget are the tuning-slice
     maxima of their grids; the best baseline ratio is 1 for itself."""
-    from ahasd_sim.moe import compare as mc
+    from ahasd_sim import compare_moe as mc
     cfg = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.timeline=false"])
     monkey = {"eagle_tuned": mc.candidates()["eagle_tuned"][:4:3], "expert_budget_tuned":
               mc.candidates()["expert_budget_tuned"][:2], "autoregressive": mc.candidates()["autoregressive"]}

@@ -152,7 +152,7 @@ def build_cloud_costs(cfg, draft, target):
     """StepCosts of the cloud server: the GPU of ``cloud.platform_config``, same model shapes."""
     from ..config.loader import load_config
     from ..hw.platform import Platform
-    from ..simulation import resolve_data_path
+    from ..paths import resolve_data_path
     from .costs import StepCosts
 
     path = resolve_data_path(cfg.cloud.platform_config, cfg.source_file)
@@ -324,7 +324,7 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
     its own replay, policy, link and collector; they share the primary's cloud server."""
     from ..metrics.collector import Collector
     from ..policies import make_policy, policy_needs_fit_data
-    from ..simulation import _load_full_trace, load_run_trace
+    from ..traces.load import load_full_trace as _load_full_trace, load_run_trace
     from .base import RunContext
     from .replay import TraceReplay
 

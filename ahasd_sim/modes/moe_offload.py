@@ -80,14 +80,14 @@ class MoeOffloadMode(Mode):
         self.policy.configure(cfg.tree_policy)
         if not mc.tree_trace:
             raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", "mode moe_offload needs a tree trace file")
-        from ..simulation import resolve_data_path
+        from ..paths import resolve_data_path
         path = resolve_data_path(mc.tree_trace, cfg.source_file)
         if not path.is_file():
             raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", f"tree trace '{mc.tree_trace}' not found")
         try:
             self.tt = load_tree_trace_cached(path)
         except TraceError as exc:
-            from ..simulation import chosen_by
+            from ..traces.load import chosen_by
             raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
         target = get_model(cfg.run.target_model)

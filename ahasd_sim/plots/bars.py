@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..config.errors import InputError
 from ..metrics.stats import RATIOS, has_totals, ratio_of_totals, totals
-from ..sweep.analysis import ok_rows
+from ..metrics.tables import ok_rows
 from .style import HATCHES, apply_style, color, save_figure
 
 #: metric column -> axis label (ratios are unitless: "x baseline")
@@ -114,7 +114,7 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
 def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence[str] | None, group: str,
                      metrics: Sequence[str]) -> None:
     """Refuse input that would give an empty or misleading bar chart."""
-    from ..sweep.analysis import ok_rows
+    from ..metrics.tables import ok_rows
     for flag, c in (("--by", by), ("--group", group), *(("--metrics", m) for m in metrics)):
         if c not in df.columns:
             raise InputError(f"{flag} {c}: no column '{c}' in the results table")

@@ -22,7 +22,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     ``x``/``y`` (marked and joined by a staircase). ``front``: the study's front (all
     objectives), drawn as hollow rings. ``ref_x``/``ref_y``: reference lines (e.g. ratio 1),
     with the quadrant where both are better shaded."""
-    from ..dse.pareto import pareto_mask
+    from ..metrics.pareto import pareto_mask
     apply_style()
     fig, ax = plt.subplots(figsize=(5.2, 4.0))
     d = df.dropna(subset=[x, y])

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..config.errors import InputError
 from ..metrics.stats import RATIOS
-from ..sweep.analysis import ok_rows
+from ..metrics.tables import ok_rows
 from .style import apply_style, color, save_figure
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]

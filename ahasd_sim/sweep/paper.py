@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.errors import InputError
-from .analysis import device_energy_j, memory_energy_j, normalise, ok_rows
+from ..metrics.tables import device_energy_j, memory_energy_j, normalise, ok_rows
 from ..metrics.stats import fmt_ci, pooled_rate, ratio_of_totals
 from .spec import SweepSpec
 
