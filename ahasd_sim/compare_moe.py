@@ -71,7 +71,7 @@ def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
 def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000):
     """(table, tuning table, output dir)."""
     from .compare import default_compare_dir
-    from .modes.moe_offload import load_tree_trace_cached
+    from .modes.moe.offload import load_tree_trace_cached
     from .outdir import OutputFolder
     from .output import atomic_write, write_run
     from .simulation import resolve_data_path, run_simulation

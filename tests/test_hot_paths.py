@@ -11,7 +11,7 @@ import pytest
 
 from ahasd_sim.config import load_config
 from ahasd_sim.modes.config import EdcConfig
-from ahasd_sim.modes.controls.edc import EntropyHistoryControl
+from ahasd_sim.modes.soc.controls.edc import EntropyHistoryControl
 from ahasd_sim.modes.replay import TraceReplay
 from ahasd_sim.policies.base import new_view
 from ahasd_sim.simulation import load_run_trace, run_simulation

@@ -489,7 +489,7 @@ def test_learned_predictor_never_reads_the_routing_of_unverified_nodes(trace_pat
     """The routing the policy sees for a round is the same whether or not that round's recorded
     routing of its draft nodes is scrambled: the learned predictor reads draft tokens and the
     routing of tokens already verified, never the target's routing of an unverified node."""
-    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.modes.moe.offload as mo
     seen: dict[tuple[bool, int], np.ndarray] = {}
     real_tree_of_round, real_predict = mo.tree_of_round, mo.MoeOffloadMode.predict
     state = {"scramble": False}
