@@ -35,6 +35,7 @@ import time
 import numpy as np
 
 from .. import format as T  # the chain-trace format (numpy only)
+from .workdir import prepare, saved_settings, shard_path  # noqa: F401 - shard_path re-exported
 
 GENERATOR_VERSION = "gen_traces/1.1"
 SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -531,10 +532,6 @@ def load_models(cfg):
     return tgt, drf
 
 
-def shard_path(work: str, i: int) -> str:
-    return os.path.join(work, "shards", f"p{i:04d}.npz")
-
-
 def cmd_run(args, cfg, prompts):
     todo = [p for p in prompts if not os.path.exists(shard_path(args.work_dir, p["index"]))]
     if args.limit is not None:
@@ -694,14 +691,10 @@ def main(argv=None):
     ap.add_argument("--list-prompts", action="store_true")
     args = ap.parse_args(argv)
 
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
-    cfg_path = os.path.join(args.work_dir, "config.json")
-    prm_path = os.path.join(args.work_dir, "prompts.json")
-    if os.path.exists(cfg_path):
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-        with open(prm_path) as f:
-            prompts = json.load(f)
+    cfg_path, prm_path = prepare(args.work_dir)
+    saved = saved_settings(args.work_dir)
+    if saved is not None:
+        cfg, prompts = saved
         log(f"resuming work dir {args.work_dir} (config from config.json; command-line model/mode options ignored)")
     else:
         if not (args.target and args.drafter):

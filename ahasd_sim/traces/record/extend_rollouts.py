@@ -42,9 +42,9 @@ import time
 import numpy as np
 
 from .. import format as T
-from .chain import (EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file,
-                           shard_path, softmax)
+from .chain import EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file, softmax
 from .tree import SeqLlama
+from .workdir import prepare, shard_path
 
 EXTENDER_VERSION = "extend_rollouts/1.0"
 
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     EOS_IDS.update(int(e) for e in hdr["eos_ids"])
     infos = hdr["prompts"]
     texts = {p["index"]: p for p in select_prompts(hdr["categories"], args.n_per_category, args.prompt_seed)}
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
+    prepare(args.work_dir)
     pid = tr.columns["prompt_id"]
     bounds = np.r_[0, np.flatnonzero(np.diff(pid)) + 1, len(pid)]
     drf = None

@@ -30,6 +30,7 @@ import numpy as np
 
 from . import moefy
 from .. import tree as TT
+from .workdir import prepare, saved_settings, shard_path
 from .chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, entropy, log, select_prompts,
                            sha256_file, softmax)
 
@@ -329,10 +330,6 @@ def record_prompt(tgt, drf, coll, prompt_tokens, cfg):
 # ------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------
-def shard_path(work, i):
-    return os.path.join(work, "shards", f"p{i:04d}.npz")
-
-
 def _models(cfg):
     L = cfg["n_layers"]
     labels = np.load(cfg["partition"]) if cfg["moe_source"] == "moefied" else None
@@ -454,13 +451,10 @@ def main(argv=None):
                     help="let llama.cpp use extra CPU buffer types (weight repacking, AMX); off by default")
     ap.add_argument("--assemble", metavar="OUT.npz")
     args = ap.parse_args(argv)
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
-    cfg_path, prm_path = os.path.join(args.work_dir, "config.json"), os.path.join(args.work_dir, "prompts.json")
-    if os.path.exists(cfg_path):
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-        with open(prm_path) as f:
-            prompts = json.load(f)
+    cfg_path, prm_path = prepare(args.work_dir)
+    saved = saved_settings(args.work_dir)
+    if saved is not None:
+        cfg, prompts = saved
         log(f"resuming {args.work_dir} (settings from config.json)")
     else:
         if not (args.target and args.drafter):
