@@ -252,7 +252,7 @@ def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
-        from .moe.compare import format_compare_moe, run_compare_moe
+        from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
         OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
         table, _tune, out = run_compare_moe(cfg, args.out)
@@ -343,24 +343,24 @@ def cmd_traces(args) -> int:
                 return 0
             raise InputError("traces record: expected --kind chain or --kind tree (see traces record --help)")
         if args.kind == "chain":
-            from .workload.record_chain import main as record
+            from .traces.record.chain import main as record
         else:
-            from .workload.record_tree import main as record
+            from .traces.record.tree import main as record
         return _own_parser(record, rest)
     if args.traces_command == "extend-rollouts":
-        from .workload.extend_rollouts import main as extend
+        from .traces.record.extend_rollouts import main as extend
         return _own_parser(extend, getattr(args, "record_argv", []))
     if args.traces_command != "stats":
         raise InputError("traces: expected a subcommand: traces stats FILE | traces record --kind chain|tree ... "
                          "| traces extend-rollouts FILE ...")
     from .paths import resolve_input_file
-    from .workload.tree_traces import is_tree_trace
+    from .traces.tree import is_tree_trace
     path = str(resolve_input_file(args.file, "traces stats FILE"))
     if is_tree_trace(path):
-        from .workload.tree_trace_stats import run_tree_stats
+        from .traces.tree_stats import run_tree_stats
         chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
-    from .workload.trace_stats import run_stats
+    from .traces.stats import run_stats
     return int(run_stats(path, args.out) or 0)
 
 

@@ -16,7 +16,7 @@ import sys
 from typing import Callable, NoReturn
 
 from . import __version__
-from .config.errors import InputError
+from .errors import one_line_errors
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
@@ -52,12 +52,7 @@ def add_version(p: argparse.ArgumentParser) -> None:
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input (reported in one line, exit 2)."""
-    errs: list[type[BaseException]] = [InputError]
-    from .simulation import SimulationTimeLimit
-    from .workload.models import UnknownModelError
-    from .workload.traces import TraceError
-    errs += [TraceError, UnknownModelError, SimulationTimeLimit]
-    return tuple(errs)
+    return one_line_errors()
 
 
 def one_line(exc: BaseException) -> str:

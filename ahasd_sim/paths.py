@@ -64,7 +64,7 @@ def resolve_input_file(path: str | Path, option: str = "--config") -> Path:
     """A file named on the command line (by ``option``): as given, else the shipped copy of that
     relative name. An empty name is refused (``Path('')`` would be the current folder)."""
     if not str(path).strip():
-        from .config.errors import InputError
+        from .errors import InputError
         raise InputError(f"{option}: expected a file name, got an empty string")
     p = Path(path)
     if p.exists() or p.is_absolute():

@@ -8,6 +8,7 @@ makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s j
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ import simpy
 
 from . import __version__
 from .config.errors import ConfigError
+from .errors import reported_in_one_line
 from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
@@ -26,8 +28,10 @@ from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
 from .workload.models import get_model
-from .workload.traces import Trace, TraceError, load_trace
+from .traces.format import Trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
+from .traces.load import chosen_by, load_run_trace  # noqa: F401 - re-exported (callers import them from here)
+from .traces.load import load_full_trace as _load_full_trace
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,6 +45,7 @@ class SimulationError(RuntimeError):
     """The simulation itself failed (a deadlock or time limit): a bug or an impossible setup."""
 
 
+@reported_in_one_line
 class SimulationTimeLimit(SimulationError):
     """``run.max_sim_time_s`` passed before the run finished (valid but very slow hardware):
     reported like bad input, naming how far the run got and the busiest device."""
@@ -78,22 +83,6 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
     return platform
-
-
-def _load_full_trace(cfg: SimConfig) -> Trace:
-    run = cfg.run
-    path = resolve_data_path(run.trace, cfg.source_file)
-    if not path.is_file():
-        raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
-    try:
-        return load_trace(path)
-    except TraceError as exc:
-        raise chosen_by(cfg, "run.trace", exc) from None
-
-
-def chosen_by(cfg: SimConfig, key: str, exc: TraceError) -> TraceError:
-    """A trace error that also names the config key (and where it was set) that led to it."""
-    return TraceError(exc.path, f"{exc.message} (from {key} in {cfg.source_of(key)})")
 
 
 def window_start_prompts(cfg: SimConfig, trace: Trace) -> list[int]:
@@ -169,37 +158,6 @@ def load_run_windows(cfg: SimConfig) -> list[tuple[int, tuple[Trace, Trace, Trac
     if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
         return [(cfg.run.trace_start_prompt, load_run_trace(cfg, None, trace))]
     return [(p, load_run_trace(cfg, p, trace)) for p in window_start_prompts(cfg, trace)]
-
-
-def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
-                   trace: Trace | None = None) -> tuple[Trace, Trace, Trace | None]:
-    """(full trace, the replayed slice, the held-out part used only for fitting policies) of the
-    window starting at ``start_prompt`` (default ``run.trace_start_prompt``)."""
-    run = cfg.run
-    if trace is None:
-        trace = _load_full_trace(cfg)
-    first = run.trace_start_prompt if start_prompt is None else start_prompt
-    n_prompts = len(trace.prompt_bounds())
-    if not 0 <= first < max(n_prompts, 1):
-        raise _config_error(cfg, "run.trace_start_prompt", f"prompt {first} is out of range: the trace "
-                            f"{run.trace} has {n_prompts} prompts (0..{n_prompts - 1})")
-    try:
-        sim = trace.take(run.generated_tokens, first)
-    except TraceError as exc:
-        raise _config_error(cfg, "run.generated_tokens", f"{exc.message} in trace {run.trace}; lower "
-                            "run.generated_tokens or run.trace_start_prompt") from None
-    bounds = trace.prompt_bounds()
-    start = int(bounds[first, 0])
-    end = start + run.generated_tokens
-    # Held-out part for fitted predictors: whole prompts after the replayed slice, else before it.
-    after = [b for b in bounds if b[0] >= end]
-    before = [b for b in bounds if b[1] <= start]
-    heldout = None
-    if after:
-        heldout = trace.slice_positions(int(after[0][0]), len(trace))
-    elif before:
-        heldout = trace.slice_positions(0, int(before[-1][1]))
-    return trace, sim, heldout
 
 
 _FORK_JOBS: list = []   # (function, argument) handed to forked workers (never pickled)
@@ -722,3 +680,9 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
     # the rows as lists: framed by run_window, or on first use of a combined run's tables
     return RunResult(summary, col.events, rows, timeline, policy.stats())
+
+
+# pim.partition_policy auto tunes each mode's placement by simulating it: the placement code
+# (below this module) reaches the engine through this registration, not an import
+from .modes import placement as _placement  # noqa: E402
+_placement.use_engine(sys.modules[__name__])

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ahasd_sim.workload import moefy  # noqa: E402
-from ahasd_sim.workload.record_tree import SeqLlama  # noqa: E402
+from ahasd_sim.traces.record import moefy  # noqa: E402
+from ahasd_sim.traces.record.tree import SeqLlama  # noqa: E402
 
 
 def main():

@@ -143,7 +143,7 @@ def block_study() -> str:
     import numpy as np
     import pandas as pd
 
-    from ahasd_sim.dse.pareto import ci_pareto_mask
+    from ahasd_sim.metrics.pareto import ci_pareto_mask
     f = ROOT / "docs" / "studies" / "where_ahasd_wins_trials.csv"
     if not f.is_file():
         raise InputError(f"docs: {f} is missing; publish the study first (docs/studies/intros/where_ahasd_wins.md)")

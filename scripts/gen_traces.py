@@ -8,8 +8,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ahasd_sim.workload.record_chain import *  # noqa: E402,F401,F403  (re-exported for old imports)
-from ahasd_sim.workload.record_chain import EOS_IDS, main  # noqa: E402,F401
+from ahasd_sim.traces.record.chain import *  # noqa: E402,F401,F403  (re-exported for old imports)
+from ahasd_sim.traces.record.chain import EOS_IDS, main  # noqa: E402,F401
 
 if __name__ == "__main__":
     main()

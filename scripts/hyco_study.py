@@ -205,7 +205,7 @@ def render_study(df) -> str:
 def capacity_lines(df) -> list[str]:
     """Server capacity: the SaaD factor 1 + gamma t_d / t_v vs the measured GPU time per token."""
     from ahasd_sim.config import load_config
-    from ahasd_sim.modes.mobile_cloud import build_cloud_costs
+    from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs
     from ahasd_sim.workload.models import get_model
     one = df[(df.phones == 1) & (df.link == "LTE 6/13 Mbit/s")]
     sd, sp = one[one.variant == "cloud_speculative"], one[one.variant == "device_draft_cloud_verify"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """MoE-offload baselines study (issue 27): ``compare`` of mode moe_offload at several settings.
 
-Each setting runs :func:`ahasd_sim.moe.compare.run_compare_moe` (baselines tuned on held-out
+Each setting runs :func:`ahasd_sim.compare_moe.run_compare_moe` (baselines tuned on held-out
 rounds, every row on the same reported rounds, ratio estimators with window-bootstrap CIs) and
 the rows go to ``docs/moe-offload/moe_baselines.csv`` (+ ``moe_baselines_tuning.csv``), stamped
 with the result fingerprint in ``docs/moe-offload/moe_baselines.md``; ``python scripts/docs.py``
@@ -37,7 +37,7 @@ SETTINGS = [
 
 def main(args) -> int:
     from ahasd_sim.config.loader import load_config
-    from ahasd_sim.moe.compare import run_compare_moe
+    from ahasd_sim.compare_moe import run_compare_moe
     if args.merge:
         return merge()
     settings = SETTINGS if args.part is None else SETTINGS[args.part::args.parts]

@@ -8,7 +8,7 @@ to ``mutmut run`` by name, and summarises the results per module.
 
     python scripts/mutmut_sample.py pick ahasd_sim/modes/base.py --n 100 --seed 19 --untested
     nice -n 15 mutmut run --max-children 1 $(python scripts/mutmut_sample.py pick ...)
-    python scripts/mutmut_sample.py score ahasd_sim/modes/base.py ahasd_sim/modes/ahasd.py
+    python scripts/mutmut_sample.py score ahasd_sim/modes/base.py ahasd_sim/modes/soc/ahasd.py
 
 A uniform sample's kill rate estimates the module's; ``score`` prints it with a 95% Wilson
 interval over the tested mutants (a sample of 100 at ~90% killed is +/- ~6 points).

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ahasd_sim.workload.traces import load_trace  # noqa: E402
-from ahasd_sim.workload.tree_trace_stats import (acceptance_by_category, acceptance_table, chain_crosscheck,  # noqa: E402
+from ahasd_sim.traces.format import load_trace  # noqa: E402
+from ahasd_sim.traces.tree_stats import (acceptance_by_category, acceptance_table, chain_crosscheck,  # noqa: E402
                                                  chain_vs_tree, load_balance_table, routing_table)
-from ahasd_sim.workload.tree_traces import load_tree_trace  # noqa: E402
+from ahasd_sim.traces.tree import load_tree_trace  # noqa: E402
 
 
 def main():

@@ -325,7 +325,7 @@ def test_errors_survive_reraise_from_args():
     import pickle
 
     from ahasd_sim.config.errors import ConfigError
-    from ahasd_sim.workload.traces import TraceError
+    from ahasd_sim.traces.format import TraceError
     for exc in (ConfigError("f.yaml", "run.mode", "bad"), TraceError("t.npz", "broken\nfile")):
         again = type(exc)(*exc.args)
         assert str(again) == str(exc) == str(pickle.loads(pickle.dumps(exc)))

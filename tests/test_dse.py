@@ -22,7 +22,7 @@ from ahasd_sim.__main__ import main  # noqa: E402
 from ahasd_sim.config.errors import ConfigError  # noqa: E402
 from ahasd_sim.dse.evaluate import mean_ci  # noqa: E402
 from ahasd_sim.dse.optimize import open_study, run_optimize  # noqa: E402
-from ahasd_sim.dse.pareto import dominates, pareto_mask  # noqa: E402
+from ahasd_sim.metrics.pareto import dominates, pareto_mask  # noqa: E402
 from ahasd_sim.dse.study import load_study  # noqa: E402
 from ahasd_sim.sweep import run_sweep  # noqa: E402
 

@@ -13,7 +13,7 @@ optuna = pytest.importorskip("optuna")
 
 from ahasd_sim.__main__ import main  # noqa: E402
 from ahasd_sim.dse.optimize import distributions, open_study, run_optimize  # noqa: E402
-from ahasd_sim.dse.pareto import ci_pareto_mask, hypervolume, pareto_mask  # noqa: E402
+from ahasd_sim.metrics.pareto import ci_pareto_mask, hypervolume, pareto_mask  # noqa: E402
 from ahasd_sim.dse.report import TIME_COLUMNS  # noqa: E402
 from ahasd_sim.dse.study import load_study  # noqa: E402
 

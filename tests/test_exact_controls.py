@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ahasd_sim.modes.config import EdcConfig, TvcConfig
-from ahasd_sim.modes.controls.edc import EntropyHistoryControl
-from ahasd_sim.modes.controls.tvc import TimeAwarePreverifyControl
+from ahasd_sim.modes.soc.controls.edc import EntropyHistoryControl
+from ahasd_sim.modes.soc.controls.tvc import TimeAwarePreverifyControl
 
 
 def _tvc():

@@ -302,7 +302,7 @@ def test_sweep_resume_retries_failed_points_and_clears_stale_markers(tmp_path, m
 # expectations derived by hand from the smoke trace (3 prompts x 24 positions) and from
 # constructed per-window summaries.
 from ahasd_sim import simulation as sim  # noqa: E402
-from ahasd_sim.workload.traces import load_trace  # noqa: E402
+from ahasd_sim.traces.format import load_trace  # noqa: E402
 
 
 def _smoke_cfg(*extra):

@@ -752,7 +752,7 @@ def test_async_verification_takes_at_most_max_verify_tokens(tmp_path):
 
 # ------------------------------------------------------------------ ahasd pieces, by hand
 def test_kv_ledger_counts_reads_before_the_writing_layer_ends():
-    from ahasd_sim.modes.ahasd import KvLedger
+    from ahasd_sim.modes.soc.ahasd import KvLedger
     led = KvLedger()
     led.write(0, 3, 0.0, 1.0, 4)       # NPU pass A writes KV 0..2, layer l done at l + 1 (ends 4)
     led.write(2, 6, 5.0, 1.0, 4)       # pass B writes KV 2..5, layer l done at 6 + l (ends 9)

@@ -30,8 +30,8 @@ def test_one_line_and_error_record():
     assert rec["message"] == "f.yaml: run.mode: bad"
     tb = rec["traceback"].splitlines()
     assert tb[0] == "Traceback (most recent call last):" and tb[1].startswith('  File "')
-    assert tb[-1] == "ahasd_sim.config.errors.ConfigError: f.yaml: run.mode: bad"
-    from ahasd_sim.workload.traces import TraceError
+    assert tb[-1] == "ahasd_sim.errors.ConfigError: f.yaml: run.mode: bad"   # the class lives in ahasd_sim.errors (0.2.0)
+    from ahasd_sim.traces.format import TraceError
     assert w.error_record(TraceError("t.npz", "truncated"))["input_error"] is True
 
 

@@ -8,9 +8,9 @@ recorded draws), same probabilities and entropies, same early stops at end-of-se
 import numpy as np
 import pytest
 
-from ahasd_sim.workload import record_chain as R
-from ahasd_sim.workload import traces as T
-from ahasd_sim.workload.extend_rollouts import check_extension, extend_prompt
+from ahasd_sim.traces.record import chain as R
+from ahasd_sim.traces import format as T
+from ahasd_sim.traces.record.extend_rollouts import check_extension, extend_prompt
 
 V, EOS = 12, 11
 

@@ -11,11 +11,11 @@ import pytest
 
 from ahasd_sim.config import load_config
 from ahasd_sim.modes.config import EdcConfig
-from ahasd_sim.modes.controls.edc import EntropyHistoryControl
+from ahasd_sim.modes.soc.controls.edc import EntropyHistoryControl
 from ahasd_sim.modes.replay import TraceReplay
 from ahasd_sim.policies.base import new_view
 from ahasd_sim.simulation import load_run_trace, run_simulation
-from ahasd_sim.workload.traces import load_trace
+from ahasd_sim.traces.format import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 GREEDY = ROOT / "traces" / "qwc-0.5b-1.5b_greedy.npz"

@@ -10,7 +10,7 @@ import pytest
 from ahasd_sim.config import load_config
 from ahasd_sim.modes import MODES
 from ahasd_sim.simulation import load_run_trace, run_simulation
-from ahasd_sim.workload.traces import load_trace
+from ahasd_sim.traces.format import load_trace
 
 from conftest import ROOT, SMOKE_TRACE
 

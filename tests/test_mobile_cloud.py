@@ -13,7 +13,7 @@ import simpy
 from ahasd_sim.__main__ import main
 from ahasd_sim.config import load_config
 from ahasd_sim.hw.network import NetworkConfig, NetworkLink, PacketTrace, TraceFormatError
-from ahasd_sim.modes.mobile_cloud import build_cloud_costs, mean_ci95, tpot_windows_s
+from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs, mean_ci95, tpot_windows_s
 from ahasd_sim.simulation import run_simulation
 from modes_helpers import as_trace, synthetic_trace
 

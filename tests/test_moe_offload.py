@@ -19,7 +19,7 @@ from ahasd_sim.moe.tree import DraftTree, TreeView, accepted_length, expert_unio
 from ahasd_sim.policies import make_policy
 from ahasd_sim.simulation import run_simulation
 from ahasd_sim.workload.models import get_model, with_precision
-from ahasd_sim.workload.tree_traces import example_tree_trace, write_tree_trace
+from ahasd_sim.traces.tree import example_tree_trace, write_tree_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORM = ROOT / "hw_configs" / "platform_server_h200_pcie5.yaml"
@@ -489,7 +489,7 @@ def test_learned_predictor_never_reads_the_routing_of_unverified_nodes(trace_pat
     """The routing the policy sees for a round is the same whether or not that round's recorded
     routing of its draft nodes is scrambled: the learned predictor reads draft tokens and the
     routing of tokens already verified, never the target's routing of an unverified node."""
-    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.modes.moe.offload as mo
     seen: dict[tuple[bool, int], np.ndarray] = {}
     real_tree_of_round, real_predict = mo.tree_of_round, mo.MoeOffloadMode.predict
     state = {"scramble": False}
@@ -576,7 +576,7 @@ def test_moe_compare_tunes_baselines_on_rounds_it_does_not_report(tmp_path):
     """The shipped tree trace: tuning, reported and profile rounds are disjoint; every row replays
     the same reported rounds (paired windows); the tuned EAGLE and budget are the tuning-slice
     maxima of their grids; the best baseline ratio is 1 for itself."""
-    from ahasd_sim.moe import compare as mc
+    from ahasd_sim import compare_moe as mc
     cfg = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.timeline=false"])
     monkey = {"eagle_tuned": mc.candidates()["eagle_tuned"][:4:3], "expert_budget_tuned":
               mc.candidates()["expert_budget_tuned"][:2], "autoregressive": mc.candidates()["autoregressive"]}

@@ -6,7 +6,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from ahasd_sim.workload.moefy import (GGML_TYPE_F32, GGML_TYPE_I32, GGMLTensor, RoutingCollector, balanced_assign,
+from ahasd_sim.traces.record.moefy import (GGML_TYPE_F32, GGML_TYPE_I32, GGMLTensor, RoutingCollector, balanced_assign,
                                       balanced_kmeans, make_cb_eval, tensor_to_numpy, topk_route)
 
 

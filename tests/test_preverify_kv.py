@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ahasd_sim.config import load_config
-from ahasd_sim.modes.ahasd import AhasdMode, KvLedger
+from ahasd_sim.modes.soc.ahasd import AhasdMode, KvLedger
 from ahasd_sim.simulation import run_simulation
 
 from conftest import ROOT, SMOKE_TRACE

@@ -12,9 +12,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from ahasd_sim.workload import record_tree as RT
-from ahasd_sim.workload.moefy import RoutingCollector
-from ahasd_sim.workload.tree_traces import TreeTrace, concat_rounds, validate_columns
+from ahasd_sim.traces.record import tree as RT
+from ahasd_sim.traces.record.moefy import RoutingCollector
+from ahasd_sim.traces.tree import TreeTrace, concat_rounds, validate_columns
 
 V, LAYERS, D_FF, E, K_MOE = 40, 3, 16, 4, 2
 
@@ -139,7 +139,7 @@ def test_recorded_commits_equal_greedy_decoding_and_validate(depth, top_k, beam,
 def test_chain_tree_matches_chain_replay(monkeypatch):
     """A top-1 chain tree (beam 1, top_k 1) commits like chain speculative decoding with k = depth:
     its accepted lengths equal the fixed-k replay of per-position greedy match flags."""
-    from ahasd_sim.workload.traces import replay_fixed_k
+    from ahasd_sim.traces.format import replay_fixed_k
     monkeypatch.setattr(RT, "EOS_IDS", set())
     depth = 4
     labels = np.stack([np.arange(D_FF) % E for _ in range(LAYERS)])

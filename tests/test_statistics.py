@@ -17,7 +17,7 @@ from ahasd_sim.metrics import stats
 from ahasd_sim.plots.bars import ratio_table
 from ahasd_sim.simulation import disjoint_window_starts, max_disjoint_windows, window_start_prompts
 from ahasd_sim.sweep import paper
-from ahasd_sim.workload.traces import load_trace
+from ahasd_sim.traces.format import load_trace
 
 from conftest import ROOT, SMOKE_TRACE
 

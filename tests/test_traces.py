@@ -6,7 +6,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from ahasd_sim.workload.traces import (FORMAT_VERSION, Trace, TraceError, load_trace,
+from ahasd_sim.traces.format import (FORMAT_VERSION, Trace, TraceError, load_trace,
                                        replay_fixed_k, write_trace)
 
 
@@ -209,7 +209,7 @@ def test_replay_fixed_k():
 
 
 def test_stats_tables_and_run_stats(good, tmp_path, capsys):
-    from ahasd_sim.workload.trace_stats import compute_stats, run_stats
+    from ahasd_sim.traces.stats import compute_stats, run_stats
     path, _, cols = good
     st = compute_stats(path)
     assert {"per_category", "accept_len", "entropy_vs_accept", "offpath"} <= set(st)

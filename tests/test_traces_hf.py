@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(
     bool(_HF_MISSING), reason=f"optional `hf` extra not installed ({', '.join(_HF_MISSING)} missing): "
     "the Hugging Face trace backend is tested only where `pip install -e '.[hf]'` was run (too heavy for CI)")
 
-from ahasd_sim.workload.traces import load_trace, replay_fixed_k, write_trace  # noqa: E402
+from ahasd_sim.traces.format import load_trace, replay_fixed_k, write_trace  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

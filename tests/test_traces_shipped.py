@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from ahasd_sim.workload.trace_stats import compute_stats
-from ahasd_sim.workload.traces import load_trace, replay_fixed_k
+from ahasd_sim.traces.stats import compute_stats
+from ahasd_sim.traces.format import load_trace, replay_fixed_k
 
 TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traces")
 FILES = sorted(f for f in glob.glob(os.path.join(TRACES, "*.npz")) if "tree" not in os.path.basename(f))  # tree traces: test_tree_traces.py

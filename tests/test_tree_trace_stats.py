@@ -3,9 +3,9 @@
 import numpy as np
 
 from ahasd_sim.__main__ import main
-from ahasd_sim.workload.tree_trace_stats import (acceptance_table, load_balance_table, mean_ci, routing_table,
+from ahasd_sim.traces.tree_stats import (acceptance_table, load_balance_table, mean_ci, routing_table,
                                                  t975)
-from ahasd_sim.workload.tree_traces import TreeTrace, build_rounds, example_tree_trace, write_tree_trace
+from ahasd_sim.traces.tree import TreeTrace, build_rounds, example_tree_trace, write_tree_trace
 
 E, L, K = 4, 1, 2
 
@@ -60,7 +60,7 @@ def test_acceptance_table_monotone_and_ci(tmp_path):
     h, c = example_tree_trace(n_prompts=3, n_rounds=6, seed=4)
     p = tmp_path / "ex_tree.npz"
     write_tree_trace(p, h, c)
-    from ahasd_sim.workload.tree_traces import load_tree_trace
+    from ahasd_sim.traces.tree import load_tree_trace
     tt = load_tree_trace(p)
     acc = acceptance_table(tt)
     tree = acc.loc["tree top-N"]["mean_accepted"].to_numpy()

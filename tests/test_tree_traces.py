@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from ahasd_sim.workload.tree_traces import (TreeTraceError, accepted_path, build_rounds, concat_rounds,
+from ahasd_sim.traces.tree import (TreeTraceError, accepted_path, build_rounds, concat_rounds,
                                             example_tree_trace, is_tree_trace, load_tree_trace,
                                             write_tree_trace)
 
@@ -179,7 +179,7 @@ def test_accepted_path_prefers_deepest():
 
 
 def test_quantized_gate_weights_sum_to_one_and_stay_close():
-    from ahasd_sim.workload.tree_traces import quantize_gate_weights
+    from ahasd_sim.traces.tree import quantize_gate_weights
     rng = np.random.default_rng(1)
     w = -np.sort(-rng.dirichlet(np.ones(8), size=(200, 5)), axis=2)
     q = quantize_gate_weights(w, 256)
@@ -190,6 +190,6 @@ def test_quantized_gate_weights_sum_to_one_and_stay_close():
 
 
 def test_chain_loader_names_a_tree_trace():
-    from ahasd_sim.workload.traces import TraceError, load_trace
+    from ahasd_sim.traces.format import TraceError, load_trace
     with pytest.raises(TraceError, match="draft-tree trace"):
         load_trace(EXAMPLE)

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from ahasd_sim.workload.traces import load_trace
-from ahasd_sim.workload.tree_trace_stats import chain_crosscheck, routing_table
-from ahasd_sim.workload.tree_traces import MOEFIED_LABEL, load_tree_trace
+from ahasd_sim.traces.format import load_trace
+from ahasd_sim.traces.tree_stats import chain_crosscheck, routing_table
+from ahasd_sim.traces.tree import MOEFIED_LABEL, load_tree_trace
 
 TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traces")
 TREES = sorted(f for f in glob.glob(os.path.join(TRACES, "*tree*.npz")) if "example" not in os.path.basename(f))

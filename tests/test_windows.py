@@ -8,7 +8,7 @@ from ahasd_sim.compare import run_compare
 from ahasd_sim.config import load_config
 from ahasd_sim.metrics.stats import RATIOS, metric_ci, paired_metric_ci
 from ahasd_sim.simulation import run_simulation, window_start_prompts
-from ahasd_sim.workload.traces import load_trace
+from ahasd_sim.traces.format import load_trace
 
 from conftest import ROOT, SMOKE_TRACE
 

@@ -1,45 +1,7 @@
-"""Errors raised for bad user input.
+"""The input-error types, under the name most of the package imports them by.
 
-Every error the CLI turns into a one-line message (exit code 2) derives from
-:class:`InputError`; the message names the file, the dotted key path and what
-was expected.
+They live in :mod:`ahasd_sim.errors` (the bottom layer: ``paths`` and ``config`` both raise them).
 """
-from __future__ import annotations
+from ..errors import ConfigError, InputError, OutputError, did_you_mean
 
-import difflib
-from typing import Iterable
-
-
-class InputError(ValueError):
-    """Bad user input (config, trace, CLI). ``str()`` is a single line."""
-
-
-class ConfigError(InputError):
-    """A config file or override is invalid.
-
-    ``source`` is the YAML file (or ``--set``) the offending value came from and
-    ``key_path`` the dotted path of the key inside the resolved config.
-    """
-
-    def __init__(self, source: str, key_path: str, message: str):
-        self.source = source
-        self.key_path = key_path
-        self.message = message
-        # args are the constructor's, so the error can be re-raised from its args (SimPy
-        # does that for an exception inside a process) and pickled
-        super().__init__(source, key_path, message)
-
-    def __str__(self) -> str:
-        where = f"{self.source}: " if self.source else ""
-        key = f"{self.key_path}: " if self.key_path else ""
-        return f"{where}{key}{self.message}"
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """Return ``" (did you mean 'x'?)"`` for the closest candidate, or ``""``."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-class OutputError(InputError):
-    """An output location that cannot be used (a file, read-only, full, in use, foreign)."""
+__all__ = ["ConfigError", "InputError", "OutputError", "did_you_mean"]

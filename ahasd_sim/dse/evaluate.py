@@ -295,7 +295,7 @@ class Executor:
     def __init__(self, executor: str = "local", workers: int | None = None, scheduler: str | None = None,
                  dask_client: Any = None):
         import os
-        from ..sweep.runner import EXECUTORS
+        from ..sweep.executors import EXECUTORS
         if executor not in EXECUTORS:
             raise InputError(f"unknown executor '{executor}' (expected one of {', '.join(EXECUTORS)})")
         self.executor = executor
@@ -326,15 +326,11 @@ class Executor:
         return self.client
 
     def run(self, tasks: list[dict], on_done: Callable[[dict], None]) -> None:
-        from ..sweep import runner
+        from ..sweep.executors import run_tasks
         if not tasks:
             return
-        if self.executor == "dask":
-            runner._run_dask(tasks, self.workers, self.scheduler, on_done, client=self._dask_client(), split=True)
-        elif self.workers == 1:
-            runner._run_serial(tasks, on_done)
-        else:   # a batch's points' tuning runs and windows spread over every worker (sweep/split.py)
-            runner._run_local(tasks, self.workers, on_done, split=True)
+        run_tasks(tasks, on_done, executor=self.executor, workers=self.workers, scheduler=self.scheduler,
+                  client=self._dask_client() if self.executor == "dask" else None)
 
     def close(self) -> None:
         for obj in self._own:

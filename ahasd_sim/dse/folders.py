@@ -100,6 +100,6 @@ def check_sobol_samples(n: int, n_params: int, where: str) -> None:
 def clean_stale_points(points_dir: Path) -> None:
     """Remove what killed workers left in the study's point folders (``.staging-*`` folders,
     ``.running`` markers, ``.*.tmp`` files); call it holding the study lock. One implementation
-    with the sweep's (:func:`ahasd_sim.sweep.runner._clean_stale`)."""
-    from ..sweep.runner import _clean_stale
-    _clean_stale(Path(points_dir))
+    with the sweep's (:func:`ahasd_sim.sweep.executors.clean_stale`)."""
+    from ..sweep.executors import clean_stale
+    clean_stale(points_dir)

@@ -13,7 +13,7 @@ import pandas as pd
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import fmt_duration
 from .evaluate import MEMORY_FIT
-from .pareto import ci_pareto_mask, hypervolume, pareto_mask
+from ..metrics.pareto import ci_pareto_mask, hypervolume, pareto_mask
 from .study import Study
 
 STATE = {"COMPLETE": "ok", "FAIL": "failed", "PRUNED": "infeasible", "RUNNING": "pending", "WAITING": "pending"}

@@ -25,6 +25,22 @@ _PLACEMENT_KEYS = ("pim.partition_policy", "pim.ranks", "pim.rank_capacity_gib",
 _CHOICES: dict[tuple[str, str], "Placement"] = {}
 _WARNED: set[str] = set()
 
+#: the simulation engine that tuning runs (``ahasd_sim.simulation``, which registers itself with
+#: :func:`use_engine` when imported): the engine imports this module, so this one must not import it
+_engine = None
+
+
+def use_engine(engine) -> None:
+    """Tune with ``engine``'s ``fork_map``, ``load_run_windows`` and ``run_simulation``."""
+    global _engine
+    _engine = engine
+
+
+def _the_engine():
+    if _engine is None:
+        raise RuntimeError("pim.partition_policy auto tunes by simulating: import ahasd_sim.simulation first")
+    return _engine
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -71,7 +87,7 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
 
 
 def _tune(cfg, workers: int = 1) -> Placement:
-    from ..simulation import fork_map
+    fork_map = _the_engine().fork_map
     cfgs = tuning_configs(cfg)
     return choose_placement(cfg, fork_map(_candidate, [cfgs[c] for c in CANDIDATES], workers))
 
@@ -138,7 +154,8 @@ def remember_placement(cfg, placement: Placement) -> None:
 
 def _candidate(ccfg):
     """One candidate's tuning run (its summary), or the ConfigError that rules it out."""
-    from ..simulation import load_run_windows, run_simulation
+    engine = _the_engine()
+    load_run_windows, run_simulation = engine.load_run_windows, engine.run_simulation
     try:
         return dict(run_simulation(ccfg, load_run_windows(ccfg)).summary)
     except ConfigError as exc:
@@ -150,7 +167,7 @@ def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
     models, without running the tuning simulations; the tuning trace is checked to exist."""
     if platform.pim is None or not mode_uses_placement(cfg.run.mode) or cfg.pim.partition_policy != "auto":
         return [], None
-    from ..simulation import resolve_data_path
+    from ..paths import resolve_data_path
     path = resolve_data_path(cfg.tuning.trace, cfg.source_file)
     if not path.is_file():
         raise ConfigError(cfg.source_of("tuning.trace"), "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..config.errors import InputError
 from ..metrics.stats import RATIOS, has_totals, ratio_of_totals, totals
-from ..sweep.analysis import ok_rows
+from ..metrics.tables import ok_rows
 from .style import HATCHES, apply_style, color, save_figure
 
 #: metric column -> axis label (ratios are unitless: "x baseline")
@@ -78,12 +78,12 @@ def ratio_table(df: pd.DataFrame, *, by: str, baseline: str, group: str, match: 
 def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline: str, group: str,
                   match: Sequence[str]) -> pd.DataFrame:
     """``tab`` (:func:`ratio_table`) with each bar's ratio and 95% interval recomputed from the
-    window samples (sweep.paper.paired_ratio): the bar over the baseline on the same windows,
+    window samples (metrics.windows.paired_ratio): the bar over the baseline on the same windows,
     seeds averaged within a window, a paired bootstrap over whole windows; a bar that summarises
     several configurations (model pairs, algorithms: the ``match`` columns other than seed)
     resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer than two
     windows, or the baseline itself) and ``windows``."""
-    from ..sweep.paper import paired_ratio
+    from ..metrics.windows import paired_ratio
     w = windows
     if by != "variant":
         w = w.drop(columns=["variant"], errors="ignore").rename(columns={by: "variant"})
@@ -163,7 +163,7 @@ def _bounds(table: pd.DataFrame, bar: str, groups: Sequence[str]) -> tuple[np.nd
 def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence[str] | None, group: str,
                      metrics: Sequence[str]) -> None:
     """Refuse input that would give an empty or misleading bar chart."""
-    from ..sweep.analysis import ok_rows
+    from ..metrics.tables import ok_rows
     for flag, c in (("--by", by), ("--group", group), *(("--metrics", m) for m in metrics)):
         if c not in df.columns:
             raise InputError(f"{flag} {c}: no column '{c}' in the results table")
@@ -185,7 +185,7 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
                     windows: pd.DataFrame | None = None) -> list[Path]:
     """One panel per metric: ratio (of totals) vs ``baseline`` per ``group`` (model pair) and
     overall, bars = values of ``by``. ``paper``: metric -> {bar: reported ratio} markers.
-    ``windows``: the points' window samples (sweep.paper.window_table): each bar then carries
+    ``windows``: the points' window samples (metrics.windows.window_table): each bar then carries
     its 95% interval (:func:`bar_intervals`); without them, or with one window, the figure says
     that a bar has no interval. Writes ``out``.pdf and ``out``.png; returns their paths."""
     import matplotlib.pyplot as plt

@@ -52,7 +52,7 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     (sweep_plots.metric_label)."""
     from matplotlib.lines import Line2D
 
-    from ..dse.pareto import ci_pareto_mask, pareto_mask
+    from ..metrics.pareto import ci_pareto_mask, pareto_mask
     from .sweep_plots import metric_label, words
     apply_style()
     fig, ax = plt.subplots(figsize=(5.2, 4.4))

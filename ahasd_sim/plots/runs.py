@@ -37,7 +37,7 @@ def resolve_runs(runs: list[str], filename: str, labels: str | None, hint: str =
 def sweep_windows(results: str, df, keys):
     """The points' window samples (points/<point>/windows.csv next to results.csv), carrying
     ``keys``; None when the sweep folder has none (the figure then says it has no intervals)."""
-    from ..sweep.paper import window_table
+    from ..metrics.windows import window_table
     folder = Path(results) if Path(results).is_dir() else Path(results).parent
     if not (folder / "points").is_dir() or "point" not in df.columns:
         return None

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..config.errors import InputError
 from ..metrics.stats import RATIOS
-from ..sweep.analysis import ok_rows
+from ..metrics.tables import ok_rows
 from .style import apply_style, color, save_figure
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -227,7 +227,7 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     """``metric`` against ``x``, one line per ``hue`` level: :func:`cell_values` over the points of
     each (x, hue) (a rate: total / total over seeds and other axes). Error bars are 95% intervals
     over whole trace windows: with ``windows`` (one row per point and window, carrying the
-    sweep's axis columns, e.g. sweep.paper.window_table) the bootstrap of :func:`cell_interval`
+    sweep's axis columns, e.g. metrics.windows.window_table) the bootstrap of :func:`cell_interval`
     (the mark is then that windows' ratio estimator), else a one-point cell's own CI from
     results.csv; a cell without an interval gets none, and the figure says so (never a
     min-max range). Numeric x with few levels is ticked at exactly those levels (a log2 axis

@@ -34,7 +34,7 @@ def one_line(exc: BaseException) -> str:
 def error_record(exc: BaseException, wall_time_s: float | None = None, tb: str | None = None) -> dict[str, Any]:
     from ..config.errors import InputError
     try:
-        from ..workload.traces import TraceError
+        from ..traces.format import TraceError
         input_errors: tuple[type, ...] = (InputError, TraceError)
     except ImportError:  # pragma: no cover
         input_errors = (InputError,)

@@ -74,6 +74,8 @@ import types
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..errors import reported_in_one_line
+
 __all__ = [
     "ModelSpec",
     "MODELS",
@@ -440,6 +442,7 @@ PAPER_PAIRS: Mapping[str, tuple[str, str]] = types.MappingProxyType(
 """AHASD paper's (draft, target) pairs by scale."""
 
 
+@reported_in_one_line
 class UnknownModelError(KeyError, ValueError):
     """Raised by :func:`get_model` for a name not in :data:`MODELS`."""
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config.errors import ConfigError
-from ..metrics.stats import paired_ratio_ci, ratio_ci
+from .config.errors import ConfigError
+from .metrics.stats import paired_ratio_ci, ratio_ci
 
 EAGLE_NODES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 EAGLE_DEPTHS = (3, 4, 6)
@@ -70,11 +70,11 @@ def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
 
 def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000):
     """(table, tuning table, output dir)."""
-    from ..compare import default_compare_dir
-    from ..modes.moe_offload import load_tree_trace_cached
-    from ..outdir import OutputFolder
-    from ..output import atomic_write, write_run
-    from ..simulation import resolve_data_path, run_simulation
+    from .compare import default_compare_dir
+    from .modes.moe.offload import load_tree_trace_cached
+    from .outdir import OutputFolder
+    from .output import atomic_write, write_run
+    from .simulation import resolve_data_path, run_simulation
     tt = load_tree_trace_cached(resolve_data_path(cfg.moe.tree_trace, cfg.source_file))
     parts = split_rounds(cfg, tt, tune_fraction)
     tune_o = _slice_overrides(tt, *parts["tuning"], parts["profile"])
@@ -141,7 +141,7 @@ def format_compare_moe(table: pd.DataFrame) -> str:
     body = [[r.row, r.config, ci(r.throughput_tok_s, r.ci95), ci(r.vs_best_baseline, r.vs_best_baseline_ci95, 3),
              f"{r.nodes_verified:.1f}", f"{r.accepted_per_round:.2f}", f"{r.expert_h2d_gb:.2f}", f"{r.hit_rate:.3f}"]
             for r in table.itertuples()]
-    from ..compare import text_table
+    from .compare import text_table
     lines = text_table([head] + body)
     t = table.iloc[0]
     lines.append(f"best baseline: {t.best_baseline}, chosen on tuning rounds {t.tuning_rounds}; reported rounds "

@@ -6,8 +6,8 @@ upload skipping (those are the ``hybrid`` mode's).
 """
 from __future__ import annotations
 
-from .base import register_mode
-from .mobile_cloud import MobileCloudEngine
+from ..base import register_mode
+from .engine import MobileCloudEngine
 
 
 @register_mode("device_draft_cloud_verify")

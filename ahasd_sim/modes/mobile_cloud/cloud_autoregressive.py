@@ -5,8 +5,8 @@ down the link on its own (TPOT does not pay the RTT per token, only the link's c
 """
 from __future__ import annotations
 
-from .base import register_mode
-from .mobile_cloud import MobileCloudEngine
+from ..base import register_mode
+from .engine import MobileCloudEngine
 
 
 @register_mode("cloud_autoregressive")

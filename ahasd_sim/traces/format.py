@@ -23,6 +23,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import reported_in_one_line
+
 FORMAT_NAME = "ahasd-trace"
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -75,6 +77,7 @@ REQUIRED_HEADER_KEYS = ("format", "format_version", "mode", "categories", "promp
 _PROB_TOL = 1e-4  # float32 softmax round-off
 
 
+@reported_in_one_line
 class TraceError(ValueError):
     """A trace file is missing, unreadable or violates the schema.
 
@@ -370,7 +373,7 @@ def sha256_file(path: str) -> str:
 def check_header(path: str, header: dict) -> None:
     if header.get("format") == "ahasd-tree-trace":
         raise TraceError(path, "this is a draft-tree trace (format 'ahasd-tree-trace'): read it with "
-                               "ahasd_sim.workload.tree_traces.load_tree_trace; a chain trace is needed here")
+                               "ahasd_sim.traces.tree.load_tree_trace; a chain trace is needed here")
     for key in REQUIRED_HEADER_KEYS:
         if key not in header:
             raise TraceError(path, f"header is missing key {key!r}")

@@ -1,8 +1,8 @@
 """``gpu_only``: draft and verify alternate on one GPU (the paper's GPU-only baseline)."""
 from __future__ import annotations
 
-from .base import register_mode
-from .sync import SyncSpeculativeMode
+from ..base import register_mode
+from ..sync import SyncSpeculativeMode
 
 
 @register_mode("gpu_only")

@@ -6,9 +6,9 @@ asynchronous AHASD execution of the same platform is the ``ahasd`` mode.
 """
 from __future__ import annotations
 
-from .base import register_mode
-from .mobile_cloud import MobileCloudBase
-from .sync import SyncSpeculativeMode
+from ..base import register_mode
+from .engine import MobileCloudBase
+from ..sync import SyncSpeculativeMode
 
 
 @register_mode("device_only")

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .async_ import AsyncMode
-from .base import Batch, TaskCost, register_mode
+from ..base import Batch, TaskCost, register_mode
 from .controls.edc import EntropyHistoryControl
 from .controls.tvc import TimeAwarePreverifyControl
 

@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .traces import TraceError, read_npz
+from .format import TraceError, read_npz
 
 FORMAT_NAME = "ahasd-tree-trace"
 FORMAT_VERSION = 1
@@ -300,7 +300,7 @@ def is_tree_trace(path) -> bool:
 
 def check_header(path: str, header: dict) -> None:
     if header.get("format") != FORMAT_NAME:
-        hint = " (a chain trace: use ahasd_sim.workload.traces.load_trace)" if header.get("format") == "ahasd-trace" else ""
+        hint = " (a chain trace: use ahasd_sim.traces.format.load_trace)" if header.get("format") == "ahasd-trace" else ""
         raise TreeTraceError(path, f"header format {header.get('format')!r} is not {FORMAT_NAME!r}{hint}")
     for key in REQUIRED_HEADER_KEYS:
         if key not in header:

@@ -29,8 +29,9 @@ import time
 import numpy as np
 
 from . import moefy
-from . import tree_traces as TT
-from .record_chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, entropy, log, select_prompts,
+from .. import tree as TT
+from .workdir import prepare, saved_settings, shard_path
+from .chain import (DEFAULT_CATEGORIES, EOS_IDS, SYSTEM_PROMPT, chatml, entropy, log, select_prompts,
                            sha256_file, softmax)
 
 GENERATOR_VERSION = "record_tree/1.0"
@@ -329,10 +330,6 @@ def record_prompt(tgt, drf, coll, prompt_tokens, cfg):
 # ------------------------------------------------------------------------------------------
 # driver
 # ------------------------------------------------------------------------------------------
-def shard_path(work, i):
-    return os.path.join(work, "shards", f"p{i:04d}.npz")
-
-
 def _models(cfg):
     L = cfg["n_layers"]
     labels = np.load(cfg["partition"]) if cfg["moe_source"] == "moefied" else None
@@ -411,7 +408,7 @@ def cmd_assemble(args, cfg, prompts, out_path):
                            "(top-1 chain first); verified in one target decode (multi-sequence tree attention)"},
         "moe": moe, "models": cfg["models"], "tokenizer": cfg["tokenizer"], "chat_template": "ChatML",
         "system_prompt": SYSTEM_PROMPT, "eos_ids": sorted(EOS_IDS), "backend": "gguf",
-        "backend_version": cfg.get("backend_version"), "generator": "ahasd_sim.workload.record_tree",
+        "backend_version": cfg.get("backend_version"), "generator": "ahasd_sim.traces.record.tree",
         "generator_version": GENERATOR_VERSION, "threads": cfg["threads"], "hardware": cfg.get("hardware"),
         "date": _dt.date.today().isoformat(), "prompt_sources": sorted({i["source"] for i in infos}),
         "n_selected_prompts": len(prompts), "prompt_selection": "same as the chain traces (record_chain.select_prompts)",
@@ -423,7 +420,7 @@ def cmd_assemble(args, cfg, prompts, out_path):
 
 
 def main(argv=None):
-    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    from ...cli_common import ArgumentParser   # one-line usage errors, like every entry point
     ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind tree", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
@@ -454,13 +451,10 @@ def main(argv=None):
                     help="let llama.cpp use extra CPU buffer types (weight repacking, AMX); off by default")
     ap.add_argument("--assemble", metavar="OUT.npz")
     args = ap.parse_args(argv)
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
-    cfg_path, prm_path = os.path.join(args.work_dir, "config.json"), os.path.join(args.work_dir, "prompts.json")
-    if os.path.exists(cfg_path):
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-        with open(prm_path) as f:
-            prompts = json.load(f)
+    cfg_path, prm_path = prepare(args.work_dir)
+    saved = saved_settings(args.work_dir)
+    if saved is not None:
+        cfg, prompts = saved
         log(f"resuming {args.work_dir} (settings from config.json)")
     else:
         if not (args.target and args.drafter):

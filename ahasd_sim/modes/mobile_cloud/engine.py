@@ -38,12 +38,12 @@ from typing import Any, ClassVar
 import numpy as np
 import simpy
 
-from ..config.errors import ConfigError
-from ..config.fields import param
-from ..config.registry import config_section
-from ..hw.cloud import PRICINGS, CloudServer
-from ..policies.base import Decision, VerifyOutcome
-from .base import Mode, TaskCost
+from ...config.errors import ConfigError
+from ...config.fields import param
+from ...config.registry import config_section
+from ...hw.cloud import PRICINGS, CloudServer
+from ...policies.base import Decision, VerifyOutcome
+from ..base import Mode, TaskCost
 
 OPTIONS = ("split", "cloud_sd", "cloud_ar")
 
@@ -150,10 +150,10 @@ class DeviceCosts:
 
 def build_cloud_costs(cfg, draft, target):
     """StepCosts of the cloud server: the GPU of ``cloud.platform_config``, same model shapes."""
-    from ..config.loader import load_config
-    from ..hw.platform import Platform
-    from ..simulation import resolve_data_path
-    from .costs import StepCosts
+    from ...config.loader import load_config
+    from ...hw.platform import Platform
+    from ...paths import resolve_data_path
+    from ..costs import StepCosts
 
     path = resolve_data_path(cfg.cloud.platform_config, cfg.source_file)
     if not path.is_file():
@@ -322,11 +322,11 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
     """The other ``cloud.phones_per_gpu - 1`` phones: the same mode, each on a trace window
     drawn (seeded by the run's seed and window) from the prompts where a window fits, with
     its own replay, policy, link and collector; they share the primary's cloud server."""
-    from ..metrics.collector import Collector
-    from ..policies import make_policy, policy_needs_fit_data
-    from ..simulation import _load_full_trace, load_run_trace
-    from .base import RunContext
-    from .replay import TraceReplay
+    from ...metrics.collector import Collector
+    from ...policies import make_policy, policy_needs_fit_data
+    from ...traces.load import load_full_trace as _load_full_trace, load_run_trace
+    from ..base import RunContext
+    from ..replay import TraceReplay
 
     cfg, run = ctx.cfg, ctx.cfg.run
     full = _load_full_trace(cfg) if run.trace else None
@@ -410,7 +410,7 @@ class MobileCloudEngine(MobileCloudBase):
         self.rounds_by_option = {o: 0 for o in OPTIONS}
         # The cloud's drafter runs its own instance of the drafting policy (separate state on a
         # separate machine); policies fitted on held-out data share the phone's fitted instance.
-        from ..policies import make_policy, policy_needs_fit_data
+        from ...policies import make_policy, policy_needs_fit_data
         rp = ctx.cfg.run.policy
         self.cloud_policy = self.policy if policy_needs_fit_data(rp) else make_policy(
             rp, ctx.cfg.policy, np.random.default_rng([ctx.cfg.run.seed, 0xC1]), None)

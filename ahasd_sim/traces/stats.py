@@ -19,7 +19,7 @@ from typing import Dict, Optional, Union
 import numpy as np
 import pandas as pd
 
-from .traces import Trace, TraceError, load_trace, replay_fixed_k
+from .format import Trace, TraceError, load_trace, replay_fixed_k
 
 K_VALUES = tuple(range(1, 9))
 

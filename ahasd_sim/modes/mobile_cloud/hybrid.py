@@ -8,9 +8,9 @@ autoregressive decoding as fallbacks, chosen per round by predicted goodput per 
 """
 from __future__ import annotations
 
-from ..config.errors import ConfigError
-from .base import register_mode
-from .mobile_cloud import OPTIONS, MobileCloudEngine
+from ...config.errors import ConfigError
+from ..base import register_mode
+from .engine import OPTIONS, MobileCloudEngine
 
 
 @register_mode("hybrid")

@@ -41,10 +41,10 @@ import time
 
 import numpy as np
 
-from . import traces as T
-from .record_chain import (EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file,
-                           shard_path, softmax)
-from .record_tree import SeqLlama
+from .. import format as T
+from .chain import EOS_IDS, chatml, entropy, log, sample_from, select_prompts, sha256_file, softmax
+from .tree import SeqLlama
+from .workdir import prepare, shard_path
 
 EXTENDER_VERSION = "extend_rollouts/1.0"
 
@@ -155,7 +155,7 @@ def check_extension(old: "T.Trace", new_cols) -> None:
 
 
 def main(argv=None) -> int:
-    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    from ...cli_common import ArgumentParser   # one-line usage errors, like every entry point
     ap = ArgumentParser(prog="python -m ahasd_sim traces extend-rollouts", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace", help="chain trace (.npz) to extend")
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     EOS_IDS.update(int(e) for e in hdr["eos_ids"])
     infos = hdr["prompts"]
     texts = {p["index"]: p for p in select_prompts(hdr["categories"], args.n_per_category, args.prompt_seed)}
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
+    prepare(args.work_dir)
     pid = tr.columns["prompt_id"]
     bounds = np.r_[0, np.flatnonzero(np.diff(pid)) + 1, len(pid)]
     drf = None
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover - cannot get here without it
         bver = None
     hdr["rollout_extension"] = {
-        "generator": "ahasd_sim.workload.extend_rollouts", "version": EXTENDER_VERSION,
+        "generator": "ahasd_sim.traces.record.extend_rollouts", "version": EXTENDER_VERSION,
         "from_L_max": tr.L_max, "to_L_max": args.L_max, "method": "drafter only; path KV prefilled in "
         "batches; recorded proposal and rollout tokens teacher-forced, then free-running as the recorder "
         "(greedy argmax / the recorder's per-position random stream)", "rollouts_extended": tot["extended"],

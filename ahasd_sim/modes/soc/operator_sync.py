@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import register_mode
-from .sync import SyncSpeculativeMode
+from ..base import register_mode
+from ..sync import SyncSpeculativeMode
 
 
 @register_mode("operator_sync")

@@ -21,24 +21,24 @@ from typing import Any
 
 import numpy as np
 
-from ..config.errors import ConfigError
-from ..moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
-from ..moe.cache import ExpertCache
-from ..moe.cost import MoeCostModel, schedule_verify
-from ..moe.predictor import LearnedPredictor, RecallPredictor
-from ..moe.stats import window_samples
-from ..moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
-from ..policies.tree_base import TreePolicy
-from ..workload.models import get_model, with_precision
-from ..workload.traces import TraceError
-from .base import Mode, TaskCost, register_mode
+from ...config.errors import ConfigError
+from ...moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
+from ...moe.cache import ExpertCache
+from ...moe.cost import MoeCostModel, schedule_verify
+from ...moe.predictor import LearnedPredictor, RecallPredictor
+from ...moe.stats import window_samples
+from ...moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
+from ...policies.tree_base import TreePolicy
+from ...workload.models import get_model, with_precision
+from ...traces.format import TraceError
+from ..base import Mode, TaskCost, register_mode
 
 GIB = 2**30
 _TRACE_CACHE: dict[tuple[str, float], Any] = {}
 
 
 def load_tree_trace_cached(path: Path):
-    from ..workload.tree_traces import load_tree_trace
+    from ...traces.tree import load_tree_trace
     key = (str(path.resolve()), path.stat().st_mtime)
     tt = _TRACE_CACHE.get(key)
     if tt is None:
@@ -73,21 +73,21 @@ class MoeOffloadMode(Mode):
         super().__init__(env, ctx)
         cfg, mc = ctx.cfg, ctx.cfg.moe
         if not isinstance(self.policy, TreePolicy):
-            from ..policies import POLICIES
+            from ...policies import POLICIES
             names = ", ".join(sorted(n for n, c in POLICIES.items() if getattr(c, "is_tree_policy", False)))
             raise ConfigError(cfg.source_of("run.policy"), "run.policy", f"mode moe_offload needs a tree policy ({names}), got "
                               f"'{cfg.run.policy}'")
         self.policy.configure(cfg.tree_policy)
         if not mc.tree_trace:
             raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", "mode moe_offload needs a tree trace file")
-        from ..simulation import resolve_data_path
+        from ...paths import resolve_data_path
         path = resolve_data_path(mc.tree_trace, cfg.source_file)
         if not path.is_file():
             raise ConfigError(cfg.source_of("moe.tree_trace"), "moe.tree_trace", f"tree trace '{mc.tree_trace}' not found")
         try:
             self.tt = load_tree_trace_cached(path)
         except TraceError as exc:
-            from ..simulation import chosen_by
+            from ...traces.load import chosen_by
             raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
         target = get_model(cfg.run.target_model)

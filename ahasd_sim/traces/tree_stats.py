@@ -25,7 +25,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .tree_traces import TreeTrace, TreeTraceError, load_tree_trace
+from .tree import TreeTrace, TreeTraceError, load_tree_trace
 
 STEP_TOKENS = (1, 4, 16, 64)
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -196,7 +196,7 @@ def run_tree_stats(path, out_dir: Optional[str] = None, chain_path: Optional[str
         print("NOTE: constructed example data, not measured")
     stats = compute_tree_stats(tt)
     if chain_path:
-        from .traces import load_trace
+        from .format import load_trace
         chain = load_trace(chain_path)
         stats["chain_vs_tree"] = chain_vs_tree(tt, chain)
         stats["chain_crosscheck"] = chain_crosscheck(tt, chain)

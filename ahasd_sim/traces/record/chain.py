@@ -34,7 +34,8 @@ import time
 
 import numpy as np
 
-from . import traces as T  # the chain-trace format (numpy only)
+from .. import format as T  # the chain-trace format (numpy only)
+from .workdir import prepare, saved_settings, shard_path  # noqa: F401 - shard_path re-exported
 
 GENERATOR_VERSION = "gen_traces/1.1"
 SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -531,10 +532,6 @@ def load_models(cfg):
     return tgt, drf
 
 
-def shard_path(work: str, i: int) -> str:
-    return os.path.join(work, "shards", f"p{i:04d}.npz")
-
-
 def cmd_run(args, cfg, prompts):
     todo = [p for p in prompts if not os.path.exists(shard_path(args.work_dir, p["index"]))]
     if args.limit is not None:
@@ -601,7 +598,7 @@ def cmd_assemble(args, cfg, prompts, out_path: str):
         "models": cfg["models"], "tokenizer": cfg["tokenizer"], "chat_template": "ChatML",
         "system_prompt": SYSTEM_PROMPT, "eos_ids": sorted(EOS_IDS),
         "rollout_batch": cfg.get("rollout_batch", 0), "backend": cfg["backend"], "backend_version": cfg.get("backend_version"),
-        "generator": "ahasd_sim.workload.record_chain", "generator_version": GENERATOR_VERSION,
+        "generator": "ahasd_sim.traces.record.chain", "generator_version": GENERATOR_VERSION,
         "date": _dt.date.today().isoformat(), "created_from_work_dir": os.path.basename(args.work_dir.rstrip("/")),
         "prompt_sources": sorted({i["source"] for i in infos}),
         "n_selected_prompts": len(prompts),
@@ -653,7 +650,7 @@ def cmd_crosscheck(args, cfg, prompts):
 
 
 def main(argv=None):
-    from ..cli_common import ArgumentParser   # one-line usage errors, like every entry point
+    from ...cli_common import ArgumentParser   # one-line usage errors, like every entry point
     ap = ArgumentParser(prog="python -m ahasd_sim traces record --kind chain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", required=True, help="shards + run config live here (resumable)")
     ap.add_argument("--backend", choices=["gguf", "hf"], default="gguf")
@@ -694,14 +691,10 @@ def main(argv=None):
     ap.add_argument("--list-prompts", action="store_true")
     args = ap.parse_args(argv)
 
-    os.makedirs(os.path.join(args.work_dir, "shards"), exist_ok=True)
-    cfg_path = os.path.join(args.work_dir, "config.json")
-    prm_path = os.path.join(args.work_dir, "prompts.json")
-    if os.path.exists(cfg_path):
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-        with open(prm_path) as f:
-            prompts = json.load(f)
+    cfg_path, prm_path = prepare(args.work_dir)
+    saved = saved_settings(args.work_dir)
+    if saved is not None:
+        cfg, prompts = saved
         log(f"resuming work dir {args.work_dir} (config from config.json; command-line model/mode options ignored)")
     else:
         if not (args.target and args.drafter):

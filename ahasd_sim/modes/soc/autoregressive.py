@@ -1,8 +1,8 @@
 """``autoregressive``: the target alone, one token per forward (no speculation)."""
 from __future__ import annotations
 
-from .base import register_mode
-from .sync import SyncSpeculativeMode
+from ..base import register_mode
+from ..sync import SyncSpeculativeMode
 
 
 @register_mode("autoregressive")

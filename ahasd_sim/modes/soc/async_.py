@@ -17,10 +17,10 @@ import numpy as np
 import simpy
 from simpy.events import PENDING
 
-from ..hw.sharing import FluidShare
-from ..policies.base import Decision, RoundContext, new_view
-from .base import Batch, Mode, TaskCost, register_mode
-from .fastq import FastLock, FastStore
+from ...hw.sharing import FluidShare
+from ...policies.base import Decision, RoundContext, new_view
+from ..base import Batch, Mode, TaskCost, register_mode
+from ..fastq import FastLock, FastStore
 
 
 class Feedback(NamedTuple):

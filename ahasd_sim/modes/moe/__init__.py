@@ -1,0 +1,2 @@
+"""MoE expert offload on a GPU server (mode ``moe_offload``)."""
+from . import offload  # noqa: F401
