@@ -587,6 +587,10 @@ class _FakeClient:
 
     def __init__(self):
         self.submitted = []
+        self.warmed = []
+
+    def run(self, fn, task):            # the warm-up on every worker before the points go out
+        self.warmed.append(task["hash"])
 
     def submit(self, fn, task, key, pure):
         assert pure is False
@@ -610,6 +614,7 @@ def test_run_dask_bookkeeping_with_a_client(tmp_path, monkeypatch):
     tasks = [{"hash": h, "dir": str(tmp_path / h)} for h in ("a", "lost")]
     r._run_dask(tasks, 1, None, done.append, client=client)
     assert [f.key for f in client.submitted] == ["ahasd-point-a", "ahasd-point-lost"]
+    assert client.warmed == ["a"]          # every worker warmed once, with the first task
     assert done == [{"hash": "a", "status": "ok"},
                     {"hash": "lost", "status": "failed", "error_type": "OSError", "error": "worker lost"}]
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["meta.json", "summary.json"]

@@ -7,9 +7,10 @@ from ahasd_sim.sweep import executors, runner
 def _recording(monkeypatch):
     calls = []
     monkeypatch.setattr(runner, "_run_serial", lambda tasks, on_done: calls.append(("serial", len(tasks))))
-    monkeypatch.setattr(runner, "_run_local", lambda tasks, w, on_done: calls.append(("local", len(tasks), w)))
-    monkeypatch.setattr(runner, "_run_dask", lambda tasks, w, s, on_done, client=None:
-                        calls.append(("dask", len(tasks), w, s, client)))
+    monkeypatch.setattr(runner, "_run_local", lambda tasks, w, on_done, split=False:
+                        calls.append(("local", len(tasks), w, split)))
+    monkeypatch.setattr(runner, "_run_dask", lambda tasks, w, s, on_done, client=None, split=False:
+                        calls.append(("dask", len(tasks), w, s, client, split)))
     return calls
 
 
@@ -18,10 +19,13 @@ def test_run_tasks_picks_the_executor_like_the_sweep(monkeypatch):
     t = [{"hash": str(i)} for i in range(3)]
     executors.run_tasks([], print, workers=4)                 # nothing to run: no executor started
     executors.run_tasks(t, print, workers=1)                  # one worker: in this process
-    executors.run_tasks(t[:1], print, workers=4)              # one task: in this process
-    executors.run_tasks(t, print, workers=8)                  # a pool no larger than the batch (3)
+    executors.run_tasks(t[:1], print, workers=4)              # one task, split: its units use the 4 workers
+    executors.run_tasks(t, print, workers=8)                  # split: every worker, however few points
+    executors.run_tasks(t[:1], print, workers=4, split=False)  # one point per task: one task in this process
+    executors.run_tasks(t, print, workers=8, split=False)     # a pool no larger than the batch (3)
     executors.run_tasks(t, print, executor="dask", workers=2, scheduler="tcp://x:1", client="C")
-    assert calls == [("serial", 3), ("serial", 1), ("local", 3, 3), ("dask", 3, 2, "tcp://x:1", "C")]
+    assert calls == [("serial", 3), ("local", 1, 4, True), ("local", 3, 8, True), ("serial", 1),
+                     ("local", 3, 3, False), ("dask", 3, 2, "tcp://x:1", "C", True)]
 
 
 def test_serial_runs_the_points_and_hands_each_result_back(monkeypatch):
