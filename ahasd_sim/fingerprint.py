@@ -53,8 +53,9 @@ def _canon(x: Any) -> Any:
     return repr(x)
 
 
-#: summary entries that are not results (paths, hashes of inputs, timings)
-_NOT_RESULTS = ("trace", "trace_sha256", "config_file", "source_file")
+#: summary entries that are not results (paths, hashes of inputs, timings, the version string: a
+#: version bump alone does not make the stamped documents stale)
+_NOT_RESULTS = ("trace", "trace_sha256", "config_file", "source_file", "ahasd_sim_version")
 
 
 def case_digest(summary: dict, windows) -> str:

@@ -1,6 +1,6 @@
 """Hand-derived exact values for the mobile-cloud modules (issue 33): the cellular link
 (hw/network.py), the cloud server (hw/cloud.py) and the HyCo-family machinery
-(modes/mobile_cloud.py). Each test builds a case small enough to compute by hand in its
+(modes/mobile_cloud/engine.py). Each test builds a case small enough to compute by hand in its
 docstring and asserts the numbers with rel=1e-12 (or exact equality)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ahasd_sim.hw.cloud import CloudConfig, CloudServer
 from ahasd_sim.hw.network import (MAHIMAHI_PACKET_BYTES, NetworkConfig, NetworkLink, PacketTrace, RttTrace,
                                   TraceFormatError, _Direction, _resolve)
 from ahasd_sim.modes.base import TaskCost
-from ahasd_sim.modes.mobile_cloud import mean_ci95, tpot_windows_s
+from ahasd_sim.modes.mobile_cloud.engine import mean_ci95, tpot_windows_s
 
 
 def ex(x):
@@ -1019,7 +1019,7 @@ def test_fleet_percentiles_and_slo_attainment():
     that committed nothing (NaN) is left out. Utilisation 0.5 s busy over 2 s."""
     from types import SimpleNamespace
 
-    from ahasd_sim.modes.mobile_cloud import fleet_stats
+    from ahasd_sim.modes.mobile_cloud.engine import fleet_stats
 
     def user(t, n):
         return SimpleNamespace(user_tpot_s=lambda: t, committed=n)
@@ -1044,7 +1044,7 @@ def test_device_costs_pick_the_drafters_unit():
     quantum (cached under ('npu_draft', kv)); neither: the GPU. Verify: NPU if present, else GPU."""
     from types import SimpleNamespace
 
-    from ahasd_sim.modes.mobile_cloud import DeviceCosts
+    from ahasd_sim.modes.mobile_cloud.engine import DeviceCosts
 
     class C:
         draft = "D"
@@ -1106,7 +1106,7 @@ def test_cloud_forward_cost_kinds():
 def test_build_cloud_costs_errors(tmp_path):
     from ahasd_sim.config import load_config
     from ahasd_sim.config.errors import ConfigError
-    from ahasd_sim.modes.mobile_cloud import build_cloud_costs
+    from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs
 
     cfg = load_config(HYCO, ["cloud.platform_config=nope.yaml"])
     src = cfg.source_of("cloud.platform_config")

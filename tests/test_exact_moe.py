@@ -17,12 +17,12 @@ import pytest
 # Imported before any test patches ahasd_sim.simulation.run_simulation: these modules bind it
 # at import, and a first import under the patch would keep the stand-in for later tests.
 import ahasd_sim.compare  # noqa: F401
-import ahasd_sim.modes.moe_offload  # noqa: F401
+import ahasd_sim.modes.moe.offload  # noqa: F401
 import ahasd_sim.outdir  # noqa: F401
 import ahasd_sim.output  # noqa: F401
 from ahasd_sim.config.errors import ConfigError
 from ahasd_sim.moe import closure
-from ahasd_sim.moe import compare as mc
+from ahasd_sim import compare_moe as mc
 from ahasd_sim.moe import cost as cost_mod
 from ahasd_sim.moe.cache import ExpertCache, PassPins
 from ahasd_sim.moe.config import EagleFixedParams, TreePolicyConfig
@@ -776,7 +776,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     (45 tok/s, 1.5 x the best baseline, intervals [45, 45] and [1.5, 1.5]: every window has the
     same rate); ecospec 10, 50, 30 (90 / 3 = 30 tok/s; intervals as metrics.stats gives them for
     n_boot 300); every other row 15 each (0.5 x)."""
-    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
     from ahasd_sim.metrics.stats import paired_ratio_ci, ratio_ci
@@ -865,7 +865,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
 
 
 def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path):
-    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
     tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
@@ -887,7 +887,7 @@ def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path)
 def test_run_compare_moe_one_window_rows_have_no_interval_and_missing_stats_read_zero(monkeypatch, tmp_path):
     """One reported window per row: no bootstrap interval ([nan, nan]); a summary without the
     policy / acceptance / H2D / hit-rate entries reads 0 for each."""
-    import ahasd_sim.modes.moe_offload as mo
+    import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
     tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()

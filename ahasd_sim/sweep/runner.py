@@ -375,11 +375,11 @@ def _warm_traces(task: dict) -> None:
     the first point's run and tuning traces
     (best effort: a point reports its own errors when it runs)."""
     try:
-        from ..simulation import _load_full_trace
+        from ..traces.load import load_full_trace
         cfg = task_config(task)
-        _load_full_trace(cfg)
+        load_full_trace(cfg)
         if cfg.pim.enabled and cfg.pim.partition_policy == "auto":
-            _load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
+            load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
     except Exception:  # noqa: BLE001 - warming is an optimisation only
         pass
 
