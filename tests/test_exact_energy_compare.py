@@ -270,13 +270,13 @@ def test_sweep_resume_retries_failed_points_and_clears_stale_markers(tmp_path, m
     out = tmp_path / "out"
     real = worker_mod._simulate_into
 
-    def failing(cfg, out_dir):
+    def failing(cfg, out_dir, events=False):
         if cfg.run.mode == "ahasd":
             out_dir.mkdir(parents=True, exist_ok=True)
             rec = worker_mod.error_record(RuntimeError("transient failure"), 0.0)
             worker_mod.write_error(out_dir, rec)
             return "failed", {"error_type": rec["type"], "error": rec["message"], "wall_time_s": 0.0}
-        return real(cfg, out_dir)
+        return real(cfg, out_dir, events)
 
     monkeypatch.setattr(worker_mod, "_simulate_into", failing)
     first = run_sweep(spec, out, workers=1, progress=False)          # serial: in this process

@@ -45,7 +45,7 @@ policies: [adaedl, svip]
 axes:
   ahasd.max_verify_tokens: [8, 32]
 """)
-    res = run_sweep(spec, d / "out", workers=2, progress=False)
+    res = run_sweep(spec, d / "out", workers=2, progress=False, full_points=True)   # events.csv for the distributions
     assert res.n_failed == 0
     return d / "out"
 

@@ -79,7 +79,7 @@ class _Recorder:
         self.log: list[tuple] = []
         rec = self
 
-        def plan(task):
+        def plan(task, mark=True):
             rec.log.append(("plan", task["hash"]))
             if task["hash"] in fail_plan:
                 raise RuntimeError("plan failed")

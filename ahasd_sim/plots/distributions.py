@@ -21,6 +21,9 @@ LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1))]
 
 def load_events(path: str | Path) -> pd.DataFrame:
     from ..config.errors import InputError
+    if not Path(path).exists():
+        raise InputError(f"{path}: no such file (a sweep writes a point's events.csv only with "
+                         "`sweep --full-points`)")
     try:
         return pd.read_csv(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:   # pandas' parser errors are ValueErrors

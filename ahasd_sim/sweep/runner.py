@@ -42,6 +42,7 @@ from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
 from .spec import SEED_COL, Point, SweepSpec, count_points, iter_points, load_sweep_spec, spec_identity
+from .worker import RUNNING as _WORKER_RUNNING
 from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, task_config, write_error
 
 EXECUTORS = ("local", "dask")
@@ -191,7 +192,7 @@ def _run_serial(tasks: list[dict], on_done: Callable[[dict], None]) -> None:
         on_done(run_point(t))
 
 
-RUNNING = ".running"   # marker a pool worker keeps in a point folder while it runs the point
+RUNNING = _WORKER_RUNNING   # marker a pool worker keeps in a point folder while it runs the point
 
 
 def _watch_parent(parent_pid: int) -> None:

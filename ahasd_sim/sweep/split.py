@@ -33,7 +33,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from .worker import ERROR, task_config
+from .worker import ERROR, RUNNING, task_config
 
 # priorities: lower runs first
 _FINISH, _WINDOW, _TUNE, _PLAN = 0, 1, 2, 3
@@ -55,8 +55,14 @@ def _windows(cfg):
     return windows
 
 
-def unit_plan(task: dict) -> dict:
+def unit_plan(task: dict, mark: bool = True) -> dict:
+    """``mark``: leave the running marker in the point folder (removed by :func:`unit_finish`;
+    a killed sweep's markers by the next run), as the one-point-per-task path does."""
     from ..modes.placement import CANDIDATES, needs_tuning, resolve_placement, tuning_configs
+    if mark:
+        d = Path(task["dir"])
+        d.mkdir(parents=True, exist_ok=True)
+        (d / RUNNING).touch()
     cfg = task_config(task)
     n_windows = len(_windows(cfg))
     candidates = None
@@ -96,6 +102,7 @@ def unit_finish(cfg, placement, out_dir: str, results: list, wall_s: float, even
     if stale.exists():
         stale.unlink()
     write_run(result, cfg, out, wall_s, events=events)
+    (out / RUNNING).unlink(missing_ok=True)
     return {"status": "ok", "wall_time_s": wall_s}
 
 
@@ -165,6 +172,8 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
     def fail(pid):
         pt = points.pop(pid, None)
         if pt is not None:
+            if not files_back:   # the one-point-per-task path keeps its own marker
+                (Path(pt.task["dir"]) / RUNNING).unlink(missing_ok=True)
             fallback.append(pt.task)
 
     def queue_windows(pid, pt):
@@ -185,7 +194,7 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                 if not ready and pending and len(points) < max_open:
                     pid = next(ids)
                     points[pid] = _Point(pending.popleft())
-                    push(_PLAN, pid, "plan", unit_plan, points[pid].task)
+                    push(_PLAN, pid, "plan", unit_plan, points[pid].task, not files_back)
                 if not ready:
                     break
                 _prio, _s, pid, kind, fn, args = heapq.heappop(ready)

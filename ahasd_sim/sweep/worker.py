@@ -18,6 +18,7 @@ from typing import Any
 from ..output import atomic_write, atomic_write_text, to_json
 
 SUMMARY = "summary.json"
+RUNNING = ".running"   # marker a worker keeps in a point folder while it computes the point
 ERROR = "error.json"
 RESOLVED = "config.resolved.yaml"
 
