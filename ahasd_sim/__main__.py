@@ -100,7 +100,7 @@ def _add_sweep(sub) -> None:
                    help="sweep folder (default: sweeps/<name>); a folder of another sweep is refused")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
     s.add_argument("--whole-points", action="store_true",
-                   help="local executor: one point per worker task (default: a point's tuning runs and trace "
+                   help="one point per worker task (default: a point's tuning runs and trace "
                         "windows are spread over the workers; the same files)")
     s.add_argument("--full-points", action="store_true",
                    help="also write each point's events.csv (default: the files a sweep reads: summary.json, "
