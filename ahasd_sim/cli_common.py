@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+from contextlib import contextmanager
 import sys
 from typing import Callable, NoReturn
 
@@ -90,6 +91,31 @@ def raise_if_interrupted() -> None:
     unless :func:`install_signal_handlers` runs, as in every command line)."""
     if _PendingSignal.signum is not None:
         raise _stop_exception(_PendingSignal.signum)
+
+
+def _record_stop_signal(signum, _frame):
+    _PendingSignal.signum = signum
+
+
+@contextmanager
+def deferred_stop_signals():
+    """Inside: a stop signal handled by :func:`install_signal_handlers` is only recorded, for the
+    caller's loop to raise with :func:`raise_if_interrupted` at a safe point. A loop that
+    submits to and waits on a process pool many times a second would otherwise take the
+    exception inside the pool's own locking (``concurrent.futures.wait`` holding the futures'
+    conditions), leaving a lock held that the pool's manager thread then waits on forever."""
+    saved = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT):
+        if sig is not None and signal.getsignal(sig) is _on_stop_signal:
+            try:
+                saved[sig] = signal.signal(sig, _record_stop_signal)
+            except (ValueError, OSError):   # not the main thread
+                pass
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def install_signal_handlers() -> None:

@@ -254,3 +254,25 @@ def test_finish_files_returns_the_point_folder_as_bytes(tmp_path, monkeypatch):
     out = split.unit_finish_files(None, None, str(tmp_path / "unused"), [], 1.5)
     assert out == {"status": "ok", "wall_time_s": 1.5, "files": {"summary.json": b"{}"}}
     assert not (tmp_path / "unused").exists()
+
+
+def test_stop_signals_are_deferred_inside_the_unit_loop():
+    """Inside deferred_stop_signals a SIGTERM is only recorded (no exception inside a pool's
+    locking); raise_if_interrupted raises it at the loop's safe point; the handlers come back."""
+    import os
+    import signal
+
+    from ahasd_sim import cli_common
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    cli_common.install_signal_handlers()
+    try:
+        with cli_common.deferred_stop_signals():
+            os.kill(os.getpid(), signal.SIGTERM)        # handled at once on the main thread: recorded only
+            assert cli_common._PendingSignal.signum == signal.SIGTERM
+            with pytest.raises(cli_common.Terminated):
+                cli_common.raise_if_interrupted()
+        assert signal.getsignal(signal.SIGTERM) is cli_common._on_stop_signal
+    finally:
+        cli_common._PendingSignal.signum = None
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -187,72 +187,76 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
         for i in range(pt.n_windows):
             push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i)
 
+    from ..cli_common import deferred_stop_signals
     try:
-        while pending or ready or running:
-            check_interrupt()
-            while len(running) < workers:
-                if not ready and pending and len(points) < max_open:
-                    pid = next(ids)
-                    points[pid] = _Point(pending.popleft())
-                    push(_PLAN, pid, "plan", unit_plan, points[pid].task, not files_back)
-                if not ready:
-                    break
-                _prio, _s, pid, kind, fn, args = heapq.heappop(ready)
-                if pid not in points:      # its point went to the whole-point path meanwhile
+        with deferred_stop_signals():
+            while pending or ready or running:
+                check_interrupt()
+                while len(running) < workers:
+                    if not ready and pending and len(points) < max_open:
+                        pid = next(ids)
+                        points[pid] = _Point(pending.popleft())
+                        push(_PLAN, pid, "plan", unit_plan, points[pid].task, not files_back)
+                    if not ready:
+                        break
+                    _prio, _s, pid, kind, fn, args = heapq.heappop(ready)
+                    if pid not in points:      # its point went to the whole-point path meanwhile
+                        continue
+                    running[pool.submit(_timed, fn, *args)] = (pid, kind)
+                if not running:
                     continue
-                running[pool.submit(_timed, fn, *args)] = (pid, kind)
-            if not running:
-                continue
-            done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
-            for fut in done:
-                pid, kind = running.pop(fut)
-                pt = points.get(pid)
-                try:
-                    value, unit_s = fut.result()
-                except BrokenProcessPool:
-                    raise
-                except Exception:  # noqa: BLE001 - the whole-point path reports it exactly
-                    fail(pid)
-                    continue
-                if pt is None:
-                    continue
-                pt.wall_s += unit_s
-                if kind == "plan":
-                    pt.cfg = value["config"]
-                    pt.n_windows = value["n_windows"]
-                    if value["candidates"] is not None:
-                        pt.outcomes = [None] * len(value["candidates"])
-                        pt.tunes_left = len(value["candidates"])
-                        for k, ccfg in enumerate(value["candidates"]):
-                            push(_TUNE, pid, ("tune", k), unit_tune, ccfg)
-                    else:
-                        queue_windows(pid, pt)
-                elif kind[0] == "tune":
-                    pt.outcomes[kind[1]] = value
-                    pt.tunes_left -= 1
-                    if pt.tunes_left == 0:
-                        from ..modes.placement import choose_placement
-                        try:
-                            pt.placement = choose_placement(pt.cfg, pt.outcomes)
-                        except Exception:  # noqa: BLE001 - nothing fits: the whole-point path says so
-                            fail(pid)
-                            continue
-                        queue_windows(pid, pt)
-                elif kind[0] == "window":
-                    pt.results[kind[1]] = value
-                    pt.left -= 1
-                    if pt.left == 0:
-                        push(_FINISH, pid, "finish", finish, pt.cfg, pt.placement, pt.task["dir"],
-                             pt.results, pt.wall_s, bool(pt.task.get("events", False)))
-                else:   # finish, or windows + finish ("rest")
-                    points.pop(pid)
-                    if files_back:
-                        try:
-                            materialise(value.pop("files"), Path(pt.task["dir"]))
-                        except Exception:  # noqa: BLE001 - e.g. a full disk: the whole-point path reports it
-                            fallback.append(pt.task)
-                            continue
-                    on_done({"hash": pt.task["hash"], **value})
+                # with a timeout: a stop signal is only recorded here (deferred_stop_signals)
+                # and raised by check_interrupt between waits
+                done, _ = cf.wait(list(running), timeout=0.2, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    pid, kind = running.pop(fut)
+                    pt = points.get(pid)
+                    try:
+                        value, unit_s = fut.result()
+                    except BrokenProcessPool:
+                        raise
+                    except Exception:  # noqa: BLE001 - the whole-point path reports it exactly
+                        fail(pid)
+                        continue
+                    if pt is None:
+                        continue
+                    pt.wall_s += unit_s
+                    if kind == "plan":
+                        pt.cfg = value["config"]
+                        pt.n_windows = value["n_windows"]
+                        if value["candidates"] is not None:
+                            pt.outcomes = [None] * len(value["candidates"])
+                            pt.tunes_left = len(value["candidates"])
+                            for k, ccfg in enumerate(value["candidates"]):
+                                push(_TUNE, pid, ("tune", k), unit_tune, ccfg)
+                        else:
+                            queue_windows(pid, pt)
+                    elif kind[0] == "tune":
+                        pt.outcomes[kind[1]] = value
+                        pt.tunes_left -= 1
+                        if pt.tunes_left == 0:
+                            from ..modes.placement import choose_placement
+                            try:
+                                pt.placement = choose_placement(pt.cfg, pt.outcomes)
+                            except Exception:  # noqa: BLE001 - nothing fits: the whole-point path says so
+                                fail(pid)
+                                continue
+                            queue_windows(pid, pt)
+                    elif kind[0] == "window":
+                        pt.results[kind[1]] = value
+                        pt.left -= 1
+                        if pt.left == 0:
+                            push(_FINISH, pid, "finish", finish, pt.cfg, pt.placement, pt.task["dir"],
+                                 pt.results, pt.wall_s, bool(pt.task.get("events", False)))
+                    else:   # finish, or windows + finish ("rest")
+                        points.pop(pid)
+                        if files_back:
+                            try:
+                                materialise(value.pop("files"), Path(pt.task["dir"]))
+                            except Exception:  # noqa: BLE001 - e.g. a full disk: the whole-point path reports it
+                                fallback.append(pt.task)
+                                continue
+                        on_done({"hash": pt.task["hash"], **value})
     except BrokenProcessPool:
         fallback.extend(pt.task for pt in points.values())
         fallback.extend(pending)
