@@ -276,3 +276,19 @@ def test_stop_signals_are_deferred_inside_the_unit_loop():
         cli_common._PendingSignal.signum = None
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_a_point_error_names_the_sweep_file_for_its_overrides(tmp_path):
+    """A value from the sweep's axes that does not resolve, or that no placement can run, is
+    the sweep file's: the errors name it, not the base config file."""
+    spec = _spec(tmp_path)
+    res = run_sweep(spec, tmp_path / "out", workers=2, progress=False)
+    failed = res.table[res.table["status"] == "failed"]
+    assert len(failed) == 2
+    for msg in failed["error"]:
+        assert msg.startswith(f"{spec}: pim.ranks: no rank placement"), msg
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SPEC.format(root=ROOT).replace("pim.ranks: [16, 2]", "pim.ranks: [0]"))
+    res = run_sweep(bad, tmp_path / "bad", workers=1, progress=False)
+    (msg,) = set(res.table["error"])
+    assert msg.startswith(f"{bad}: pim.ranks: expected >= "), msg

@@ -139,7 +139,8 @@ def choose_placement(cfg, outcomes: list) -> Placement:
         scores[cand] = float(outcome[t.objective])
     valid = [c for c in CANDIDATES if scores[c] is not None]
     if not valid:
-        raise ConfigError(cfg.source_file, first_error.key_path if first_error else "pim.partition_policy",
+        key = first_error.key_path if first_error else "pim.partition_policy"
+        raise ConfigError(cfg.source_of(key), key,
                           "no rank placement (" + ", ".join(CANDIDATES) + ") can run this mode: "
                           + (first_error.message if first_error else ""))
     best = max(valid, key=lambda c: (scores[c], -CANDIDATES.index(c)))

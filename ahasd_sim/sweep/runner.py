@@ -175,7 +175,8 @@ def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, pr
                     continue
                 if limit is None or len(tasks) < limit:
                     tasks.append({"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
-                                  "overrides": list(pt.overrides), "seed": pt.seed, "events": events})
+                                  "overrides": list(pt.overrides), "seed": pt.seed, "events": events,
+                                  "source": str(spec.source) if spec.source else None})
         apply_umask(Path(tmp))
         os.replace(tmp, out / "points.csv")
     finally:

@@ -483,7 +483,7 @@ def iter_points(spec: SweepSpec, keep_config: bool = True) -> Iterator[Point]:
             for seed in seeds:
                 pt = Point(index=index, labels=dict(labels), config_path=cfg_path, overrides=ovr, seed=seed)
                 index += 1
-                _resolve(pt, base_cache)
+                _resolve(pt, base_cache, str(spec.source) if spec.source else None)
                 shown = seed
                 if pt.config is not None:
                     shown = pt.config.run.seed
@@ -496,8 +496,10 @@ def iter_points(spec: SweepSpec, keep_config: bool = True) -> Iterator[Point]:
 
 
 def resolve_point_config(config_path: Path, overrides: list[str], seed: int | None,
-                         cache: dict | None = None) -> SimConfig:
-    """The resolved config of one point (raises InputError when it does not resolve)."""
+                         cache: dict | None = None, source: str | None = None) -> SimConfig:
+    """The resolved config of one point (raises InputError when it does not resolve).
+    ``source``: the sweep file, which errors about the point's overrides then name (they come
+    from its base, axes, variants and seeds, not from the config file)."""
     cache = _WORKER_CACHE if cache is None else cache
     if config_path not in cache:
         try:
@@ -508,7 +510,7 @@ def resolve_point_config(config_path: Path, overrides: list[str], seed: int | No
     if isinstance(base, BaseException):
         raise base
     extra = [f"run.seed={int(seed)}"] if seed is not None else []
-    cfg = base.replace([*overrides, *extra], source=None)
+    cfg = base.replace([*overrides, *extra], source=source)
     cfg.source_file = str(config_path)
     return cfg
 
@@ -516,10 +518,10 @@ def resolve_point_config(config_path: Path, overrides: list[str], seed: int | No
 _WORKER_CACHE: dict = {}
 
 
-def _resolve(pt: Point, cache: dict) -> None:
+def _resolve(pt: Point, cache: dict, source: str | None = None) -> None:
     from ..output import run_identity_hash
     try:
-        cfg = resolve_point_config(pt.config_path, pt.overrides, pt.seed, cache)
+        cfg = resolve_point_config(pt.config_path, pt.overrides, pt.seed, cache, source)
         pt.config = cfg
         pt.hash = run_identity_hash(cfg)
     except InputError as exc:

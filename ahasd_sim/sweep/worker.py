@@ -113,7 +113,8 @@ def task_config(task: dict[str, Any]):
     if task.get("config") is not None:
         return task["config"]
     from .spec import resolve_point_config
-    return resolve_point_config(Path(task["config_path"]), list(task["overrides"]), task.get("seed"))
+    return resolve_point_config(Path(task["config_path"]), list(task["overrides"]), task.get("seed"),
+                                source=task.get("source"))
 
 
 def run_point_files(task: dict[str, Any]) -> dict[str, Any]:
