@@ -211,6 +211,15 @@ def fork_map(fn, args: list, workers: int) -> list:
     return [fn(a) for a in args]
 
 
+def replayed_windows(cfg: SimConfig, windows: list) -> list:
+    """The windows of ``windows`` that ``cfg``'s mode replays: all, or the first alone for a mode
+    that replays its whole trace once and cuts its own windows."""
+    from .modes import MODES
+    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
+        return windows[:1]
+    return windows
+
+
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
@@ -222,7 +231,6 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
         windows = [(cfg.run.trace_start_prompt, trace_parts)]
     else:
         windows = list(trace_parts)
-    from .modes import MODES
     if cfg.pim.enabled:
         # choose the placement here, once: forked window workers inherit the choice instead of
         # each tuning it again (the tuning runs' windows use the same workers)
@@ -231,8 +239,7 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
             resolve_placement(cfg, workers)
         except ConfigError as exc:
             raise _in_config_file(cfg, exc) from None
-    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
-        windows = windows[:1]   # the mode replays its whole trace once and cuts its own windows
+    windows = replayed_windows(cfg, windows)
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
     results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0]),

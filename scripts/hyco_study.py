@@ -18,8 +18,10 @@ resampling whole windows (2000 bootstrap resamples, seeded). Fronts: the variant
 dominated in (TPOT, cloud USD per 1k tokens under the pricing, phone mJ per token) within one
 (link, phones per GPU, pricing); never pooled across configurations.
 
-Real traces (mahimahi, GPL-3.0 data, not shipped): DIR, or $AHASD_SIM_NETWORK_TRACES, or
-../shared/data/network beside the checkout; without them only the constant LTE link runs.
+Real traces: mahimahi's public cellular traces (GPL-3.0 data, not shipped; where to get them:
+docs/references.md, [mahimahi]), read from --traces DIR, else $AHASD_SIM_NETWORK_TRACES, else
+../shared/data/network beside the checkout if that folder exists (a local copy, not part of the
+project); without them only the constant LTE link runs.
 """
 from __future__ import annotations
 
@@ -291,8 +293,8 @@ def parser():
     from ahasd_sim.cli_common import script_parser
     p = script_parser(__doc__.split("\n")[0])
     p.add_argument("--traces", default=None,
-                   help="folder with mahimahi traces (default: $AHASD_SIM_NETWORK_TRACES, else ../shared/data/network "
-                        "if present)")
+                   help="folder with mahimahi cellular traces (docs/references.md, [mahimahi]; default: "
+                        "$AHASD_SIM_NETWORK_TRACES, else ../shared/data/network beside the checkout, if present)")
     p.add_argument("--windows", type=int, default=8, help="trace windows per cell (samples, >= 2)")
     p.add_argument("--tokens", type=int, default=512, help="tokens per window (>= 16)")
     p.add_argument("--workers", type=int, default=2, help="parallel worker processes (>= 1)")

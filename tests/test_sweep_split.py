@@ -83,20 +83,20 @@ class _Recorder:
             rec.log.append(("plan", task["hash"]))
             if task["hash"] in fail_plan:
                 raise RuntimeError("plan failed")
-            return {"config": task["hash"], "n_windows": windows,
+            return {"config": task["hash"], "starts": list(range(windows)),
                     "candidates": [f"{task['hash']}-c{k}" for k in range(tune)] if tune else None}
 
         def tune_unit(ccfg):
             rec.log.append(("tune", ccfg))
             return {"throughput_tok_s": float(ccfg[-1])}
 
-        def window(cfg, placement, i):
+        def window(cfg, placement, i, start):
             rec.log.append(("window", cfg, i, placement))
             if (cfg, i) in fail_window:
                 raise RuntimeError("window failed")
             return f"{cfg}-w{i}"
 
-        def finish(cfg, placement, out_dir, results, wall_s, events=False):
+        def finish(cfg, placement, out_dir, results, starts, wall_s, events=False):
             rec.log.append(("finish", cfg, tuple(results)))
             return {"status": "ok", "wall_time_s": wall_s}
 
@@ -243,7 +243,7 @@ def test_dask_split_points_write_the_files_of_local_whole_points(tmp_path):
 
 def test_finish_files_returns_the_point_folder_as_bytes(tmp_path, monkeypatch):
     """unit_finish_files = unit_finish into a private folder, read back (no hidden staging files)."""
-    def fake_finish(cfg, placement, out_dir, results, wall_s, events=False):
+    def fake_finish(cfg, placement, out_dir, results, starts, wall_s, events=False):
         d = Path(out_dir)
         d.mkdir(parents=True)
         (d / "summary.json").write_text("{}")
@@ -251,7 +251,7 @@ def test_finish_files_returns_the_point_folder_as_bytes(tmp_path, monkeypatch):
         return {"status": "ok", "wall_time_s": wall_s}
 
     monkeypatch.setattr(split, "unit_finish", fake_finish)
-    out = split.unit_finish_files(None, None, str(tmp_path / "unused"), [], 1.5)
+    out = split.unit_finish_files(None, None, str(tmp_path / "unused"), [], [], 1.5)
     assert out == {"status": "ok", "wall_time_s": 1.5, "files": {"summary.json": b"{}"}}
     assert not (tmp_path / "unused").exists()
 

@@ -79,7 +79,7 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
         return Placement("striped" if policy == "auto" else policy, "not used by this mode")
     if policy != "auto":
         return Placement(policy, "pinned")
-    key = (cfg.fingerprint(), cfg.run.mode)
+    key = _choice_key(cfg)
     hit = _CHOICES.get(key)
     if hit is None:
         hit = _CHOICES[key] = _tune(cfg, workers)
@@ -118,8 +118,8 @@ def tuning_configs(cfg) -> dict:
 
 def choose_placement(cfg, outcomes: list) -> Placement:
     """The best placement of ``cfg`` from its candidates' tuning outcomes (:func:`_candidate`'s
-    results, in :data:`CANDIDATES` order), remembered for :func:`resolve_placement`; raises the
-    ConfigError of a configuration no candidate can run."""
+    results, in :data:`CANDIDATES` order); raises the ConfigError of a configuration no candidate
+    can run."""
     t = cfg.tuning
     scores: dict[str, float | None] = {}
     first_error = None
@@ -150,7 +150,11 @@ def choose_placement(cfg, outcomes: list) -> Placement:
 def remember_placement(cfg, placement: Placement) -> None:
     """Make ``placement`` what :func:`resolve_placement` returns for ``cfg`` in this process (a
     worker that runs a window or the combination of a point tuned elsewhere)."""
-    _CHOICES[(cfg.fingerprint(), cfg.run.mode)] = placement
+    _CHOICES[_choice_key(cfg)] = placement
+
+
+def _choice_key(cfg) -> tuple[str, str]:
+    return (cfg.fingerprint(), cfg.run.mode)
 
 
 def _candidate(ccfg):

@@ -42,17 +42,11 @@ def run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: On
 
 def run_tasks(tasks: list[dict], on_done: OnDone, *, executor: str = "local", workers: int = 1,
               scheduler: str | None = None, client: Any = None, split: bool = True) -> None:
-    """Run ``tasks`` on ``executor`` (``local`` or ``dask``): in this process with one worker,
-    else split into units over ``workers`` processes (``split=False``: one point per task, in
-    this process when there is one task, else in ``min(workers, len(tasks))`` processes)."""
-    if not tasks:
-        return
-    if executor == "dask":
-        run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
-    elif workers == 1 or (len(tasks) == 1 and not split):
-        run_serial(tasks, on_done)
-    else:
-        run_local(tasks, workers, on_done, split=split)
+    """Run ``tasks`` on ``executor`` (``local`` or ``dask``) as a sweep does: in this process with
+    one worker, else split into units over ``workers`` processes (``split=False``: one point per
+    task, in this process when there is one task, else in ``min(workers, len(tasks))`` processes)."""
+    _runner._run_tasks(tasks, on_done, executor=executor, workers=workers, scheduler=scheduler, client=client,
+                       split=split)
 
 
 def clean_stale(points_dir: str | Path) -> None:

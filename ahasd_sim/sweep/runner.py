@@ -372,16 +372,33 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
     return broken
 
 
+def _run_tasks(tasks: list[dict], on_done: Callable[[dict], None], *, executor: str, workers: int,
+               scheduler: str | None, client: Any, split: bool) -> None:
+    """Run ``tasks`` on ``executor``: in this process with one worker; else split into units over
+    every worker (a point's units use them all, however few points), or with ``split=False`` one
+    point per task (in this process for one task, else a pool no larger than the batch)."""
+    if not tasks:
+        return
+    if executor == "dask":
+        _run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
+    elif workers == 1 or (len(tasks) == 1 and not split):
+        _run_serial(tasks, on_done)
+    else:
+        _run_local(tasks, workers if split else min(workers, len(tasks)), on_done, split=split)
+
+
 def _warm_traces(task: dict) -> None:
     """In this process (the parent before forking, a Dask worker): import the simulator and read
     the first point's run and tuning traces
     (best effort: a point reports its own errors when it runs)."""
     try:
-        from ..traces.load import load_full_trace
+        from ..modes.placement import needs_tuning
+        from ..paths import resolve_data_path
+        from ..traces.format import load_trace
         cfg = task_config(task)
-        load_full_trace(cfg)
-        if cfg.pim.enabled and cfg.pim.partition_policy == "auto":
-            load_full_trace(cfg.replace([f"run.trace={cfg.tuning.trace}"], source=None))
+        load_trace(resolve_data_path(cfg.run.trace, cfg.source_file))     # the process-wide trace cache
+        if needs_tuning(cfg):
+            load_trace(resolve_data_path(cfg.tuning.trace, cfg.source_file))
     except Exception:  # noqa: BLE001 - warming is an optimisation only
         pass
 
@@ -481,7 +498,7 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
     meta.json (and timeline.json with ``run.timeline``); ``full_points`` adds events.csv (a
     finished point without it is then computed again).
 
-    ``split_points`` (local executor, several workers): spread each point's tuning runs and
+    ``split_points`` (several workers, local or Dask): spread each point's tuning runs and
     windows over the workers (:mod:`ahasd_sim.sweep.split`; the same files as one point per
     worker, which ``split_points=False`` keeps).
 
@@ -557,15 +574,8 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
                 computed += 1
                 prog.update(res.get("status", "failed"))
 
-            if tasks:
-                if executor == "dask":
-                    _run_dask(tasks, workers, scheduler, on_done, client=dask_client, split=split_points)
-                elif workers == 1 or (len(tasks) == 1 and not split_points):
-                    _run_serial(tasks, on_done)
-                elif split_points:    # a point's units use every worker, even with fewer points than workers
-                    _run_local(tasks, workers, on_done, split=True)
-                else:
-                    _run_local(tasks, min(workers, len(tasks)), on_done)
+            _run_tasks(tasks, on_done, executor=executor, workers=workers, scheduler=scheduler,
+                       client=dask_client, split=split_points)
         finally:
             if prog is not None:
                 prog.close()

@@ -47,12 +47,8 @@ def _timed(fn, *args):
 
 def _windows(cfg):
     """The point's windows as run_simulation replays them."""
-    from ..modes import MODES
-    from ..simulation import load_run_windows
-    windows = load_run_windows(cfg)
-    if getattr(MODES.get(cfg.run.mode), "replays_own_windows", False):
-        windows = windows[:1]
-    return windows
+    from ..simulation import load_run_windows, replayed_windows
+    return replayed_windows(cfg, load_run_windows(cfg))
 
 
 def unit_plan(task: dict, mark: bool = True) -> dict:
@@ -64,14 +60,14 @@ def unit_plan(task: dict, mark: bool = True) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         (d / RUNNING).touch()
     cfg = task_config(task)
-    n_windows = len(_windows(cfg))
+    starts = [p for p, _ in _windows(cfg)]
     candidates = None
     if needs_tuning(cfg):
         cfgs = tuning_configs(cfg)
         candidates = [cfgs[c] for c in CANDIDATES]
     elif cfg.pim.enabled:
         resolve_placement(cfg)   # pinned or unused: checked here as run_simulation does
-    return {"config": cfg, "n_windows": n_windows, "candidates": candidates}
+    return {"config": cfg, "starts": starts, "candidates": candidates}
 
 
 def unit_tune(candidate_cfg):
@@ -79,22 +75,26 @@ def unit_tune(candidate_cfg):
     return _candidate(candidate_cfg)
 
 
-def unit_window(cfg, placement, index: int):
+def unit_window(cfg, placement, index: int, start: int):
+    """Window ``index`` of the point, starting at prompt ``start`` (only its slice is cut)."""
     from ..modes.placement import remember_placement
-    from ..simulation import _run_window_rows
+    from ..simulation import _run_window_rows, load_run_trace
     if placement is not None:
         remember_placement(cfg, placement)
-    return _run_window_rows(cfg, _windows(cfg)[index][1], index)
+    return _run_window_rows(cfg, load_run_trace(cfg, start), index)
 
 
-def unit_finish(cfg, placement, out_dir: str, results: list, wall_s: float, events: bool = False) -> dict:
+def unit_finish(cfg, placement, out_dir: str, results: list, starts: list, wall_s: float,
+                events: bool = False) -> dict:
+    """Combine the point's window ``results`` (windows starting at prompts ``starts``) and write
+    its folder."""
     from ..modes.placement import remember_placement
     from ..output import write_run
     from ..simulation import combine_windows
     if placement is not None:
         remember_placement(cfg, placement)
     t0 = time.perf_counter()
-    result = combine_windows(cfg, results, [p for p, _ in _windows(cfg)])
+    result = combine_windows(cfg, results, starts)
     wall_s += time.perf_counter() - t0
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,20 +111,27 @@ def unit_windows_finish(cfg, placement, out_dir: str, wall_s: float, events: boo
     """Every window of the point, then :func:`unit_finish` (or :func:`unit_finish_files`), in
     one unit: the windows share this worker's cost table of the point's config (a window sent
     to another worker would build it again there)."""
+    from ..modes.placement import remember_placement
+    from ..simulation import _run_window_rows
     t0 = time.perf_counter()
-    results = [unit_window(cfg, placement, i) for i in range(len(_windows(cfg)))]
+    if placement is not None:
+        remember_placement(cfg, placement)
+    windows = _windows(cfg)
+    results = [_run_window_rows(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
     wall_s += time.perf_counter() - t0
-    return (unit_finish_files if files_back else unit_finish)(cfg, placement, out_dir, results, wall_s, events)
+    return (unit_finish_files if files_back else unit_finish)(cfg, placement, out_dir, results,
+                                                               [p for p, _ in windows], wall_s, events)
 
 
-def unit_finish_files(cfg, placement, out_dir: str, results: list, wall_s: float, events: bool = False) -> dict:
+def unit_finish_files(cfg, placement, out_dir: str, results: list, starts: list, wall_s: float,
+                      events: bool = False) -> dict:
     """:func:`unit_finish` into a private temporary folder; the files come back as bytes
     (``files``), for workers that need not share the client's file system (Dask)."""
     import shutil
     import tempfile
     tmp = Path(tempfile.mkdtemp(prefix="ahasd-split-"))
     try:
-        info = unit_finish(cfg, placement, str(tmp / "point"), results, wall_s, events)
+        info = unit_finish(cfg, placement, str(tmp / "point"), results, starts, wall_s, events)
         files = {p.name: p.read_bytes() for p in sorted((tmp / "point").iterdir())
                  if p.is_file() and not p.name.startswith(".")}
         return {**info, "files": files}
@@ -134,7 +141,7 @@ def unit_finish_files(cfg, placement, out_dir: str, results: list, wall_s: float
 
 class _Point:
     """A point in progress: what its finished units returned, and how many are still out."""
-    __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "n_windows", "results", "left", "wall_s")
+    __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "starts", "results", "left", "wall_s")
 
     def __init__(self, task: dict):
         self.task = task
@@ -142,7 +149,7 @@ class _Point:
         self.placement = None
         self.outcomes: list = []     # tuning outcome per placement candidate
         self.tunes_left = 0
-        self.n_windows = 0
+        self.starts: list = []        # the windows' start prompts (their count: the window units)
         self.results: list = []      # window results, by window index
         self.left = 0                # windows not finished
         self.wall_s = 0.0            # the units' times so far
@@ -158,10 +165,10 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
     from .worker import materialise
     finish = unit_finish_files if files_back else unit_finish
     pending = deque(tasks)
-    ready: list[tuple] = []                 # (priority, seq, point id, kind, fn, args)
+    ready: list[tuple] = []                 # (priority, seq, point id, (kind, index), fn, args)
     seq = itertools.count()
     points: dict[int, _Point] = {}
-    running: dict[cf.Future, tuple[int, str, Any]] = {}
+    running: dict[cf.Future, tuple[int, tuple[str, Any]]] = {}
     fallback: list[dict] = []
     ids = itertools.count()
     max_open = 2 * workers
@@ -178,14 +185,13 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
 
     def queue_windows(pid, pt):
         if pending:   # other points will keep the workers busy: the windows stay together
-            pt.left = -1
-            push(_WINDOW, pid, "rest", unit_windows_finish, pt.cfg, pt.placement, pt.task["dir"], pt.wall_s,
+            push(_WINDOW, pid, ("rest", None), unit_windows_finish, pt.cfg, pt.placement, pt.task["dir"], pt.wall_s,
                  bool(pt.task.get("events", False)), files_back)
             return
-        pt.results = [None] * pt.n_windows
-        pt.left = pt.n_windows
-        for i in range(pt.n_windows):
-            push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i)
+        pt.results = [None] * len(pt.starts)
+        pt.left = len(pt.starts)
+        for i in range(len(pt.starts)):
+            push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i, pt.starts[i])
 
     from ..cli_common import deferred_stop_signals
     try:
@@ -196,7 +202,7 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                     if not ready and pending and len(points) < max_open:
                         pid = next(ids)
                         points[pid] = _Point(pending.popleft())
-                        push(_PLAN, pid, "plan", unit_plan, points[pid].task, not files_back)
+                        push(_PLAN, pid, ("plan", None), unit_plan, points[pid].task, not files_back)
                     if not ready:
                         break
                     _prio, _s, pid, kind, fn, args = heapq.heappop(ready)
@@ -209,7 +215,7 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                 # and raised by check_interrupt between waits
                 done, _ = cf.wait(list(running), timeout=0.2, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
-                    pid, kind = running.pop(fut)
+                    pid, (kind, index) = running.pop(fut)
                     pt = points.get(pid)
                     try:
                         value, unit_s = fut.result()
@@ -223,7 +229,7 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                     pt.wall_s += unit_s
                     if kind == "plan":
                         pt.cfg = value["config"]
-                        pt.n_windows = value["n_windows"]
+                        pt.starts = value["starts"]
                         if value["candidates"] is not None:
                             pt.outcomes = [None] * len(value["candidates"])
                             pt.tunes_left = len(value["candidates"])
@@ -231,8 +237,8 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                                 push(_TUNE, pid, ("tune", k), unit_tune, ccfg)
                         else:
                             queue_windows(pid, pt)
-                    elif kind[0] == "tune":
-                        pt.outcomes[kind[1]] = value
+                    elif kind == "tune":
+                        pt.outcomes[index] = value
                         pt.tunes_left -= 1
                         if pt.tunes_left == 0:
                             from ..modes.placement import choose_placement
@@ -242,13 +248,13 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                                 fail(pid)
                                 continue
                             queue_windows(pid, pt)
-                    elif kind[0] == "window":
-                        pt.results[kind[1]] = value
+                    elif kind == "window":
+                        pt.results[index] = value
                         pt.left -= 1
                         if pt.left == 0:
-                            push(_FINISH, pid, "finish", finish, pt.cfg, pt.placement, pt.task["dir"],
-                                 pt.results, pt.wall_s, bool(pt.task.get("events", False)))
-                    else:   # finish, or windows + finish ("rest")
+                            push(_FINISH, pid, ("finish", None), finish, pt.cfg, pt.placement, pt.task["dir"],
+                                 pt.results, pt.starts, pt.wall_s, bool(pt.task.get("events", False)))
+                    else:   # "finish", or "rest" (the windows and finish in one unit)
                         points.pop(pid)
                         if files_back:
                             try:
