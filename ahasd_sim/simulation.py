@@ -7,6 +7,7 @@ makespan and assembles the summary. Writing files is :mod:`ahasd_sim.output`'s j
 """
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 from contextlib import contextmanager
@@ -220,11 +221,13 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
     return windows
 
 
-def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunResult:
+def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
-    that many forked processes (results are identical: each window is a pure function)."""
+    that many forked processes (results are identical: each window is a pure function).
+    ``intervals=False``: the rates' bootstrap intervals are not computed (``_ci95`` fields None,
+    ``ci_method`` "none"), for runs whose point estimates alone are read (placement tuning)."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -244,7 +247,7 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1) -> RunRes
     # parent, and only when used: CombinedRun)
     results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0]),
                        [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
-    return combine_windows(cfg, results, [p for p, _ in windows])
+    return combine_windows(cfg, results, [p for p, _ in windows], intervals)
 
 
 @contextmanager
@@ -261,6 +264,27 @@ def gc_paused():
     finally:
         if enabled:
             gc.enable()
+
+
+def _window_collected(fn):
+    """Run one window (``fn``: build, simulate, assemble) with the collector paused throughout,
+    then collect the young generation once. A finished window is a reference cycle (its SimPy
+    processes, environment and mode, ~0.8 MB with the sharing model's progress curves) that only
+    the collector frees; collections triggered while it is still referenced (assembling the
+    result) walk all of it and promote it, and older generations then walk it again: about a
+    tenth of a sweep point's time (issue 30). Collected right after the window, all of it is
+    young and dies in one walk."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+            gc.collect(0)
+    return run
 
 
 def run_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
@@ -316,6 +340,32 @@ def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft,
                             f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
 
 
+class WindowEnvironment(simpy.Environment):
+    """A window's SimPy environment that keeps its processes, so that :meth:`release` can take
+    the finished window apart: the processes still waiting (a drafter blocked on a queue) and the
+    events still scheduled hold the mode, its collector and the sharing model's progress curves
+    in reference cycles that only the garbage collector would free."""
+
+    def __init__(self):
+        super().__init__()
+        self.processes: list[simpy.Process] = []
+
+    def process(self, generator):
+        p = super().process(generator)
+        self.processes.append(p)
+        return p
+
+    def release(self) -> None:
+        """Close the generators of the processes still waiting and drop the scheduled events
+        (the window is over: nothing reads them again); reference counting then frees most of
+        the window at once."""
+        for p in self.processes:
+            if p.is_alive:
+                p._generator.close()
+        self.processes.clear()
+        self._queue.clear()
+
+
 @dataclass
 class WindowSetup:
     """Everything one window simulates with, built and checked but not started."""
@@ -352,7 +402,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
 
     collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0)
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
-    env = simpy.Environment()
+    env = WindowEnvironment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
                      collector=collector, rng=rng, n_tokens=run.generated_tokens)
     try:
@@ -362,6 +412,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
 
 
+@_window_collected
 def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
     """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
     run = cfg.run
@@ -370,8 +421,7 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
     draft, target, sim_trace = w.draft, w.target, w.sim_trace
     done = mode.start()
     try:
-        with gc_paused():
-            env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
+        env.run(until=simpy.AnyOf(env, [done, env.timeout(run.max_sim_time_s)]))
     except ConfigError as exc:   # a setting found unusable only when a task is costed
         raise _in_config_file(cfg, exc) from None
     if not done.triggered:
@@ -391,7 +441,9 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now
     mode.finalize()
-    return _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+    env.release()
+    return result
 
 
 #: per-window columns of windows.csv: the totals of the ratio estimators (metrics.stats.RATIOS)
@@ -435,10 +487,11 @@ def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
     return float(np.mean(values))
 
 
-def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int]) -> RunResult:
+def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int],
+                    intervals: bool = True) -> RunResult:
     """One result for the run: totals over windows, rates as ratios of the totals with bootstrap
-    95% CIs over windows (metrics.stats), windows.csv rows. Its tables are framed on first use
-    (:class:`CombinedRun`)."""
+    95% CIs over windows (metrics.stats; ``intervals=False``: the points alone), windows.csv rows.
+    Its tables are framed on first use (:class:`CombinedRun`)."""
     rows = []
     for i, (r, p) in enumerate(zip(results, start_prompts)):
         row = {c: r.summary.get(c) for c in WINDOW_COLUMNS[2:]}
@@ -471,7 +524,7 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         import pandas as pd
         own_table = pd.DataFrame({"window": range(own["n"]), **{k: own[k] for k in own if k not in ("n", "basis")}})
         summary["windows"], summary["window_basis"] = own["n"], own["basis"]
-    from .metrics.stats import METHOD, ci_fields, has_totals, metric_ci
+    from .metrics.stats import METHOD, ci_fields, has_totals, metric_ci, pooled_rate
     table = {c: [row[c] for row in rows] for c in WINDOW_COLUMNS} if own is None else own_table
     for k in WINDOW_RATES:
         if own is not None and not has_totals(table, k):
@@ -479,9 +532,12 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         # the ratio estimator over the windows' totals (= the run's totals), and its bootstrap
         # interval over whole windows; a mode's own windows only give the interval (its point is
         # the run's own total ratio)
-        point, ci = metric_ci(table, k)
+        if intervals:
+            point, ci = metric_ci(table, k)
+        else:
+            point, ci = pooled_rate(table, k), None
         summary.update(ci_fields(k, point if own is None else summary[k], ci))
-    summary["ci_method"] = METHOD
+    summary["ci_method"] = METHOD if intervals else "none"
     return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
                        results[0].timeline, summary["policy_stats"])
 

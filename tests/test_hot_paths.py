@@ -90,7 +90,7 @@ def test_replay_tables_are_built_once_per_trace_and_shared():
     assert fresh._H_list == a._H_list and fresh._next_wrong_list == a._next_wrong_list
 
 
-def test_garbage_collector_is_paused_only_while_a_window_simulates(monkeypatch):
+def test_garbage_collector_is_paused_while_a_window_runs_and_restored_after(monkeypatch):
     import simpy
     seen = []
     real_run = simpy.Environment.run
@@ -112,6 +112,32 @@ def test_garbage_collector_is_paused_only_while_a_window_simulates(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_finished_window_leaves_no_cyclic_garbage_behind():
+    """The window's reference cycle (SimPy processes, environment, mode) is collected as the
+    window returns, while it is young: nothing of it is left for a later collection to walk."""
+    import weakref
+
+    import ahasd_sim.simulation as sim
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=64", "run.windows=1", "run.timeline=false",
+                                    "pim.partition_policy=striped"])
+    parts = load_run_trace(cfg)
+    envs = []
+    real_build = sim.build_window
+
+    def build(*a, **k):
+        w = real_build(*a, **k)
+        envs.append(weakref.ref(w.env))
+        return w
+
+    sim.build_window = build
+    try:
+        gc.collect()
+        sim._run_window_rows(cfg, parts, 0)
+    finally:
+        sim.build_window = real_build
+    assert len(envs) == 1 and envs[0]() is None          # freed without a full collection
 
 
 def test_an_error_inside_a_window_restores_the_collector(monkeypatch):
@@ -192,3 +218,43 @@ def test_a_task_recorded_over_its_layers_books_what_task_books():
     # and the overlap check against earlier tasks still holds
     with pytest.raises(OverlapError):
         a.task_over(TaskCost(1.0, {}, {"pim": 1.0}), "preverify", 3.0, [(3.0, 4.0)])   # a busy until 3.3
+
+
+def test_a_window_slice_is_cut_once_per_trace_and_equals_a_fresh_cut():
+    """load_run_trace hands every run of a sweep the same slice objects of a file's trace (their
+    replay tables are built once); the slices equal a fresh cut; a trace of writable in-memory
+    arrays (which a caller may change in place) is cut afresh every time."""
+    from ahasd_sim.traces.format import Trace
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=200"])
+    full1, sim1, held1 = load_run_trace(cfg, 2)
+    full2, sim2, held2 = load_run_trace(cfg, 2)
+    assert full1 is not full2 and sim1 is sim2 and held1 is held2
+    fresh = full1.take(200, 2)
+    assert set(fresh.columns) == set(sim1.columns)
+    for name in fresh.columns:
+        np.testing.assert_array_equal(fresh.columns[name], sim1.columns[name])
+    assert sim1.header == fresh.header
+    assert load_run_trace(cfg, 3)[1] is not sim1                      # another window
+    assert load_run_trace(cfg.replace(["run.generated_tokens=100"]), 2)[1] is not sim1
+    writable = Trace({k: np.array(v) for k, v in full1.columns.items()}, dict(full1.header), full1.path,
+                     full1.file_sha256)
+    a, b = load_run_trace(cfg, 2, writable)[1], load_run_trace(cfg, 2, writable)[1]
+    assert a is not b
+    writable.columns["accept"][:] = False                               # changed in place
+    assert not load_run_trace(cfg, 2, writable)[1].accept.any()
+
+
+def test_a_run_without_intervals_has_the_same_points_and_no_intervals():
+    """Placement tuning runs skip the bootstrap (intervals=False): their rates are the same ratio
+    estimators as a full run's, and no interval is claimed."""
+    from ahasd_sim.simulation import WINDOW_RATES, load_run_windows
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=96", "run.windows=3", "run.timeline=false",
+                                    "pim.partition_policy=striped"])
+    wins = load_run_windows(cfg)
+    full = run_simulation(cfg, wins).summary
+    bare = run_simulation(cfg, wins, intervals=False).summary
+    assert full["ci_method"] != "none" and bare["ci_method"] == "none"
+    for k in WINDOW_RATES:
+        assert bare[k] == full[k]
+        assert bare[f"{k}_ci95"] is None and full[f"{k}_ci95"] is not None
+        assert bare[f"{k}_ci95_low"] == bare[f"{k}_ci95_high"] == bare[k]

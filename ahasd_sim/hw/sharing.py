@@ -200,13 +200,14 @@ class Flow:
         h = self.history
         out = []
         k, n = 0, len(h)
+        bisect_left = bisect.bisect_left
         for work in works:
             if work <= 0:
                 out.append(self.start_s)
                 continue
             lim = work - _EPS * (work if work > 1.0 else 1.0)
-            while k < n and h[k][1] < lim:
-                k += 1
+            # the first breakpoint at or past lim (works ascend: the search resumes at k)
+            k = bisect_left(h, lim, k, n, key=_DONE)
             if k >= n:
                 out.append(h[-1][0])
                 continue

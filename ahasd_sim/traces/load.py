@@ -51,20 +51,44 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     if not 0 <= first < max(n_prompts, 1):
         raise _config_error(cfg, "run.trace_start_prompt", f"prompt {first} is out of range: the trace "
                             f"{run.trace} has {n_prompts} prompts (0..{n_prompts - 1})")
+    # read-only columns (a file's, load_trace) only: a slice of writable arrays could be stale
+    key = None
+    if not any(a.flags.writeable for a in trace.columns.values()):
+        key = (trace.path, trace.file_sha256, tuple((name, id(a)) for name, a in trace.columns.items()),
+               run.generated_tokens, first)
+        hit = _WINDOW_CACHE.get(key)
+        if hit is not None:
+            return trace, hit[0], hit[1]
     try:
         sim = trace.take(run.generated_tokens, first)
     except TraceError as exc:
         raise _config_error(cfg, "run.generated_tokens", f"{exc.message} in trace {run.trace}; lower "
                             "run.generated_tokens or run.trace_start_prompt") from None
+    heldout = _heldout(trace, first, run.generated_tokens)
+    if key is not None:
+        if len(_WINDOW_CACHE) >= _WINDOW_CACHE_MAX:
+            _WINDOW_CACHE.clear()
+        # the columns are kept with the entry, so that their ids (the key) are not reused meanwhile
+        _WINDOW_CACHE[key] = (sim, heldout, list(trace.columns.values()))
+    return trace, sim, heldout
+
+
+#: Window slices by (the full trace's path and column arrays, tokens, first prompt): every run of a sweep
+#: (points, placement-tuning runs) replays the same few windows, and a slice carries its replay
+#: tables (TraceReplay), built once per slice object. Slices are read-only and shared.
+_WINDOW_CACHE: dict[tuple, tuple] = {}
+_WINDOW_CACHE_MAX = 256
+
+
+def _heldout(trace: Trace, first: int, n_tokens: int) -> Trace | None:
+    """Held-out part for fitted predictors: whole prompts after the replayed slice, else before it."""
     bounds = trace.prompt_bounds()
     start = int(bounds[first, 0])
-    end = start + run.generated_tokens
-    # Held-out part for fitted predictors: whole prompts after the replayed slice, else before it.
+    end = start + n_tokens
     after = [b for b in bounds if b[0] >= end]
     before = [b for b in bounds if b[1] <= start]
-    heldout = None
     if after:
-        heldout = trace.slice_positions(int(after[0][0]), len(trace))
-    elif before:
-        heldout = trace.slice_positions(0, int(before[-1][1]))
-    return trace, sim, heldout
+        return trace.slice_positions(int(after[0][0]), len(trace))
+    if before:
+        return trace.slice_positions(0, int(before[-1][1]))
+    return None

@@ -82,6 +82,7 @@ class KvLedger:
         finished that layer (0 for a causal schedule)."""
         bad = 0
         written: dict[int, list[float]] = {}     # per write (index): each layer's write time
+        last_written: dict[int, float] = {}      # per write (index): its last layer's write time
         eps = 1e-12
         starts = [w[2] for w in self.writes]          # NPU passes are sequential: sorted by start
         for need_hi, own_lo, reads in self.reads:
@@ -96,11 +97,16 @@ class KvLedger:
                 w = self.writes[j]
                 if w[0] >= hi:                          # not needed
                     continue
+                # the last layer alone first (one lookup): most passes had written every layer
+                # before the read began (reads never go back)
+                last = last_written.get(j)
+                if last is None:
+                    last = last_written[j] = self.layer_written_s(w, w[4] - 1)
+                if last <= first_limit:
+                    continue
                 at = written.get(j)
                 if at is None:
                     at = written[j] = self.layers_written_s(w)
-                if at[-1] <= first_limit:
-                    continue    # every layer written before the first read (reads never go back)
                 if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
                     limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
                 for layer, limit in enumerate(limits[:w[4]]):
