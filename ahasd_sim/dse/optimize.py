@@ -87,13 +87,33 @@ def trial_seed(seed: int, number: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
 
 
+def suggest(trial, name: str, distribution) -> Any:
+    """``trial``'s value of parameter ``name`` (sampled now, or the stored one) through the public
+    ``Trial.suggest_*`` call for ``distribution`` (one of :func:`distributions`)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+    d = distribution
+    if isinstance(d, CategoricalDistribution):
+        return trial.suggest_categorical(name, d.choices)
+    if isinstance(d, IntDistribution):
+        return trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+    return trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+
+
+# The one private optuna name dse reads (tests/test_dse_public_api.py allows exactly these): a
+# sampler's random state. optuna can only reseed it randomly (``reseed_rng()``), and
+# reproducibility needs it seeded from (seed, trial number); a sampler built anew per trial
+# would seed its fallback random sampler differently and change every study's trials.
+SAMPLER_RANDOM_STATE_ATTRS = ("_random_sampler", "_rng")
+
+
 def reseed_for_trial(sampler, seed: int, number: int) -> None:
     """Reset every random state of ``sampler`` (and of the random sampler it falls back on) to
     :func:`trial_seed`: what it proposes for a trial then depends on the stored trials, never on
     how many draws earlier trials or an earlier process made."""
     s = trial_seed(seed, number)
-    for k, obj in enumerate([sampler, getattr(sampler, "_random_sampler", None)]):
-        rng = getattr(obj, "_rng", None)
+    fallback, state = SAMPLER_RANDOM_STATE_ATTRS
+    for k, obj in enumerate([sampler, getattr(sampler, fallback, None)]):
+        rng = getattr(obj, state, None)
         if rng is not None and hasattr(rng, "rng"):
             rng.rng.seed((s + k) % 2**32)
 
@@ -118,18 +138,17 @@ def make_sampler(study: Study, seed: int | None = None):
     else:
         cls, kw = _Grid, {"search_space": {p.name: p.labels for p in study.space}}
 
-    class PerTrialSeeded(cls):
-        """``cls`` whose random state is reset per trial from (seed, trial number)."""
+    def before_trial(self, ostudy, trial):  # noqa: D401
+        reseed_for_trial(self, seed, trial.number)
+        cls.before_trial(self, ostudy, trial)
 
-        def before_trial(self, ostudy, trial):  # noqa: D401
-            reseed_for_trial(self, seed, trial.number)
-            super().before_trial(ostudy, trial)
-
-    PerTrialSeeded.__name__ = PerTrialSeeded.__qualname__ = cls.__name__
-    for key in ("_GENERATION_KEY", "_PARENT_CACHE_KEY_PREFIX"):   # NSGA-II's storage keys: the plain sampler's
-        if hasattr(cls, key):
-            setattr(PerTrialSeeded, key, getattr(cls, key))
-    return PerTrialSeeded(seed=seed, **kw)
+    # ``cls`` whose random state is reset per trial from (seed, trial number). It carries
+    # ``cls``'s name: NSGA-II names its storage keys after the class ("NSGAIISampler:generation"),
+    # so stored studies and tests read the plain sampler's keys.
+    per_trial_seeded = type(cls.__name__, (cls,), {
+        "__qualname__": cls.__name__, "before_trial": before_trial,
+        "__doc__": f"{cls.__name__} whose random state is reset per trial from (seed, trial number)."})
+    return per_trial_seeded(seed=seed, **kw)
 
 
 def default_batch(study: Study) -> int:
@@ -196,6 +215,12 @@ def _alive(pid: int) -> bool:
 
 def open_study(study: Study, out: Path):
     """The optuna study stored in ``out/study.db`` (created on first use)."""
+    return open_study_and_storage(study, out)[0]
+
+
+def open_study_and_storage(study: Study, out: Path):
+    """(optuna study, its RDB storage) of ``out/study.db``: the storage's public methods map
+    trial numbers to the trial ids a :class:`optuna.trial.Trial` is built from."""
     optuna = import_optuna()
     out.mkdir(parents=True, exist_ok=True)
     db = out / "study.db"
@@ -233,7 +258,14 @@ def open_study(study: Study, out: Path):
         raise ConfigError(str(study.source), "seed", f"the study folder {out} holds trials of seed {seed}, "
                           f"not {study.seed}; use a new --out (or --seeds, one folder per seed)")
     # a resumed study needs no reseeding: the sampler seeds each trial from (seed, trial number)
-    return ostudy
+    return ostudy, storage
+
+
+def trial_id_lookup(ostudy, storage):
+    """``number -> trial id`` of ``ostudy``'s trials (optuna keeps the id private on its trial
+    objects; the storage answers it)."""
+    study_id = storage.get_study_id_from_name(ostudy.study_name)
+    return lambda number: storage.get_trial_id_from_study_id_trial_number(study_id, number)
 
 
 def _fast_sqlite(storage) -> None:
@@ -294,9 +326,9 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | N
         ostudy.tell(num, state=TrialState.FAIL, skip_if_finished=True)
         return "failed"
     if study is not None:
-        have = ostudy._storage.get_trial_system_attrs(trial_id_of[num])
+        have = tr.constraints
         for name, v in constraint_violations(study, pt).items():
-            if not any(k.endswith(f":{name}") for k in have):     # a resumed trial may have them already
+            if name not in have:     # a resumed trial may have them already
                 tr.set_constraint(name, v)
     if pt.infeasible:
         # the sampler learns the region from the constraint violations; the values are placeholders
@@ -342,7 +374,8 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
              "mode": "fastest" if fastest else "reproducible", "batch_size": batch}
     t0 = time.perf_counter()
     with StudyLock(out):
-        ostudy = open_study(study, out)     # refuses a different study before anything is written
+        ostudy, storage = open_study_and_storage(study, out)   # refuses a different study before anything is written
+        trial_id = trial_id_lookup(ostudy, storage)
         from .folders import clean_stale_points
         clean_stale_points(points_dir)      # staging folders of points whose process was killed
         atomic_write_text(out / "study.yaml", study.source.read_text())
@@ -350,7 +383,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
         dists = distributions(study)
         stale = [t for t in ostudy.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
         stats["resumed"] = len(stale)
-        todo_resume = [(t.number, t._trial_id, dict(t.params)) for t in stale]
+        todo_resume = [(t.number, trial_id(t.number), dict(t.params)) for t in stale]
         n_before = finished_count(ostudy)
         stats["finished_before"] = n_before
         n_new = max(0, n_target - n_before - len(todo_resume))
@@ -371,7 +404,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
             k = min(batch - len(chunk), n_target - len(ostudy.get_trials(deepcopy=False)))
             for _ in range(max(0, k)):
                 t = ostudy.ask(dists)
-                chunk.append((t.number, t._trial_id, dict(t.params)))
+                chunk.append((t.number, trial_id(t.number), dict(t.params)))
             pts = []
             for num, tid, params in chunk:
                 missing = [p.name for p in study.space if p.name not in params]
@@ -379,7 +412,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
                     reseed_for_trial(ostudy.sampler, study.seed, num)
                     tr = import_optuna().trial.Trial(ostudy, tid)
                     for name in missing:
-                        params[name] = tr._suggest(name, dists[name])
+                        params[name] = suggest(tr, name, dists[name])
                 pts.append(plan(study, num, params))
             return chunk, pts
 

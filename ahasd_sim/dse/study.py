@@ -44,7 +44,7 @@ from typing import Any
 
 from ..config.errors import ConfigError, InputError, did_you_mean
 from ..config.loader import SimConfig
-from ..sweep.spec import (NAME_RE, _check_config_key, _check_keys, _dotted_keys, _parse_set, format_value,
+from ..sweep.spec import (NAME_RE, check_config_key, check_keys, dotted_keys, format_value, parse_set,
                           read_spec_header)
 
 STUDY_KEYS = ("name", "description", "base", "runs", "windows", "space", "constraints", "objectives",
@@ -309,14 +309,14 @@ def _parse_param(src: Path, name: Any, body: Any, known: set[str]) -> Param:
         raise _err(src, "space", f"parameter names must be dotted config keys, got {name!r}")
     keys = tuple(k.strip() for k in name.split(","))
     for k in keys:
-        _check_config_key(src, where, k, known)
+        check_config_key(src, where, k, known)
     if len(set(keys)) != len(keys):
         raise _err(src, where, "a key appears twice in one parameter")
     if isinstance(body, list):
         body = {"choices": body}
     if not isinstance(body, dict):
         raise _err(src, where, "expected {low:, high:[, log:, step:, type:]} or {choices: [...]} or a list of choices")
-    _check_keys(src, where, body, PARAM_KEYS)
+    check_keys(src, where, body, PARAM_KEYS)
     kind = body.get("type")
     if kind is not None and kind not in ("int", "float", "categorical"):
         raise _err(src, f"{where}.type", f"expected int, float or categorical, got {kind!r}")
@@ -393,7 +393,7 @@ def _parse_runs(src: Path, value: Any, known: set[str], base_set: list[str]) -> 
     for name, body in value.items():
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise _err(src, "runs", f"run names must be folder-safe names, got {name!r}")
-        out[name] = _parse_set(src, f"runs.{name}", body or {}, known)
+        out[name] = parse_set(src, f"runs.{name}", body or {}, known)
     return out
 
 
@@ -418,8 +418,8 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
     """Read and strictly validate a study file. ``check_metrics`` runs the base point once
     (short) so that objective metrics are checked against a real summary.json."""
     src, raw, name, desc, base, base_cfg, plain = read_spec_header(path, "study file", STUDY_KEYS)
-    known = set(_dotted_keys(plain.to_dict()))
-    base_set = _parse_set(src, "base.set", base.get("set"), known)
+    known = set(dotted_keys(plain.to_dict()))
+    base_set = parse_set(src, "base.set", base.get("set"), known)
     try:
         resolved = plain.replace(base_set)
         resolved.source_file = str(base_cfg)
@@ -465,7 +465,7 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
         where = f"constraints[{i}]"
         if not isinstance(c, dict):
             raise _err(src, where, "expected {expr:, min:, max:}")
-        _check_keys(src, where, c, CONSTRAINT_KEYS)
+        check_keys(src, where, c, CONSTRAINT_KEYS)
         tree, names = parse_expr(src, f"{where}.expr", c.get("expr"), known)
         lo = _number(src, f"{where}.min", c["min"]) if c.get("min") is not None else None
         hi = _number(src, f"{where}.max", c["max"]) if c.get("max") is not None else None
@@ -484,7 +484,7 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
         where = f"objectives[{i}]"
         if not isinstance(o, dict):
             raise _err(src, where, "expected {metric:, direction:[, run:, over:, name:]}")
-        _check_keys(src, where, o, OBJECTIVE_KEYS)
+        check_keys(src, where, o, OBJECTIVE_KEYS)
         metric = o.get("metric")
         if not isinstance(metric, str) or not metric:
             raise _err(src, f"{where}.metric", "required: a summary.json field (dotted for nested) or "
@@ -515,7 +515,7 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
         sampler = {"name": sampler}
     if not isinstance(sampler, dict):
         raise _err(src, "sampler", f"expected one of {', '.join(SAMPLERS)} or {{name:, population_size:}}")
-    _check_keys(src, "sampler", sampler, SAMPLER_KEYS)
+    check_keys(src, "sampler", sampler, SAMPLER_KEYS)
     if sampler.get("name", "nsga2") not in SAMPLERS:
         raise _err(src, "sampler.name", f"expected one of {', '.join(SAMPLERS)}, got {sampler.get('name')!r}"
                    + did_you_mean(str(sampler.get("name")), SAMPLERS))
@@ -536,7 +536,7 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
     sens = raw.get("sensitivity") or {}
     if not isinstance(sens, dict):
         raise _err(src, "sensitivity", "expected a mapping")
-    _check_keys(src, "sensitivity", sens, SENSITIVITY_KEYS)
+    check_keys(src, "sensitivity", sens, SENSITIVITY_KEYS)
     sens = dict(sens)
     if "windows" in sens:
         sens["windows"] = _windows(src, "sensitivity.windows", sens["windows"])

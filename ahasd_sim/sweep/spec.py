@@ -143,24 +143,27 @@ def _err(src: Path, key: str, msg: str) -> ConfigError:
     return ConfigError(str(src), key, msg)
 
 
-def _check_keys(src: Path, where: str, data: dict, allowed: tuple[str, ...]) -> None:
+def check_keys(src: Path, where: str, data: dict, allowed: tuple[str, ...]) -> None:
+    """One-line error for the first key of the mapping ``data`` (at ``where`` of ``src``) not in ``allowed``."""
     for k in data:
         if k not in allowed:
             path = f"{where}.{k}" if where else str(k)
             raise _err(src, path, f"unknown key{did_you_mean(str(k), allowed)}; valid keys: {', '.join(allowed)}")
 
 
-def _dotted_keys(tree: dict, prefix: str = "") -> list[str]:
+def dotted_keys(tree: dict, prefix: str = "") -> list[str]:
+    """Every key path of a nested mapping, sections included: {"a": {"b": 1}} -> ["a", "a.b"]."""
     out = []
     for k, v in tree.items():
         path = f"{prefix}{k}"
         out.append(path)
         if isinstance(v, dict):
-            out.extend(_dotted_keys(v, path + "."))
+            out.extend(dotted_keys(v, path + "."))
     return out
 
 
-def _check_config_key(src: Path, where: str, key: str, known: set[str]) -> None:
+def check_config_key(src: Path, where: str, key: str, known: set[str]) -> None:
+    """One-line error (with a did-you-mean) unless ``key`` is a dotted config key in ``known``."""
     if not isinstance(key, str) or not key or any(not p for p in key.split(".")):
         raise _err(src, where, f"expected a dotted config key such as pim.ranks, got {key!r}")
     if key not in known:
@@ -172,21 +175,21 @@ def _check_config_key(src: Path, where: str, key: str, known: set[str]) -> None:
         raise _err(src, where, f"unknown config key '{key}'{hint}")
 
 
-def _parse_set(src: Path, where: str, data: Any, known: set[str]) -> list[str]:
+def parse_set(src: Path, where: str, data: Any, known: set[str]) -> list[str]:
     """``set:`` as a mapping {dotted.key: value} or a list of "key=value" strings."""
     if data is None:
         return []
     out: list[str] = []
     if isinstance(data, dict):
         for k, v in data.items():
-            _check_config_key(src, f"{where}.{k}", k, known)
+            check_config_key(src, f"{where}.{k}", k, known)
             out.append(_override(k, v))
     elif isinstance(data, list):
         for i, item in enumerate(data):
             if not isinstance(item, str) or "=" not in item:
                 raise _err(src, f"{where}[{i}]", f"expected 'key=value', got {item!r}")
             k = item.partition("=")[0].strip()
-            _check_config_key(src, f"{where}[{i}]", k, known)
+            check_config_key(src, f"{where}[{i}]", k, known)
             out.append(item)
     else:
         raise _err(src, where, f"expected a mapping of dotted keys to values, got {type(data).__name__}")
@@ -217,7 +220,7 @@ def _parse_model_pairs(src: Path, value: Any) -> Axis:
         elif isinstance(item, (list, tuple)) and len(item) == 2:
             d, t = item
         elif isinstance(item, dict):
-            _check_keys(src, where, item, ("draft", "target"))
+            check_keys(src, where, item, ("draft", "target"))
             if "draft" not in item or "target" not in item:
                 raise _err(src, where, "expected both 'draft' and 'target'")
             d, t = item["draft"], item["target"]
@@ -241,7 +244,7 @@ def _parse_axes(src: Path, value: Any, known: set[str]) -> list[Axis]:
             raise _err(src, where, "axis names must be dotted config keys")
         keys = tuple(k.strip() for k in name.split(","))
         for k in keys:
-            _check_config_key(src, where, k, known)
+            check_config_key(src, where, k, known)
         if len(set(keys)) != len(keys):
             raise _err(src, where, "a key appears twice in one axis")
         if not isinstance(levels, list) or not levels:
@@ -289,7 +292,7 @@ def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
             body = {}
         if not isinstance(body, dict):
             raise _err(src, where, f"expected a mapping with 'config' and/or 'set', got {body!r}")
-        _check_keys(src, where, body, VARIANT_KEYS)
+        check_keys(src, where, body, VARIANT_KEYS)
         cfg = None
         if body.get("config") is not None:
             if not isinstance(body["config"], str):
@@ -297,7 +300,7 @@ def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
             cfg = (src.parent / body["config"])
             if not cfg.is_file():
                 raise _err(src, f"{where}.config", f"config file '{body['config']}' not found (looked in {src.parent})")
-        out.append(Variant(name, cfg, _parse_set(src, f"{where}.set", body.get("set"), known)))
+        out.append(Variant(name, cfg, parse_set(src, f"{where}.set", body.get("set"), known)))
     return out
 
 
@@ -313,7 +316,7 @@ def read_spec_header(path: str | Path, what: str, top_keys: tuple[str, ...]):
     raw = yamlio.load_file(src, what)
     if not isinstance(raw, dict):
         raise _err(src, "", "expected a mapping at the top level")
-    _check_keys(src, "", raw, top_keys)
+    check_keys(src, "", raw, top_keys)
 
     name = raw.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -329,7 +332,7 @@ def read_spec_header(path: str | Path, what: str, top_keys: tuple[str, ...]):
         base = {"config": base}
     if not isinstance(base, dict):
         raise _err(src, "base", "expected a file name or a mapping with 'config' and optional 'set'")
-    _check_keys(src, "base", base, BASE_KEYS)
+    check_keys(src, "base", base, BASE_KEYS)
     if not isinstance(base.get("config"), str):
         raise _err(src, "base.config", "required: a config file name")
     base_cfg = src.parent / base["config"]
@@ -346,8 +349,8 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read and strictly validate a sweep YAML file."""
     src, raw, name, desc, base, base_cfg, plain_cfg = read_spec_header(path, "sweep file", SPEC_KEYS)
     plain = plain_cfg.to_dict()
-    known = set(_dotted_keys(plain))
-    base_set = _parse_set(src, "base.set", base.get("set"), known)
+    known = set(dotted_keys(plain))
+    base_set = parse_set(src, "base.set", base.get("set"), known)
 
     combine = raw.get("combine", "product")
     if combine not in COMBINE:
