@@ -21,15 +21,20 @@ def _cold_cost_caches_under_mutation_testing():
     instance); ``modes.moe_offload._TRACE_CACHE`` holds parsed tree-trace arrays, which no
     ``moe/`` code computes."""
     if os.environ.get("MUTANT_UNDER_TEST"):
-        from ahasd_sim.modes import costs
-        # (costs._SCALED was removed from costs.py; clearing it made every mutmut run fail at
-        # its first test, in the stats collection. The tree policies and metrics/stats keep no
-        # process-wide cache: nothing of theirs to clear.)
-        costs._OP_COST_CACHE.clear()
-        costs._TASK_COST_TABLES.clear()
-        costs._OPS_CACHE.clear()
-        costs._affine_ops.cache_clear()
+        clear_cost_caches()
     yield
+
+
+def clear_cost_caches() -> None:
+    """Empty the process-wide caches of ``modes/costs/`` (``tests/test_hot_paths.py`` checks
+    that none is missed). (costs._SCALED was removed from the former costs.py; clearing it made
+    every mutmut run fail at its first test, in the stats collection. The tree policies and
+    metrics/stats keep no process-wide cache: nothing of theirs to clear.)"""
+    from ahasd_sim.modes.costs import affine, common
+    common._OP_COST_CACHE.clear()
+    common._TASK_COST_TABLES.clear()
+    common._OPS_CACHE.clear()
+    affine._affine_ops.cache_clear()
 
 
 @pytest.fixture

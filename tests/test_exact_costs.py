@@ -1,9 +1,9 @@
-"""Task costs of the modes (``modes/costs.py``) against the hardware units they compose (issue 19).
+"""Task costs of the modes (``modes/costs/``) against the hardware units they compose (issue 19).
 
 Each expectation is built here from the unit models (``Platform.pim_op_cost``, ``Npu.op_cost``,
 ``Gpu.forward_cost``, ``Link.isolated_transfer_cost``, ``Gts.switch_cost``) and the operator
 graph (``forward_ops``), following the mapping rules in the module docstring of
-``modes/costs.py``: a forward is its operators one after the other (``layer_repeat`` times
+``modes/costs/__init__.py``: a forward is its operators one after the other (``layer_repeat`` times
 each), drafting runs on the drafter's ranks, verification on the NPU, pre-verification on the
 target's ranks, GPU forwards stream what does not fit over H2D, and an operator_sync tier takes
 the longer of its two devices plus a barrier. The small analytic helpers are checked on numbers
@@ -20,7 +20,8 @@ from ahasd_sim.config import ConfigError, load_config
 from ahasd_sim.hw.platform import Platform
 from ahasd_sim.modes.base import TaskCost
 from ahasd_sim.hw.sharing import FlowSpec, maxmin_rates, two_flow_span
-from ahasd_sim.modes.costs import StepCosts, _AffineOps
+from ahasd_sim.modes.costs import StepCosts
+from ahasd_sim.modes.costs.affine import _AffineOps
 from ahasd_sim.workload.models import get_model
 from ahasd_sim.workload.ops import OpKind, forward_ops
 from conftest import PAPER_PLATFORM, ROOT

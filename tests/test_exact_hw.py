@@ -76,7 +76,7 @@ def test_npu_min_stream_cycles(n, stream):
     assert long == 2 * (64 + max(n, 6)) + 126
 
 
-# ------------------------------------------------------------------ mode costs (modes/costs.py)
+# ------------------------------------------------------------------ mode costs (modes/costs/)
 def _step_costs(*overrides):
     from ahasd_sim.config import load_config
     from ahasd_sim.hw.platform import Platform

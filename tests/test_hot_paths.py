@@ -154,7 +154,7 @@ def test_an_error_inside_a_window_restores_the_collector(monkeypatch):
 
 
 def test_task_cost_memo_returns_what_the_cost_model_computes():
-    from ahasd_sim.modes import costs as costs_mod
+    from ahasd_sim.modes.costs import common as costs_mod
     from ahasd_sim.modes import get_mode
     from ahasd_sim.modes.costs import StepCosts
     from ahasd_sim.simulation import build_platform
@@ -180,6 +180,63 @@ def test_task_cost_memo_returns_what_the_cost_model_computes():
     assert a.verify(3, 129).duration_s > a.verify(3, 100).duration_s   # the next one costs more
     assert a.layer_split("verify", 3, 100) != a.layer_split("preverify", 3, 100)
     assert a.draft_costs_by_kv[100] is a.draft_token(100) and np.isfinite(a.draft_token(100).duration_s)
+
+
+def test_the_mutation_testing_reset_empties_every_process_wide_cost_cache():
+    """conftest's reset (run per test under mutmut) must reach every module-level cache of
+    ``modes/costs/``: a missed one hands mutants the unmutated costs (docs/testing.md)."""
+    import importlib
+    import pkgutil
+
+    import ahasd_sim.modes.costs as costs_pkg
+    from ahasd_sim.simulation import build_platform
+    from ahasd_sim.modes import get_mode
+    from ahasd_sim.workload.models import get_model
+    from conftest import clear_cost_caches
+    cfg = load_config(DEFAULT_JOB, [])
+    c = costs_pkg.StepCosts(build_platform(cfg, get_mode("ahasd")), get_model(cfg.run.draft_model),
+                            get_model(cfg.run.target_model), cfg)
+    c.draft_token(100), c.verify(3, 100), c.opsync_forward("target", 3, 100, c.opsync_mapping(3))
+
+    def caches():
+        """Module-level dicts and lru_caches of the costs modules, with their sizes."""
+        out = {}
+        for info in pkgutil.iter_modules(costs_pkg.__path__):
+            mod = importlib.import_module(f"{costs_pkg.__name__}.{info.name}")
+            for name, value in vars(mod).items():
+                if getattr(value, "__module__", mod.__name__) != mod.__name__:
+                    continue              # imported from elsewhere
+                if isinstance(value, dict) and not name.startswith("__"):    # a module-level dict is a cache
+                    out[f"{info.name}.{name}"] = len(value)
+                elif hasattr(value, "cache_info"):
+                    out[f"{info.name}.{name}"] = value.cache_info().currsize
+        return out
+
+    warm = caches()
+    assert {"common._OP_COST_CACHE", "common._TASK_COST_TABLES", "common._OPS_CACHE", "affine._affine_ops"} <= set(warm)
+    assert all(warm.values()), warm
+    clear_cost_caches()
+    assert not any(caches().values()), caches()
+
+
+def test_step_costs_parts_define_each_method_once_and_keep_no_state():
+    """StepCosts is the union of its per-device parts: a name defined in two parts would be
+    shadowed silently by the MRO, and a part with an ``__init__`` or ``__slots__`` of its own
+    would change how instances are built."""
+    from ahasd_sim.modes.costs import StepCosts
+    from ahasd_sim.modes.costs.common import CommonCosts
+    parts = StepCosts.__mro__[1:-1]
+    assert StepCosts.__module__ == "ahasd_sim.modes.costs" and parts[-1] is CommonCosts
+    assert [n for n in vars(StepCosts) if not (n.startswith("__") and n.endswith("__"))] == []
+    seen: dict[str, str] = {}
+    for part in parts:
+        assert part.__bases__ == (object,), part
+        own = {n for n in vars(part) if not (n.startswith("__") and n.endswith("__"))}
+        assert not own & set(seen), {n: (seen[n], part.__name__) for n in own & set(seen)}
+        seen.update(dict.fromkeys(own, part.__name__))
+        if part is not CommonCosts:
+            assert "__init__" not in vars(part) and "__slots__" not in vars(part), part
+    assert {"draft_token", "verify", "gpu_verify", "target_forward", "opsync_forward", "ops"} <= set(seen)
 
 
 def test_config_fingerprint_tells_configs_apart_and_is_stable():

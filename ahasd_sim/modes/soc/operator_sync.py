@@ -6,7 +6,7 @@ offline, for a fixed draft length (``operator_sync.mapping_draft_len``) and kept
 when the adaptive policy drafts other lengths. Inside a layer, operators of the
 same dependency tier may run concurrently on the two devices; each tier ends
 with a barrier, so a tier takes max(host ops, PIM ops) and the faster device
-waits (see :mod:`ahasd_sim.modes.costs`).
+waits (see :mod:`ahasd_sim.modes.costs.operator_sync`).
 """
 from __future__ import annotations
 

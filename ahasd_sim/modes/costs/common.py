@@ -1,0 +1,130 @@
+"""What every device's step costs share: the process-wide caches, the operator graphs, the
+KV rounding, a forward run op after op, and one operator's cost on a named device."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...hw.cost import OpCost
+from ..base import TaskCost
+from .affine import _affine_ops
+
+
+# Process-wide cache of per-operator costs: (hardware fingerprint, unit, ranks, Operator) -> OpCost.
+# Operators are frozen dataclasses, so a projection whose shape does not depend on the KV length
+# is the same key at every KV length; sweeps and repeated runs reuse each other's work.
+_OP_COST_CACHE: dict[tuple, OpCost] = {}
+_OP_COST_CACHE_MAX = 500_000
+
+# Process-wide task-cost tables, one per (config, drafter, target): every window of a run (and
+# every repeat of a benchmark) builds a StepCosts from the same config, and a task's cost is a
+# pure function of these, so windows share one table instead of recomputing each cost.
+_TASK_COST_TABLES: dict[tuple, dict[tuple, TaskCost]] = {}
+_TASK_COST_TABLES_MAX = 32
+
+# Operator graphs per (model, tokens, KV length, KV quantum), shared by the tasks that cost them.
+_OPS_CACHE: dict[tuple, tuple] = {}
+_OPS_CACHE_MAX = 20_000
+
+_MEMOS = ("memos by exact arguments",)   # a key no task uses, in a configuration's cost table
+
+
+class CommonCosts:
+    """The part of :class:`~ahasd_sim.modes.costs.StepCosts` every device uses: the
+    configuration, the placement, the cost tables and the per-operator cost cache."""
+
+    def __init__(self, platform, draft_spec, target_spec, cfg):
+        self.p = platform
+        self.draft = draft_spec
+        self.target = target_spec
+        self.cfg = cfg
+        self.quantum = cfg.run.kv_len_quantum_tokens
+        self.partition = None
+        self.placement = None
+        self._auto_device: str | None = None     # baseline.device auto, once chosen
+        if platform.pim is not None:
+            from ..placement import place_models, resolve_placement
+            self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
+            self.partition = place_models(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
+        table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
+        self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
+        if self._cache is None:
+            if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
+                _TASK_COST_TABLES.clear()
+            self._cache = _TASK_COST_TABLES[table_key] = {}
+        # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
+        # the configuration's table like the costs themselves, so later windows start warm:
+        # exact KV length -> draft_token cost (the drafter loop reads it directly), and
+        # (task, arguments) -> verify / preverify cost or layer split.
+        memos = self._cache.get(_MEMOS)
+        if memos is None:
+            memos = self._cache[_MEMOS] = ({}, {})
+        self.draft_costs_by_kv: dict[int, TaskCost] = memos[0]
+        self._memo: dict[tuple, Any] = memos[1]
+        # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
+        # reprs are complete and deterministic).
+        self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
+
+    def ops(self, model, n_tokens: int, kv: int):
+        # a pass's cost, its layer split and the pre-verification over the same tokens all ask
+        # for the same operator graph: build it once (a pure function of these arguments)
+        key = (model, n_tokens, kv, self.quantum)
+        g = _OPS_CACHE.get(key)
+        if g is None:
+            if len(_OPS_CACHE) >= _OPS_CACHE_MAX:
+                _OPS_CACHE.clear()
+            g = _OPS_CACHE[key] = _affine_ops(model, n_tokens, self.quantum).at(kv)
+        return g
+
+    def _op_cost(self, unit: str, ranks: int, op, fn) -> OpCost:
+        key = (self._hw_key, unit, ranks, op)
+        c = _OP_COST_CACHE.get(key)
+        if c is None:
+            if len(_OP_COST_CACHE) > _OP_COST_CACHE_MAX:
+                _OP_COST_CACHE.clear()
+            c = _OP_COST_CACHE[key] = fn(op)
+        return c
+
+    # ------------------------------------------------------------ helpers
+    def _kv(self, kv_len: int) -> int:
+        q = self.quantum
+        return max(q, int(math.ceil(kv_len / q)) * q)
+
+    def _cached(self, key: tuple, fn) -> TaskCost:
+        c = self._cache.get(key)
+        if c is None:
+            c = self._cache[key] = fn()
+        return c
+
+    @property
+    def bus_bw(self) -> float:
+        return self.p.memory.effective_bandwidth_bytes_s
+
+    @staticmethod
+    def _sequential(ops, unit_cost) -> TaskCost:
+        """One forward pass run op after op: ``unit_cost(op) -> (OpCost, busy device)`` per
+        occurrence, times ``layer_repeat``; durations, energies, busy time and bus bytes add."""
+        dur = 0.0
+        energy: dict[str, float] = {}
+        busy: dict[str, float] = {}
+        nbytes = 0.0
+        for op in ops:
+            cost, dev = unit_cost(op)
+            r = op.layer_repeat
+            dur += cost.duration_s * r
+            nbytes += cost.bus_bytes * r
+            busy[dev] = busy.get(dev, 0.0) + cost.duration_s * r
+            for d, e in cost.energy_j_by_device.items():
+                energy[d] = energy.get(d, 0.0) + e * r
+        return TaskCost(dur, energy, busy, nbytes)
+
+    def _op_on(self, op, dev: str, role: str) -> OpCost:
+        """One occurrence of ``op`` of ``role``'s model on ``dev``: the NPU, the GPU, else PIM
+        (the role's ranks, :meth:`~ahasd_sim.modes.costs.pim.PimCosts._pim_side`)."""
+        if dev == "npu":
+            return self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
+        if dev == "gpu":
+            # GPU-mapped operators read their weights from GPU memory (roofline, no launch overhead).
+            return self._op_cost("gpu", 0, op, self.p.gpu.op_cost)
+        ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
+        return self._pim_side(op, ranks)[0]
