@@ -72,10 +72,16 @@ def resolve_input_file(path: str | Path, option: str = "--config") -> Path:
     return shipped(p) or p
 
 
+#: YAML files under hw_configs/ that are neither configs nor sweeps: the paper's experiment
+#: definition (``ahasd_sim.paper.experiments``)
+EXPERIMENT_FILES = ("hw_configs/paper/experiments.yaml",)
+EXPERIMENTS_KEY = "experiment definitions (scripts/reproduce_paper.py --experiments)"
+
+
 def shipped_files() -> dict[str, list[str]]:
     """Shipped configs, sweep/study files, traces and validation data, as relative names."""
     out: dict[str, list[str]] = {"configs": [], "sweeps and studies": [], "SoC presets (validate --mobile)": [],
-                                 "traces": [], "validation data": []}
+                                 EXPERIMENTS_KEY: [], "traces": [], "validation data": []}
     seen: set[str] = set()
     for root in data_roots():
         for f in sorted((root / "hw_configs").rglob("*.yaml")):
@@ -85,7 +91,7 @@ def shipped_files() -> dict[str, list[str]]:
             seen.add(rel)
             parent = f.parent.name
             key = ("configs" if parent == "hw_configs" else "SoC presets (validate --mobile)" if parent == "soc"
-                   else "sweeps and studies")
+                   else EXPERIMENTS_KEY if rel in EXPERIMENT_FILES else "sweeps and studies")
             out[key].append(rel)
         for sub, key, pat in (("traces", "traces", "*.npz"), ("validation", "validation data", "*.csv"),
                               ("validation/mobile", "validation data", "*.csv")):

@@ -95,21 +95,23 @@ def block_mobile_validation() -> str:
 
 def block_headline() -> str:
     import pandas as pd
-    from ahasd_sim.sweep import paper
+    from ahasd_sim.paper import report
+    from ahasd_sim.paper.experiments import load_experiments
     wt_path, reg_path = REPRO / "windows.csv", REPRO / "regimes_windows.csv"
     for p in (wt_path, reg_path):
         if not p.is_file():
             raise InputError(f"docs: {p} is missing; run scripts/reproduce_paper.py and "
                              "`python scripts/docs.py --reproduction DIR` first")
-    wt = paper.with_best_variants(pd.read_csv(wt_path))
+    exp = load_experiments()
+    wt = report.with_best_variants(exp, pd.read_csv(wt_path))
 
     def cell(num, den, metric):
-        return paper.ratio_cell(wt, num, den, metric)
+        return report.ratio_cell(wt, num, den, metric)
 
     def per(num, den, metric):
-        return paper.range_cell(wt, num, den, metric)
-    _m, _ci, n, k = paper.paired_ratio(wt, "ahasd", "best_soc", "throughput_tok_s")
-    rows = paper.regime_rows(pd.read_csv(reg_path))
+        return report.range_cell(wt, num, den, metric)
+    _m, _ci, n, k = report.paired_ratio(wt, "ahasd", "best_soc", "throughput_tok_s")
+    rows = report.regime_rows(exp, pd.read_csv(reg_path))
     bt = sum(r["beats_best"][0] for r in rows)
     be = sum(r["beats_best"][1] for r in rows)
     both = sum(r["beats_best_on_both"] for r in rows)
@@ -120,7 +122,8 @@ def block_headline() -> str:
         f"{cell('ahasd', 'best_soc_eff', 'tokens_per_j')}x the energy efficiency of the best decoder of the same "
         f"hardware** (per configuration {per('ahasd', 'best_soc', 'throughput_tok_s')} and "
         f"{per('ahasd', 'best_soc_eff', 'tokens_per_j')}; which decoder is best, per model pair and algorithm: "
-        f"{paper.best_choices(wt, 'best_soc')} by throughput, {paper.best_choices(wt, 'best_soc_eff')} by tokens/J), "
+        f"{report.best_choices(exp, wt, 'best_soc')} by throughput, {report.best_choices(exp, wt, 'best_soc_eff')} "
+        f"by tokens/J), "
         f"{cell('ahasd', 'operator_sync', 'throughput_tok_s')}x / {cell('ahasd', 'operator_sync', 'tokens_per_j')}x "
         f"operator_sync on the same hardware, and {cell('ahasd', 'best_gpu', 'throughput_tok_s')}x / "
         f"{cell('ahasd', 'best_gpu_eff', 'tokens_per_j')}x the best RTX 4090 Laptop decoder (per configuration "

@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Reproduce the AHASD paper's experiments on ahasd_sim (ablation ladder, baselines).
 
-Runs the sweep hw_configs/paper/reproduce.yaml (8 configurations x 3 model pairs x 4 drafting
-algorithms, 1024 tokens each) with the sweep runner, a short timeline sweep (one pair, one
-algorithm, timeline.json on) for the Gantt figure, then writes under --out (default
-results/paper/):
+The experiment is data: hw_configs/paper/experiments.yaml names the sweeps, the ablation ladders,
+the baselines, the report's labels and the paper's reported numbers (for comparison only). This
+script runs the sweep hw_configs/paper/reproduce.yaml (21 configurations x 3 model pairs x 4
+drafting algorithms, 1024 tokens each) with the sweep runner, a short timeline sweep (one pair,
+one algorithm, timeline.json on) for the Gantt figure and the regimes sweep
+hw_configs/paper/regimes.yaml, then writes under --out (default results/paper/) what
+ahasd_sim.paper (report, figures) computes from their result files:
 
   report.md        our normalised ratios next to the paper's reported numbers
   results.csv      one row per point (copy of sweep/results.csv)
   normalised.csv   finished points with <metric>_ratio columns (x GPU-only, same pair/algorithm)
   figures/         ablation and baseline bars, Gantt timelines, draft/acceptance distributions,
                    heat map, ladder lines (PDF + PNG)
-  sweep/, timeline_sweep/   the sweep folders (finished points are reused on a re-run)
+  windows.csv, regimes.csv, regimes_windows.csv   per-window samples, the regimes sweep's results
+  sweep/, timeline_sweep/, regimes/   the sweep folders (finished points are reused on a re-run)
 
 Usage:
   python scripts/reproduce_paper.py [--out results/paper] [--workers N] [--tokens 1024]
                                     [--trace traces/FILE.npz] [--executor local|dask]
+                                    [--experiments FILE] [--spec SWEEP.yaml]
 
 Exit code 0 if every point finished, 1 if some failed (the report lists them), 2 on bad input.
 """
@@ -36,13 +41,21 @@ from ahasd_sim.config.errors import InputError, OutputError  # noqa: E402
 from ahasd_sim.outdir import check_writable_dir, lock_dir  # noqa: E402
 from ahasd_sim.output import atomic_write, atomic_write_text, git_revision  # noqa: E402
 from ahasd_sim.simulation import resolve_data_path  # noqa: E402
-from ahasd_sim.sweep import load_sweep_spec, run_sweep, summarize  # noqa: E402
-from ahasd_sim.sweep import paper  # noqa: E402
+from ahasd_sim.sweep import run_sweep, summarize  # noqa: E402
+from ahasd_sim.paper import figures, report  # noqa: E402
+from ahasd_sim.paper.experiments import DEFAULT_EXPERIMENTS, load_experiments  # noqa: E402
+from ahasd_sim.paper.sweeps import restrict, trace_token_budget, with_overrides  # noqa: E402
+from ahasd_sim.metrics.windows import window_table  # noqa: E402
 
 
 def _parser():
     p = script_parser(__doc__.split("\n")[1])
-    p.add_argument("--spec", default=str(paper.DEFAULT_SPEC), help="reproduction sweep file")
+    p.add_argument("--experiments", default=str(DEFAULT_EXPERIMENTS),
+                   help="experiment definition: ladders, baselines, labels, the paper's reported numbers "
+                        "(default hw_configs/paper/experiments.yaml)")
+    p.add_argument("--spec", default=None,
+                   help="reproduction sweep file (default: the experiment file's sweeps.main, "
+                        "hw_configs/paper/reproduce.yaml); it must have the variants the experiment file names")
     p.add_argument("--out", default="results/paper", help="output folder (default results/paper)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: all cores)")
     p.add_argument("--executor", choices=("local", "dask"), default="local")
@@ -71,82 +84,6 @@ def _spec_trace(spec) -> str:
     return load_config(spec.base_config).run.trace
 
 
-def make_figures(df, out: Path, main_points: Path, tl_result) -> dict[str, list[Path]]:
-    from ahasd_sim import plots
-    from ahasd_sim.plots.distributions import plot_distributions
-    fig_dir = out / "figures"
-    figs: dict[str, list[Path]] = {}
-    wt = paper.window_table(df, main_points)      # the bars' 95% intervals: bootstrap over these windows
-    wt = wt if len(wt) else None
-    figs["Ablation ladder (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "ablation", bars=paper.LADDER, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
-        paper={"throughput_tok_s": paper.PAPER["ladder_throughput"], "tokens_per_j": paper.PAPER["ladder_energy_eff"]})
-    figs["Comparison with baselines (x GPU-only)"] = plots.normalised_bars(
-        df, fig_dir / "sota", bars=paper.SOTA, bar_labels=paper.SHORT, baseline_label="GPU-only", windows=wt,
-        paper={"throughput_tok_s": {"ahasd": paper.PAPER["ladder_throughput"]["ahasd"]},
-               "tokens_per_j": {"ahasd": paper.PAPER["ladder_energy_eff"]["ahasd"]}})
-    # Gantt: the timeline sweep's points, one per variant.
-    if tl_result is not None:
-        t = tl_result.table
-        runs = {}
-        for v in paper.LADDER + ["specpim", "npu_lpddr5"]:
-            row = t[(t["variant"] == v) & (t["status"] == "ok")]
-            if len(row):
-                p = tl_result.out_dir / "points" / row["point"].iloc[0] / "timeline.json"
-                if p.is_file():
-                    runs[paper.SHORT[v]] = p
-        if runs:
-            pair = t["model_pair"].iloc[0] if "model_pair" in t.columns else ""
-            pol = t["run.policy"].iloc[0] if "run.policy" in t.columns else ""
-            figs["Device timelines"] = plots.plot_gantt(runs, fig_dir / "timeline",
-                                                        title=f"Device activity, {pair}, {pol} (window 10-30% of the run)")
-    # Distributions: LLaMA2 pair + AdaEDL, one line per variant that drafts.
-    d = df[(df["status"] == "ok") & (df["model_pair"] == "llama2-7b/llama2-13b") & (df["run.policy"] == "adaedl")]
-    runs = {}
-    for v in ["gpu_only", "specpim", "npu_pim", "plus_aau", "plus_edc", "ahasd"]:
-        row = d[d["variant"] == v]
-        if len(row):
-            p = main_points / row["point"].iloc[0] / "events.csv"
-            if p.is_file():
-                runs[paper.SHORT[v]] = p
-    if runs:
-        figs["Draft length and acceptance (LLaMA2-7B/13B, AdaEDL)"] = plot_distributions(
-            runs, fig_dir / "distributions", title="LLaMA2-7B/13B, AdaEDL", max_len=32)
-    import pandas as pd
-    # one cell per configuration: the ratio of AHASD's and GPU-only's ratio estimators (seeds
-    # summed), the report's per-configuration value
-    r = paper.pair_ratio(df, "ahasd", "gpu_only", "throughput_tok_s")
-    a = r.rename("throughput_tok_s_ratio").reset_index() if len(r) else pd.DataFrame()
-    if len(a):
-        figs["AHASD throughput x GPU-only per pair and algorithm"] = plots.heatmap(
-            a, x="run.policy", y="model_pair", metric="throughput_tok_s_ratio", fmt="{:.2f}",
-            out=fig_dir / "heatmap_ahasd_vs_gpu", xlabel="Drafting algorithm", ylabel="Model pair (draft/target)",
-            title="AHASD throughput (x GPU-only)", clabel="Throughput (x GPU-only)")
-    # one mark per (rung, model pair): the ratio of totals over the pair's algorithms, the value of
-    # the report's per-pair ladder table
-    ok = df[df["status"] == "ok"] if "status" in df.columns else df
-    lad = pd.DataFrame([{"model_pair": p, "configuration": paper.SHORT[v],
-                         "throughput_tok_s_ratio": paper.suite_ratio(df, v, "gpu_only", "throughput_tok_s",
-                                                                     {"model_pair": p})}
-                        for v in paper.LADDER if v in set(ok["variant"]) for p in dict.fromkeys(ok["model_pair"])])
-    lad = lad.dropna() if len(lad) else lad
-    if len(lad) and wt is not None:
-        # each mark's 95% interval: the paired bootstrap over the pair's windows, stratified by
-        # algorithm (sweep.paper.paired_ratio, the report's per-pair interval)
-        inv = {s: v for v, s in paper.SHORT.items()}
-        cis = [paper.paired_ratio(wt, inv[r["configuration"]], "gpu_only", "throughput_tok_s",
-                                  {"model_pair": r["model_pair"]})[1] for _, r in lad.iterrows()]
-        lad["throughput_tok_s_ratio_ci95_low"] = [c[0] if c else float("nan") for c in cis]
-        lad["throughput_tok_s_ratio_ci95_high"] = [c[1] if c else float("nan") for c in cis]
-    if len(lad):
-        paths = plots.lines(lad, x="configuration", metric="throughput_tok_s_ratio", hue="model_pair",
-                            out=fig_dir / "ladder_lines", xlabel="Ablation step",
-                            ylabel="Throughput (x GPU-only)", legend_title="model pair (draft/target)",
-                            title="Ablation ladder: ratio of totals over algorithms")
-        figs["Ablation ladder per model pair"] = paths
-    return figs
-
-
 REPRO_FILES = ("report.md", "results.csv", "normalised.csv", "windows.csv", "regimes.csv", "regimes_windows.csv",
                "sweep", "timeline_sweep", "regimes", "figures")
 
@@ -170,44 +107,43 @@ def _check_args(args) -> None:
 
 def body(args, argv=None) -> int:
     _check_args(args)
-    load_sweep_spec(args.spec)   # a bad spec is reported before the output folder is touched
+    exp = load_experiments(args.experiments, args.spec)   # bad files are reported before --out is touched
     with lock_dir(Path(args.out)):
-        return _reproduce(args, argv)
+        return _reproduce(exp, args, argv)
 
 
 def main(argv=None) -> int:
     return run_script(_parser(), lambda args: body(args, argv), argv)
 
 
-def _reproduce(args, argv) -> int:
+def _reproduce(exp, args, argv) -> int:
     t_start = time.perf_counter()
     out = Path(args.out)
-    spec = load_sweep_spec(args.spec)
+    spec = exp.main_sweep
     trace = args.trace or _spec_trace(spec)
     trace_path = resolve_data_path(trace, str(spec.base_config))
     if not trace_path.is_file():
         raise InputError(f"trace '{trace}' not found")
     policies = next((ax.labels for ax in spec.shortcut_axes if ax.name == "run.policy"), [])
     if "specdecpp" in policies:
-        tokens, reduced = paper.trace_token_budget(trace_path, args.tokens)
+        tokens, reduced = trace_token_budget(trace_path, args.tokens)
     else:
         tokens, reduced = args.tokens, None
     overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false",
                  f"run.windows={args.windows}"]
-    main_spec = paper.with_overrides(spec, overrides)
-    tl_spec = paper.restrict(paper.with_overrides(spec, [f"run.trace={trace}",
-                                                          f"run.generated_tokens={args.timeline_tokens}",
-                                                          "run.timeline=true",
-                                                          # a timeline comes from window 0 only
-                                                          "run.windows=1"], name="ahasd_paper_timeline"),
-                             model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
+    main_spec = with_overrides(spec, overrides)
+    tl_spec = restrict(with_overrides(spec, [f"run.trace={trace}", f"run.generated_tokens={args.timeline_tokens}",
+                                             "run.timeline=true",
+                                             # a timeline comes from window 0 only
+                                             "run.windows=1"], name="ahasd_paper_timeline"),
+                       model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
     from ahasd_sim.sweep.runner import _check_folder
     _check_folder(main_spec, out / "sweep")          # both sweep folders, before any work
     if not args.no_figures:
         _check_folder(tl_spec, out / "timeline_sweep")
     reg_spec = None
     if not args.no_regimes:
-        reg_spec = paper.with_overrides(load_sweep_spec(paper.REGIMES_SPEC), overrides)
+        reg_spec = with_overrides(exp.regimes_sweep, overrides)
         _check_folder(reg_spec, out / "regimes")
     workers = args.workers or os.cpu_count() or 1
     t0 = time.perf_counter()
@@ -230,34 +166,34 @@ def _reproduce(args, argv) -> int:
         reg = run_sweep(reg_spec, out / "regimes", workers=workers, executor=args.executor,
                         scheduler=args.scheduler, progress=False)
         t_reg = time.perf_counter() - t0
-        rwt = paper.regime_windows(reg.table, out / "regimes" / "points")
-        regimes = paper.regime_section_from_windows(rwt)
+        rwt = report.regime_windows(exp, reg.table, out / "regimes" / "points")
+        regimes = report.regime_section_from_windows(exp, rwt)
         atomic_write(out / "regimes.csv", lambda fh: reg.table.to_csv(fh, index=False))
         atomic_write(out / "regimes_windows.csv", lambda fh: rwt.to_csv(fh, index=False))
     df = res.table
     atomic_write(out / "results.csv", lambda fh: df.to_csv(fh, index=False))
-    wt = paper.window_table(df, out / "sweep" / "points")
+    wt = window_table(df, out / "sweep" / "points")
     atomic_write(out / "windows.csv", lambda fh: wt.to_csv(fh, index=False))
-    norm = paper.normalised_table(df)
+    norm = report.normalised_table(exp, df)
     atomic_write(out / "normalised.csv", lambda fh: norm.to_csv(fh, index=False))
 
-    figures = {}
+    figs = {}
     t_fig = 0.0
     if not args.no_figures:
         t0 = time.perf_counter()
         fig_dir = out / "figures"
         if fig_dir.exists():
             shutil.rmtree(fig_dir)
-        figures = make_figures(df, out, out / "sweep" / "points", tl_res)
+        figs = figures.make_figures(exp, df, out, out / "sweep" / "points", tl_res)
         if not wt.empty:
-            figures["AHASD vs async / operator_sync / GPU-only per pre-verification KV option (95% CI)"] = \
-                paper.ci_figure(wt, fig_dir / "ci_ratios")
+            figs["AHASD vs async / operator_sync / GPU-only per pre-verification KV option (95% CI)"] = \
+                figures.ci_figure(exp, wt, fig_dir / "ci_ratios")
         t_fig = time.perf_counter() - t0
 
     rate = res.points_per_s
     meta = {
         "command": "python scripts/reproduce_paper.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "sweep": f"`{os.path.relpath(args.spec)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
+        "sweep": f"`{os.path.relpath(spec.source)}` -> `{out / 'sweep'}` ({res.n_points} points: {res.n_ok} ok, {res.n_failed} failed"
                  + (f", {res.n_pending} pending" if res.n_pending else "") + ")",
         "trace": f"`{trace}`",
         "generated tokens per window": f"{tokens}" + (f" (reduced from {args.tokens}: {reduced})" if reduced else
@@ -272,12 +208,13 @@ def _reproduce(args, argv) -> int:
         meta["timeline sweep"] = (f"{tl_res.n_points} points x {args.timeline_tokens} tokens, LLaMA2-7B/13B + "
                                   f"AdaEDL, {t_tl:.1f} s")
     if regimes is not None:
-        meta["regimes sweep"] = f"`hw_configs/paper/regimes.yaml` -> `{out / 'regimes'}`, {t_reg:.1f} s"
-    if figures:
-        meta["figures"] = f"{len(figures)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
+        meta["regimes sweep"] = (f"`{os.path.relpath(exp.regimes_sweep.source)}` -> `{out / 'regimes'}`, "
+                                 f"{t_reg:.1f} s")
+    if figs:
+        meta["figures"] = f"{len(figs)} figures (PDF + PNG) in `{out / 'figures'}`, {t_fig:.1f} s"
     meta["total wall time (before writing this report)"] = f"{time.perf_counter() - t_start:.1f} s"
-    report = paper.build_report(df, meta=meta, figures=figures, out_dir=out, windows=wt, regimes=regimes)
-    atomic_write_text(out / "report.md", report)
+    text = report.build_report(exp, df, meta=meta, figures=figs, out_dir=out, windows=wt, regimes=regimes)
+    atomic_write_text(out / "report.md", text)
     print(f"report: {out / 'report.md'}  (total {time.perf_counter() - t_start:.1f} s)")
     if reduced:
         print(f"note: {reduced}", file=sys.stderr)

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe"}),
     ("plots", {"plots"}),
     ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers"}),
+    ("experiments", {"paper"}),
     ("dse", {"dse"}),
     ("cli", {"__main__"}),
 ]
@@ -142,5 +143,6 @@ def test_the_checks_find_what_they_look_for():
     assert ("modes", "policies") in edges and ("dse", "sweep") in edges
     assert find_cycle({("a", "b"): [], ("b", "c"): [], ("c", "a"): [], ("c", "d"): []}) == ["a", "b", "c", "a"]
     assert find_cycle({("a", "b"): [], ("b", "c"): []}) is None
-    assert LAYER_OF["plots"] < LAYER_OF["sweep"] < LAYER_OF["dse"]
+    assert LAYER_OF["plots"] < LAYER_OF["sweep"] < LAYER_OF["paper"] < LAYER_OF["dse"]
+    assert ("paper", "sweep") in edges    # the paper's experiments run on the sweep engine, never the reverse
     assert LAYER_OF["paths"] < LAYER_OF["modes"] < LAYER_OF["simulation"]

@@ -74,6 +74,15 @@ def timeline(d: Path) -> Path:
     return run
 
 
+def experiments_with(d: Path, old: str, new: str) -> Path:
+    """The shipped experiment file with ``old`` replaced by ``new`` (its sweeps named by full path)."""
+    paper = ROOT / "hw_configs" / "paper"
+    body = (paper / "experiments.yaml").read_text().replace(": reproduce.yaml", f": {paper / 'reproduce.yaml'}")
+    body = body.replace(": regimes.yaml", f": {paper / 'regimes.yaml'}")
+    assert old in body
+    return text(d, "exp.yaml", body.replace(old, new, 1))
+
+
 def other_sweep_folder(d: Path) -> Path:
     out = d / "sweepout"
     out.mkdir()
@@ -229,6 +238,12 @@ CASES = [
     ("hyco-out-file", "hyco_study", lambda d: ["--out", str(afile(d)), "--figure", str(d / "f.png")], "exists and is a file"),
     ("hyco-figure", "hyco_study", lambda d: ["--out", str(d / "h"), "--figure", str(afile(d) / "f.png")], "is a file"),
     ("repro-out-file", "reproduce_paper", lambda d: ["--out", str(afile(d))], "exists and is a file"),
+    ("repro-experiments-rung", "reproduce_paper", lambda d: ["--experiments", str(experiments_with(d, "plus_edc,", "plus_edcc,")),
+                                                             "--out", str(d / "p")], "exp.yaml: ladders.draft_one_more[3]: 'plus_edcc' is not a variant"),
+    ("repro-experiments-type", "reproduce_paper", lambda d: ["--experiments", str(experiments_with(d, "ahasd: 3.8", "ahasd: 3.8x")),
+                                                             "--out", str(d / "p")], "exp.yaml: paper_reported.ladder_throughput.ahasd: expected a number, got '3.8x'"),
+    ("repro-experiments-missing", "reproduce_paper", lambda d: ["--experiments", str(d / "none.yaml"), "--out", str(d / "p")],
+     "none.yaml: experiments file not found"),
 ]
 
 

@@ -71,6 +71,10 @@ def test_list_shows_shipped_files(capsys):
     for name in ("hw_configs/ahasd_mobile.yaml", "hw_configs/sweeps/smoke.yaml", "hw_configs/paper/reproduce.yaml",
                  "traces/qwc-0.5b-1.5b_greedy_smoke.npz", "validation/h200_measured.csv"):
         assert f"  {name}" in out, name
+    # the experiment definition is not offered as a sweep
+    sweeps = out.split("sweeps and studies:\n")[1].split(":\n")[0]     # up to the next heading
+    assert "hw_configs/paper/reproduce.yaml" in sweeps and "experiments.yaml" not in sweeps
+    assert "experiment definitions (scripts/reproduce_paper.py --experiments):\n  hw_configs/paper/experiments.yaml\n" in out
 
 
 def test_config_reference_section_filters(capsys):

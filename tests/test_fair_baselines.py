@@ -192,9 +192,9 @@ def _variant_settings(spec: dict, name: str) -> dict:
 
 
 def test_every_ablation_rung_changes_exactly_one_switch():
-    from ahasd_sim.sweep import paper
+    from ahasd_sim.paper.experiments import load_experiments
     spec = yaml.safe_load((ROOT / "hw_configs" / "paper" / "reproduce.yaml").read_text())
-    for ladder in paper.LADDERS.values():
+    for ladder in load_experiments().ladders.values():
         rungs = [r for r in ladder if r != "gpu_only"]
         for prev, nxt in zip(rungs, rungs[1:]):
             a, b = _variant_settings(spec, prev), _variant_settings(spec, nxt)

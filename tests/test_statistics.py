@@ -16,7 +16,8 @@ from ahasd_sim.config.errors import ConfigError
 from ahasd_sim.metrics import stats
 from ahasd_sim.plots.bars import ratio_table
 from ahasd_sim.simulation import disjoint_window_starts, max_disjoint_windows, window_start_prompts
-from ahasd_sim.sweep import paper
+from ahasd_sim.metrics import windows
+from ahasd_sim.paper import report
 from ahasd_sim.traces.format import load_trace
 
 from conftest import ROOT, SMOKE_TRACE
@@ -72,7 +73,7 @@ def test_rates_are_ratios_of_totals_not_means_of_ratios():
     # the paper's cells: the same ratio
     wt = pd.concat([w.assign(variant="x"), b.assign(variant="y")]).assign(
         window=[0, 1, 0, 1], model_pair="p", **{"run.policy": "a"})
-    assert paper.paired_ratio(wt, "x", "y", "throughput_tok_s")[0] == pytest.approx(1.2, rel=1e-15)
+    assert windows.paired_ratio(wt, "x", "y", "throughput_tok_s")[0] == pytest.approx(1.2, rel=1e-15)
 
 
 def test_old_windows_tables_give_the_same_totals():
@@ -139,13 +140,13 @@ def test_no_interval_pools_windows_of_different_configurations():
                 rows.append({"variant": v, "model_pair": pair, "run.policy": "adaedl", "seed": 0, "window": w,
                              "generated_tokens": 10, "decode_makespan_s": t, "decode_energy_j": t})
     wt = pd.DataFrame(rows)
-    per = paper.config_ratios(wt, "ahasd", "base", "throughput_tok_s")
+    per = windows.config_ratios(wt, "ahasd", "base", "throughput_tok_s")
     assert per == {("A", "adaedl"): (0.5, [0.5, 0.5]), ("B", "adaedl"): (2.0, [2.0, 2.0])}
-    m, ci, n, k = paper.paired_ratio(wt, "ahasd", "base", "throughput_tok_s")
+    m, ci, n, k = windows.paired_ratio(wt, "ahasd", "base", "throughput_tok_s")
     assert (m, n, k) == (1.0, 8, 2) and ci == [1.0, 1.0]
-    assert paper.range_cell(wt, "ahasd", "base", "throughput_tok_s") == "0.50-2.00 (1 above 1, 1 below)"
+    assert report.range_cell(wt, "ahasd", "base", "throughput_tok_s") == "0.50-2.00 (1 above 1, 1 below)"
     # the pooled (unstratified) bootstrap this replaces: visibly wide
-    p = paper.paired_windows(wt, "ahasd", "base", "throughput_tok_s")
+    p = windows.paired_windows(wt, "ahasd", "base", "throughput_tok_s")
     _m, pooled = stats.paired_ratio_ci(p["num_n"], p["num_d"], p["den_n"], p["den_d"])
     assert pooled[1] - pooled[0] > 0.3
     # the stratified resampler keeps every draw inside its configuration
@@ -163,10 +164,10 @@ def test_seeds_are_averaged_within_a_window_not_counted_as_samples():
                 rows.append({"variant": v, "model_pair": "p", "run.policy": "a", "seed": seed, "window": w,
                              "generated_tokens": 10, "decode_makespan_s": t * scale, "decode_energy_j": 1.0})
     wt = pd.DataFrame(rows)
-    avg = paper.seed_averaged_windows(wt)
+    avg = windows.seed_averaged_windows(wt)
     assert len(avg) == 4 and set(avg["seeds"]) == {2}
     assert avg.set_index(["variant", "window"]).loc[("x", 0), "decode_makespan_s"] == 2.0
-    m, ci, n, k = paper.paired_ratio(wt, "x", "y", "throughput_tok_s")
+    m, ci, n, k = windows.paired_ratio(wt, "x", "y", "throughput_tok_s")
     assert (n, k) == (2, 1) and m == 2.0
 
 
@@ -186,7 +187,7 @@ def test_summary_compare_report_and_figures_agree(tmp_path):
         frames.append(w.assign(variant=mode, model_pair="smoke", **{"run.policy": "adaedl", "seed": 0}))
     wt = pd.concat(frames, ignore_index=True)
     for metric, col in (("throughput_tok_s", "throughput_vs_async"), ("tokens_per_j", "energy_efficiency_vs_async")):
-        m, ci, _n, _k = paper.paired_ratio(wt, "ahasd", "async", metric)     # the report's cell
+        m, ci, _n, _k = windows.paired_ratio(wt, "ahasd", "async", metric)     # the report's cell
         assert m == t.loc["ahasd", col]
         assert ci == [t.loc["ahasd", col + "_ci95_low"], t.loc["ahasd", col + "_ci95_high"]]
         # the figures' bar (results.csv rows: one per run, the summaries' totals)

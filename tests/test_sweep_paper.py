@@ -1,4 +1,5 @@
-"""The paper reproduction: shipped sweep spec, ratio arithmetic, end-to-end script on the smoke trace."""
+"""The paper reproduction: shipped experiment and sweep files, ratio arithmetic, end-to-end script on
+the smoke trace."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,21 +11,30 @@ import pytest
 
 from ahasd_sim.config.errors import InputError
 from ahasd_sim.metrics.stats import RATIOS, paired_ratio_ci
-from ahasd_sim.sweep import expand, load_sweep_spec, paper
+from ahasd_sim.paper import report
+from ahasd_sim.paper.experiments import load_experiments
+from ahasd_sim.paper.sweeps import restrict, trace_token_budget, with_overrides
+from ahasd_sim.sweep import expand, load_sweep_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
+REPRODUCE = ROOT / "hw_configs" / "paper" / "reproduce.yaml"
 
 
-def test_shipped_reproduction_spec_resolves():
-    spec = load_sweep_spec(paper.DEFAULT_SPEC)
+@pytest.fixture(scope="module")
+def exp():
+    return load_experiments()
+
+
+def test_shipped_reproduction_spec_resolves(exp):
+    spec = load_sweep_spec(REPRODUCE)
     pts = expand(spec)
     assert len(pts) == 21 * 3 * 4   # 21 configurations x 3 model pairs x 4 algorithms
     assert all(p.valid for p in pts), [str(p.error) for p in pts if not p.valid][:3]
     by = {}
     for p in pts:
         by.setdefault(p.labels["variant"], p.config)
-    assert set(by) == set(paper.LABELS)
+    assert set(by) == set(exp.labels)
     assert by["gpu_only"].run.mode == "gpu_only" and by["gpu_only"].gpu.enabled
     sg = by["specpim_gpu"]
     assert sg.run.mode == "operator_sync" and sg.gpu.enabled and sg.pim.enabled and not sg.npu.enabled
@@ -47,23 +57,23 @@ def test_shipped_reproduction_spec_resolves():
 
 
 def test_restrict_and_overrides():
-    spec = load_sweep_spec(paper.DEFAULT_SPEC)
-    small = paper.restrict(paper.with_overrides(spec, ["run.generated_tokens=24"]),
+    spec = load_sweep_spec(REPRODUCE)
+    small = restrict(with_overrides(spec, ["run.generated_tokens=24"]),
                            model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"], variants=["gpu_only", "ahasd"])
     pts = expand(small)
     assert len(pts) == 2 and all(p.config.run.generated_tokens == 24 for p in pts)
     assert len(expand(spec)) == 252      # the original is untouched
     with pytest.raises(InputError):
-        paper.restrict(spec, policies=["nope"])
+        restrict(spec, policies=["nope"])
 
 
 def test_token_budget_keeps_a_held_out_part():
     # smoke trace: 3 prompts x 24 positions; nothing can leave 200 held-out positions
     with pytest.raises(InputError):
-        paper.trace_token_budget(SMOKE_TRACE, 48)
-    tokens, why = paper.trace_token_budget(SMOKE_TRACE, 10, min_fit_positions=24)
+        trace_token_budget(SMOKE_TRACE, 48)
+    tokens, why = trace_token_budget(SMOKE_TRACE, 10, min_fit_positions=24)
     assert tokens == 10 and why is None
-    tokens, why = paper.trace_token_budget(SMOKE_TRACE, 60, min_fit_positions=24)
+    tokens, why = trace_token_budget(SMOKE_TRACE, 60, min_fit_positions=24)
     assert tokens == 48 and "48" in why
 
 
@@ -87,9 +97,9 @@ def _synthetic():
     return pd.DataFrame(rows)
 
 
-def test_ratio_arithmetic_on_synthetic_results():
+def test_ratio_arithmetic_on_synthetic_results(exp):
     df = _synthetic()
-    rows = {r["claim"]: r for r in paper.comparison_rows(df)}
+    rows = {r["claim"]: r for r in report.comparison_rows(exp, df)}
     assert rows["AHASD throughput vs GPU-only"]["ours"] == pytest.approx(3.8)
     assert rows["AHASD energy efficiency vs GPU-only"]["ours"] == pytest.approx(5.2)
     assert rows["NPU+PIM throughput vs GPU-only"]["ours"] == pytest.approx(2.2)
@@ -98,10 +108,10 @@ def test_ratio_arithmetic_on_synthetic_results():
     assert rows["AHASD vs SpecPIM-style, best throughput ('up to')"]["ours"] == pytest.approx(38 / 25)
     assert rows["AHASD vs NPU+LPDDR5, throughput"]["ours"] == pytest.approx(38 / 12)
     assert rows["AHASD vs NPU+LPDDR5, energy per token"]["ours"] == pytest.approx(2.0 / 5.2)
-    norm = paper.normalised_table(df)
+    norm = report.normalised_table(exp, df)
     assert len(norm) == 28 and norm.loc[norm["variant"] == "ahasd", "throughput_tok_s_ratio"].tolist() == \
         pytest.approx([3.8] * 4)
-    text = paper.build_report(df, meta={"trace": "synthetic"}, figures={}, out_dir=Path("."))
+    text = report.build_report(exp, df, meta={"trace": "synthetic"}, figures={}, out_dir=Path("."))
     assert "| AHASD throughput vs GPU-only | 3.80x | 3.80x |" in text
     assert "boom" in text      # the failed point is listed
 
@@ -136,10 +146,10 @@ def _bar_containers(ax):
     return [c for c in ax.containers if isinstance(c, BarContainer)]
 
 
-def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
+def test_reproduce_script_end_to_end_small(exp, tmp_path, monkeypatch):
     """The script on a one-pair, one-algorithm copy of the shipped spec and the smoke trace."""
     figs = _capture_figures(monkeypatch)
-    text = paper.DEFAULT_SPEC.read_text().replace("../", str(ROOT / "hw_configs") + "/")
+    text = REPRODUCE.read_text().replace("../", str(ROOT / "hw_configs") + "/")
     text = text.replace("policies: [specdecpp, svip, adaedl, banditspec]", "policies: [adaedl]")
     text = text.replace("  - [opt-1.3b, opt-6.7b]\n", "").replace("  - [palm-like-8b, palm-like-30b]\n", "")
     spec = tmp_path / "repro.yaml"
@@ -151,16 +161,16 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     rc = mod.main(["--spec", str(spec), "--out", str(out), "--trace", str(SMOKE_TRACE), "--tokens", "24",
                    "--timeline-tokens", "24", "--workers", "2", "--no-progress", "--windows", "2", "--no-regimes"])
     assert rc == 0
-    report = (out / "report.md").read_text()
-    assert "## Headline comparison with the paper" in report and "AHASD throughput vs GPU-only" in report
+    report_md = (out / "report.md").read_text()
+    assert "## Headline comparison with the paper" in report_md and "AHASD throughput vs GPU-only" in report_md
     df = pd.read_csv(out / "results.csv")
     assert len(df) == 21 and (df["status"] == "ok").all() and (df["windows"] == 2).all()
     assert (df["generated_tokens"] == 48).all()
     # intervals: paired per-window ratios with 95% CIs, for every pre-verification KV option
-    assert "## Headline ratios with 95% confidence intervals" in report
+    assert "## Headline ratios with 95% confidence intervals" in report_md
     for kv in ("default", "recompute", "wait", "layer_pipelined"):
-        assert f"| AHASD ({kv}) | SpecPIM-style (no AAU/GTS) |" in report
-        assert f"| AHASD ({kv}) | best decoder of the same hardware |" in report
+        assert f"| AHASD ({kv}) | SpecPIM-style (no AAU/GTS) |" in report_md
+        assert f"| AHASD ({kv}) | best decoder of the same hardware |" in report_md
     wt = pd.read_csv(out / "windows.csv")
     assert len(wt) == 42 and set(wt["window"]) == {0, 1}
     norm = pd.read_csv(out / "normalised.csv")
@@ -180,7 +190,7 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     by = {v: wt[wt["variant"] == v].sort_values("window") for v in set(wt["variant"])}
     kvs = [v for v in ("ahasd", "ahasd_recompute", "ahasd_wait", "ahasd_layer_pipelined") if v in by]
     assert kvs == ["ahasd", "ahasd_recompute", "ahasd_wait", "ahasd_layer_pipelined"]
-    best = paper.with_best_variants(wt)
+    best = report.with_best_variants(exp, wt)
     by = {v: best[best["variant"] == v].sort_values("window") for v in set(best["variant"])}
     fig = figs["ci_ratios"]
     assert len(fig.axes) == 2
@@ -211,14 +221,14 @@ def test_reproduce_script_end_to_end_small(tmp_path, monkeypatch):
     # ablation / sota: one bar series per variant, bars at the variant's metric over GPU-only's
     # (one model pair, one policy, one seed: the pair's group and the geo-mean group are that ratio)
     ok = df.set_index("variant")
-    for stem, variants in (("ablation", paper.LADDER), ("sota", paper.SOTA)):
+    for stem, variants in (("ablation", exp.ladder), ("sota", exp.sota)):
         fig = figs[stem]
         assert len(fig.axes) == 2
         for ax, metric, label in zip(fig.axes, ("throughput_tok_s", "tokens_per_j"),
                                      ("Throughput", "Energy efficiency")):
             assert ax.get_ylabel() == f"{label}\n(x GPU-only)"
             bars = _bar_containers(ax)
-            assert [c.get_label() for c in bars] == [paper.SHORT[v] for v in variants]
+            assert [c.get_label() for c in bars] == [exp.short[v] for v in variants]
             for v, cont in zip(variants, bars):
                 want = ok.loc[v, metric] / ok.loc["gpu_only", metric]
                 assert [p.get_height() for p in cont.patches] == pytest.approx([want, want], rel=1e-9, abs=0)

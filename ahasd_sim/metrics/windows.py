@@ -3,7 +3,7 @@
 One trace window is one sample: a point's ``windows.csv`` rows, seed-averaged within a window;
 a ratio between two variants is a ratio of totals over their matched windows with a paired
 bootstrap, stratified by configuration (never pooled across configurations). Used by the
-paper reproduction (sweep/paper.py) and the figures (plots/).
+paper reproduction (paper/report.py) and the figures (plots/).
 """
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""The AHASD paper's experiments on this simulator: the reproduction sweep, its normalised
-tables and the markdown report (``scripts/reproduce_paper.py`` is the command line).
+"""The AHASD paper reproduction's tables and markdown report, from the sweeps' result files.
 
-The sweep is ``hw_configs/paper/reproduce.yaml`` (variants = the paper's configurations x
-three model pairs x four drafting algorithms). Every number in the report is computed from
-the sweep's result files; the paper's reported ratios (references.md#ahasd-results) are printed
-next to them for comparison only. Nothing is fitted or tuned to them.
+What is compared with what comes from the experiment definition (``hw_configs/paper/experiments.yaml``,
+read by :mod:`ahasd_sim.paper.experiments` into the ``exp`` every function here takes). Every
+number in the report is computed from the sweep's result files; the paper's reported ratios
+(references.md#ahasd-results) are printed next to them for comparison only. Nothing is fitted or
+tuned to them.
 """
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -17,143 +15,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..config.errors import InputError
 from ..metrics.tables import device_energy_j, memory_energy_j, normalise, ok_rows
 from ..metrics.stats import fmt_ci, pooled_rate, ratio_of_totals
-from ..metrics.windows import (CONFIG_KEYS, config_ratios, paired_ratio, paired_windows,  # noqa: F401 - re-exported
-                               seed_averaged_windows, window_table)
-from .spec import SweepSpec
-
-from ..paths import REPO_ROOT, data_file  # noqa: E402,F401 - REPO_ROOT re-exported for callers
-
-DEFAULT_SPEC = data_file("hw_configs/paper/reproduce.yaml")
-REGIMES_SPEC = data_file("hw_configs/paper/regimes.yaml")
-
-#: the ablation ladders, one per EDC-stop semantics; each rung switches one thing on (issue 23)
-LADDERS = {"draft_one_more": ["gpu_only", "npu_pim", "plus_aau", "plus_edc", "plus_tvc", "ahasd"],
-           "idle_until_feedback": ["gpu_only", "npu_pim_idle", "plus_aau_idle", "plus_edc_idle", "plus_tvc_idle",
-                                   "ahasd_edc_idle"]}
-LADDER = LADDERS["draft_one_more"]
-#: the decoders of each hardware whose best (per model pair and algorithm, by pooled throughput or
-#: tokens/J) is the "best decoder" baseline (issue 23)
-BEST_SOC = ["pim_ar", "npu_ar", "operator_sync", "specpim", "plus_aau", "ahasd"]
-BEST_GPU = ["gpu_only", "gpu_ar"]
-SOTA = ["gpu_only", "npu_lpddr5", "specpim", "specpim_gpu", "ahasd"]
-LABELS = {
-    "gpu_only": "GPU-only (RTX 4090 Laptop)",
-    "npu_pim": "NPU+PIM (naive async)",
-    "plus_aau": "+AAU",
-    "plus_edc": "+EDC",
-    "plus_tvc": "+TVC (no GTS)",
-    "ahasd": "+GTS (AHASD)",
-    "npu_pim_idle": "NPU+PIM (EDC stop idles)", "plus_aau_idle": "+AAU (EDC stop idles)",
-    "plus_edc_idle": "+EDC (EDC stop idles)", "plus_tvc_idle": "+TVC (EDC stop idles)",
-    "ahasd_recompute": "AHASD, pre-verification rebuilds the in-flight KV (preverify_kv: recompute)",
-    "operator_sync": "operator_sync on the same hardware (AAU on, own placement)",
-    "pim_ar": "autoregressive on PIM (target on every rank)",
-    "npu_ar": "autoregressive on the NPU (same hardware)",
-    "gpu_ar": "autoregressive on the RTX 4090 Laptop",
-    "specpim": "SpecPIM-style (operator-sync)",
-    "specpim_gpu": "SpecPIM-style on the paper's hardware (RTX 4090 Laptop + AiM-class PIM)",
-    "npu_lpddr5": "NPU+LPDDR5 (no PIM)",
-    "ahasd_wait": "AHASD, pre-verification waits for the NPU's KV (preverify_kv: wait)",
-    "ahasd_layer_pipelined": "AHASD, pre-verification trails the NPU layer by layer (preverify_kv: layer_pipelined)",
-    "ahasd_edc_idle": "AHASD, drafter idles until feedback when EDC stops and TVC declines",
-}
-#: AHASD variants, one per causal pre-verification KV option (the ladder's last rung)
-KV_VARIANTS = {"recompute": "ahasd_recompute", "wait": "ahasd_wait", "layer_pipelined": "ahasd_layer_pipelined"}
-SHORT = {"gpu_only": "GPU-only", "npu_pim": "NPU+PIM", "plus_aau": "+AAU", "plus_edc": "+EDC",
-         "plus_tvc": "+TVC", "ahasd": "AHASD", "npu_pim_idle": "NPU+PIM (idle)", "plus_aau_idle": "+AAU (idle)",
-         "plus_edc_idle": "+EDC (idle)", "plus_tvc_idle": "+TVC (idle)", "ahasd_recompute": "AHASD (recompute)",
-         "operator_sync": "operator_sync", "pim_ar": "AR on PIM", "npu_ar": "AR on NPU", "gpu_ar": "AR on GPU",
-         "best_soc": "best SoC decoder", "best_gpu": "best GPU decoder", "specpim": "SpecPIM-style", "specpim_gpu": "SpecPIM (GPU+PIM)",
-         "npu_lpddr5": "NPU+LPDDR5", "ahasd_wait": "AHASD (wait)", "ahasd_layer_pipelined": "AHASD (pipelined)",
-         "ahasd_edc_idle": "AHASD (EDC idle)"}
-MATCH = ["model_pair", "run.policy", "seed"]
-
-#: references.md#ahasd-results (reported by the paper; never used as an input)
-PAPER = {
-    "ladder_throughput": {"npu_pim": 2.2, "plus_aau": 2.7, "plus_edc": 3.4, "ahasd": 3.8},
-    "ladder_energy_eff": {"npu_pim": 1.9, "plus_aau": 2.6, "plus_edc": 4.5, "ahasd": 5.2},
-    "acc_npu_pim_vs_gpu": -25.1,         # % mean acceptance, NPU+PIM (naive async)
-    "acc_edc_vs_aau": 24.6,              # % acceptance, +EDC over +AAU
-    "acc_edc_vs_aau_llama_adaedl": 33.0,  # %
-    "acc_edc_vs_aau_opt_max": 10.0,      # % ("OPT group < +10%")
-    "ahasd_vs_gpu_max_throughput": 4.2,
-    "ahasd_vs_gpu_max_energy_eff": 5.6,
-    "ahasd_vs_specpim_max_throughput": 1.5,
-    "ahasd_vs_specpim_mean_energy_eff": 1.24,
-    "ahasd_vs_npu_lpddr5_throughput": 3.10,
-    "ahasd_vs_npu_lpddr5_energy_per_token": 0.48,
-    "ahasd_vs_npu_pim_throughput": 1.41,
-    "ahasd_vs_npu_pim_energy_eff": 1.25,
-    "power_table": {  # vs NPU+LPDDR5: LPDDR5 power, NPU power, throughput, energy/token
-        "npu_lpddr5": (1.00, 1.00, 1.00, 1.00),
-        "plus_aau": (1.90, 1.10, 2.20, 0.64),
-        "ahasd": (2.00, 1.15, 3.10, 0.48),
-    },
-}
-
-
-# ---------------------------------------------------------------- spec helpers
-def with_overrides(spec: SweepSpec, overrides: Iterable[str], name: str | None = None) -> SweepSpec:
-    """A copy of ``spec`` whose base ``set`` ends with ``overrides`` (they win over base.set;
-    variants and axes still apply after them)."""
-    new = copy.copy(spec)
-    new.base_set = [*spec.base_set, *overrides]
-    if name:
-        new.name = name
-    return new
-
-
-def restrict(spec: SweepSpec, *, model_pairs: Sequence[str] | None = None, policies: Sequence[str] | None = None,
-             variants: Sequence[str] | None = None, name: str | None = None) -> SweepSpec:
-    """A copy of ``spec`` keeping only the given model pairs ('draft/target'), policies, variants."""
-    new = copy.copy(spec)
-    axes = []
-    for ax in spec.shortcut_axes:
-        keep = None
-        if ax.name == "model_pair" and model_pairs is not None:
-            keep = [i for i, lab in enumerate(ax.labels) if lab in model_pairs]
-        elif ax.name == "run.policy" and policies is not None:
-            keep = [i for i, lab in enumerate(ax.labels) if lab in policies]
-        if keep is not None:
-            if not keep:
-                raise InputError(f"restrict: none of {model_pairs if ax.name == 'model_pair' else policies} "
-                                 f"in the sweep's {ax.name} values {ax.labels}")
-            ax = dataclasses.replace(ax, values=[ax.values[i] for i in keep], labels=[ax.labels[i] for i in keep])
-        axes.append(ax)
-    new.shortcut_axes = axes
-    if variants is not None:
-        new.variants = [v for v in spec.variants if v.name in variants]
-    if name:
-        new.name = name
-    return new
-
-
-def trace_token_budget(trace_path: Path, wanted: int, min_fit_positions: int = 200) -> tuple[int, str | None]:
-    """Largest token count <= ``wanted`` that leaves whole prompts with at least
-    ``min_fit_positions`` positions after the replayed slice (SpecDec++ fits its acceptance
-    predictor on them). Returns (tokens, reason it was reduced or None)."""
-    from ..traces.format import load_trace
-    t = load_trace(trace_path)
-    n = len(t)
-    starts = [int(b[0]) for b in t.prompt_bounds()]
-    ok = [s for s in starts if n - s >= min_fit_positions and s > 0]
-    if n - wanted >= min_fit_positions and any(s >= wanted and n - s >= min_fit_positions for s in starts):
-        return wanted, None
-    if not ok:
-        raise InputError(f"{trace_path}: {n} positions in {len(starts)} prompts cannot give both replayed tokens and "
-                         f"a held-out part of {min_fit_positions} positions for SpecDec++")
-    best = min(wanted, max(ok))
-    return best, (f"the trace {trace_path.name} has {n} positions in {len(starts)} prompts; SpecDec++ needs whole "
-                  f"prompts with >= {min_fit_positions} positions after the replayed slice to fit its acceptance "
-                  f"predictor, so every point replays {best} tokens instead of {wanted}")
+from ..metrics.windows import CONFIG_KEYS, config_ratios, paired_ratio, window_table
+from .experiments import POWER_COLUMNS, PaperExperiments
 
 
 # ---------------------------------------------------------------- per-window samples and 95% CIs
 # window_table, CONFIG_KEYS, seed_averaged_windows, paired_windows, paired_ratio and config_ratios
-# live in metrics/windows.py (the figures use them too, and plots sit below sweep)
+# live in metrics/windows.py (the figures use them too, and plots sit below the studies)
 
 
 def ratio_cell(wt: pd.DataFrame, num: str, den: str, metric: str, where: dict | None = None) -> str:
@@ -175,18 +45,18 @@ def range_cell(wt: pd.DataFrame, num: str, den: str, metric: str, where: dict | 
     return f"{min(vals):.2f}-{max(vals):.2f} ({above} above 1, {below} below)"
 
 
-def with_best_variants(wt: pd.DataFrame) -> pd.DataFrame:
+def with_best_variants(exp: PaperExperiments, wt: pd.DataFrame) -> pd.DataFrame:
     """``wt`` plus pseudo-variants best_soc / best_gpu (best by throughput) and best_soc_eff /
     best_gpu_eff (best by tokens/J), both ratio estimators over all the configuration's windows and
     seeds: per (model pair, algorithm), the
-    windows of the candidate (BEST_SOC / BEST_GPU) that is best there, so that every
+    windows of the candidate (``exp.best_decoders``) that is best there, so that every
     configuration's ratio is against each competitor's best decoder on its hardware (issue 23).
     The best is picked on the same windows, which can only favour the baseline."""
     if wt.empty:
         return wt
     keys = [c for c in CONFIG_KEYS if c in wt.columns]
     extra = []
-    for name, cands in (("best_soc", BEST_SOC), ("best_gpu", BEST_GPU)):
+    for name, cands in exp.best_decoders.items():
         d = wt[wt["variant"].isin(cands)]
         if d.empty:
             continue
@@ -201,7 +71,7 @@ def with_best_variants(wt: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([wt, *extra], ignore_index=True) if extra else wt
 
 
-def best_choices(wt: pd.DataFrame, name: str) -> str:
+def best_choices(exp: PaperExperiments, wt: pd.DataFrame, name: str) -> str:
     """Which decoder was best how often (e.g. 'pim_ar 12/12')."""
     if wt.empty or "best_of" not in wt.columns:
         return "n/a"
@@ -209,7 +79,7 @@ def best_choices(wt: pd.DataFrame, name: str) -> str:
     if d.empty:
         return "n/a"
     counts = d["best_of"].value_counts()
-    return ", ".join(f"{SHORT.get(v, v)} {n}/{len(d)}" for v, n in counts.items())
+    return ", ".join(f"{exp.short.get(v, v)} {n}/{len(d)}" for v, n in counts.items())
 
 
 def _ratio_row(wt, num, den, den_eff, label, name) -> list[str]:
@@ -219,11 +89,11 @@ def _ratio_row(wt, num, den, den_eff, label, name) -> list[str]:
             f"{k} x {n // k if k else 0}"]
 
 
-def ci_comparisons(wt: pd.DataFrame) -> list[list[str]]:
+def ci_comparisons(exp: PaperExperiments, wt: pd.DataFrame) -> list[list[str]]:
     """AHASD (and each KV option) vs the best decoders, operator_sync, async and GPU, with 95% CIs."""
     rows = []
     have = set(wt["variant"]) if not wt.empty else set()
-    nums = [("ahasd", "AHASD (default)")] + [(v, f"AHASD ({kv})") for kv, v in KV_VARIANTS.items()]
+    nums = [("ahasd", "AHASD (default)")] + [(v, f"AHASD ({kv})") for kv, v in exp.kv_variants.items()]
     dens = [("best_soc", "best_soc_eff", "best decoder of the same hardware"),
             ("best_gpu", "best_gpu_eff", "best GPU decoder (max of GPU-only, AR on GPU)"),
             ("operator_sync", "operator_sync", "operator_sync (same hardware, own placement)"),
@@ -240,12 +110,12 @@ def ci_comparisons(wt: pd.DataFrame) -> list[list[str]]:
     return rows
 
 
-def ci_ladder(wt: pd.DataFrame, metric: str) -> list[list[str]]:
+def ci_ladder(exp: PaperExperiments, wt: pd.DataFrame, metric: str) -> list[list[str]]:
     """The ablation ladders (x GPU-only, 95% CIs), one row per EDC-stop semantics; each rung
     changes one switch from the previous one."""
     have = set(wt["variant"]) if not wt.empty else set()
     rows = []
-    for stop, ladder in LADDERS.items():
+    for stop, ladder in exp.ladders.items():
         rungs = [v for v in ladder if v != "gpu_only"]
         if not all(v in have for v in rungs):
             continue
@@ -253,15 +123,15 @@ def ci_ladder(wt: pd.DataFrame, metric: str) -> list[list[str]]:
     return rows
 
 
-def ci_rung_steps(wt: pd.DataFrame) -> list[list[str]]:
+def ci_rung_steps(exp: PaperExperiments, wt: pd.DataFrame) -> list[list[str]]:
     """Each rung over the previous rung of its ladder (the effect of one switch), 95% CIs."""
     have = set(wt["variant"]) if not wt.empty else set()
     rows = []
-    for stop, ladder in LADDERS.items():
+    for stop, ladder in exp.ladders.items():
         rungs = [v for v in ladder if v != "gpu_only"]
         for prev, nxt in zip(rungs, rungs[1:]):
             if prev in have and nxt in have:
-                rows.append([stop, f"{SHORT[nxt]} / {SHORT[prev]}",
+                rows.append([stop, f"{exp.short[nxt]} / {exp.short[prev]}",
                              ratio_cell(wt, nxt, prev, "throughput_tok_s"),
                              range_cell(wt, nxt, prev, "throughput_tok_s"),
                              ratio_cell(wt, nxt, prev, "tokens_per_j"),
@@ -294,30 +164,30 @@ STATS_NOTE = (
     "column gives the per-configuration ratios and how many of their own intervals lie wholly above or below 1.")
 
 
-def ci_section(wt: pd.DataFrame) -> list[str]:
-    wt = with_best_variants(wt)
+def ci_section(exp: PaperExperiments, wt: pd.DataFrame) -> list[str]:
+    wt = with_best_variants(exp, wt)
+    soc, gpu = (", ".join(exp.short[v] for v in exp.best_decoders[k]) for k in ("best_soc", "best_gpu"))
     lines = ["## Headline ratios with 95% confidence intervals", "", STATS_NOTE, "",
              "**Best decoder**: per (model pair, algorithm), the fastest (for throughput) or most efficient (for "
-             "tokens/J) of " + ", ".join(SHORT[v] for v in BEST_SOC) + " on the NPU + LPDDR5-PIM hardware, and of "
-             + ", ".join(SHORT[v] for v in BEST_GPU) + " on the GPU; it is picked on the same windows, which can "
-             "only favour the baseline. Every PIM mode uses its own best rank placement (pim.partition_policy: "
-             "auto, chosen on the tuning trace).", ""]
+             f"tokens/J) of {soc} on the NPU + LPDDR5-PIM hardware, and of {gpu} on the GPU; it is picked on the "
+             "same windows, which can only favour the baseline. Every PIM mode uses its own best rank placement "
+             "(pim.partition_policy: auto, chosen on the tuning trace).", ""]
     if wt.empty:
         return lines + ["(no windows.csv found)", ""]
     lines.append(md_table(["configuration", "vs", "throughput, suite [95% CI]", "per configuration",
                            "tokens/J, suite [95% CI]", "per configuration", "configurations x windows"],
-                          ci_comparisons(wt)))
-    lines += ["", f"Best decoder of the same hardware: throughput {best_choices(wt, 'best_soc')}; tokens/J "
-              f"{best_choices(wt, 'best_soc_eff')}. Best GPU decoder: throughput {best_choices(wt, 'best_gpu')}; "
-              f"tokens/J {best_choices(wt, 'best_gpu_eff')}.", ""]
+                          ci_comparisons(exp, wt)))
+    lines += ["", f"Best decoder of the same hardware: throughput {best_choices(exp, wt, 'best_soc')}; tokens/J "
+              f"{best_choices(exp, wt, 'best_soc_eff')}. Best GPU decoder: throughput "
+              f"{best_choices(exp, wt, 'best_gpu')}; tokens/J {best_choices(exp, wt, 'best_gpu_eff')}.", ""]
     head = ["EDC stop", "NPU+PIM", "+AAU", "+EDC", "+TVC", "+GTS (AHASD)"]
     lines += ["Ablation ladders, throughput x GPU-only, suite [95% CI]; each rung switches one thing on:", ""]
-    lines.append(md_table(head, ci_ladder(wt, "throughput_tok_s")))
+    lines.append(md_table(head, ci_ladder(exp, wt, "throughput_tok_s")))
     lines += ["", "Ablation ladders, energy efficiency (tokens/J) x GPU-only, suite [95% CI]:", ""]
-    lines.append(md_table(head, ci_ladder(wt, "tokens_per_j")))
+    lines.append(md_table(head, ci_ladder(exp, wt, "tokens_per_j")))
     lines += ["", "The effect of each switch (rung / previous rung), suite [95% CI] and per configuration:", ""]
     lines.append(md_table(["EDC stop", "rung", "throughput", "per configuration", "tokens/J", "per configuration"],
-                          ci_rung_steps(wt)))
+                          ci_rung_steps(exp, wt)))
     for den, den_eff, name in (("best_soc", "best_soc_eff", "the best decoder of the same hardware"),
                                ("best_gpu", "best_gpu_eff", "the best GPU decoder")):
         if not {den, den_eff} <= set(wt["variant"]) or "ahasd" not in set(wt["variant"]):
@@ -329,46 +199,6 @@ def ci_section(wt: pd.DataFrame) -> list[str]:
     return lines
 
 
-def ci_figure(wt: pd.DataFrame, out: Path) -> list[Path]:
-    """Ratios of AHASD (each KV option) to async / operator_sync / GPU-only with 95% CI error bars."""
-    import matplotlib.pyplot as plt
-    from ..plots.style import apply_style, color, save_figure
-    apply_style()
-    wt = with_best_variants(wt)
-    dens = [("best_soc", "best SoC"), ("operator_sync", "operator_sync"), ("plus_aau", "async"),
-            ("best_gpu", "best GPU")]
-    kvs = [(kv, v) for kv, v in [("default", "ahasd"), *KV_VARIANTS.items()]
-           if not wt.empty and v in set(wt["variant"])]
-    fig, axes = plt.subplots(2, 1, figsize=(6.5, 5.2), squeeze=False)
-    for ax, (metric, label) in zip(axes[:, 0], (("throughput_tok_s", "Throughput ratio"),
-                                                ("tokens_per_j", "Energy-efficiency ratio"))):
-        width = 0.8 / max(1, len(kvs))
-        for i, (kv, v) in enumerate(kvs):
-            xs, ys, lo, hi = [], [], [], []
-            for j, (den, _name) in enumerate(dens):
-                den_m = den + "_eff" if metric == "tokens_per_j" and den.startswith("best_") else den
-                g, ci, _n, _k = paired_ratio(wt, v, den_m, metric)   # the report's suite ratio
-                if math.isnan(g):
-                    continue
-                xs.append(j + (i - (len(kvs) - 1) / 2) * width)
-                ys.append(g)
-                lo.append(g - (ci[0] if ci else g))
-                hi.append((ci[1] if ci else g) - g)
-            ax.bar(xs, ys, width=width * 0.9, color=color(i), label=f"AHASD ({kv})", yerr=[lo, hi], capsize=3)
-        ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle="--")
-        ax.set_xticks(range(len(dens)))
-        ax.set_xticklabels([f"vs {n}" for _d, n in dens])
-        ax.set_ylabel(f"{label}\n(suite total, 95% CI)")
-        ax.set_yscale("log")
-    axes[0, 0].legend(loc="best", fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, out)
-
-
-REGIME_RATES = "pim.unit_gops_int8,pim.internal_bw_gb_s,pim.gops_scope,pim.bw_scope"
-REGIME_AXES = [REGIME_RATES, "pim.shared_rank_contention"]
-
-
 def _rates_label(label: str) -> str:
     """'null/null/per_unit/per_unit' -> 'derived (pim.preset)'; '102.4/256.0/total/per_unit' ->
     'typed: 102.4 GOPS total, 256 GB/s per unit'."""
@@ -377,31 +207,31 @@ def _rates_label(label: str) -> str:
         return "derived (pim.preset)"
     g, b, gs, bs = parts
     return f"typed: {float(g):g} GOPS {gs.replace('_', ' ')}, {float(b):g} GB/s {bs.replace('_', ' ')}"
-REGIME_DECODERS = ["pim_ar", "npu_ar", "operator_sync", "async", "ahasd"]
 
 
-def regime_windows(table: pd.DataFrame, points_dir: Path) -> pd.DataFrame:
+def regime_windows(exp: PaperExperiments, table: pd.DataFrame, points_dir: Path) -> pd.DataFrame:
     """The regimes sweep's window table (one row per point and window, with the regime axes)."""
-    return window_table(table, points_dir, REGIME_AXES)
+    return window_table(table, points_dir, exp.regime_axes)
 
 
-def regime_rows(rwt: pd.DataFrame) -> list[dict[str, Any]]:
+def regime_rows(exp: PaperExperiments, rwt: pd.DataFrame) -> list[dict[str, Any]]:
     """Per regime (one configuration each): the best decoders and AHASD's paired ratios (to the
     best, to operator_sync, TVC on/off) as (ratio, ci) pairs, ratio estimators over the regime's
     windows with a paired bootstrap, and whether AHASD beats the best on both metrics."""
     from ..metrics.stats import paired_metric_ci, seed_averaged
     rows = []
-    if rwt.empty or not all(a in rwt.columns for a in REGIME_AXES):
+    axes = exp.regime_axes
+    if rwt.empty or not all(a in rwt.columns for a in axes):
         return rows
-    rwt = seed_averaged(rwt, ["variant", *REGIME_AXES, "window"])
-    for key, g in rwt.groupby(REGIME_AXES, sort=False):
+    rwt = seed_averaged(rwt, ["variant", *axes, "window"])
+    for key, g in rwt.groupby(axes, sort=False):
         w = {v: gv.set_index("window") for v, gv in g.groupby("variant")}
         if not {"ahasd", "operator_sync"} <= set(w):
             continue
-        dec = [v for v in REGIME_DECODERS if v in w]
+        dec = [v for v in exp.regime_decoders if v in w]
         best_t = max(dec, key=lambda v: pooled_rate(w[v], "throughput_tok_s"))
         best_e = max(dec, key=lambda v: pooled_rate(w[v], "tokens_per_j"))
-        row: dict[str, Any] = {"regime": dict(zip(REGIME_AXES, key)), "best_throughput": best_t,
+        row: dict[str, Any] = {"regime": dict(zip(axes, key)), "best_throughput": best_t,
                                "best_efficiency": best_e}
         for tag, den_t, den_e in (("best", best_t, best_e), ("operator_sync", "operator_sync", "operator_sync"),
                                   ("tvc", "ahasd_no_tvc", "ahasd_no_tvc")):
@@ -418,7 +248,7 @@ def regime_rows(rwt: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def regime_section_from_windows(rwt: pd.DataFrame) -> list[str]:
+def regime_section_from_windows(exp: PaperExperiments, rwt: pd.DataFrame) -> list[str]:
     lines = ["## AHASD with derived PIM rates and under each Table-2 reading (regimes sweep)", "",
              "LLaMA2-7B/13B shapes, AdaEDL, 5 windows; every decoder on the same NPU + LPDDR5-PIM platform with "
              "AAU and GTS, each PIM mode with its own best placement. PIM rates: derived from the memory "
@@ -426,16 +256,16 @@ def regime_section_from_windows(rwt: pd.DataFrame) -> list[str]:
              "the device total. Each regime is one configuration: ratios of ratio estimators over its windows, "
              "95% paired bootstrap over whole windows [95% CI]. "
              "**both** = the whole interval is above 1 for throughput and for tokens/J. Best decoder = the "
-             "fastest (tokens/J: most efficient) of " + ", ".join(REGIME_DECODERS) + " in that regime.", ""]
-    rows = regime_rows(rwt)
+             "fastest (tokens/J: most efficient) of " + ", ".join(exp.regime_decoders) + " in that regime.", ""]
+    rows = regime_rows(exp, rwt)
     if not rows:
         return lines + ["(regimes sweep missing)", ""]
     out = []
     for row in rows:
         reg = row["regime"]
-        cells = [_rates_label(reg[REGIME_RATES]), str(reg["pim.shared_rank_contention"])]
-        cells.append(f"{SHORT.get(row['best_throughput'], row['best_throughput'])} / "
-                     f"{SHORT.get(row['best_efficiency'], row['best_efficiency'])}")
+        cells = [_rates_label(reg[exp.regime_rates_axis]), str(reg[exp.regime_contention_axis])]
+        cells.append(f"{exp.short.get(row['best_throughput'], row['best_throughput'])} / "
+                     f"{exp.short.get(row['best_efficiency'], row['best_efficiency'])}")
         for tag in ("best", "operator_sync", "tvc"):
             for m in ("throughput_tok_s", "tokens_per_j"):
                 cells.append(fmt_ci(*row[f"{tag}/{m}"]) if f"{tag}/{m}" in row else "n/a")
@@ -450,11 +280,11 @@ def regime_section_from_windows(rwt: pd.DataFrame) -> list[str]:
 
 
 # ---------------------------------------------------------------- tables
-def normalised_table(df: pd.DataFrame, baseline: str = "gpu_only") -> pd.DataFrame:
+def normalised_table(exp: PaperExperiments, df: pd.DataFrame, baseline: str = "gpu_only") -> pd.DataFrame:
     d = ok_rows(df)
     d = d.assign(memory_energy_j=memory_energy_j(d), npu_energy_j=device_energy_j(d, "npu"))
     d = d.assign(memory_power_w=d["memory_energy_j"] / d["makespan_s"], npu_power_w=d["npu_energy_j"] / d["makespan_s"])
-    return normalise(d, by="variant", baseline=baseline, group=[c for c in MATCH if c in d.columns],
+    return normalise(d, by="variant", baseline=baseline, group=[c for c in exp.match if c in d.columns],
                      metrics=["throughput_tok_s", "tokens_per_j", "energy_per_token_j", "acceptance_rate",
                               "memory_power_w", "npu_power_w"])
 
@@ -476,12 +306,13 @@ def _row_totals(d: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(fn(d), dtype=float), np.asarray(fd(d), dtype=float)
 
 
-def _matched(df: pd.DataFrame, num: str, den: str, metric: str, where: dict | None):
-    """Matched (model pair, policy, seed) points of ``num`` and ``den``: their totals, aligned."""
+def _matched(exp: PaperExperiments, df: pd.DataFrame, num: str, den: str, metric: str, where: dict | None):
+    """Matched points (same ``exp.match`` columns: model pair, policy, seed) of ``num`` and ``den``:
+    their totals, aligned."""
     d = ok_rows(df)
     for k, v in (where or {}).items():
         d = d[d[k] == v]
-    keys = [c for c in MATCH if c in d.columns]
+    keys = [c for c in exp.match if c in d.columns]
     parts = []
     for v in (num, den):
         x = d[d["variant"] == v]
@@ -491,10 +322,11 @@ def _matched(df: pd.DataFrame, num: str, den: str, metric: str, where: dict | No
     return a.dropna(), b.loc[a.dropna().index]
 
 
-def pair_ratio(df: pd.DataFrame, num: str, den: str, metric: str, where: dict | None = None) -> pd.Series:
+def pair_ratio(exp: PaperExperiments, df: pd.DataFrame, num: str, den: str, metric: str,
+               where: dict | None = None) -> pd.Series:
     """metric(num) / metric(den) per configuration (model pair, policy): each the ratio of the two
     variants' ratio estimators over the configuration's points (seeds summed)."""
-    a, b = _matched(df, num, den, metric, where)
+    a, b = _matched(exp, df, num, den, metric, where)
     if a.empty:
         return pd.Series(dtype=float)
     cfg = [c for c in a.index.names if c != "seed"]
@@ -504,11 +336,12 @@ def pair_ratio(df: pd.DataFrame, num: str, den: str, metric: str, where: dict | 
     return r.replace([np.inf, -np.inf], np.nan).dropna()
 
 
-def suite_ratio(df: pd.DataFrame, num: str, den: str, metric: str, where: dict | None = None) -> float:
+def suite_ratio(exp: PaperExperiments, df: pd.DataFrame, num: str, den: str, metric: str,
+                where: dict | None = None) -> float:
     """metric(num) / metric(den) over the whole suite of matched points: the ratio of the two
     variants' ratio estimators over all those points' totals (not a mean of ratios)."""
     from ..metrics.stats import ratio_of_totals
-    a, b = _matched(df, num, den, metric, where)
+    a, b = _matched(exp, df, num, den, metric, where)
     if a.empty:
         return float("nan")
     rb = ratio_of_totals(b["n"], b["d"])
@@ -550,7 +383,7 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def comparison_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
+def comparison_rows(exp: PaperExperiments, df: pd.DataFrame) -> list[dict[str, Any]]:
     """The paper's headline claims next to ours: list of {claim, ours, paper, detail}. "Suite"
     claims are ratios of the suite's totals (:func:`suite_ratio`), "up to" claims the largest
     per-configuration ratio (:func:`pair_ratio`)."""
@@ -560,24 +393,27 @@ def comparison_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
         rows.append({"claim": claim, "ours": ours, "paper": paper, "detail": detail, "kind": kind})
 
     def suite(num, den, metric, where=None):
-        s = pair_ratio(df, num, den, metric, where)
-        return suite_ratio(df, num, den, metric, where), f"suite total over {len(s)} configurations, each {_range(s)}"
+        s = pair_ratio(exp, df, num, den, metric, where)
+        return (suite_ratio(exp, df, num, den, metric, where),
+                f"suite total over {len(s)} configurations, each {_range(s)}")
 
-    for v in ["npu_pim", "plus_aau", "plus_edc", "ahasd"]:
+    paper = exp.reported
+    for v in paper["ladder_throughput"]:
         r, det = suite(v, "gpu_only", "throughput_tok_s")
-        add(f"{SHORT[v]} throughput vs GPU-only", r, PAPER["ladder_throughput"][v], det)
+        add(f"{exp.short[v]} throughput vs GPU-only", r, paper["ladder_throughput"][v], det)
         r, det = suite(v, "gpu_only", "tokens_per_j")
-        add(f"{SHORT[v]} energy efficiency vs GPU-only", r, PAPER["ladder_energy_eff"][v], det)
+        add(f"{exp.short[v]} energy efficiency vs GPU-only", r, paper["ladder_energy_eff"][v], det)
     r, det = suite("npu_pim", "gpu_only", "acceptance_rate")
-    add("NPU+PIM mean acceptance vs GPU-only", r, 1 + PAPER["acc_npu_pim_vs_gpu"] / 100,
+    add("NPU+PIM mean acceptance vs GPU-only", r, 1 + paper["acceptance_npu_pim_vs_gpu_pct"] / 100,
         f"acceptance rate (accepted / drafted), {det}", "pct")
     r, det = suite("plus_edc", "plus_aau", "acceptance_rate")
-    add("+EDC acceptance vs +AAU", r, 1 + PAPER["acc_edc_vs_aau"] / 100, det, "pct")
+    add("+EDC acceptance vs +AAU", r, 1 + paper["acceptance_edc_vs_aau_pct"] / 100, det, "pct")
     r, det = suite("plus_edc", "plus_aau", "acceptance_rate", {"model_pair": "llama2-7b/llama2-13b",
                                                                "run.policy": "adaedl"})
-    add("+EDC acceptance vs +AAU, LLaMA2 + AdaEDL", r, 1 + PAPER["acc_edc_vs_aau_llama_adaedl"] / 100, det, "pct")
+    add("+EDC acceptance vs +AAU, LLaMA2 + AdaEDL", r, 1 + paper["acceptance_edc_vs_aau_llama_adaedl_pct"] / 100,
+        det, "pct")
     r, det = suite("plus_edc", "plus_aau", "acceptance_rate", {"model_pair": "opt-1.3b/opt-6.7b"})
-    add("+EDC acceptance vs +AAU, OPT group (paper: < +10%)", r, 1 + PAPER["acc_edc_vs_aau_opt_max"] / 100,
+    add("+EDC acceptance vs +AAU, OPT group (paper: < +10%)", r, 1 + paper["acceptance_edc_vs_aau_opt_max_pct"] / 100,
         f"{det}; paper gives an upper bound", "pct")
     for den, what in (("gpu_only", "GPU-only"), ("specpim", "SpecPIM-style"),
                       ("specpim_gpu", "SpecPIM on GPU+PIM hardware")):
@@ -586,24 +422,25 @@ def comparison_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
         for metric, name, key in (("throughput_tok_s", "throughput", "throughput"),
                                   ("tokens_per_j", "energy efficiency", "energy_eff")):
             pk = f"ahasd_vs_{'gpu' if den == 'gpu_only' else 'specpim'}_max_{key}"
-            if pk in PAPER:
-                s = pair_ratio(df, "ahasd", den, metric)
-                add(f"AHASD vs {what}, best {name} ('up to')", _stat(s, "max"), PAPER[pk],
-                    f"largest of {len(s)} configurations; suite total {_fmt(suite_ratio(df, 'ahasd', den, metric))}")
+            if pk in paper:
+                s = pair_ratio(exp, df, "ahasd", den, metric)
+                add(f"AHASD vs {what}, best {name} ('up to')", _stat(s, "max"), paper[pk],
+                    f"largest of {len(s)} configurations; suite total "
+                    f"{_fmt(suite_ratio(exp, df, 'ahasd', den, metric))}")
         if den != "gpu_only":
             r, det = suite("ahasd", den, "tokens_per_j")
-            add(f"AHASD vs {what}, mean energy efficiency", r, PAPER["ahasd_vs_specpim_mean_energy_eff"], det)
+            add(f"AHASD vs {what}, mean energy efficiency", r, paper["ahasd_vs_specpim_mean_energy_eff"], det)
     for den, what, metric, key in (
             ("npu_lpddr5", "NPU+LPDDR5, throughput", "throughput_tok_s", "ahasd_vs_npu_lpddr5_throughput"),
             ("npu_lpddr5", "NPU+LPDDR5, energy per token", "energy_per_token_j", "ahasd_vs_npu_lpddr5_energy_per_token"),
             ("plus_aau", "NPU+LPDDR5-PIM (+AAU), throughput", "throughput_tok_s", "ahasd_vs_npu_pim_throughput"),
             ("plus_aau", "NPU+LPDDR5-PIM (+AAU), energy efficiency", "tokens_per_j", "ahasd_vs_npu_pim_energy_eff")):
         r, det = suite("ahasd", den, metric)
-        add(f"AHASD vs {what}", r, PAPER[key], det)
+        add(f"AHASD vs {what}", r, paper[key], det)
     return rows
 
 
-def power_rows(df: pd.DataFrame) -> list[list[str]]:
+def power_rows(exp: PaperExperiments, df: pd.DataFrame) -> list[list[str]]:
     """The paper's power table (vs NPU+LPDDR5) from our runs: memory (LPDDR5 + PIM units + AAU
     + GTS) and NPU average power, throughput, energy per token; ratios of the suite's totals."""
     d = ok_rows(df)
@@ -611,14 +448,15 @@ def power_rows(df: pd.DataFrame) -> list[list[str]]:
     for v, name in (("npu_lpddr5", "NPU + LPDDR5"), ("plus_aau", "NPU + LPDDR5-PIM (+AAU rung)"), ("ahasd", "AHASD")):
         cells = [name]
         for metric in ("memory_power_w", "npu_power_w", "throughput_tok_s", "energy_per_token_j"):
-            cells.append(_fmt(suite_ratio(d, v, "npu_lpddr5", metric)))
-        p = PAPER["power_table"][v]
-        cells.append(" / ".join(f"{x:.2f}" for x in p))
+            cells.append(_fmt(suite_ratio(exp, d, v, "npu_lpddr5", metric)))
+        p = exp.reported["power_table"][v]
+        cells.append(" / ".join(f"{p[c]:.2f}" for c in POWER_COLUMNS))
         out.append(cells)
     return out
 
 
-def per_pair_table(df: pd.DataFrame, variants: Sequence[str], metric: str, baseline: str | None = "gpu_only") -> list[list[str]]:
+def per_pair_table(exp: PaperExperiments, df: pd.DataFrame, variants: Sequence[str], metric: str,
+                   baseline: str | None = "gpu_only") -> list[list[str]]:
     """Per model pair: each variant's ratio to ``baseline`` (or, without one, its rate), ratio
     estimators over the totals of the pair's algorithms and seeds."""
     from ..metrics.stats import ratio_of_totals
@@ -629,7 +467,7 @@ def per_pair_table(df: pd.DataFrame, variants: Sequence[str], metric: str, basel
         cells = [p]
         for v in variants:
             if baseline:
-                cells.append(_fmt(suite_ratio(d, v, baseline, metric, {"model_pair": p})))
+                cells.append(_fmt(suite_ratio(exp, d, v, baseline, metric, {"model_pair": p})))
             else:
                 x = d[(d["variant"] == v) & (d["model_pair"] == p)]
                 cells.append(_sig(ratio_of_totals(*_row_totals(x, metric)) if len(x) else float("nan")))
@@ -637,7 +475,8 @@ def per_pair_table(df: pd.DataFrame, variants: Sequence[str], metric: str, basel
     return rows
 
 
-def per_policy_table(df: pd.DataFrame, variant: str, baseline: str, metric: str) -> list[list[str]]:
+def per_policy_table(exp: PaperExperiments, df: pd.DataFrame, variant: str, baseline: str,
+                     metric: str) -> list[list[str]]:
     d = ok_rows(df)
     pairs = list(dict.fromkeys(d["model_pair"]))
     pols = list(dict.fromkeys(d["run.policy"]))
@@ -645,12 +484,13 @@ def per_policy_table(df: pd.DataFrame, variant: str, baseline: str, metric: str)
     for p in pairs:
         cells = [p]
         for pol in pols:
-            cells.append(_fmt(suite_ratio(d, variant, baseline, metric, {"model_pair": p, "run.policy": pol})))
+            cells.append(_fmt(suite_ratio(exp, d, variant, baseline, metric, {"model_pair": p, "run.policy": pol})))
         rows.append(cells)
     return [["model pair", *pols]] + rows
 
 
-def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, list[Path]], out_dir: Path,
+def build_report(exp: PaperExperiments, df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, list[Path]],
+                 out_dir: Path,
                  windows: pd.DataFrame | None = None, regimes: list[str] | None = None) -> str:
     """The markdown report (relative links to figures under ``out_dir``)."""
     lines: list[str] = []
@@ -658,7 +498,7 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
     lines.append("")
     lines.append("Generated by `scripts/reproduce_paper.py`. Every number in the *ours* columns is computed from "
                  "this run's result files; the *paper* columns are the ratios the AHASD paper reports "
-                 "(references.md#ahasd-results), shown for comparison only. Nothing was tuned to match them.")
+                 f"({exp.reported_source}), shown for comparison only. Nothing was tuned to match them.")
     lines.append("")
     lines.append("## Setup")
     lines.append("")
@@ -667,15 +507,15 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
     lines.append("")
     lines.append("Configurations (sweep variants of `hw_configs/paper/reproduce.yaml`):")
     lines.append("")
-    lines.append(md_table(["variant", "meaning"], [[f"`{k}`", LABELS[k]] for k in LABELS]))
+    lines.append(md_table(["variant", "meaning"], [[f"`{k}`", label] for k, label in exp.labels.items()]))
     lines.append("")
 
     if windows is not None:
-        lines += ci_section(windows)
+        lines += ci_section(exp, windows)
     if regimes:
         lines += regimes
 
-    comp = comparison_rows(df)
+    comp = comparison_rows(exp, df)
     lines.append("## Headline comparison with the paper")
     lines.append("")
     rows = []
@@ -693,18 +533,19 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
 
     lines.append("## Ablation ladder per model pair (ratio of totals over algorithms, x GPU-only)")
     lines.append("")
-    lad = [v for v in LADDER if v != "gpu_only"]
+    short = exp.short
+    lad = [v for v in exp.ladder if v != "gpu_only"]
     lines.append("Throughput:")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in lad]], per_pair_table(df, lad, "throughput_tok_s")))
+    lines.append(md_table(["model pair", *[short[v] for v in lad]], per_pair_table(exp, df, lad, "throughput_tok_s")))
     lines.append("")
     lines.append("Energy efficiency (tokens/J):")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in lad]], per_pair_table(df, lad, "tokens_per_j")))
+    lines.append(md_table(["model pair", *[short[v] for v in lad]], per_pair_table(exp, df, lad, "tokens_per_j")))
     lines.append("")
     lines.append("Acceptance rate (accepted / drafted tokens, absolute, ratio of totals over algorithms):")
     lines.append("")
-    acc_vars = [v for v in LADDER] + ["specpim"]
+    acc_vars = [v for v in exp.ladder] + ["specpim"]
     d = ok_rows(df)
     acc_rows = []
     for p in dict.fromkeys(d["model_pair"]):
@@ -713,7 +554,7 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
             x = d[(d["variant"] == v) & (d["model_pair"] == p)]
             cells.append(_fmt(ratio_of_totals(*_row_totals(x, "acceptance_rate")) if len(x) else float("nan"), 3))
         acc_rows.append(cells)
-    lines.append(md_table(["model pair", *[SHORT[v] for v in acc_vars]], acc_rows))
+    lines.append(md_table(["model pair", *[short[v] for v in acc_vars]], acc_rows))
     lines.append("")
 
     lines.append("## Comparison with the baselines (ratio of totals over algorithms)")
@@ -721,20 +562,20 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
     sota = [v for v in ("specpim", "specpim_gpu", "npu_lpddr5", "ahasd") if v in set(df["variant"])]
     lines.append("Throughput, x GPU-only:")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in sota]], per_pair_table(df, sota, "throughput_tok_s")))
+    lines.append(md_table(["model pair", *[short[v] for v in sota]], per_pair_table(exp, df, sota, "throughput_tok_s")))
     lines.append("")
     lines.append("Energy efficiency, x GPU-only:")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in sota]], per_pair_table(df, sota, "tokens_per_j")))
+    lines.append(md_table(["model pair", *[short[v] for v in sota]], per_pair_table(exp, df, sota, "tokens_per_j")))
     lines.append("")
     lines.append("AHASD throughput per drafting algorithm, x SpecPIM-style:")
     lines.append("")
-    t = per_policy_table(df, "ahasd", "specpim", "throughput_tok_s")
+    t = per_policy_table(exp, df, "ahasd", "specpim", "throughput_tok_s")
     lines.append(md_table(t[0], t[1:]))
     lines.append("")
     lines.append("AHASD throughput per drafting algorithm, x GPU-only:")
     lines.append("")
-    t = per_policy_table(df, "ahasd", "gpu_only", "throughput_tok_s")
+    t = per_policy_table(exp, df, "ahasd", "gpu_only", "throughput_tok_s")
     lines.append(md_table(t[0], t[1:]))
     lines.append("")
 
@@ -742,22 +583,24 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
     lines.append("")
     lines.append("Memory power = (LPDDR5 + PIM units + AAU + GTS energy) / makespan; NPU power = NPU energy / "
                  "makespan. The paper's \"NPU + LPDDR5-PIM\" row is matched with our +AAU rung (its throughput "
-                 "2.20x NPU+LPDDR5 = the +AAU step, references.md#ahasd-results checks).")
+                 f"2.20x NPU+LPDDR5 = the +AAU step, {exp.reported_source} checks).")
     lines.append("")
     lines.append(md_table(["configuration", "memory power", "NPU power", "throughput", "energy/token",
-                           "paper (mem / NPU / thr / E/tok)"], power_rows(df)))
+                           "paper (mem / NPU / thr / E/tok)"], power_rows(exp, df)))
     lines.append("")
 
     lines.append("## Absolute numbers (ratio of totals over algorithms)")
     lines.append("")
-    allv = [v for v in LABELS if v in set(d["variant"])]
+    allv = [v for v in exp.labels if v in set(d["variant"])]
     lines.append("Throughput (tokens/s):")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in allv]], per_pair_table(df, allv, "throughput_tok_s", None)))
+    lines.append(md_table(["model pair", *[short[v] for v in allv]],
+                          per_pair_table(exp, df, allv, "throughput_tok_s", None)))
     lines.append("")
     lines.append("Energy efficiency (tokens/J):")
     lines.append("")
-    lines.append(md_table(["model pair", *[SHORT[v] for v in allv]], per_pair_table(df, allv, "tokens_per_j", None)))
+    lines.append(md_table(["model pair", *[short[v] for v in allv]],
+                          per_pair_table(exp, df, allv, "tokens_per_j", None)))
     lines.append("")
 
     if figures:
@@ -787,25 +630,8 @@ def build_report(df: pd.DataFrame, *, meta: dict[str, Any], figures: dict[str, l
 
     lines.append("## How to read this (differences from the paper's setup)")
     lines.append("")
-    for c in CAVEATS:
+    for c in exp.caveats:
         lines.append(f"- {c}")
     lines.append("")
     return "\n".join(lines)
 
-
-CAVEATS = [
-    "Acceptance behaviour comes from one real token-level trace (Qwen2.5-Coder 0.5B -> 1.5B, greedy) replayed "
-    "on the OPT / LLaMA2 / PaLM-like model *shapes*; the paper ran the real pairs on Alpaca prompts. Timing and "
-    "energy follow the shapes, acceptance does not change with the pair.",
-    "GPU-only runs both models on one RTX 4090 Laptop (16 GB); pairs that do not fit stream the overflow over "
-    "PCIe every forward (platform_laptop_rtx4090.yaml). The OPT pair fits, so its GPU-only baseline is much "
-    "stronger than for the larger pairs.",
-    "SpecPIM is approximated by the operator-level synchronous mode on the same NPU + LPDDR5-PIM platform "
-    "with AAU and GTS off (the paper's SpecPIM used two RTX 4090 Laptop GPUs as hosts plus an HBM-PIM/AiM "
-    "style PIM).",
-    "NPU+LPDDR5 is the target decoding autoregressively on the NPU: the simulator has no NPU-only speculative "
-    "mode. The paper does not say which decoding its NPU+LPDDR5 reference used.",
-    "GTS is enabled only on the last (TVC) rung, where pre-verification switches ranks; it has no effect "
-    "without pre-verification.",
-    "The paper publishes no absolute tokens/s or joules, so only ratios are compared.",
-]
