@@ -1,7 +1,7 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
 Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
-``validate``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
+``validate``, ``measure gpu|moe``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
 Adding a subcommand: write ``_add_NAME(sub)`` (its parser) and ``cmd_NAME(args)`` (its body,
@@ -173,6 +173,15 @@ def _add_validate(sub) -> None:
                    help="MoE offload: expert-copy bursts and fused / per-expert-loop MoE layers vs the H200 "
                    "measurements (validation/h200_moe_*.csv), fitted in sample, errors out of sample")
     _debug(v)
+
+
+def _add_measure(sub) -> None:
+    from .measure.cli import add_measure_targets
+    m = _sub(sub, "measure", "time real GPU steps for validate (measure gpu|moe; needs PyTorch)",
+             "Measure the GPU latencies that `validate` compares the simulator with: `measure gpu` (dense "
+             "decode/verify steps, copies, ceilings) or `measure moe` (expert copies, MoE layers). Needs "
+             "PyTorch: pip install 'ahasd_sim[measure]'.")
+    add_measure_targets(m, EPILOG)
 
 
 def _add_list(sub) -> None:
@@ -378,6 +387,11 @@ def cmd_validate(args) -> int:
     return run_validate(args)
 
 
+def cmd_measure(args) -> int:
+    from .measure.cli import run_measure_cli
+    return run_measure_cli(args)
+
+
 def cmd_list(args) -> int:
     from .modes import MODES
     from .paths import shipped_files
@@ -451,6 +465,7 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "area": (_add_area, cmd_area),
     "traces": (_add_traces, cmd_traces),
     "validate": (_add_validate, cmd_validate),
+    "measure": (_add_measure, cmd_measure),
     "list": (_add_list, cmd_list),
     "config-reference": (_add_config_reference, cmd_config_reference),
 }

@@ -1,7 +1,7 @@
 """``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (issue 9).
 
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
-default, written by ``scripts/measure_gpu.py``) is simulated with the platform's GPU model:
+default, written by ``python -m ahasd_sim measure gpu``) is simulated with the platform's GPU model:
 ``Gpu.forward_cost(forward_ops(model in bf16, k, kv_len)).duration_s``. Every
 **h2d_pinned** row is simulated with the ``h2d`` link model (``max(latency, latency -
 overlapped + bytes / bandwidth)``, :meth:`Link.isolated_transfer_time_s`). ``--peers``
@@ -82,7 +82,7 @@ def load_measured(path: str | Path) -> pd.DataFrame:
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} "
-                         f"(expected the columns written by scripts/measure_gpu.py)")
+                         f"(expected the columns written by python -m ahasd_sim measure gpu)")
     return df
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """MoE offload primitives: the simulator's model vs the H200 measurements (issue 15).
 
-Reads ``validation/h200_moe_measured.csv`` (made by ``scripts/measure_moe_gpu.py``) and compares:
+Reads ``validation/h200_moe_measured.csv`` (made by ``python -m ahasd_sim measure moe``) and compares:
 
 * ``h2d_experts``: n expert copies, modelled n x (h2d.latency_us + bytes / h2d.effective_gb_s)
   with the H2D constants of ``hw_configs/platform_server_h200_pcie5.yaml`` (measured earlier on

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("engine", {"simulation"}),
     ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe"}),
     ("plots", {"plots"}),
-    ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers"}),
+    ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers", "measure"}),
     ("experiments", {"paper"}),
     ("dse", {"dse"}),
     ("cli", {"__main__"}),

@@ -46,7 +46,8 @@ def _assert_every_option_has_help(text: str, what: str) -> None:
     assert seen >= 1, what
 
 
-@pytest.mark.parametrize("cmd", [c for c in SUBCOMMANDS if c != "traces"] + ["traces stats"])
+@pytest.mark.parametrize("cmd", [c for c in SUBCOMMANDS if c != "traces"] + ["traces stats", "measure gpu",
+                                                                             "measure moe"])
 def test_every_subcommand_explains_its_options(cmd, capsys):
     assert main([*cmd.split(), "--help"]) == 0
     _assert_every_option_has_help(capsys.readouterr().out, cmd)

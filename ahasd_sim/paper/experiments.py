@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config.errors import did_you_mean
 from ..paths import data_file, resolve_input_file
-from ..sweep.spec import SEED_COL, SweepSpec, _check_keys, _err, _str_list, load_sweep_spec
+from ..sweep.spec import SEED_COL, SweepSpec, _err, _str_list, check_keys, load_sweep_spec
 
 DEFAULT_EXPERIMENTS = data_file("hw_configs/paper/experiments.yaml")
 
@@ -74,7 +74,7 @@ def _mapping(src: Path, key: str, value: Any, allowed: tuple[str, ...] | None = 
     if not isinstance(value, dict):
         raise _err(src, key, f"expected a mapping, got {type(value).__name__}")
     if allowed is not None:
-        _check_keys(src, key, value, allowed)
+        check_keys(src, key, value, allowed)
     for k in required:
         if k not in value:
             raise _err(src, f"{key}.{k}" if key else k, "required")
