@@ -438,3 +438,23 @@ def test_operator_sync_on_a_gpu_host_streams_the_overflow_of_gpu_mapped_weights(
     _, _, fits = _sc(SPECPIM, "h2d.enabled=false")
     drafter_on_gpu = {"draft": everything_gpu["draft"], "target": all_pim["target"]}
     assert "h2d" not in fits.opsync_forward("draft", 1, kv, drafter_on_gpu).busy_s
+
+
+def test_npu_costs_are_shared_across_pim_settings_and_follow_the_npu_and_memory():
+    """The NPU's verification and prefill tables are keyed by what they depend on (the NPU, the
+    LPDDR5 and the KV quantum): a configuration that differs in its PIM only reuses them (the same
+    objects); one with other LPDDR5 timings or another NPU computes its own, each equal to the
+    by-hand forward on its own platform."""
+    q = load_config(PAPER_PLATFORM).run.kv_len_quantum_tokens
+    k = _kvq(300, q)
+    cfg_a, p_a, a = _sc(PAPER_PLATFORM)
+    cfg_b, p_b, b = _sc(PAPER_PLATFORM, "pim.unit_gops_int8=409.6", "pim.internal_bw_gb_s=64.0")
+    assert a.verify(4, 300) is b.verify(4, 300) and a.prefill("target", 9) is b.prefill("target", 9)
+    assert a.layer_split("verify", 4, 300) == b.layer_split("verify", 4, 300)
+    assert a.draft_token(300).duration_s != b.draft_token(300).duration_s      # the PIM's own costs differ
+    for over in ("memory.data_rate_mts=3200", "npu.freq_ghz=0.5"):
+        cfg_c, p_c, c = _sc(PAPER_PLATFORM, over)
+        bw = p_c.memory.effective_bandwidth_bytes_s
+        exp = _expected_forward(forward_ops(c.target, 4, k), lambda op: (p_c.npu.op_cost(op, bw), "npu"))
+        _assert_cost(c.verify(4, 300), *exp)
+        assert c.verify(4, 300).duration_s > a.verify(4, 300).duration_s, over

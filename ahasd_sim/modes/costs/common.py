@@ -16,11 +16,12 @@ from .affine import _affine_ops
 _OP_COST_CACHE: dict[tuple, OpCost] = {}
 _OP_COST_CACHE_MAX = 500_000
 
-# Process-wide task-cost tables, one per (config, drafter, target): every window of a run (and
-# every repeat of a benchmark) builds a StepCosts from the same config, and a task's cost is a
-# pure function of these, so windows share one table instead of recomputing each cost.
+# Process-wide task-cost tables, one per (config, drafter, target) and one per (NPU + LPDDR5,
+# KV quantum, drafter, target) for the tasks that run on the NPU alone: every window of a run
+# (and every repeat of a benchmark) builds a StepCosts from the same config, and a task's cost is
+# a pure function of these, so windows share one table instead of recomputing each cost.
 _TASK_COST_TABLES: dict[tuple, dict[tuple, TaskCost]] = {}
-_TASK_COST_TABLES_MAX = 32
+_TASK_COST_TABLES_MAX = 64
 
 # Operator graphs per (model, tokens, KV length, KV quantum), shared by the tasks that cost them.
 _OPS_CACHE: dict[tuple, tuple] = {}
@@ -64,6 +65,19 @@ class CommonCosts:
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
+        # An NPU (GPU) operator's cost depends on the NPU (GPU) and the LPDDR5 it streams from
+        # alone (Npu(cfg.npu, memory), Gpu(cfg.gpu, memory), the bus bandwidth from cfg.memory):
+        # keyed by those, the configurations of a sweep over PIM, drafting or placement (and a
+        # point's placement-tuning runs) share the host's operator costs and its verification
+        # and prefill tables instead of building them again (issue 30).
+        self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory)
+        self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
+        npu_table_key = (self._npu_key, self.quantum, repr(draft_spec), repr(target_spec))
+        self._npu_cache: dict[tuple, Any] = _TASK_COST_TABLES.get(npu_table_key)
+        if self._npu_cache is None:
+            if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
+                _TASK_COST_TABLES.clear()
+            self._npu_cache = _TASK_COST_TABLES[npu_table_key] = {}
 
     def ops(self, model, n_tokens: int, kv: int):
         # a pass's cost, its layer split and the pre-verification over the same tokens all ask
@@ -76,8 +90,8 @@ class CommonCosts:
             g = _OPS_CACHE[key] = _affine_ops(model, n_tokens, self.quantum).at(kv)
         return g
 
-    def _op_cost(self, unit: str, ranks: int, op, fn) -> OpCost:
-        key = (self._hw_key, unit, ranks, op)
+    def _op_cost(self, unit: str, ranks: int, op, fn, hw_key: str | None = None) -> OpCost:
+        key = (self._hw_key if hw_key is None else hw_key, unit, ranks, op)
         c = _OP_COST_CACHE.get(key)
         if c is None:
             if len(_OP_COST_CACHE) > _OP_COST_CACHE_MAX:
@@ -94,6 +108,13 @@ class CommonCosts:
         c = self._cache.get(key)
         if c is None:
             c = self._cache[key] = fn()
+        return c
+
+    def _npu_cached(self, key: tuple, fn) -> Any:
+        """:meth:`_cached` in the NPU's own table (tasks that run on the NPU alone)."""
+        c = self._npu_cache.get(key)
+        if c is None:
+            c = self._npu_cache[key] = fn()
         return c
 
     @property
@@ -122,9 +143,9 @@ class CommonCosts:
         """One occurrence of ``op`` of ``role``'s model on ``dev``: the NPU, the GPU, else PIM
         (the role's ranks, :meth:`~ahasd_sim.modes.costs.pim.PimCosts._pim_side`)."""
         if dev == "npu":
-            return self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw))
+            return self._op_cost("npu", 0, op, lambda o: self.p.npu.op_cost(o, self.bus_bw), self._npu_key)
         if dev == "gpu":
             # GPU-mapped operators read their weights from GPU memory (roofline, no launch overhead).
-            return self._op_cost("gpu", 0, op, self.p.gpu.op_cost)
+            return self._op_cost("gpu", 0, op, self.p.gpu.op_cost, self._gpu_key)
         ranks = self.partition.draft_ranks if role == "draft" else self.partition.target_ranks
         return self._pim_side(op, ranks)[0]
