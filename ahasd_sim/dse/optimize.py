@@ -402,10 +402,9 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
             # every stored trial is finished, running (this batch) or queued for resumption: new
             # trials make up the difference to the target (race-free: only this thread asks)
             k = min(batch - len(chunk), n_target - len(ostudy.get_trials(deepcopy=False)))
-            for _ in range(max(0, k)):
-                t = ostudy.ask(dists)
-                chunk.append((t.number, trial_id(t.number), dict(t.params)))
-            pts = []
+            # the resumed trials' missing parameters first, in trial order, as the uninterrupted
+            # study suggested them (before any later trial was asked: NSGA-II picks a generation's
+            # parents at its first suggestion, on that trial's random state)
             for num, tid, params in chunk:
                 missing = [p.name for p in study.space if p.name not in params]
                 if missing:   # a trial asked by an interrupted process before its params were stored
@@ -413,7 +412,10 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
                     tr = import_optuna().trial.Trial(ostudy, tid)
                     for name in missing:
                         params[name] = suggest(tr, name, dists[name])
-                pts.append(plan(study, num, params))
+            for _ in range(max(0, k)):
+                t = ostudy.ask(dists)
+                chunk.append((t.number, trial_id(t.number), dict(t.params)))
+            pts = [plan(study, num, params) for num, _tid, params in chunk]
             return chunk, pts
 
         def tell(pt: DesignPoint, ids: dict[int, int]) -> None:
