@@ -252,11 +252,10 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
 
 @contextmanager
 def gc_paused():
-    """Pause Python's cyclic garbage collector while a window simulates. The event loop makes
-    ~10^5 short-lived objects per 1024 tokens, all freed by reference counting; each collection
-    the allocations trigger would walk them and every long-lived object (the trace's tables):
-    15-25% of a window's time. A window leaves a few reference cycles (SimPy processes and
-    their environment) for the collector once it runs again, as it does after the window."""
+    """Pause Python's cyclic garbage collector (restored as it was on exit): for work that makes
+    many short-lived objects freed by reference counting, such as a window's event loop (~10^5
+    per 1024 tokens) or writing a run's files, whose allocations would otherwise trigger
+    collections that walk them and every long-lived object (the trace's tables)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -267,23 +266,20 @@ def gc_paused():
 
 
 def _window_collected(fn):
-    """Run one window (``fn``: build, simulate, assemble) with the collector paused throughout,
-    then collect the young generation once. A finished window is a reference cycle (its SimPy
-    processes, environment and mode, ~0.8 MB with the sharing model's progress curves) that only
-    the collector frees; collections triggered while it is still referenced (assembling the
-    result) walk all of it and promote it, and older generations then walk it again: about a
-    tenth of a sweep point's time (issue 30). Collected right after the window, all of it is
-    young and dies in one walk."""
+    """Run one window (``fn``: build, simulate, assemble) under :func:`gc_paused`, then collect
+    the young generation once. What is left of a finished window after
+    :meth:`WindowEnvironment.release` is young; collections triggered while the window is still
+    referenced (assembling the result) would walk all of it and promote it, and older
+    generations walk it again: about a tenth of a sweep point's time before (issue 30)."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
+        collect = gc.isenabled()
         try:
-            return fn(*args, **kwargs)
+            with gc_paused():
+                return fn(*args, **kwargs)
         finally:
-            gc.enable()
-            gc.collect(0)
+            if collect:
+                gc.collect(0)
     return run
 
 
@@ -341,28 +337,27 @@ def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft,
 
 
 class WindowEnvironment(simpy.Environment):
-    """A window's SimPy environment that keeps its processes, so that :meth:`release` can take
-    the finished window apart: the processes still waiting (a drafter blocked on a queue) and the
-    events still scheduled hold the mode, its collector and the sharing model's progress curves
-    in reference cycles that only the garbage collector would free."""
+    """A window's SimPy environment that keeps its processes' generators, so that
+    :meth:`release` can take the finished window apart: the processes still waiting (a drafter
+    blocked on a queue) and the events still scheduled hold the mode, its collector and the
+    sharing model's progress curves in reference cycles that only the garbage collector would
+    free."""
 
     def __init__(self):
         super().__init__()
-        self.processes: list[simpy.Process] = []
+        self.generators: list = []
 
     def process(self, generator):
-        p = super().process(generator)
-        self.processes.append(p)
-        return p
+        self.generators.append(generator)
+        return super().process(generator)
 
     def release(self) -> None:
-        """Close the generators of the processes still waiting and drop the scheduled events
-        (the window is over: nothing reads them again); reference counting then frees most of
-        the window at once."""
-        for p in self.processes:
-            if p.is_alive:
-                p._generator.close()
-        self.processes.clear()
+        """Close the generators (a finished one: a no-op) and drop the scheduled events (the
+        window is over: nothing reads them again); reference counting then frees most of the
+        window at once."""
+        for g in self.generators:
+            g.close()
+        self.generators.clear()
         self._queue.clear()
 
 

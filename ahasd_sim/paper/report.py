@@ -475,6 +475,17 @@ def per_pair_table(exp: PaperExperiments, df: pd.DataFrame, variants: Sequence[s
     return rows
 
 
+def _per_pair_sections(exp: PaperExperiments, df: pd.DataFrame, variants: Sequence[str], throughput_title: str,
+                       energy_title: str) -> list[str]:
+    """Report lines: the :func:`per_pair_table` of ``variants`` in throughput, then in tokens/J,
+    each under its title."""
+    header = ["model pair", *[exp.short[v] for v in variants]]
+    out: list[str] = []
+    for title, metric in ((throughput_title, "throughput_tok_s"), (energy_title, "tokens_per_j")):
+        out += [title, "", md_table(header, per_pair_table(exp, df, variants, metric)), ""]
+    return out
+
+
 def per_policy_table(exp: PaperExperiments, df: pd.DataFrame, variant: str, baseline: str,
                      metric: str) -> list[list[str]]:
     d = ok_rows(df)
@@ -535,14 +546,7 @@ def build_report(exp: PaperExperiments, df: pd.DataFrame, *, meta: dict[str, Any
     lines.append("")
     short = exp.short
     lad = [v for v in exp.ladder if v != "gpu_only"]
-    lines.append("Throughput:")
-    lines.append("")
-    lines.append(md_table(["model pair", *[short[v] for v in lad]], per_pair_table(exp, df, lad, "throughput_tok_s")))
-    lines.append("")
-    lines.append("Energy efficiency (tokens/J):")
-    lines.append("")
-    lines.append(md_table(["model pair", *[short[v] for v in lad]], per_pair_table(exp, df, lad, "tokens_per_j")))
-    lines.append("")
+    lines += _per_pair_sections(exp, df, lad, "Throughput:", "Energy efficiency (tokens/J):")
     lines.append("Acceptance rate (accepted / drafted tokens, absolute, ratio of totals over algorithms):")
     lines.append("")
     acc_vars = [v for v in exp.ladder] + ["specpim"]
@@ -560,14 +564,7 @@ def build_report(exp: PaperExperiments, df: pd.DataFrame, *, meta: dict[str, Any
     lines.append("## Comparison with the baselines (ratio of totals over algorithms)")
     lines.append("")
     sota = [v for v in ("specpim", "specpim_gpu", "npu_lpddr5", "ahasd") if v in set(df["variant"])]
-    lines.append("Throughput, x GPU-only:")
-    lines.append("")
-    lines.append(md_table(["model pair", *[short[v] for v in sota]], per_pair_table(exp, df, sota, "throughput_tok_s")))
-    lines.append("")
-    lines.append("Energy efficiency, x GPU-only:")
-    lines.append("")
-    lines.append(md_table(["model pair", *[short[v] for v in sota]], per_pair_table(exp, df, sota, "tokens_per_j")))
-    lines.append("")
+    lines += _per_pair_sections(exp, df, sota, "Throughput, x GPU-only:", "Energy efficiency, x GPU-only:")
     lines.append("AHASD throughput per drafting algorithm, x SpecPIM-style:")
     lines.append("")
     t = per_policy_table(exp, df, "ahasd", "specpim", "throughput_tok_s")

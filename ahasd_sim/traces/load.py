@@ -47,7 +47,8 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     if trace is None:
         trace = load_full_trace(cfg)
     first = run.trace_start_prompt if start_prompt is None else start_prompt
-    n_prompts = len(trace.prompt_bounds())
+    bounds = trace.prompt_bounds()
+    n_prompts = len(bounds)
     if not 0 <= first < max(n_prompts, 1):
         raise _config_error(cfg, "run.trace_start_prompt", f"prompt {first} is out of range: the trace "
                             f"{run.trace} has {n_prompts} prompts (0..{n_prompts - 1})")
@@ -64,7 +65,7 @@ def load_run_trace(cfg: SimConfig, start_prompt: int | None = None,
     except TraceError as exc:
         raise _config_error(cfg, "run.generated_tokens", f"{exc.message} in trace {run.trace}; lower "
                             "run.generated_tokens or run.trace_start_prompt") from None
-    heldout = _heldout(trace, first, run.generated_tokens)
+    heldout = _heldout(trace, bounds, first, run.generated_tokens)
     if key is not None:
         if len(_WINDOW_CACHE) >= _WINDOW_CACHE_MAX:
             _WINDOW_CACHE.clear()
@@ -80,9 +81,9 @@ _WINDOW_CACHE: dict[tuple, tuple] = {}
 _WINDOW_CACHE_MAX = 256
 
 
-def _heldout(trace: Trace, first: int, n_tokens: int) -> Trace | None:
-    """Held-out part for fitted predictors: whole prompts after the replayed slice, else before it."""
-    bounds = trace.prompt_bounds()
+def _heldout(trace: Trace, bounds, first: int, n_tokens: int) -> Trace | None:
+    """Held-out part for fitted predictors: whole prompts after the replayed slice, else before it
+    (``bounds``: the trace's prompt bounds)."""
     start = int(bounds[first, 0])
     end = start + n_tokens
     after = [b for b in bounds if b[0] >= end]

@@ -30,6 +30,17 @@ _OPS_CACHE_MAX = 20_000
 _MEMOS = ("memos by exact arguments",)   # a key no task uses, in a configuration's cost table
 
 
+def _task_table(key: tuple) -> dict:
+    """The process-wide task-cost table under ``key`` (made empty when new; the tables are all
+    dropped when there are too many)."""
+    table = _TASK_COST_TABLES.get(key)
+    if table is None:
+        if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
+            _TASK_COST_TABLES.clear()
+        table = _TASK_COST_TABLES[key] = {}
+    return table
+
+
 class CommonCosts:
     """The part of :class:`~ahasd_sim.modes.costs.StepCosts` every device uses: the
     configuration, the placement, the cost tables and the per-operator cost cache."""
@@ -47,12 +58,7 @@ class CommonCosts:
             from ..placement import place_models, resolve_placement
             self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
             self.partition = place_models(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
-        table_key = (cfg.fingerprint(), repr(draft_spec), repr(target_spec))
-        self._cache: dict[tuple, TaskCost] = _TASK_COST_TABLES.get(table_key)
-        if self._cache is None:
-            if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
-                _TASK_COST_TABLES.clear()
-            self._cache = _TASK_COST_TABLES[table_key] = {}
+        self._cache: dict[tuple, TaskCost] = _task_table((cfg.fingerprint(), repr(draft_spec), repr(target_spec)))
         # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
         # the configuration's table like the costs themselves, so later windows start warm:
         # exact KV length -> draft_token cost (the drafter loop reads it directly), and
@@ -72,12 +78,8 @@ class CommonCosts:
         # and prefill tables instead of building them again (issue 30).
         self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory)
         self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
-        npu_table_key = (self._npu_key, self.quantum, repr(draft_spec), repr(target_spec))
-        self._npu_cache: dict[tuple, Any] = _TASK_COST_TABLES.get(npu_table_key)
-        if self._npu_cache is None:
-            if len(_TASK_COST_TABLES) >= _TASK_COST_TABLES_MAX:
-                _TASK_COST_TABLES.clear()
-            self._npu_cache = _TASK_COST_TABLES[npu_table_key] = {}
+        self._npu_cache: dict[tuple, Any] = _task_table((self._npu_key, self.quantum, repr(draft_spec),
+                                                         repr(target_spec)))
 
     def ops(self, model, n_tokens: int, kv: int):
         # a pass's cost, its layer split and the pre-verification over the same tokens all ask
@@ -104,17 +106,14 @@ class CommonCosts:
         q = self.quantum
         return max(q, int(math.ceil(kv_len / q)) * q)
 
-    def _cached(self, key: tuple, fn) -> TaskCost:
-        c = self._cache.get(key)
+    def _cached(self, key: tuple, fn, table: dict | None = None) -> TaskCost:
+        """``fn()`` memoised under ``key`` in the configuration's table (``table``: another one,
+        e.g. the NPU's own, for tasks that run on the NPU alone)."""
+        if table is None:
+            table = self._cache
+        c = table.get(key)
         if c is None:
-            c = self._cache[key] = fn()
-        return c
-
-    def _npu_cached(self, key: tuple, fn) -> Any:
-        """:meth:`_cached` in the NPU's own table (tasks that run on the NPU alone)."""
-        c = self._npu_cache.get(key)
-        if c is None:
-            c = self._npu_cache[key] = fn()
+            c = table[key] = fn()
         return c
 
     @property

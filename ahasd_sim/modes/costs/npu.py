@@ -20,7 +20,7 @@ class NpuCosts:
         def make():
             return self._sequential(self.ops(self.target, n_tokens, kv),
                                     lambda op: (self._op_on(op, "npu", "target"), "npu"))
-        c = self._memo[memo_key] = self._npu_cached(("verify", n_tokens, kv), make)
+        c = self._memo[memo_key] = self._cached(("verify", n_tokens, kv), make, self._npu_cache)
         return c
 
     def layer_split(self, task: str, n_tokens: int, kv_len: int) -> tuple[int, float, float]:
@@ -47,9 +47,7 @@ class NpuCosts:
             head_s = sum(one(op)[0].duration_s * op.layer_repeat for op in head)
             n_layers = per_layer[0].layer_repeat if per_layer else 1
             return n_layers, layer_s, head_s
-        if task == "verify":
-            return self._npu_cached(("layers", task, n_tokens, kv), make)
-        return self._cached(("layers", task, n_tokens, kv), make)
+        return self._cached(("layers", task, n_tokens, kv), make, self._npu_cache if task == "verify" else None)
 
     def prefill(self, role: str, n_tokens: int) -> TaskCost:
         """Prefill of ``role``'s model over ``n_tokens`` prompt tokens on the host (the NPU, else
@@ -59,5 +57,5 @@ class NpuCosts:
         if self.p.npu is None:
             return self._gpu_forward(model, n, 0, resident_other=0 if role == "draft" else self.draft.weight_bytes())
         kv = self._kv(0)
-        return self._npu_cached(("prefill", role, n, kv), lambda: self._sequential(
-            self.ops(model, n, kv), lambda op: (self._op_on(op, "npu", role), "npu")))
+        return self._cached(("prefill", role, n, kv), lambda: self._sequential(
+            self.ops(model, n, kv), lambda op: (self._op_on(op, "npu", role), "npu")), self._npu_cache)
