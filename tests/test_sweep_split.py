@@ -292,3 +292,142 @@ def test_a_point_error_names_the_sweep_file_for_its_overrides(tmp_path):
     res = run_sweep(bad, tmp_path / "bad", workers=1, progress=False)
     (msg,) = set(res.table["error"])
     assert msg.startswith(f"{bad}: pim.ranks: expected >= "), msg
+
+
+class _LazyTasks:
+    """A lazy task source (as the runner's _TaskSource): records how many tasks were taken."""
+
+    def __init__(self, n):
+        self.n, self.taken = n, 0
+
+    def __iter__(self):
+        for t in _tasks(self.n):
+            self.taken += 1
+            yield t
+
+
+def test_a_lazy_source_is_taken_as_workers_need_points(monkeypatch):
+    """Six untuned points from a lazy source on one worker: the first plan runs when only the
+    first task has been taken (the parent does not resolve every point before a worker starts),
+    and points are taken one or two ahead of the one running (a prefetch while the worker is busy)."""
+    from ahasd_sim.sweep.runner import _Pending
+    r = _Recorder(monkeypatch, tune=0, windows=2)
+    src = _LazyTasks(6)
+    taken_at_plan = []
+    plan = split.unit_plan
+
+    def plan_counting(task, mark=True):
+        taken_at_plan.append(src.taken)
+        return plan(task, mark)
+
+    monkeypatch.setattr(split, "unit_plan", plan_counting)
+    done = []
+    with cf.ThreadPoolExecutor(1) as pool:
+        left = split.run_split(_Pending(src), 1, done.append, pool)
+    assert left == [] and [d["hash"] for d in done] == [f"p{i}" for i in range(6)]
+    assert taken_at_plan[0] == 1
+    assert all(i + 1 <= taken <= i + 2 for i, taken in enumerate(taken_at_plan))
+    assert [e[1] for e in r.log if e[0] == "plan"] == [f"p{i}" for i in range(6)]
+
+
+def test_a_broken_pool_hands_back_the_points_a_lazy_source_still_holds(monkeypatch):
+    """As test_a_broken_pool_hands_every_unfinished_point_back, from a lazy source: the points
+    not yet taken from it go back too, in order."""
+    from ahasd_sim.sweep.runner import _Pending
+    _Recorder(monkeypatch, tune=0, windows=2)
+    done = []
+    pool = _BrokenAfter(2)
+    try:
+        left = split.run_split(_Pending(_LazyTasks(5)), 1, done.append, pool)
+    finally:
+        pool.shutdown()
+    assert [d["hash"] for d in done] == ["p0"]
+    assert [t["hash"] for t in left] == ["p1", "p2", "p3", "p4"]
+
+
+def test_a_lazy_sweep_lists_every_point_and_counts_finished_ones(tmp_path):
+    """With two workers the points are resolved while the workers run: points.csv and
+    results.csv still list every point in order (a --limit run leaves the rest pending), the
+    progress line names the folder, and a second run reuses what the first finished (its
+    failed point, pim.ranks 2, runs again)."""
+    import io
+    spec = _spec(tmp_path)
+    out = tmp_path / "lazy"
+    buf = io.StringIO()
+    a = run_sweep(spec, out, workers=2, progress=True, stream=buf, limit=2)
+    assert f"split: 4 points, folder {out} (resolved as the workers start)" in buf.getvalue()
+    assert list(pd.read_csv(out / "points.csv")["index"]) == [0, 1, 2, 3]
+    assert len(a.table) == 4 and a.n_computed == 2 and a.n_pending == 2 and a.n_cached == 0
+    assert not list(out.glob(".points.csv.*"))
+    assert (a.n_ok, a.n_failed) == (1, 1)
+    b = run_sweep(spec, out, workers=2, progress=False)
+    assert b.n_cached == 1 and b.n_computed == 3 and b.n_pending == 0
+    assert list(b.table["point"]) == list(a.table["point"])
+
+
+def test_progress_total_can_be_corrected():
+    import io
+    from ahasd_sim.sweep.progress import Progress
+    buf = io.StringIO()
+    p = Progress(10, stream=buf, use_tqdm=False, min_interval_s=0.0)
+    p.set_total(2)
+    p.update("ok")
+    p.update("ok")
+    assert p.total == 2 and "2/2 (100%)" in buf.getvalue()
+
+
+def test_a_kept_pool_serves_several_batches_with_the_same_workers(tmp_path):
+    """Two batches through run_tasks with one WorkerPool: the second batch runs on the workers
+    forked for the first (no new pool), and the files equal those of a run without the pool."""
+    from ahasd_sim.sweep.executors import WorkerPool, run_tasks
+    from ahasd_sim.sweep.runner import _prepare
+    from ahasd_sim.sweep.spec import load_sweep_spec
+    spec = load_sweep_spec(_spec(tmp_path))
+    outs = {}
+    for name in ("kept", "fresh"):
+        out = tmp_path / name
+        out.mkdir()
+        _points, tasks, _cached = _prepare(spec, out, [], 4, False, None, None)
+        done = []
+        kept = WorkerPool(2) if name == "kept" else None
+        try:
+            run_tasks(tasks[:2], done.append, workers=2, pool=kept)
+            pids = set(kept._pool._processes) if kept is not None else None
+            run_tasks(tasks[2:], done.append, workers=2, pool=kept)
+            if kept is not None:
+                assert kept._pool is not None and set(kept._pool._processes) == pids
+        finally:
+            if kept is not None:
+                kept.close()
+        assert kept is None or kept._pool is None
+        assert sorted(d["hash"] for d in done) == sorted(t["hash"] for t in tasks)
+        outs[name] = {k.split("/", 1)[1]: v for k, v in _files(out).items()}
+    assert outs["kept"] == outs["fresh"]
+
+
+def test_a_kept_pool_whose_worker_died_is_replaced(tmp_path):
+    """A worker of the kept pool killed between batches: the next batch's points still finish
+    (on the whole-point path) and the broken pool is dropped; the batch after gets a new one."""
+    import os
+    import signal
+    from ahasd_sim.sweep.executors import WorkerPool, run_tasks
+    from ahasd_sim.sweep.runner import _prepare
+    from ahasd_sim.sweep.spec import load_sweep_spec
+    spec = load_sweep_spec(_spec(tmp_path))
+    out = tmp_path / "out"
+    out.mkdir()
+    _points, tasks, _cached = _prepare(spec, out, [], 4, False, None, None)
+    kept = WorkerPool(2)
+    done = []
+    try:
+        run_tasks(tasks[:1], done.append, workers=2, pool=kept)
+        first = kept._pool
+        os.kill(next(iter(first._processes)), signal.SIGKILL)
+        run_tasks(tasks[1:3], done.append, workers=2, pool=kept)
+        assert kept._pool is None
+        run_tasks(tasks[3:], done.append, workers=2, pool=kept)
+        assert kept._pool is not None and kept._pool is not first
+    finally:
+        kept.close()
+    assert sorted(d["hash"] for d in done) == sorted(t["hash"] for t in tasks)
+    assert [d["status"] for d in done if d["hash"] == tasks[2]["hash"]] == ["ok"]

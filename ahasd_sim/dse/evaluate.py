@@ -290,7 +290,8 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
 class Executor:
     """The sweep executor (local process pool, in-process, or Dask) for batches of runs.
 
-    A Dask cluster is started once and kept for all batches (``close()`` ends it)."""
+    A Dask cluster, or a local process pool, is started once and kept for all batches
+    (``close()`` ends it)."""
 
     def __init__(self, executor: str = "local", workers: int | None = None, scheduler: str | None = None,
                  dask_client: Any = None):
@@ -305,6 +306,12 @@ class Executor:
         self.scheduler = scheduler
         self.client = dask_client
         self._own: list[Any] = []
+        # local: one pool for every batch (its workers keep their cost tables between batches)
+        self._pool = None
+        if executor == "local" and self.workers > 1:
+            from ..sweep.executors import WorkerPool
+            self._pool = WorkerPool(self.workers)
+            self._own.append(self._pool)
 
     def _dask_client(self):
         if self.client is None:
@@ -330,7 +337,7 @@ class Executor:
         if not tasks:
             return
         run_tasks(tasks, on_done, executor=self.executor, workers=self.workers, scheduler=self.scheduler,
-                  client=self._dask_client() if self.executor == "dask" else None)
+                  client=self._dask_client() if self.executor == "dask" else None, pool=self._pool)
 
     def close(self) -> None:
         for obj in self._own:

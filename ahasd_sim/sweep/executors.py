@@ -40,13 +40,21 @@ def run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: On
     _runner._run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
 
 
+#: a local process pool kept over several :func:`run_tasks` calls (``close()`` ends it)
+WorkerPool = _runner.WorkerPool
+
+
 def run_tasks(tasks: list[dict], on_done: OnDone, *, executor: str = "local", workers: int = 1,
-              scheduler: str | None = None, client: Any = None, split: bool = True) -> None:
+              scheduler: str | None = None, client: Any = None, split: bool = True,
+              pool: "WorkerPool | None" = None) -> None:
     """Run ``tasks`` on ``executor`` (``local`` or ``dask``) as a sweep does: in this process with
     one worker, else split into units over ``workers`` processes (``split=False``: one point per
-    task, in this process when there is one task, else in ``min(workers, len(tasks))`` processes)."""
+    task, in this process when there is one task, else in ``min(workers, len(tasks))`` processes).
+    ``pool``: a :class:`WorkerPool` of ``workers`` processes that the split units of this and
+    later calls share (its workers keep their caches between the calls); ignored by Dask and
+    by ``split=False``."""
     _runner._run_tasks(tasks, on_done, executor=executor, workers=workers, scheduler=scheduler, client=client,
-                       split=split)
+                       split=split, pool=pool)
 
 
 def clean_stale(points_dir: str | Path) -> None:

@@ -67,6 +67,16 @@ class Progress:
                 f"elapsed {fmt_duration(self.elapsed_s)}  ETA {fmt_duration(self.eta_s)}")
 
     # ---------------------------------------------------------------- updates
+    def set_total(self, total: int) -> None:
+        """The number of points to compute, once it is known (a sweep that resolves its points
+        while it runs starts with an upper bound)."""
+        if total == self.total:
+            return
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
     def update(self, status: str) -> None:
         self.done += 1
         if status == "failed":

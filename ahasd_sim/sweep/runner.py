@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -141,54 +142,146 @@ def _clean_stale(points_dir: Path) -> None:
                 x.unlink()
 
 
+class _TaskSource:
+    """The sweep's tasks, its points resolved one at a time as they are asked for (iterate it),
+    so that workers can start on the first points while the parent resolves the rest (issue 30:
+    resolving 48 points took 0.27-0.47 s on the 16-core host before any worker started).
+    points.csv is written as the points are resolved and put in place (atomically) when the
+    last one is; ``points`` and ``cached`` grow as it goes, ``complete`` says whether every
+    point has been resolved. Points already finished, duplicates and configs that do not
+    resolve (which get their error.json here) are not tasks."""
+
+    def __init__(self, spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, progress: bool, stream,
+                 limit: int | None, events: bool = False):
+        self.points: list[Point] = []
+        self.cached = 0
+        self.n_tasks = 0
+        self.complete = False
+        self._args = (spec, out, axis_cols, n_points, progress, stream, limit, events)
+        self._gen = self._tasks()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        return next(self._gen)
+
+    def rest(self) -> list[dict]:
+        """Resolve every point not resolved yet; return the tasks among them."""
+        return list(self._gen)
+
+    def close(self) -> None:
+        """Stop resolving (the partial points.csv is removed; the points resolved so far stay)."""
+        self._gen.close()
+
+    def _tasks(self):
+        spec, out, axis_cols, n_points, progress, stream, limit, events = self._args
+        points_dir = out / "points"
+        prog = Progress(n_points, enabled=progress and n_points >= 200, stream=stream, desc=f"{spec.name}: resolving")
+        seen: set[str] = set()
+        fd, tmp = tempfile.mkstemp(prefix=".points.csv.", suffix=".tmp", dir=out)
+        os.close(fd)
+        cols = ["index", "point", "config_file", *axis_cols, "overrides"]
+        try:
+            with open(tmp, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(cols)
+                for pt in iter_points(spec, keep_config=False):
+                    self.points.append(pt)
+                    prog.update("ok")
+                    w.writerow([pt.index, pt.hash, str(pt.config_path), *[pt.labels.get(c) for c in axis_cols],
+                                " ".join(pt.overrides)])
+                    if pt.hash in seen:
+                        continue
+                    seen.add(pt.hash)
+                    d = points_dir / pt.hash
+                    if not pt.valid:   # a config that does not resolve fails without running
+                        write_error(d, error_record(pt.error, tb=""))
+                        continue
+                    if is_done(d, events):
+                        self.cached += 1
+                        continue
+                    if limit is None or self.n_tasks < limit:
+                        self.n_tasks += 1
+                        yield {"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
+                               "overrides": list(pt.overrides), "seed": pt.seed, "events": events,
+                               "source": str(spec.source) if spec.source else None}
+            apply_umask(Path(tmp))
+            os.replace(tmp, out / "points.csv")
+            self.complete = True
+        finally:
+            prog.close()
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
 def _prepare(spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, progress: bool, stream,
              limit: int | None, events: bool = False) -> tuple[list[Point], list[dict], int]:
-    """Resolve every point (lazily, with progress), write spec.yaml, sweep.json and points.csv;
-    return (points without configs, tasks to run, number of finished points)."""
-    points_dir = out / "points"
-    prog = Progress(n_points, enabled=progress and n_points >= 200, stream=stream, desc=f"{spec.name}: resolving")
-    points: list[Point] = []
-    tasks: list[dict] = []
-    seen: set[str] = set()
-    cached = 0
-    fd, tmp = tempfile.mkstemp(prefix=".points.csv.", suffix=".tmp", dir=out)
-    os.close(fd)
-    cols = ["index", "point", "config_file", *axis_cols, "overrides"]
-    try:
-        with open(tmp, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(cols)
-            for pt in iter_points(spec, keep_config=False):
-                points.append(pt)
-                prog.update("ok")
-                w.writerow([pt.index, pt.hash, str(pt.config_path), *[pt.labels.get(c) for c in axis_cols],
-                            " ".join(pt.overrides)])
-                if pt.hash in seen:
-                    continue
-                seen.add(pt.hash)
-                d = points_dir / pt.hash
-                if not pt.valid:   # a config that does not resolve fails without running
-                    write_error(d, error_record(pt.error, tb=""))
-                    continue
-                if is_done(d, events):
-                    cached += 1
-                    continue
-                if limit is None or len(tasks) < limit:
-                    tasks.append({"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
-                                  "overrides": list(pt.overrides), "seed": pt.seed, "events": events,
-                                  "source": str(spec.source) if spec.source else None})
-        apply_umask(Path(tmp))
-        os.replace(tmp, out / "points.csv")
-    finally:
-        prog.close()
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return points, tasks, cached
+    """Resolve every point (lazily, with progress), write points.csv; return (points without
+    configs, tasks to run, number of finished points)."""
+    src = _TaskSource(spec, out, axis_cols, n_points, progress, stream, limit, events)
+    tasks = src.rest()
+    return src.points, tasks, src.cached
+
+
+class _Pending:
+    """Tasks from a list or a lazy source, taken one at a time (``popleft``); truth-testing it
+    takes the next task from the source when none is buffered (for a :class:`_TaskSource`:
+    resolves the next point)."""
+
+    def __init__(self, tasks: Iterable[dict]):
+        self._buf: deque = deque(tasks) if isinstance(tasks, (list, tuple, deque)) else deque()
+        self._it = None if isinstance(tasks, (list, tuple, deque)) else iter(tasks)
+
+    @classmethod
+    def of(cls, tasks: "Iterable[dict] | _Pending") -> "_Pending":
+        return tasks if isinstance(tasks, cls) else cls(tasks)
+
+    def __bool__(self) -> bool:
+        if not self._buf and self._it is not None:
+            try:
+                self._buf.append(next(self._it))
+            except StopIteration:
+                self._it = None
+        return bool(self._buf)
+
+    def __iter__(self):
+        while self:
+            yield self._buf.popleft()
+
+    def prefetch(self, most: int) -> bool:
+        """Take one more task from a lazy source into the buffer, if it holds fewer than ``most``;
+        whether it did."""
+        if self._it is None or len(self._buf) >= most:
+            return False
+        try:
+            self._buf.append(next(self._it))
+        except StopIteration:
+            self._it = None
+            return False
+        return True
+
+    def first(self) -> dict | None:
+        return self._buf[0] if self else None
+
+    def popleft(self) -> dict:
+        if not self:
+            raise IndexError("no task left")
+        return self._buf.popleft()
+
+    def rest(self) -> list[dict]:
+        """Every task left (resolving the rest of a lazy source); empties this."""
+        out = list(self._buf)
+        self._buf.clear()
+        if self._it is not None:
+            out.extend(self._it)
+            self._it = None
+        return out
 
 
 # ---------------------------------------------------------------- executors
-def _run_serial(tasks: list[dict], on_done: Callable[[dict], None]) -> None:
-    for t in tasks:
+def _run_serial(tasks: Iterable[dict], on_done: Callable[[dict], None]) -> None:
+    for t in (tasks.rest() if isinstance(tasks, _Pending) else tasks):
         raise_if_interrupted()
         on_done(run_point(t))
 
@@ -259,20 +352,27 @@ def _died(t: dict, on_done: Callable[[dict], None]) -> None:
     on_done({"hash": t["hash"], "status": "failed", "error_type": rec["type"], "error": rec["message"]})
 
 
-def _run_local(tasks: list[dict], workers: int, on_done: Callable[[dict], None], split: bool = False) -> None:
-    """Process pool. With ``split``, the points' units first (:mod:`ahasd_sim.sweep.split`);
-    what that leaves (a unit failed, the pool broke) runs one point per task: a worker that dies
+def _run_local(tasks: Iterable[dict], workers: int, on_done: Callable[[dict], None], split: bool = False,
+               kept: WorkerPool | None = None) -> None:
+    """Process pool (``kept``'s, for the split units, if given). With ``split``, the points'
+    units first (:mod:`ahasd_sim.sweep.split`;
+    ``tasks`` may be a lazy :class:`_TaskSource`, taken as workers need points); what that
+    leaves (a unit failed, the pool broke) runs one point per task: a worker that dies
     (killed, out of memory, a crash in native code) breaks the pool: points that had not started
     are resubmitted to a fresh pool; points that were running are re-run one at a time in a pool
     of their own, so a second death is pinned on the point that caused it, which is then
     reported as failed."""
     import gc
-    todo = list(tasks)
+    pending = _Pending.of(tasks)
     suspects: list[dict] = []
-    _warm_parent(todo[0] if todo else None)
+    if kept is not None and split and pending:
+        kept.pool(pending.first())
+        todo = _split_round(pending, workers, on_done, kept)
+        _run_pools(todo, suspects, min(workers, max(len(todo), 1)), on_done)
+        return
+    _warm_parent(pending.first())
     try:
-        if split and todo:
-            todo = _split_round(todo, workers, on_done)
+        todo = _split_round(pending, workers, on_done) if split and pending else pending.rest()
         _run_pools(todo, suspects, min(workers, max(len(todo), 1)), on_done)
     finally:
         gc.unfreeze()   # the caller's objects are the collector's again (a sweep run inside a longer process)
@@ -328,18 +428,68 @@ def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
                                   mp_context=_pool_context())
 
 
-def _split_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
-    """The points' units on one pool; return the points left to the one-point-per-task path."""
+def _split_round(todo: "_Pending | list[dict]", workers: int, on_done: Callable[[dict], None],
+                 kept: "WorkerPool | None" = None) -> list[dict]:
+    """The points' units on one pool (``kept``'s, which stays up afterwards); return the points
+    left to the one-point-per-task path."""
     from .split import run_split
-    pool = _new_pool(workers)
+    pool = kept.pool(None) if kept is not None else _new_pool(workers)
     try:
         left = run_split(todo, workers, on_done, pool, raise_if_interrupted)
     except BaseException:   # Ctrl-C or SIGTERM: as in _pool_round
         _stop_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
+        if kept is not None:
+            kept.forget()
         raise
-    pool.shutdown(wait=True)
+    if kept is None:
+        pool.shutdown(wait=True)
+    elif left and not _alive_pool(pool):   # a worker died: the next batch gets fresh workers
+        kept.discard()
     return left
+
+
+def _alive_pool(pool: cf.ProcessPoolExecutor) -> bool:
+    """Whether ``pool`` still runs tasks (a worker's death breaks it)."""
+    try:
+        pool.submit(int).result()
+        return True
+    except (cf.process.BrokenProcessPool, RuntimeError):
+        return False
+
+
+class WorkerPool:
+    """A local process pool kept for several batches of tasks (a design-space study's batches):
+    forked once, from this process warmed by the first batch's first point, so that its workers
+    keep what they built (cost tables, trace slices, placement choices) from batch to batch
+    instead of a new pool forking and building them again for every batch. A batch that leaves
+    points to the whole-point path because a worker died gets the pool replaced.
+    ``close()`` shuts it down."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def pool(self, first: dict | None) -> cf.ProcessPoolExecutor:
+        """The pool (started now, after warming this process with ``first``, if it is not up)."""
+        if self._pool is None:
+            _warm_parent(first)
+            self._pool = _new_pool(self.workers)
+        return self._pool
+
+    def forget(self) -> None:
+        """The pool was shut down elsewhere (an interrupted batch)."""
+        self._pool = None
+
+    def discard(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        import gc
+        self.discard()
+        gc.unfreeze()
 
 
 def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None]) -> list[dict]:
@@ -372,19 +522,26 @@ def _pool_round(todo: list[dict], workers: int, on_done: Callable[[dict], None])
     return broken
 
 
-def _run_tasks(tasks: list[dict], on_done: Callable[[dict], None], *, executor: str, workers: int,
-               scheduler: str | None, client: Any, split: bool) -> None:
+def _run_tasks(tasks: Iterable[dict], on_done: Callable[[dict], None], *, executor: str, workers: int,
+               scheduler: str | None, client: Any, split: bool, pool: WorkerPool | None = None) -> None:
     """Run ``tasks`` on ``executor``: in this process with one worker; else split into units over
-    every worker (a point's units use them all, however few points), or with ``split=False`` one
-    point per task (in this process for one task, else a pool no larger than the batch)."""
-    if not tasks:
+    every worker (a point's units use them all, however few points; ``tasks`` may then be a lazy
+    :class:`_TaskSource`, its points resolved as workers need them; ``pool``: a kept local pool
+    of ``workers`` processes), or with ``split=False`` one point per task (in this process for
+    one task, else a pool no larger than the batch)."""
+    pending = _Pending.of(tasks)
+    if not pending:
         return
     if executor == "dask":
-        _run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
-    elif workers == 1 or (len(tasks) == 1 and not split):
-        _run_serial(tasks, on_done)
+        _run_dask(pending, workers, scheduler, on_done, client=client, split=split)
+        return
+    if not split:
+        pending = pending.rest()
+    if workers == 1 or (not split and len(pending) == 1):
+        _run_serial(pending, on_done)
     else:
-        _run_local(tasks, workers if split else min(workers, len(tasks)), on_done, split=split)
+        _run_local(pending, workers if split else min(workers, len(pending)), on_done, split=split,
+                   kept=pool if split else None)
 
 
 def _warm_traces(task: dict) -> None:
@@ -403,7 +560,7 @@ def _warm_traces(task: dict) -> None:
         pass
 
 
-def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
+def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
               client: Any = None, split: bool = False) -> None:
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -420,14 +577,17 @@ def _run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: C
             own_cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
             own_client = client = Client(own_cluster)
+    tasks = _Pending.of(tasks)
     try:
         if tasks:   # every worker imports the simulator and reads the first point's traces once, in parallel
-            client.run(_warm_traces, tasks[0])
+            client.run(_warm_traces, tasks.first())
         if split and tasks:   # the points' units over the cluster's threads; what fails goes on as whole points
             from .split import run_split
             threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
             tasks = run_split(tasks, max(threads, 1), on_done, client.get_executor(pure=False),
                               raise_if_interrupted, files_back=True)
+        else:
+            tasks = tasks.rest()
         by_key = {}
         futs = []
         for t in tasks:
@@ -558,27 +718,43 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
                 "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
         result = SweepResult(out, [], pd.DataFrame())
         computed = 0
-        points: list[Point] = []
         prog = None
+        # split over several workers, the points are resolved as the workers need them (the
+        # first units start at once); else all of them first, and the counts are printed
+        lazy = split_points and (workers > 1 or executor == "dask")
+        src = _TaskSource(spec, out, axis_cols, n_points, progress and not lazy, stream, limit, full_points)
+        result.points = src.points
         try:
-            points, tasks, cached = _prepare(spec, out, axis_cols, n_points, progress, stream, limit, full_points)
-            result.points = points
-            result.n_cached = cached
-            if progress:
-                print(f"{spec.name}: {n_points} points, {len(tasks)} to run, {cached} finished earlier, "
-                      f"folder {out}", file=stream if stream is not None else sys.stderr, flush=True)
-            prog = Progress(len(tasks), enabled=progress, stream=stream, desc=spec.name)
+            tasks = src if lazy else src.rest()
+            err = stream if stream is not None else sys.stderr
+            if progress and lazy:
+                print(f"{spec.name}: {n_points} points, folder {out} (resolved as the workers start)",
+                      file=err, flush=True)
+            elif progress:
+                print(f"{spec.name}: {n_points} points, {len(tasks)} to run, {src.cached} finished earlier, "
+                      f"folder {out}", file=err, flush=True)
+            # lazily: the number to run is not known yet (at most every point; the bar's total
+            # is corrected when the last point is resolved)
+            prog = Progress(len(tasks) if not lazy else (n_points if limit is None else min(n_points, limit)),
+                            enabled=progress, stream=stream, desc=spec.name)
 
             def on_done(res: dict) -> None:
                 nonlocal computed
                 computed += 1
+                if src.complete:
+                    prog.set_total(src.n_tasks)
                 prog.update(res.get("status", "failed"))
 
             _run_tasks(tasks, on_done, executor=executor, workers=workers, scheduler=scheduler,
                        client=dask_client, split=split_points)
+            if lazy:
+                src.rest()   # points the executor never asked for (a --limit): still listed
         finally:
+            src.close()
+            result.n_cached = src.cached
             if prog is not None:
                 prog.close()
+            points = src.points
             if points:
                 table = build_table(points, points_dir, axis_cols)
                 write_table(table, out / "results.csv")

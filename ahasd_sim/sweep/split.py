@@ -155,16 +155,19 @@ class _Point:
         self.wall_s = 0.0            # the units' times so far
 
 
-def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], pool: cf.Executor,
+def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Executor,
               check_interrupt: Callable[[], None] = lambda: None, files_back: bool = False) -> list[dict]:
     """Run ``tasks`` as units on ``pool`` (``workers`` processes; any executor whose futures are
     ``concurrent.futures`` futures, e.g. a Dask client's ``get_executor()``); call ``on_done``
-    per finished point. ``files_back``: the finish unit returns the point's files, written here
-    (workers without the client's file system). Returns the tasks left to the whole-point path:
-    points a unit failed for, and every point not finished when the pool broke."""
+    per finished point. ``tasks``: a list, or anything with truth-testing and ``popleft`` and
+    ``rest`` (the runner's lazy pending points: a point is resolved when a worker needs one, so
+    the first units start while the parent resolves the rest). ``files_back``: the finish unit
+    returns the point's files, written here (workers without the client's file system). Returns
+    the tasks left to the whole-point path: points a unit failed for, and every point not
+    finished when the pool broke."""
     from .worker import materialise
     finish = unit_finish_files if files_back else unit_finish
-    pending = deque(tasks)
+    pending = deque(tasks) if isinstance(tasks, (list, tuple)) else tasks
     ready: list[tuple] = []                 # (priority, seq, point id, (kind, index), fn, args)
     seq = itertools.count()
     points: dict[int, _Point] = {}
@@ -212,8 +215,12 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                 if not running:
                     continue
                 # with a timeout: a stop signal is only recorded here (deferred_stop_signals)
-                # and raised by check_interrupt between waits
-                done, _ = cf.wait(list(running), timeout=0.2, return_when=cf.FIRST_COMPLETED)
+                # and raised by check_interrupt between waits; while every worker is busy, a lazy
+                # source resolves its next points (then only polls), so a worker that frees up
+                # does not wait for the parent to resolve one
+                prefetch = getattr(pending, "prefetch", None)
+                timeout = 0 if prefetch is not None and prefetch(workers) else 0.2
+                done, _ = cf.wait(list(running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
                     pid, (kind, index) = running.pop(fut)
                     pt = points.get(pid)
@@ -265,8 +272,7 @@ def run_split(tasks: list[dict], workers: int, on_done: Callable[[dict], None], 
                         on_done({"hash": pt.task["hash"], **value})
     except BrokenProcessPool:
         fallback.extend(pt.task for pt in points.values())
-        fallback.extend(pending)
+        fallback.extend(pending.rest() if hasattr(pending, "rest") else pending)
         points.clear()
-        pending.clear()
     return fallback
 
