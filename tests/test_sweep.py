@@ -294,7 +294,7 @@ def test_dask_executor_on_local_in_process_cluster(tmp_path):
 def test_default_workers_is_cpu_count(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_local(tasks, workers, on_done, split=False):
+    def fake_local(tasks, workers, on_done, split=False, kept=None):
         seen["workers"] = workers
         for t in tasks:
             on_done(runner_mod.run_point(t))

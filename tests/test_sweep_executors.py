@@ -6,11 +6,15 @@ from ahasd_sim.sweep import executors, runner
 
 def _recording(monkeypatch):
     calls = []
-    monkeypatch.setattr(runner, "_run_serial", lambda tasks, on_done: calls.append(("serial", len(tasks))))
-    monkeypatch.setattr(runner, "_run_local", lambda tasks, w, on_done, split=False:
-                        calls.append(("local", len(tasks), w, split)))
+
+    def n(tasks):   # the executors may get the runner's lazy pending tasks, which have no len()
+        return len(list(tasks))
+
+    monkeypatch.setattr(runner, "_run_serial", lambda tasks, on_done: calls.append(("serial", n(tasks))))
+    monkeypatch.setattr(runner, "_run_local", lambda tasks, w, on_done, split=False, kept=None:
+                        calls.append(("local", n(tasks), w, split)))
     monkeypatch.setattr(runner, "_run_dask", lambda tasks, w, s, on_done, client=None, split=False:
-                        calls.append(("dask", len(tasks), w, s, client, split)))
+                        calls.append(("dask", n(tasks), w, s, client, split)))
     return calls
 
 

@@ -431,3 +431,25 @@ def test_a_kept_pool_whose_worker_died_is_replaced(tmp_path):
         kept.close()
     assert sorted(d["hash"] for d in done) == sorted(t["hash"] for t in tasks)
     assert [d["status"] for d in done if d["hash"] == tasks[2]["hash"]] == ["ok"]
+
+
+@pytest.mark.parametrize("killed_in_resolution", [False, True])
+def test_an_interrupted_lazy_source_still_lists_every_point(tmp_path, killed_in_resolution):
+    """A sweep stopped while its points are resolved lazily lists every point in results.csv:
+    the points not resolved yet are resolved (none run), in order and with the hashes a full
+    resolution gives, also when the stop signal ended the resolving generator itself."""
+    from ahasd_sim.sweep.runner import _TaskSource
+    from ahasd_sim.sweep.spec import expand, load_sweep_spec
+    spec = load_sweep_spec(_spec(tmp_path))
+    out = tmp_path / "out"
+    (out / "points").mkdir(parents=True)
+    src = _TaskSource(spec, out, [], 4, False, None, None)
+    first = next(src)
+    if killed_in_resolution:
+        with pytest.raises(KeyboardInterrupt):
+            src._gen.throw(KeyboardInterrupt())
+    src.list_every_point()
+    assert [p.hash for p in src.points] == [p.hash for p in expand(spec)]
+    assert first["hash"] == src.points[0].hash
+    assert src.complete == (not killed_in_resolution)
+    assert not list(out.glob(".points.csv.*"))

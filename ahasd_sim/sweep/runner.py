@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import csv
 import datetime as _dt
+import itertools
 import json
 import os
 import re
@@ -173,6 +174,20 @@ class _TaskSource:
     def close(self) -> None:
         """Stop resolving (the partial points.csv is removed; the points resolved so far stay)."""
         self._gen.close()
+
+    def list_every_point(self) -> None:
+        """Resolve the points not resolved yet, running none of them, so that results.csv lists
+        every point of an interrupted sweep (those never started as pending). Stop signals are
+        held back meanwhile; if the resolution itself was interrupted (its generator ended with
+        the exception), the points after the last one listed are resolved anew."""
+        from ..cli_common import deferred_stop_signals
+        if self.complete:
+            return
+        with deferred_stop_signals():
+            self.rest()
+            if not self.complete:
+                spec = self._args[0]
+                self.points.extend(itertools.islice(iter_points(spec, keep_config=False), len(self.points), None))
 
     def _tasks(self):
         spec, out, axis_cols, n_points, progress, stream, limit, events = self._args
@@ -750,6 +765,8 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
             if lazy:
                 src.rest()   # points the executor never asked for (a --limit): still listed
         finally:
+            if lazy and sys.exc_info()[0] is not None:
+                src.list_every_point()   # interrupted: the points not resolved yet are listed as pending
             src.close()
             result.n_cached = src.cached
             if prog is not None:
