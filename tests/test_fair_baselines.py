@@ -257,3 +257,50 @@ def test_gpu_platform_compares_speculation_with_plain_decoding_on_the_gpu():
     # a mode named explicitly that the platform cannot run is an error, not a silent drop
     with pytest.raises(InputError, match="mode 'operator_sync' needs device"):
         expand_modes(cfg, ["operator_sync", "gpu_only"])
+
+
+# ------------------------------------------------------------------ one tuning per tuning key
+def test_the_tuning_key_leaves_out_only_what_the_tuning_runs_set_themselves(tmp_path):
+    """Configs that differ in the reported trace, start prompt, window count or length, or the
+    timeline have one tuning key and the same tuning runs; anything the tuning runs use (seed,
+    policy, mode, hardware, the tuning section) gives another key."""
+    base = _small(tmp_path, "run.mode=async")
+    same = [_small(tmp_path, "run.mode=async", o) for o in
+            (f"run.trace={GREEDY}", "run.trace_start_prompt=2", "run.generated_tokens=32", "run.windows=1",
+             "run.timeline=true")]
+    other = [_small(tmp_path, "run.mode=async", o) for o in
+             ("run.seed=7", "run.policy=svip", "pim.ranks=12", "tuning.generated_tokens=32", "ahasd.max_verify_tokens=8")]
+    other.append(_small(tmp_path, "run.mode=ahasd"))
+    key = placement_mod.tuning_key(base)
+    assert all(placement_mod.tuning_key(c) == key for c in same)
+    assert len({key, *(placement_mod.tuning_key(c) for c in other)}) == 1 + len(other)
+    runs = {c: cfg.fingerprint() for c, cfg in placement_mod.tuning_configs(base).items()}
+    for cfg in same:
+        assert {c: t.fingerprint() for c, t in placement_mod.tuning_configs(cfg).items()} == runs
+
+
+def test_a_config_of_a_tuned_key_is_not_tuned_again(tmp_path, monkeypatch):
+    """In one process the second window of a study (another start prompt) takes the first
+    window's placement without running the tuning simulations again; another seed tunes."""
+    import ahasd_sim.simulation  # noqa: F401 - the engine the tuning runs on
+    placement_mod._CHOICES.clear()
+    calls = []
+    tune = placement_mod._tune
+    monkeypatch.setattr(placement_mod, "_tune", lambda cfg, workers=1: calls.append(cfg) or tune(cfg, workers))
+    first = placement_mod.resolve_placement(_small(tmp_path, "run.mode=operator_sync", "run.windows=1"))
+    again = placement_mod.resolve_placement(_small(tmp_path, "run.mode=operator_sync", "run.windows=1",
+                                                   "run.trace_start_prompt=2"))
+    assert again is first and len(calls) == 1
+    placement_mod.resolve_placement(_small(tmp_path, "run.mode=operator_sync", "run.windows=1", "run.seed=3"))
+    assert len(calls) == 2
+
+
+def test_the_reported_start_prompt_is_not_checked_against_the_tuning_trace(tmp_path):
+    """A run starting at prompt 40 of the 60-prompt greedy trace tunes on the 3-prompt smoke trace:
+    the tuning windows are spread over the tuning trace and never start at prompt 40, so the
+    choice is made (it used to fail: 'prompt 40 is out of range: the trace ... has 3 prompts')."""
+    import ahasd_sim.simulation  # noqa: F401 - the engine the tuning runs on
+    placement_mod._CHOICES.clear()
+    cfg = _small(tmp_path, "run.mode=operator_sync", f"run.trace={GREEDY}", "run.windows=1",
+                 "run.trace_start_prompt=40", f"tuning.trace={SMOKE}", "tuning.generated_tokens=16")
+    assert placement_mod.resolve_placement(cfg).chosen_by == "tuned"

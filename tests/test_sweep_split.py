@@ -75,7 +75,7 @@ class _Recorder:
     """Stand-in units: a point with ``tune`` candidates and ``windows`` windows; records the
     order in which units start."""
 
-    def __init__(self, monkeypatch, tune=4, windows=3, fail_plan=(), fail_window=()):
+    def __init__(self, monkeypatch, tune=4, windows=3, fail_plan=(), fail_window=(), keys=None, fail_tune=()):
         self.log: list[tuple] = []
         rec = self
 
@@ -84,10 +84,13 @@ class _Recorder:
             if task["hash"] in fail_plan:
                 raise RuntimeError("plan failed")
             return {"config": task["hash"], "starts": list(range(windows)),
-                    "candidates": [f"{task['hash']}-c{k}" for k in range(tune)] if tune else None}
+                    "candidates": [f"{task['hash']}-c{k}" for k in range(tune)] if tune else None,
+                    "tuning_key": (keys or {}).get(task["hash"])}
 
         def tune_unit(ccfg):
             rec.log.append(("tune", ccfg))
+            if ccfg in fail_tune:
+                raise RuntimeError("tuning run failed")
             return {"throughput_tok_s": float(ccfg[-1])}
 
         def window(cfg, placement, i, start):
@@ -453,3 +456,85 @@ def test_an_interrupted_lazy_source_still_lists_every_point(tmp_path, killed_in_
     assert first["hash"] == src.points[0].hash
     assert src.complete == (not killed_in_resolution)
     assert not list(out.glob(".points.csv.*"))
+
+
+class _SyncPool:
+    """A pool that runs each unit when it is submitted: its future is done at once, so every unit
+    submitted in one round of the scheduler is finished when the scheduler next looks (two plans
+    submitted together both return before either point's tuning runs start)."""
+
+    def submit(self, fn, *args):
+        fut = cf.Future()
+        try:
+            fut.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - handed back as a unit's failure
+            fut.set_exception(exc)
+        return fut
+
+
+def test_points_of_one_tuning_key_tune_once(monkeypatch):
+    """p0, p1 and p3 share a tuning key (e.g. a study's windows of one design), p2 has its own.
+    p0 and p1 are planned together: one of them runs the tuning, the other waits for it and
+    starts none of its own; p3 comes later and takes the outcomes at once. Each chooses its
+    placement from the shared outcomes; every point finishes."""
+    r = _Recorder(monkeypatch, tune=2, windows=1, keys={"p0": "A", "p1": "A", "p2": "B", "p3": "A"})
+    done = []
+    left = split.run_split(_tasks(4), 2, done.append, _SyncPool())
+    assert left == [] and sorted(d["hash"] for d in done) == ["p0", "p1", "p2", "p3"]
+    tuners = sorted({e[1][:2] for e in r.log if e[0] == "tune"})
+    assert len(tuners) == 2 and "p2" in tuners and len([e for e in r.log if e[0] == "tune"]) == 4
+    tuner_a = next(t for t in tuners if t != "p2")
+    placements = {e[1]: e[-1] for e in r.log if e[0] in ("rest", "window")}
+    assert placements == {p: ("chosen", p, (0.0, 1.0)) for p in ("p0", "p1", "p2", "p3")}
+    # both p0 and p1 were planned before the first tuning run: the other one waited
+    order = [(e[0], e[1]) for e in r.log]
+    assert max(order.index(("plan", "p0")), order.index(("plan", "p1"))) < order.index(("tune", f"{tuner_a}-c0"))
+
+
+def test_a_point_tuned_earlier_is_reused_with_one_worker(monkeypatch):
+    """One worker: p1 (same key as p0) starts after p0 has finished, and runs no tuning."""
+    r = _Recorder(monkeypatch, tune=2, windows=1, keys={"p0": "A", "p1": "A"})
+    done = []
+    with cf.ThreadPoolExecutor(1) as pool:
+        assert split.run_split(_tasks(2), 1, done.append, pool) == []
+    assert [e[1] for e in r.log if e[0] == "tune"] == ["p0-c0", "p0-c1"]
+    assert {e[1]: e[-1] for e in r.log if e[0] in ("rest", "window")}["p1"] == ("chosen", "p1", (0.0, 1.0))
+
+
+def test_a_failed_tuning_sends_its_waiting_points_to_the_whole_point_path(monkeypatch):
+    """The tuning run of the key-A point raises: it and the point waiting for it go back to the
+    whole-point path; p2 (another key) is not affected."""
+    _Recorder(monkeypatch, tune=2, windows=1, keys={"p0": "A", "p1": "A", "p2": "B"},
+              fail_tune=("p0-c1", "p1-c1"))
+    done = []
+    left = split.run_split(_tasks(3), 2, done.append, _SyncPool())
+    assert sorted(t["hash"] for t in left) == ["p0", "p1"]
+    assert [d["hash"] for d in done] == ["p2"]
+
+
+def test_a_study_s_windows_tune_once_and_write_the_files_of_separate_tunings(tmp_path, monkeypatch):
+    """A sweep over the reported window (run.trace_start_prompt, one window each): per mode the
+    placement is tuned once for the three windows (the tuning runs never use the reported start
+    prompt), and every file equals that of the whole-point path (where each point tunes for
+    itself in a fresh worker) and of the in-process run."""
+    spec = tmp_path / "w.yaml"
+    spec.write_text(SPEC.replace("    run.windows: 2\n", "    run.windows: 1\n").replace(
+        "axes:\n  pim.ranks: [16, 2]\n", "axes:\n  run.trace_start_prompt: [0, 1, 2]\n").format(root=ROOT))
+    import ahasd_sim.modes.placement as placement
+    log = tmp_path / "tuned.log"
+    candidate = placement._candidate
+
+    def counting(ccfg):   # the pool's workers inherit it (fork): counted in a file
+        with open(log, "a") as fh:
+            fh.write(ccfg.run.mode + "\n")
+        return candidate(ccfg)
+
+    monkeypatch.setattr(placement, "_candidate", counting)
+    a = run_sweep(spec, tmp_path / "split", workers=2, progress=False, split_points=True)
+    assert sorted(log.read_text().split()) == ["ahasd"] * 4 + ["operator_sync"] * 4   # 4 candidates per mode
+    monkeypatch.setattr(placement, "_candidate", candidate)
+    b = run_sweep(spec, tmp_path / "whole", workers=2, progress=False, split_points=False)
+    c = run_sweep(spec, tmp_path / "serial", workers=1, progress=False)
+    assert a.n_ok == b.n_ok == c.n_ok == 6
+    strip = lambda files: {k.split("/", 1)[1]: v for k, v in files.items()}  # noqa: E731
+    assert strip(_files(tmp_path / "split")) == strip(_files(tmp_path / "whole")) == strip(_files(tmp_path / "serial"))

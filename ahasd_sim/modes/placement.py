@@ -22,7 +22,7 @@ CANDIDATES = ("all_ranks", "striped", "min_fit", "proportional")
 #: config errors that make one placement unusable (capacity), not the whole configuration
 _PLACEMENT_KEYS = ("pim.partition_policy", "pim.ranks", "pim.rank_capacity_gib", "gpu.memory_gib", "h2d.enabled")
 
-_CHOICES: dict[tuple[str, str], "Placement"] = {}
+_CHOICES: dict[str, "Placement"] = {}   # tuning_key -> the choice
 _WARNED: set[str] = set()
 
 #: the simulation engine that tuning runs (``ahasd_sim.simulation``, which registers itself with
@@ -71,7 +71,7 @@ def mode_uses_placement(mode_name: str) -> bool:
 
 
 def resolve_placement(cfg, workers: int = 1) -> Placement:
-    """The placement of ``cfg.run.mode`` on ``cfg``'s hardware (memoised per config; ``workers``:
+    """The placement of ``cfg.run.mode`` on ``cfg``'s hardware (memoised per :func:`tuning_key`; ``workers``:
     processes for the tuning runs' windows)."""
     policy = cfg.pim.partition_policy
     if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
@@ -107,8 +107,11 @@ def tuning_configs(cfg) -> dict:
         from ..cli_common import warn
         warn(f"{cfg.source_file}: tuning.trace is run.trace ({t.trace}): the placement is chosen on "
              "the data it is reported on; set tuning.trace to another trace")
+    # run.trace_start_prompt: the tuning runs' windows (tuning.windows >= 2) are spread over the
+    # tuning trace and never start there; 0 keeps its range check from testing the reported
+    # run's start prompt against the tuning trace's prompts (and makes :func:`tuning_key` exact)
     base = [f"run.trace={t.trace}", f"run.windows={t.windows}", f"run.generated_tokens={t.generated_tokens}",
-            "run.timeline=false"]
+            "run.timeline=false", "run.trace_start_prompt=0"]
     # one validated replace, then the candidates differ in one field of a known choice set (a full
     # replace re-validates the whole tree: ~0.1 s each, per sweep point)
     tuned = cfg.replace(base + [f"pim.partition_policy={CANDIDATES[0]}"], source=None)
@@ -148,13 +151,28 @@ def choose_placement(cfg, outcomes: list) -> Placement:
 
 
 def remember_placement(cfg, placement: Placement) -> None:
-    """Make ``placement`` what :func:`resolve_placement` returns for ``cfg`` in this process (a
-    worker that runs a window or the combination of a point tuned elsewhere)."""
+    """Make ``placement`` what :func:`resolve_placement` returns for ``cfg`` (and every config of
+    the same :func:`tuning_key`) in this process (a worker that runs a window or the combination
+    of a point tuned elsewhere)."""
     _CHOICES[_choice_key(cfg)] = placement
 
 
-def _choice_key(cfg) -> tuple[str, str]:
-    return (cfg.fingerprint(), cfg.run.mode)
+#: the run fields the tuning runs set for themselves (:func:`tuning_configs`): the reported run's
+#: values of these do not enter the choice
+_TUNING_SETS_RUN = ("trace", "windows", "generated_tokens", "timeline", "trace_start_prompt")
+
+
+def tuning_key(cfg) -> str:
+    """A text equal for two configs whose tuning runs are the same simulations (so their
+    placement choice is the same): ``cfg`` without what :func:`tuning_configs` replaces (the
+    reported trace, its window, window count and length). Points of a sweep or a study that
+    differ only there, e.g. a study's trace windows, tune once."""
+    run = dataclasses.replace(cfg.run, **{f: None for f in _TUNING_SETS_RUN})
+    return SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
+
+
+def _choice_key(cfg) -> str:
+    return tuning_key(cfg)
 
 
 def _candidate(ccfg):

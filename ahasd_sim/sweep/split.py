@@ -18,6 +18,12 @@ cost table of the point's config: measured on 16 cores, spreading every window c
 in rebuilt tables than it saved); once none waits, windows go out one by one, so the last
 points spread over the workers that would otherwise idle.
 
+Points whose tuning runs are the same simulations (equal
+:func:`ahasd_sim.modes.placement.tuning_key`: they differ only in the reported trace, its start
+prompt, window count or length, as a design-space study's windows of one design do) tune once:
+the first such point runs the candidates, the others wait for its outcomes (the same values
+their own tuning runs would give: each is a pure function of its config) and choose from them.
+
 A unit that raises sends its point to the whole-point path (:func:`ahasd_sim.sweep.worker.run_point`),
 which reproduces the error record a point would have had; a broken pool (a worker killed) sends
 every point not finished to it too, where a death is pinned on the point that caused it.
@@ -54,20 +60,21 @@ def _windows(cfg):
 def unit_plan(task: dict, mark: bool = True) -> dict:
     """``mark``: leave the running marker in the point folder (removed by :func:`unit_finish`;
     a killed sweep's markers by the next run), as the one-point-per-task path does."""
-    from ..modes.placement import CANDIDATES, needs_tuning, resolve_placement, tuning_configs
+    from ..modes.placement import CANDIDATES, needs_tuning, resolve_placement, tuning_configs, tuning_key
     if mark:
         d = Path(task["dir"])
         d.mkdir(parents=True, exist_ok=True)
         (d / RUNNING).touch()
     cfg = task_config(task)
     starts = [p for p, _ in _windows(cfg)]
-    candidates = None
+    candidates = key = None
     if needs_tuning(cfg):
         cfgs = tuning_configs(cfg)
         candidates = [cfgs[c] for c in CANDIDATES]
+        key = tuning_key(cfg)
     elif cfg.pim.enabled:
         resolve_placement(cfg)   # pinned or unused: checked here as run_simulation does
-    return {"config": cfg, "starts": starts, "candidates": candidates}
+    return {"config": cfg, "starts": starts, "candidates": candidates, "tuning_key": key}
 
 
 def unit_tune(candidate_cfg):
@@ -141,10 +148,12 @@ def unit_finish_files(cfg, placement, out_dir: str, results: list, starts: list,
 
 class _Point:
     """A point in progress: what its finished units returned, and how many are still out."""
-    __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "starts", "results", "left", "wall_s")
+    __slots__ = ("task", "cfg", "placement", "outcomes", "tunes_left", "starts", "results", "left", "wall_s",
+                 "tuning_key")
 
     def __init__(self, task: dict):
         self.task = task
+        self.tuning_key = None        # set while this point runs the tuning other points wait for
         self.cfg = None
         self.placement = None
         self.outcomes: list = []     # tuning outcome per placement candidate
@@ -175,6 +184,11 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
     fallback: list[dict] = []
     ids = itertools.count()
     max_open = 2 * workers
+    # Points whose tuning runs are the same simulations (equal placement.tuning_key: they differ
+    # only in the reported trace, window or length, e.g. a study's windows) tune once: the
+    # candidates' outcomes of the first are every such point's
+    tuned: dict[str, list] = {}              # tuning key -> the candidates' outcomes
+    waiting: dict[str, list[int]] = {}       # tuning key -> points waiting for the point tuning it
 
     def push(prio, pid, kind, fn, *args):
         heapq.heappush(ready, (prio, next(seq), pid, kind, fn, args))
@@ -185,6 +199,19 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
             if not files_back:   # the one-point-per-task path keeps its own marker
                 (Path(pt.task["dir"]) / RUNNING).unlink(missing_ok=True)
             fallback.append(pt.task)
+            if pt.tuning_key is not None:    # the points waiting for its tuning go with it
+                for w in waiting.pop(pt.tuning_key, []):
+                    fail(w)
+
+    def placed(pid, pt):
+        """The point's candidates have their outcomes: choose its placement, queue its windows."""
+        from ..modes.placement import choose_placement
+        try:
+            pt.placement = choose_placement(pt.cfg, pt.outcomes)
+        except Exception:  # noqa: BLE001 - nothing fits: the whole-point path says so
+            fail(pid)
+            return
+        queue_windows(pid, pt)
 
     def queue_windows(pid, pt):
         if pending:   # other points will keep the workers busy: the windows stay together
@@ -237,24 +264,34 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
                     if kind == "plan":
                         pt.cfg = value["config"]
                         pt.starts = value["starts"]
-                        if value["candidates"] is not None:
+                        key = value.get("tuning_key")
+                        if value["candidates"] is None:
+                            queue_windows(pid, pt)
+                        elif key in tuned:             # tuned by an earlier point
+                            pt.outcomes = list(tuned[key])
+                            placed(pid, pt)
+                        elif key in waiting:           # another point is tuning it now
+                            waiting[key].append(pid)
+                        else:
+                            if key is not None:
+                                waiting[key] = []
+                                pt.tuning_key = key
                             pt.outcomes = [None] * len(value["candidates"])
                             pt.tunes_left = len(value["candidates"])
                             for k, ccfg in enumerate(value["candidates"]):
                                 push(_TUNE, pid, ("tune", k), unit_tune, ccfg)
-                        else:
-                            queue_windows(pid, pt)
                     elif kind == "tune":
                         pt.outcomes[index] = value
                         pt.tunes_left -= 1
                         if pt.tunes_left == 0:
-                            from ..modes.placement import choose_placement
-                            try:
-                                pt.placement = choose_placement(pt.cfg, pt.outcomes)
-                            except Exception:  # noqa: BLE001 - nothing fits: the whole-point path says so
-                                fail(pid)
-                                continue
-                            queue_windows(pid, pt)
+                            key, pt.tuning_key = pt.tuning_key, None
+                            if key is not None:
+                                tuned[key] = pt.outcomes
+                                for w in waiting.pop(key, []):
+                                    wpt = points[w]
+                                    wpt.outcomes = list(pt.outcomes)
+                                    placed(w, wpt)
+                            placed(pid, pt)
                     elif kind == "window":
                         pt.results[index] = value
                         pt.left -= 1
