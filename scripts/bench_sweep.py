@@ -151,8 +151,8 @@ def _one(spec, executor: str, workers: int, limit, loop_timer: bool, split: bool
     cluster = None
     scheduler = None
     if executor == "dask" and not dask_cold:   # a cluster already running, as `dask scheduler` + workers
-        from distributed import LocalCluster
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        from ahasd_sim.sweep.executors import local_dask_cluster
+        cluster = local_dask_cluster(workers)   # as the sweep starts its own (profiler off)
         scheduler = cluster.scheduler_address
         from distributed import Client
         with Client(cluster) as c:   # workers that have run a sweep before hold the simulator's modules

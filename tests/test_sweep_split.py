@@ -538,3 +538,29 @@ def test_a_study_s_windows_tune_once_and_write_the_files_of_separate_tunings(tmp
     assert a.n_ok == b.n_ok == c.n_ok == 6
     strip = lambda files: {k.split("/", 1)[1]: v for k, v in files.items()}  # noqa: E731
     assert strip(_files(tmp_path / "split")) == strip(_files(tmp_path / "whole")) == strip(_files(tmp_path / "serial"))
+
+
+def test_units_ahead_keep_more_units_out_than_workers(monkeypatch):
+    """One worker: without units ahead the second point's plan waits until nothing of the first
+    is ready; with one unit ahead (Dask: the next unit waits on the scheduler) the first round
+    hands out both plans. Every point finishes either way."""
+    for ahead, second in ((0, ("tune", "p0-c0")), (1, ("plan", "p1"))):
+        r = _Recorder(monkeypatch, tune=2, windows=1)
+        done = []
+        assert split.run_split(_tasks(2), 1, done.append, _SyncPool(), units_ahead=ahead) == []
+        assert sorted(d["hash"] for d in done) == ["p0", "p1"]
+        assert [(e[0], e[1]) for e in r.log][:2] == [("plan", "p0"), second]
+
+
+def test_the_sweep_s_own_dask_cluster_runs_without_the_workers_profiler():
+    """The workers of a cluster the sweep (or a study) starts have Dask's statistical profiler
+    off (a tenth of a point's time on a simulation's deep stacks)."""
+    distributed = pytest.importorskip("distributed")
+    from ahasd_sim.sweep.executors import local_dask_cluster
+
+    def profiler_enabled():
+        import dask
+        return dask.config.get("distributed.worker.profile.enabled")
+
+    with local_dask_cluster(1) as cluster, distributed.Client(cluster) as client:
+        assert list(client.run(profiler_enabled).values()) == [False]

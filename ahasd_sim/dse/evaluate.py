@@ -316,7 +316,7 @@ class Executor:
     def _dask_client(self):
         if self.client is None:
             try:
-                from distributed import Client, LocalCluster
+                from distributed import Client
             except ImportError:
                 raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
             if self.scheduler:
@@ -326,8 +326,8 @@ class Executor:
                     raise InputError(f"--scheduler {self.scheduler}: cannot connect ({exc})") from None
                 self._own.append(self.client)
             else:
-                cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+                from ..sweep.executors import local_dask_cluster
+                cluster = local_dask_cluster(self.workers)
                 self.client = Client(cluster)
                 self._own += [self.client, cluster]
         return self.client

@@ -40,6 +40,12 @@ def run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: On
     _runner._run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
 
 
+#: a ``distributed.LocalCluster`` of single-thread workers set up as the sweep's own (the Dask
+#: workers' statistical profiler off: :data:`DASK_WORKER_CONFIG`)
+local_dask_cluster = _runner.local_dask_cluster
+DASK_WORKER_CONFIG = _runner.DASK_WORKER_CONFIG
+
+
 #: a local process pool kept over several :func:`run_tasks` calls (``close()`` ends it)
 WorkerPool = _runner.WorkerPool
 

@@ -575,10 +575,30 @@ def _warm_traces(task: dict) -> None:
         pass
 
 
+#: Dask settings of the clusters the simulator starts: the workers' statistical profiler samples
+#: the running task's stack every 10 ms; a simulation's deep generator stacks made that about a
+#: tenth of a point's time (pim_design_space on one worker, 2-core machine: 31.1 -> 27.7 s, issue 30)
+DASK_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+def local_dask_cluster(workers: int):
+    """A ``distributed.LocalCluster`` of ``workers`` single-thread worker processes with
+    :data:`DASK_WORKER_CONFIG` (a cluster started elsewhere takes it from its own Dask config)."""
+    import dask
+    from distributed import LocalCluster
+    with dask.config.set(DASK_WORKER_CONFIG):   # the nannies hand the config to their workers
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+
+
+#: units a Dask cluster holds beyond its threads: the next unit waits on the scheduler, so a
+#: worker that finishes one starts the next at once instead of after a round trip to this process
+DASK_UNITS_AHEAD_PER_THREAD = 1
+
+
 def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
               client: Any = None, split: bool = False) -> None:
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, as_completed
     except ImportError:
         raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
     own_client = own_cluster = None
@@ -589,8 +609,7 @@ def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_don
             except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
         else:
-            own_cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+            own_cluster = local_dask_cluster(workers)
             own_client = client = Client(own_cluster)
     tasks = _Pending.of(tasks)
     try:
@@ -600,7 +619,8 @@ def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_don
             from .split import run_split
             threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values())
             tasks = run_split(tasks, max(threads, 1), on_done, client.get_executor(pure=False),
-                              raise_if_interrupted, files_back=True)
+                              raise_if_interrupted, files_back=True,
+                              units_ahead=DASK_UNITS_AHEAD_PER_THREAD * max(threads, 1))
         else:
             tasks = tasks.rest()
         by_key = {}

@@ -165,13 +165,16 @@ class _Point:
 
 
 def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Executor,
-              check_interrupt: Callable[[], None] = lambda: None, files_back: bool = False) -> list[dict]:
+              check_interrupt: Callable[[], None] = lambda: None, files_back: bool = False,
+              units_ahead: int = 0) -> list[dict]:
     """Run ``tasks`` as units on ``pool`` (``workers`` processes; any executor whose futures are
     ``concurrent.futures`` futures, e.g. a Dask client's ``get_executor()``); call ``on_done``
     per finished point. ``tasks``: a list, or anything with truth-testing and ``popleft`` and
     ``rest`` (the runner's lazy pending points: a point is resolved when a worker needs one, so
     the first units start while the parent resolves the rest). ``files_back``: the finish unit
-    returns the point's files, written here (workers without the client's file system). Returns
+    returns the point's files, written here (workers without the client's file system).
+    ``units_ahead``: units submitted beyond ``workers`` (an executor whose workers would
+    otherwise wait a round trip to this process for their next unit, e.g. Dask). Returns
     the tasks left to the whole-point path: points a unit failed for, and every point not
     finished when the pool broke."""
     from .worker import materialise
@@ -228,7 +231,7 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
         with deferred_stop_signals():
             while pending or ready or running:
                 check_interrupt()
-                while len(running) < workers:
+                while len(running) < workers + units_ahead:
                     if not ready and pending and len(points) < max_open:
                         pid = next(ids)
                         points[pid] = _Point(pending.popleft())
@@ -246,7 +249,7 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
                 # source resolves its next points (then only polls), so a worker that frees up
                 # does not wait for the parent to resolve one
                 prefetch = getattr(pending, "prefetch", None)
-                timeout = 0 if prefetch is not None and prefetch(workers) else 0.2
+                timeout = 0 if prefetch is not None and prefetch(workers + units_ahead) else 0.2
                 done, _ = cf.wait(list(running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
                     pid, (kind, index) = running.pop(fut)
