@@ -510,3 +510,38 @@ def test_a_rate_objective_is_a_ratio_of_totals_over_the_windows_not_a_mean_of_ra
     assert _pooled(s, [0, 1], "a", "throughput_tok_s") == 4.0
     assert _pooled(s, [0, 1], "a", "acceptance_rate") is None
     assert _pooled(s, [0, 1], "a", "tokens_per_j") is None          # no decode_energy_j: not pooled
+
+
+def test_evaluate_takes_points_as_the_executor_needs_runs(tmp_path):
+    """evaluate() over a generator of design points with an executor that runs each task the
+    moment it takes it: a point is produced only when the runs before it have been handed out
+    (the optimiser asks the next trial while the first ones run), a result that comes back
+    while the generator is suspended finishes its point, a run two points share is run once
+    (the second point, taken after it ended, just reads it), and every point is finished once."""
+    from ahasd_sim.dse.evaluate import DesignPoint, evaluate
+
+    log = []
+
+    class Eager:
+        def run(self, tasks, on_done):
+            for t in tasks:
+                log.append(("run", t["hash"]))
+                on_done({"hash": t["hash"], "status": "failed"})
+
+    def points():
+        for key, hashes in (("p0", ("h1", "h2")), ("p1", ("h1", "h3")), ("p2", ())):
+            log.append(("take", key))
+            pt = DesignPoint(key, {})
+            for run, h in zip(("a", "b"), hashes):
+                pt.hashes[(run, None)] = h
+                pt.configs[(run, None)] = None
+            if not hashes:
+                pt.infeasible = "does not fit"
+            yield pt
+
+    finished = []
+    study = load_study(write(tmp_path, TINY))
+    taken = evaluate(study, points(), tmp_path, Eager(), on_point=lambda pt: finished.append(pt.key))
+    assert [p.key for p in taken] == ["p0", "p1", "p2"]
+    assert log == [("take", "p0"), ("run", "h1"), ("run", "h2"), ("take", "p1"), ("run", "h3"), ("take", "p2")]
+    assert sorted(finished) == ["p0", "p1", "p2"]

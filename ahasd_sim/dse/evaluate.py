@@ -332,9 +332,10 @@ class Executor:
                 self._own += [self.client, cluster]
         return self.client
 
-    def run(self, tasks: list[dict], on_done: Callable[[dict], None]) -> None:
+    def run(self, tasks: Iterable[dict], on_done: Callable[[dict], None]) -> None:
+        """Run ``tasks`` (a list, or an iterable taken as workers need points), ``on_done`` per result."""
         from ..sweep.executors import run_tasks
-        if not tasks:
+        if isinstance(tasks, list) and not tasks:
             return
         run_tasks(tasks, on_done, executor=self.executor, workers=self.workers, scheduler=self.scheduler,
                   client=self._dask_client() if self.executor == "dask" else None, pool=self._pool)
@@ -354,12 +355,15 @@ def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, exec
              on_run: Callable[[dict], None] | None = None) -> list[DesignPoint]:
     """Run every unfinished simulation of ``points`` (each distinct config once) and finish the
     points as their runs complete (``on_point`` is called for each, in completion order).
-    Infeasible and unresolvable points are finished at once without running."""
-    points = list(points)
+    Infeasible and unresolvable points are finished at once without running. ``points`` may be
+    a generator: a point is taken when the executor needs more runs (its first runs start while
+    later points are still being produced, e.g. asked from the optimiser and planned). Returns
+    the points taken, in order."""
+    taken: list[DesignPoint] = []
     waiting: dict[str, list[DesignPoint]] = {}
     remaining: dict[int, set[str]] = {}
-    tasks: list[dict] = []
     queued: set[str] = set()
+    ended: set[str] = set()          # runs whose result came back (ok or failed)
 
     def done_point(pt: DesignPoint) -> None:
         if not pt.infeasible and not pt.error:
@@ -367,30 +371,39 @@ def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, exec
         if on_point:
             on_point(pt)
 
-    for pt in points:
-        if pt.infeasible or pt.error:
-            done_point(pt)
-            continue
-        need = set()
-        for rw, h in pt.hashes.items():
-            d = points_dir / h
-            stale = d / RUNNING
-            if stale.exists():
-                stale.unlink()
-            if is_done(d):
+    def tasks():
+        for pt in points:
+            taken.append(pt)
+            if pt.infeasible or pt.error:
+                done_point(pt)
                 continue
-            need.add(h)
-            waiting.setdefault(h, []).append(pt)
-            if h not in queued:
-                queued.add(h)
-                tasks.append({"hash": h, "dir": str(d), "config": pt.configs[rw]})
-        if not need:
-            done_point(pt)
-        else:
+            # every run the point waits for is booked before any is handed out: a run's result
+            # can come back while this generator is suspended at a yield
+            need: set[str] = set()
+            new: list[dict] = []
+            for rw, h in pt.hashes.items():
+                d = points_dir / h
+                if h in ended:            # run (ok or failed) by an earlier point of this call
+                    continue
+                if h not in queued:
+                    stale = d / RUNNING
+                    if stale.exists():
+                        stale.unlink()
+                    if is_done(d):
+                        continue
+                    queued.add(h)
+                    new.append({"hash": h, "dir": str(d), "config": pt.configs[rw]})
+                need.add(h)
+                waiting.setdefault(h, []).append(pt)
+            if not need:
+                done_point(pt)
+                continue
             remaining[id(pt)] = need
+            yield from new
 
     def on_done(res: dict) -> None:
         h = res.get("hash")
+        ended.add(h)
         if on_run:
             on_run(res)
         for pt in waiting.pop(h, []):
@@ -399,8 +412,8 @@ def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, exec
             if not left:
                 done_point(pt)
 
-    executor.run(tasks, on_done)
-    return points
+    executor.run(tasks(), on_done)
+    return taken
 
 
 __all__ = ["DesignPoint", "Executor", "evaluate", "finish", "mean_ci", "plan", "windows_of", "config_value"]

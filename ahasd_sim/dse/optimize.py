@@ -393,29 +393,41 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
             if res.get("status") in ("ok", "failed"):
                 stats["computed_runs"] += 1
 
-        def ask_and_plan() -> tuple[list[tuple], list[DesignPoint]]:
-            """The next chunk: interrupted trials first, then new ones up to the target; planned
-            (configs resolved and hashed), which is the parent's share of the work."""
+        def batch_points(chunk: list[tuple]):
+            """The next batch's design points, planned (configs resolved and hashed: the parent's
+            share of the work) one at a time as they are taken; ``chunk`` collects each trial's
+            (number, trial id, params). Interrupted trials first, then new ones up to the target.
+            The evaluation takes a point when its workers need runs, so the first runs start
+            while later trials are still being asked and planned (the trials are the same: no
+            trial is told before the whole batch is asked)."""
             nonlocal todo_resume
-            chunk = todo_resume[:batch]
+            resumed = todo_resume[:batch]
             todo_resume = todo_resume[batch:]
             # every stored trial is finished, running (this batch) or queued for resumption: new
             # trials make up the difference to the target (race-free: only this thread asks)
-            k = min(batch - len(chunk), n_target - len(ostudy.get_trials(deepcopy=False)))
+            k = min(batch - len(resumed), n_target - len(ostudy.get_trials(deepcopy=False)))
             # the resumed trials' missing parameters first, in trial order, as the uninterrupted
             # study suggested them (before any later trial was asked: NSGA-II picks a generation's
             # parents at its first suggestion, on that trial's random state)
-            for num, tid, params in chunk:
+            for num, tid, params in resumed:
                 missing = [p.name for p in study.space if p.name not in params]
                 if missing:   # a trial asked by an interrupted process before its params were stored
                     reseed_for_trial(ostudy.sampler, study.seed, num)
                     tr = import_optuna().trial.Trial(ostudy, tid)
                     for name in missing:
                         params[name] = suggest(tr, name, dists[name])
+            for entry in resumed:
+                chunk.append(entry)
+                yield plan(study, entry[0], entry[2])
             for _ in range(max(0, k)):
                 t = ostudy.ask(dists)
                 chunk.append((t.number, trial_id(t.number), dict(t.params)))
-            pts = [plan(study, num, params) for num, _tid, params in chunk]
+                yield plan(study, t.number, chunk[-1][2])
+
+        def ask_and_plan() -> tuple[list[tuple], list[DesignPoint]]:
+            """The whole next batch, asked and planned (``--fastest`` plans it while the last runs)."""
+            chunk: list[tuple] = []
+            pts = list(batch_points(chunk))
             return chunk, pts
 
         def tell(pt: DesignPoint, ids: dict[int, int]) -> None:
@@ -429,13 +441,14 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
         worker = None
         try:
             if not fastest:
-                # lock-step: ask a batch, run it, tell it in trial order, then ask the next
+                # lock-step: ask a batch (its first runs start while the rest is asked), run it,
+                # tell it in trial order, then ask the next
                 while True:
-                    chunk, pts = ask_and_plan()
+                    chunk = []
+                    pts = evaluate(study, batch_points(chunk), points_dir, ex, on_run=on_run)
                     if not chunk:
                         break
                     ids = {num: tid for num, tid, _ in chunk}
-                    evaluate(study, pts, points_dir, ex, on_run=on_run)
                     for pt in sorted(pts, key=lambda q: int(q.key)):
                         tell(pt, ids)
             else:
