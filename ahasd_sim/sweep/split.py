@@ -193,6 +193,9 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
     tuned: dict[str, list] = {}              # tuning key -> the candidates' outcomes
     waiting: dict[str, list[int]] = {}       # tuning key -> points waiting for the point tuning it
 
+    def n_waiting() -> int:
+        return sum(len(w) for w in waiting.values())
+
     def push(prio, pid, kind, fn, *args):
         heapq.heappush(ready, (prio, next(seq), pid, kind, fn, args))
 
@@ -232,7 +235,8 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
             while pending or ready or running:
                 check_interrupt()
                 while len(running) < workers + units_ahead:
-                    if not ready and pending and len(points) < max_open:
+                    # points waiting for another's tuning hold no worker: they do not count as open
+                    if not ready and pending and len(points) - n_waiting() < max_open:
                         pid = next(ids)
                         points[pid] = _Point(pending.popleft())
                         push(_PLAN, pid, ("plan", None), unit_plan, points[pid].task, not files_back)
