@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import ahasd_sim.simulation  # noqa: F401 - the engine placement tuning runs on (the file passes alone too)
 from ahasd_sim.config import load_config
 from ahasd_sim.config.errors import InputError
 from ahasd_sim.hw.gpu import double_buffered_time_s
@@ -282,7 +283,6 @@ def test_the_tuning_key_leaves_out_only_what_the_tuning_runs_set_themselves(tmp_
 def test_a_config_of_a_tuned_key_is_not_tuned_again(tmp_path, monkeypatch):
     """In one process the second window of a study (another start prompt) takes the first
     window's placement without running the tuning simulations again; another seed tunes."""
-    import ahasd_sim.simulation  # noqa: F401 - the engine the tuning runs on
     placement_mod._CHOICES.clear()
     calls = []
     tune = placement_mod._tune
@@ -299,8 +299,18 @@ def test_the_reported_start_prompt_is_not_checked_against_the_tuning_trace(tmp_p
     """A run starting at prompt 40 of the 60-prompt greedy trace tunes on the 3-prompt smoke trace:
     the tuning windows are spread over the tuning trace and never start at prompt 40, so the
     choice is made (it used to fail: 'prompt 40 is out of range: the trace ... has 3 prompts')."""
-    import ahasd_sim.simulation  # noqa: F401 - the engine the tuning runs on
     placement_mod._CHOICES.clear()
     cfg = _small(tmp_path, "run.mode=operator_sync", f"run.trace={GREEDY}", "run.windows=1",
                  "run.trace_start_prompt=40", f"tuning.trace={SMOKE}", "tuning.generated_tokens=16")
     assert placement_mod.resolve_placement(cfg).chosen_by == "tuned"
+
+
+def test_configs_of_other_files_do_not_share_a_tuning(tmp_path):
+    """tuning.trace may be a path relative to the config file: the same values read from files
+    in two folders are two tuning keys."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = _small(tmp_path / "a", "run.mode=async")
+    b = _small(tmp_path / "b", "run.mode=async")
+    assert a.fingerprint() == b.fingerprint()
+    assert placement_mod.tuning_key(a) != placement_mod.tuning_key(b)

@@ -168,7 +168,8 @@ def tuning_key(cfg) -> str:
     reported trace, its window, window count and length). Points of a sweep or a study that
     differ only there, e.g. a study's trace windows, tune once."""
     run = dataclasses.replace(cfg.run, **{f: None for f in _TUNING_SETS_RUN})
-    return SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
+    # the config file too: tuning.trace (and the model files) may be paths relative to it
+    return f"{cfg.source_file}\n" + SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
 
 
 def _choice_key(cfg) -> str:
