@@ -19,9 +19,8 @@ dominated in (TPOT, cloud USD per 1k tokens under the pricing, phone mJ per toke
 (link, phones per GPU, pricing); never pooled across configurations.
 
 Real traces: mahimahi's public cellular traces (GPL-3.0 data, not shipped; where to get them:
-docs/references.md, [mahimahi]), read from --traces DIR, else $AHASD_SIM_NETWORK_TRACES, else
-../shared/data/network beside the checkout if that folder exists (a local copy, not part of the
-project); without them only the constant LTE link runs.
+docs/references.md, [mahimahi]), read from --traces DIR, else $AHASD_SIM_NETWORK_TRACES; without
+them only the constant LTE link runs.
 """
 from __future__ import annotations
 
@@ -293,8 +292,8 @@ def parser():
     from ahasd_sim.cli_common import script_parser
     p = script_parser(__doc__.split("\n")[0])
     p.add_argument("--traces", default=None,
-                   help="folder with mahimahi cellular traces (docs/references.md, [mahimahi]; default: "
-                        "$AHASD_SIM_NETWORK_TRACES, else ../shared/data/network beside the checkout, if present)")
+                   help="folder with mahimahi cellular traces (where to get them: docs/references.md, [mahimahi]; "
+                        "default: $AHASD_SIM_NETWORK_TRACES; without them only the constant LTE link runs)")
     p.add_argument("--windows", type=int, default=8, help="trace windows per cell (samples, >= 2)")
     p.add_argument("--tokens", type=int, default=512, help="tokens per window (>= 16)")
     p.add_argument("--workers", type=int, default=2, help="parallel worker processes (>= 1)")
@@ -322,8 +321,7 @@ def body(a) -> int:
             raise InputError(f"--traces: '{tdir}' is not a folder")
     else:
         env = os.environ.get("AHASD_SIM_NETWORK_TRACES")
-        tdir = Path(env) if env else ROOT.parent / "shared" / "data" / "network"
-        tdir = tdir if tdir.is_dir() else None
+        tdir = Path(env) if env and Path(env).is_dir() else None
     js = jobs(a.windows, a.tokens, tdir)
     df = pd.DataFrame(fork_map(run_one, js, a.workers))
     out.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,7 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
         return Placement("striped" if policy == "auto" else policy, "not used by this mode")
     if policy != "auto":
         return Placement(policy, "pinned")
-    key = _choice_key(cfg)
+    key = tuning_key(cfg)
     hit = _CHOICES.get(key)
     if hit is None:
         hit = _CHOICES[key] = _tune(cfg, workers)
@@ -154,7 +154,7 @@ def remember_placement(cfg, placement: Placement) -> None:
     """Make ``placement`` what :func:`resolve_placement` returns for ``cfg`` (and every config of
     the same :func:`tuning_key`) in this process (a worker that runs a window or the combination
     of a point tuned elsewhere)."""
-    _CHOICES[_choice_key(cfg)] = placement
+    _CHOICES[tuning_key(cfg)] = placement
 
 
 #: the run fields the tuning runs set for themselves (:func:`tuning_configs`): the reported run's
@@ -170,10 +170,6 @@ def tuning_key(cfg) -> str:
     run = dataclasses.replace(cfg.run, **{f: None for f in _TUNING_SETS_RUN})
     # the config file too: tuning.trace (and the model files) may be paths relative to it
     return f"{cfg.source_file}\n" + SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
-
-
-def _choice_key(cfg) -> str:
-    return tuning_key(cfg)
 
 
 def _candidate(ccfg):

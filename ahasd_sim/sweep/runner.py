@@ -598,8 +598,6 @@ def local_dask_cluster(workers: int):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
 
 
-
-
 def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
               client: Any = None, split: bool = False) -> None:
     try:
