@@ -489,6 +489,9 @@ def test_points_of_one_tuning_key_tune_once(monkeypatch):
     # both p0 and p1 were planned before the first tuning run: the other one waited
     order = [(e[0], e[1]) for e in r.log]
     assert max(order.index(("plan", "p0")), order.index(("plan", "p1"))) < order.index(("tune", f"{tuner_a}-c0"))
+    # no point of key A runs a window before the tuning it uses has ended
+    last_tune_a = max(i for i, e in enumerate(order) if e == ("tune", f"{tuner_a}-c1"))
+    assert all(i > last_tune_a for i, e in enumerate(order) if e[0] in ("rest", "window") and e[1] in ("p0", "p1", "p3"))
 
 
 def test_a_point_tuned_earlier_is_reused_with_one_worker(monkeypatch):
