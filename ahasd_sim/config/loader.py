@@ -415,9 +415,27 @@ def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | Non
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+# YAML of one top-level section by its dataclass repr (every field's value, as
+# SimConfig.fingerprint uses it): a block mapping's text is its keys' texts one after another, so
+# a config's YAML is its sections' YAML joined, and a sweep's or study's points share most
+# sections. Bounded: cleared when full (a study touches few distinct sections).
+_SECTION_YAML: dict[str, str] = {}
+_SECTION_YAML_MAX = 1024
+
+
 def dump_config(cfg: SimConfig) -> str:
     """The resolved config as YAML (loadable again with :func:`load_config`)."""
-    return yaml.dump(cfg.to_dict(), Dumper=_DUMPER, sort_keys=False, default_flow_style=False)
+    parts = []
+    for name, sec in cfg._sections.items():
+        key = f"{name}={sec!r}"
+        text = _SECTION_YAML.get(key)
+        if text is None:
+            if len(_SECTION_YAML) >= _SECTION_YAML_MAX:
+                _SECTION_YAML.clear()
+            text = _SECTION_YAML[key] = yaml.dump({name: _to_plain(sec)}, Dumper=_DUMPER, sort_keys=False,
+                                                  default_flow_style=False)
+        parts.append(text)
+    return "".join(parts)
 
 
 def describe_sections() -> list[dict[str, Any]]:

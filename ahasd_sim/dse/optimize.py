@@ -218,9 +218,11 @@ def open_study(study: Study, out: Path):
     return open_study_and_storage(study, out)[0]
 
 
-def open_study_and_storage(study: Study, out: Path):
-    """(optuna study, its RDB storage) of ``out/study.db``: the storage's public methods map
-    trial numbers to the trial ids a :class:`optuna.trial.Trial` is built from."""
+def open_study_and_storage(study: Study, out: Path, owned: bool = False):
+    """(optuna study, its storage) of ``out/study.db``: the storage's public methods map trial
+    numbers to the trial ids a :class:`optuna.trial.Trial` is built from. ``owned``: the caller
+    holds the folder's :class:`StudyLock`, so no other process writes the database and reads
+    come from memory (:class:`~ahasd_sim.dse.storage.OwnedStudyStorage`; writes go through)."""
     optuna = import_optuna()
     out.mkdir(parents=True, exist_ok=True)
     db = out / "study.db"
@@ -239,6 +241,9 @@ def open_study_and_storage(study: Study, out: Path):
         raise OutputError(f"{db}: cannot open the study database ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:120]})") from None
     _fast_sqlite(storage)
+    if owned:
+        from .storage import OwnedStudyStorage
+        storage = OwnedStudyStorage(storage)
     fp = space_fingerprint(study)
     ostudy = optuna.create_study(study_name=study.name, storage=storage, load_if_exists=True,
                                  directions=study.directions, sampler=make_sampler(study))
@@ -374,7 +379,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
              "mode": "fastest" if fastest else "reproducible", "batch_size": batch}
     t0 = time.perf_counter()
     with StudyLock(out):
-        ostudy, storage = open_study_and_storage(study, out)   # refuses a different study before anything is written
+        ostudy, storage = open_study_and_storage(study, out, owned=True)   # refuses a different study before anything is written
         trial_id = trial_id_lookup(ostudy, storage)
         from .folders import clean_stale_points
         clean_stale_points(points_dir)      # staging folders of points whose process was killed
