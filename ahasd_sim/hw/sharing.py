@@ -196,27 +196,30 @@ class Flow:
         self.timer = None         # its wake-up Timeout (while armed)
 
     def times_at(self, works: list[float]) -> list[float]:
-        """:meth:`time_at` of each of ``works`` (ascending), in one walk of the history."""
+        """:meth:`time_at` of each of ``works`` (ascending), in one walk of the history (a merge:
+        the history is short, a dozen breakpoints a pass, and the works many, one per layer)."""
         h = self.history
         out = []
+        append = out.append
         k, n = 0, len(h)
-        bisect_left = bisect.bisect_left
         for work in works:
             if work <= 0:
-                out.append(self.start_s)
+                append(self.start_s)
                 continue
             lim = work - _EPS * (work if work > 1.0 else 1.0)
-            # the first breakpoint at or past lim (works ascend: the search resumes at k)
-            k = bisect_left(h, lim, k, n, key=_DONE)
+            # the first breakpoint at or past lim (bisect_left's answer; works ascend, so the
+            # walk resumes where the last one stopped)
+            while k < n and h[k][1] < lim:
+                k += 1
             if k >= n:
-                out.append(h[-1][0])
+                append(h[-1][0])
                 continue
             t1, d1 = h[k]
             if k == 0:
-                out.append(t1)
+                append(t1)
                 continue
             t0, d0 = h[k - 1]
-            out.append(t1 if d1 <= d0 else t0 + (t1 - t0) * (min(work, d1) - d0) / (d1 - d0))
+            append(t1 if d1 <= d0 else t0 + (t1 - t0) * (min(work, d1) - d0) / (d1 - d0))
         return out
 
     def time_at(self, work: float) -> float:
