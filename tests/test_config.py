@@ -413,3 +413,23 @@ def test_dump_config_libyaml_equals_pure_python_on_shipped_configs_and_edge_stri
             "k" * 130: {"nested": [1, [2, 3]], "empty": {}}}
     assert yaml.dump(edge, Dumper=_DUMPER, sort_keys=False, default_flow_style=False) == \
         yaml.safe_dump(edge, sort_keys=False, default_flow_style=False)
+
+
+def test_a_section_built_again_from_the_same_values_is_a_fresh_equal_object():
+    """build_config reuses a section built before from the same values (unpickled): each config
+    gets its own objects, in the state a build gives, and other values still build and fail
+    as they would."""
+    from ahasd_sim.config import loader
+    a = load_config("hw_configs/ahasd_mobile.yaml")
+    b = a.replace(["run.seed=7"])
+    assert b.pim == a.pim and b.pim is not a.pim and b.pim.aau is not a.pim.aau   # reused, not shared
+    assert b.run.seed == 7 and a.run.seed != 7
+    b.pim.ranks = 3                                  # a change to one config's section stays there
+    assert a.pim.ranks != 3 and a.replace(["run.seed=7"]).pim.ranks == a.pim.ranks
+    loader._SECTION_PICKLES.clear()                  # the same configs built from scratch
+    fresh = load_config("hw_configs/ahasd_mobile.yaml").replace(["run.seed=7"])
+    assert fresh.fingerprint() == a.replace(["run.seed=7"]).fingerprint()
+    assert dump_config(fresh) == dump_config(a.replace(["run.seed=7"]))
+    assert a.replace(["pim.ranks=12"]).pim.ranks == 12
+    with pytest.raises(ConfigError, match="pim.ranks"):
+        a.replace(["pim.ranks=0"])                   # built (and refused), not taken from the memo
