@@ -51,7 +51,8 @@ def _generations(study, check, n_gen=3, fail_every=5):
             trials.append(study.ask(DISTS))
             check()
         for tr in trials:
-            tr.set_user_attr("record", {"hashes": {"a@0": "x"}, "eval_s": 0.5, "nan": None})
+            # a tuple comes back from the database as a list (JSON): the cache must hold the list
+            tr.set_user_attr("record", {"hashes": {"a@0": "x"}, "eval_s": 0.5, "nan": None, "pair": (1, 2)})
             check()
             tr.set_constraint("fit", float(tr.number % 3) - 1.0)
             check()
@@ -120,3 +121,31 @@ def test_a_batch_of_asks_reads_the_trial_list_from_the_database_once(tmp_path):
         study.ask(DISTS)
     assert counting.lists == 1         # the first read loads the study; the rest come from memory
     assert len(study.get_trials(states=(TrialState.RUNNING,))) == 8
+
+
+def test_each_storage_write_is_read_back_as_the_database_holds_it(tmp_path):
+    """The storage's own methods, called directly (not through optuna's trial objects, which also
+    change the trial they hold): after every write a read equals the database."""
+    import_optuna()
+    path = tmp_path / "study.db"
+    owned = OwnedStudyStorage(_rdb(path))
+    sid = owned.create_new_study([optuna.study.StudyDirection.MAXIMIZE], "s")
+    assert owned.get_all_trials(sid) == []             # the cache holds the (empty) study
+    tid = owned.create_new_trial(sid)
+    _same_as_database(owned, path, sid)
+    writes = [
+        lambda: owned.set_trial_param(tid, "x", 2.5, DISTS["x"]),
+        lambda: owned.set_trial_param(tid, "n", 3.0, DISTS["n"]),
+        lambda: owned.set_trial_param(tid, "c", 1, DISTS["c"]),        # an index: stored as a REAL
+        lambda: owned.set_trial_user_attr(tid, "record", {"pair": (1, 2), "v": 0.1}),
+        lambda: owned.set_trial_user_attr(tid, "record", {"pair": (3, 4)}),   # overwritten
+        lambda: owned.set_trial_system_attr(tid, "constraints", (0.5,)),
+        lambda: owned.set_trial_intermediate_value(tid, 1, 0.25),
+        lambda: owned.set_trial_state_values(tid, TrialState.COMPLETE, [1.5]),
+    ]
+    for write in writes:
+        write()
+        _same_as_database(owned, path, sid)
+    t = owned.get_trial(tid)
+    assert t.params == {"x": 2.5, "n": 3, "c": "b"} and t.user_attrs == {"record": {"pair": [3, 4]}}
+    assert t.system_attrs == {"constraints": [0.5]} and t.state == TrialState.COMPLETE

@@ -11,15 +11,16 @@ A study folder has one writer (:class:`~ahasd_sim.dse.optimize.StudyLock`), this
 :class:`OwnedStudyStorage` therefore writes through to the database as before (every write
 is committed when optuna makes it: an interrupted study resumes from the same file) and
 serves the study's trials from memory: a trial is loaded from the database when first read and
-again after each write to it (``get_trial``: the stored form, JSON round trips and timestamps
-included); a new parameter is added to the cached trial as the database returns it (the
-value through a REAL column, the distribution through its JSON). So what optuna reads is what
-the database holds, trial for trial: tests/test_dse_storage.py compares the two after every
-step of a study. optuna's public storage API only (issue 32).
+again after a change of its state (``get_trial``: the stored form, timestamps included); a new
+parameter or attribute is added to the cached trial as the database returns it (a parameter's
+value through a REAL column and its distribution through JSON, an attribute through JSON). So
+what optuna reads is what the database holds, trial for trial: tests/test_dse_storage.py
+compares the two after every step of a study. optuna's public storage API only (issue 32).
 """
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from typing import Any, Container, Sequence
 
@@ -122,22 +123,30 @@ class OwnedStudyStorage(BaseStorage):
                 self._ids[t.number] = trial_id
         return trial_id
 
-    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float, distribution) -> None:
-        self._backend.set_trial_param(trial_id, param_name, param_value_internal, distribution)
-        # A study sets one parameter after another and reads the trial between them (7 reloads
-        # per trial): the cached trial gets the parameter as the database returns it instead,
-        # as a new object (as a reload gives: a trial handed out before stays as it was).
+    def _update_cached(self, trial_id: int, change) -> None:
+        """Apply ``change`` to a copy of the cached trial (a new object, as a reload gives: a trial
+        handed out before stays as it was); a trial not cached or already stale is reloaded at
+        the next read instead."""
         with self._lock:
             number = self._number.get(trial_id)
             if number is None or trial_id in self._stale or number not in self._trials:
                 self._written(trial_id)
                 return
-            old = self._trials[number]
-            stored = json_to_distribution(distribution_to_json(distribution))
-            new = copy.copy(old)
-            new.params = {**old.params, param_name: stored.to_external_repr(float(param_value_internal))}
-            new.distributions = {**old.distributions, param_name: stored}
+            new = copy.copy(self._trials[number])
+            change(new)
             self._trials[number] = new
+
+    def set_trial_param(self, trial_id: int, param_name: str, param_value_internal: float, distribution) -> None:
+        self._backend.set_trial_param(trial_id, param_name, param_value_internal, distribution)
+        # A study sets one parameter after another and reads the trial between them: the cached
+        # trial gets the parameter as the database returns it (the value through a REAL column,
+        # the distribution through its JSON) instead of a reload per parameter.
+        stored = json_to_distribution(distribution_to_json(distribution))
+
+        def add(t: FrozenTrial) -> None:
+            t.params = {**t.params, param_name: stored.to_external_repr(float(param_value_internal))}
+            t.distributions = {**t.distributions, param_name: stored}
+        self._update_cached(trial_id, add)
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
         try:
@@ -149,13 +158,22 @@ class OwnedStudyStorage(BaseStorage):
         self._backend.set_trial_intermediate_value(trial_id, step, intermediate_value)
         self._written(trial_id)
 
+    # attributes as the database returns them: the value through its JSON text
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._backend.set_trial_user_attr(trial_id, key, value)
-        self._written(trial_id)
+        stored = json.loads(json.dumps(value))
+
+        def put(t: FrozenTrial) -> None:
+            t.user_attrs = {**t.user_attrs, key: stored}
+        self._update_cached(trial_id, put)
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._backend.set_trial_system_attr(trial_id, key, value)
-        self._written(trial_id)
+        stored = json.loads(json.dumps(value))
+
+        def put(t: FrozenTrial) -> None:
+            t.system_attrs = {**t.system_attrs, key: stored}
+        self._update_cached(trial_id, put)
 
     # ---------------------------------------------------------------- trial reads: memory
     def get_trial(self, trial_id: int) -> FrozenTrial:
