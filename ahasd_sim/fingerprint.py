@@ -8,7 +8,7 @@ regenerate in CI (the paper reproduction, the studies) records the fingerprint i
 
 Numbers are rounded to 9 significant digits before hashing, so that a last-bit difference of a
 floating-point reduction between CPUs does not change the fingerprint while any modelling change
-does. ``python -m ahasd_sim fingerprint`` prints it (``--cases`` lists the runs).
+does. ``python scripts/docs.py --fingerprint`` prints it; :data:`CASES` lists the runs.
 """
 from __future__ import annotations
 
