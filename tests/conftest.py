@@ -25,6 +25,16 @@ def _cold_cost_caches_under_mutation_testing():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_figure_left_open():
+    """Close every pyplot figure a test left open: tests that capture figures instead of saving
+    them (monkeypatched ``save_figure``) would otherwise keep them for the whole session."""
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")    # only where a test imported it
+    if plt is not None:
+        plt.close("all")
+
+
 def clear_cost_caches() -> None:
     """Empty the process-wide caches of ``modes/costs/`` (``tests/test_hot_paths.py`` checks
     that none is missed). (costs._SCALED was removed from the former costs.py; clearing it made

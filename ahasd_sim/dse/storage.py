@@ -158,21 +158,21 @@ class OwnedStudyStorage(BaseStorage):
         self._backend.set_trial_intermediate_value(trial_id, step, intermediate_value)
         self._written(trial_id)
 
-    # attributes as the database returns them: the value through its JSON text
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._backend.set_trial_user_attr(trial_id, key, value)
-        stored = json.loads(json.dumps(value))
-
-        def put(t: FrozenTrial) -> None:
-            t.user_attrs = {**t.user_attrs, key: stored}
-        self._update_cached(trial_id, put)
+        self._cache_attr(trial_id, "user_attrs", key, value)
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
         self._backend.set_trial_system_attr(trial_id, key, value)
+        self._cache_attr(trial_id, "system_attrs", key, value)
+
+    def _cache_attr(self, trial_id: int, field: str, key: str, value: Any) -> None:
+        """The cached trial's attribute ``key`` (``field``: user_attrs or system_attrs) as the
+        database returns it: the value through its JSON text."""
         stored = json.loads(json.dumps(value))
 
         def put(t: FrozenTrial) -> None:
-            t.system_attrs = {**t.system_attrs, key: stored}
+            setattr(t, field, {**getattr(t, field), key: stored})
         self._update_cached(trial_id, put)
 
     # ---------------------------------------------------------------- trial reads: memory
