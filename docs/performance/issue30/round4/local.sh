@@ -5,13 +5,16 @@
 # sweep's overhead share per point (1 worker, in-process) and bench.py's AHASD window.
 OLD=${OLD:-/tmp/old}
 D=docs/performance/issue30/round4
-mkdir -p $OLD/$D && cp $D/study_parent.py $OLD/$D/
+mkdir -p $OLD/$D && cp $D/study_parent.py $D/ask_plan.py $OLD/$D/
 nproc; uptime; python --version
 for i in 1 2; do
   for tree in $OLD .; do
     (cd $tree && python $D/study_parent.py 2)
   done
   uptime
+done
+for i in 1 2; do
+  for tree in $OLD .; do (cd $tree && python $D/ask_plan.py); done    # ask_plan.log
 done
 for tree in $OLD .; do
   echo "== $tree"
