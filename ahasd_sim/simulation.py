@@ -221,13 +221,16 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
     return windows
 
 
-def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True) -> RunResult:
+def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True,
+                   audit: bool = True) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
     that many forked processes (results are identical: each window is a pure function).
     ``intervals=False``: the rates' bootstrap intervals are not computed (``_ci95`` fields None,
-    ``ci_method`` "none"), for runs whose point estimates alone are read (placement tuning)."""
+    ``ci_method`` "none"), for runs whose point estimates alone are read (placement tuning).
+    ``audit=False``: the modes' self-checks after each window are skipped (AHASD's KV causality
+    audit, about 6% of a window's time; ``kv_causality_violations`` None), for the same runs."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -245,7 +248,7 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     windows = replayed_windows(cfg, windows)
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
-    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0]),
+    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit),
                        [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
 
@@ -375,7 +378,8 @@ class WindowSetup:
     sim_trace: Trace
 
 
-def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> WindowSetup:
+def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0,
+                 audit: bool = True) -> WindowSetup:
     """Build a window's mode, models, platform, cost model and policy: every check a run makes
     before simulating. The run and ``--dry-run`` both call this (one validation path)."""
     run = cfg.run
@@ -399,7 +403,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = WindowEnvironment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
-                     collector=collector, rng=rng, n_tokens=run.generated_tokens)
+                     collector=collector, rng=rng, n_tokens=run.generated_tokens, audit=audit)
     try:
         mode = mode_cls(env, ctx)
     except ConfigError as exc:
@@ -408,10 +412,12 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
 
 
 @_window_collected
-def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0) -> RunResult:
-    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`)."""
+def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0,
+                     audit: bool = True) -> RunResult:
+    """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`);
+    ``audit``: see :func:`run_simulation`."""
     run = cfg.run
-    w = build_window(cfg, trace_parts, index)
+    w = build_window(cfg, trace_parts, index, audit)
     env, mode, platform, collector, policy = w.env, w.mode, w.platform, w.collector, w.policy
     draft, target, sim_trace = w.draft, w.target, w.sim_trace
     done = mode.start()

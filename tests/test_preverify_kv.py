@@ -131,3 +131,26 @@ def test_real_costs_are_causal(kv):
                        "run.windows=1"])
     s = run_simulation(cfg).summary
     assert s["mode_stats"]["preverify"]["kv_causality_violations"] == 0
+
+
+def test_placement_tuning_runs_skip_the_audit_and_change_nothing_else():
+    """The KV causality audit runs after every reported window; a placement-tuning run (only its
+    objective is read) skips it, and its results are otherwise those of the audited run."""
+    from ahasd_sim.modes import placement
+    from ahasd_sim.simulation import load_run_windows
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.windows=2",
+                       "pim.partition_policy=striped", "run.timeline=false"])
+    windows = load_run_windows(cfg)
+    audited = run_simulation(cfg, windows, intervals=False).summary
+    quiet = run_simulation(cfg, windows, intervals=False, audit=False).summary
+    assert audited["mode_stats"]["preverify"]["kv_causality_violations"] == 0
+    assert quiet["mode_stats"]["preverify"]["kv_causality_violations"] is None
+    assert quiet["mode_stats"]["preverify"]["kv_reads_checked"] == audited["mode_stats"]["preverify"]["kv_reads_checked"] > 0
+    for s in (audited, quiet):
+        s["mode_stats"]["preverify"].pop("kv_causality_violations")
+        s.pop("wall_time_s", None)
+    assert quiet == audited
+    tuned = placement._candidate(cfg)                 # what a tuning run returns
+    assert tuned["mode_stats"]["preverify"]["kv_causality_violations"] is None
+    assert tuned["throughput_tok_s"] == audited["throughput_tok_s"]

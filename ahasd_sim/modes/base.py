@@ -106,6 +106,9 @@ class RunContext:
     rng: np.random.Generator
     n_tokens: int
     extras: dict[str, Any] = field(default_factory=dict)
+    #: run the modes' self-checks after the window (AHASD's KV causality audit); off for runs
+    #: whose objective alone is read (placement tuning), whose audit nobody would see
+    audit: bool = True
 
 
 class Mode:

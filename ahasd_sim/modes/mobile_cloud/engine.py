@@ -347,7 +347,7 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
         pctx = RunContext(cfg=cfg, platform=ctx.platform, costs=ctx.costs,
                           replay=TraceReplay(sim, ctx.n_tokens, primary.replay.seed * 7919 + k), policy=policy,
                           collector=col, rng=prng, n_tokens=ctx.n_tokens,
-                          extras={"peer": k, "cloud": (primary.cloud_costs, primary.cloud)})
+                          extras={"peer": k, "cloud": (primary.cloud_costs, primary.cloud)}, audit=ctx.audit)
         peers.append(type(primary)(env, pctx))
     return peers
 

@@ -472,7 +472,8 @@ class AhasdMode(AsyncMode):
 
     def finalize(self) -> None:
         super().finalize()
-        self.kv_violations = self.kv_ledger.violations()
+        if self.ctx.audit:      # else kv_causality_violations stays None (not checked)
+            self.kv_violations = self.kv_ledger.violations()
 
     def _apply_preverify(self, r: _Preverify, by_drafter: bool = False):
         st = self.tvc.stats
