@@ -76,6 +76,19 @@ def _start_sweep(spec: Path, out: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str]:
+    """(exit status, stderr) of ``proc``, its pipes read while it runs (a wait() with unread pipes
+    deadlocks once the child fills one); a process still running after ``timeout_s`` is killed
+    and the test fails with what it had written."""
+    try:
+        _out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"still running {timeout_s:g} s on; its stderr:\n{err[-4000:]}\nstdout:\n{out[-2000:]}")
+    return proc.returncode, err
+
+
 def _wait_running(proc: subprocess.Popen, out: Path, timeout_s: float = 60.0) -> list[int]:
     """Wait until a worker is running a point; return the worker pids."""
     end = time.monotonic() + timeout_s
@@ -112,8 +125,7 @@ def test_sigterm_writes_a_consistent_results_csv(tmp_path):
     proc = _start_sweep(_slow_sweep(tmp_path, n=6), out)
     workers = _wait_running(proc, out)
     os.kill(proc.pid, signal.SIGTERM)
-    rc = proc.wait(timeout=30)
-    err = proc.stderr.read()
+    rc, err = _finish(proc, 30)
     assert rc == 143, err
     assert "Traceback" not in err
     assert _wait_gone(workers) == []
@@ -131,7 +143,7 @@ def test_concurrent_runs_into_one_folder_never_mix(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "ahasd_sim", "--config", str(cfg), "--out", str(out), "--quiet",
                                "--seed", str(seed)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for seed in (11, 22)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    results = [_finish(p, 300) for p in procs]
     for rc, err in results:
         assert rc == 0 or (rc == 2 and "in use by another ahasd_sim command" in err), err
     assert any(rc == 0 for rc, _ in results)
