@@ -184,9 +184,8 @@ class OwnedStudyStorage(BaseStorage):
                 if number in trials:
                     return trials[number]
         t = self._backend.get_trial(trial_id)
-        with self._lock:
-            if self._study_id is not None and t.number in self._trials and trial_id not in self._stale \
-                    and self._number_in_study(trial_id, t.number):
+        with self._lock:   # a trial of the cached study met by its id for the first time
+            if self._study_id is not None and self._number_in_study(trial_id, t.number):
                 self._trials[t.number] = t
         return t
 

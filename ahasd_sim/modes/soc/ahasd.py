@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from operator import gt
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -110,11 +109,10 @@ class KvLedger:
                     at = written[j] = self.layers_written_s(w)
                 if limits is None:    # each layer's read time plus the tolerance eps * max(1, t)
                     limits = [t + eps * (t if t > 1.0 else 1.0) for t in reads]
-                # a layer written after its read began (``at`` holds the pass's w[4] layers: map
-                # stops there); map/any compare in C, a fifth of a sweep point's non-simulation time
-                # as a Python loop
-                if any(map(gt, at, limits)):
-                    bad += 1
+                for layer, limit in enumerate(limits[:w[4]]):
+                    if at[layer] > limit:
+                        bad += 1
+                        break
         return bad
 
 
