@@ -136,6 +136,42 @@ def test_sigterm_writes_a_consistent_results_csv(tmp_path):
     assert not (out / ".lock").exists()
 
 
+_HALF_SENT_RESULT = """
+import gc, multiprocessing.queues, os, struct, sys, time
+from ahasd_sim.sweep.runner import _new_pool, _stop_workers
+
+def half_sent_result():
+    # what a worker stopped while it sends a large result leaves in the pipe: a message's
+    # length (1 MiB) and the first 100 bytes of it; then it is still running when stopped
+    (queue,) = [o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)]
+    os.write(queue._writer.fileno(), struct.pack("!i", 1 << 20) + bytes(100))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    pool = _new_pool(1)
+    fut = pool.submit(half_sent_result)
+    time.sleep(1.0)   # the pool's manager thread reads the message's length and waits for the rest
+    if fut.done():    # the scene was not set (this Python's pool differs): say so, do not pass
+        sys.exit(f"the worker did not stop in mid-message: {fut.exception()!r}")
+    _stop_workers(pool)
+    pool.shutdown(wait=True, cancel_futures=True)
+    print("shut down")
+"""
+
+
+def test_a_pool_stopped_in_mid_result_shuts_down(tmp_path):
+    """A worker stopped (Ctrl-C, SIGTERM) while it sends a unit's result leaves half a message;
+    the pool's manager thread, reading it, used to wait for the rest forever, so the sweep never
+    exited (the rare hang of test_sigterm_writes_a_consistent_results_csv). Fails by timing out
+    if ``_stop_workers`` does not end that read."""
+    script = tmp_path / "half_sent.py"
+    script.write_text(_HALF_SENT_RESULT)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    rc, err = _finish(proc, 30)
+    assert rc == 0, err
+
+
 def test_concurrent_runs_into_one_folder_never_mix(tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "c.yaml"

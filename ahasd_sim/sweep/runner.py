@@ -331,17 +331,41 @@ def _worker_init(parent_pid: int) -> None:
 
 
 def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
-    """Terminate the pool's processes now (Ctrl-C, SIGTERM): running points stay pending."""
-    for proc in list(getattr(pool, "_processes", {}).values()):
+    """Terminate the pool's processes now (Ctrl-C, SIGTERM): running points stay pending.
+
+    A worker stopped while it sends a result (a window's rows are tens of kB, more than one
+    write to the pipe) leaves a message cut short, and the pool's manager thread, already
+    reading it, would wait for the rest forever: ``shutdown`` (and the interpreter's exit,
+    which joins that thread) hung. This process holds the pipe's last write end once the
+    workers are gone, so closing it ends that read (end of file: the pool is broken and shuts
+    down). ``tests/test_faults.py`` stops a worker in mid-message."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    for proc in procs:
         try:
             proc.terminate()
         except (OSError, AttributeError):
             pass
-    for proc in list(getattr(pool, "_processes", {}).values()):
+    for proc in procs:
         try:
             proc.join(timeout=5)
-        except (OSError, AttributeError, AssertionError):
+            if proc.is_alive():   # SIGTERM is the workers' default action; this is a last resort
+                proc.kill()
+                proc.join(timeout=5)
+        except (OSError, AttributeError, AssertionError, ValueError):
             pass
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None and not any(_is_alive(p) for p in procs):
+        try:
+            writer.close()
+        except OSError:
+            pass
+
+
+def _is_alive(proc) -> bool:
+    try:
+        return proc.is_alive()
+    except (OSError, ValueError, AssertionError):
+        return False
 
 
 def _pool_entry(task: dict) -> dict:
