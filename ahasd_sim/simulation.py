@@ -278,12 +278,12 @@ def _window_collected(fn):
     @functools.wraps(fn)
     def run(*args, **kwargs):
         collect = gc.isenabled()
-        try:
-            with gc_paused():
+        with gc_paused():
+            try:
                 return fn(*args, **kwargs)
-        finally:
-            if collect:
-                gc.collect(0)
+            finally:
+                if collect:
+                    gc.collect(0)
     return run
 
 

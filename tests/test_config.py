@@ -433,3 +433,18 @@ def test_a_section_built_again_from_the_same_values_is_a_fresh_equal_object():
     assert a.replace(["pim.ranks=12"]).pim.ranks == 12
     with pytest.raises(ConfigError, match="pim.ranks"):
         a.replace(["pim.ranks=0"])                   # built (and refused), not taken from the memo
+
+
+def test_a_configs_fingerprint_is_made_once_and_not_sent_with_it():
+    """fingerprint() is remembered per config object (configs are values: a change is a new
+    config), equals the text made afresh, is not pickled with the config (a sweep sends configs
+    to its workers per unit), and a replaced config has its own."""
+    import pickle
+    cfg = load_config("hw_configs/ahasd_mobile.yaml")
+    size = len(pickle.dumps(cfg))
+    fp = cfg.fingerprint()
+    assert fp == repr(sorted(cfg._sections.items())) and cfg.fingerprint() is fp
+    assert len(pickle.dumps(cfg)) == size
+    assert pickle.loads(pickle.dumps(cfg)).fingerprint() == fp
+    other = cfg.replace(["run.seed=12345"])
+    assert other.fingerprint() != fp and "seed=12345" in other.fingerprint()

@@ -3,6 +3,8 @@ streaming, per-mode PIM placement chosen out of sample, one switch per ablation 
 ``compare`` against the platform's best decoder."""
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from pathlib import Path
 
@@ -278,6 +280,19 @@ def test_the_tuning_key_leaves_out_only_what_the_tuning_runs_set_themselves(tmp_
     runs = {c: cfg.fingerprint() for c, cfg in placement_mod.tuning_configs(base).items()}
     for cfg in same:
         assert {c: t.fingerprint() for c, t in placement_mod.tuning_configs(cfg).items()} == runs
+
+
+def test_the_tuning_key_is_the_fingerprint_of_the_config_without_its_reported_run(tmp_path):
+    """tuning_key swaps the run section's entry in the config's fingerprint: the text must be the
+    fingerprint of the config built with the blanked run section (fails if the swap leaves the
+    reported run's fields in, or changes any other section's text)."""
+    from ahasd_sim.config.loader import SimConfig
+    for extra in ((), ("run.mode=ahasd", "run.seed=7"), ("run.trace_start_prompt=2", "pim.ranks=12")):
+        cfg = _small(tmp_path, "run.mode=async", *extra)
+        cfg.fingerprint()   # remembered before the key is asked, as in a run
+        run = dataclasses.replace(cfg.run, **{f: None for f in placement_mod._TUNING_SETS_RUN})
+        built = SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
+        assert placement_mod.tuning_key(cfg) == f"{cfg.source_file}\n{built}"
 
 
 def test_a_config_of_a_tuned_key_is_not_tuned_again(tmp_path, monkeypatch):

@@ -59,6 +59,13 @@ class SimConfig:
         except KeyError:
             raise AttributeError(name) from None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the remembered fingerprint stays behind (7.6 kB: it would almost double what a sweep
+        # sends a worker per unit); the copy makes it again if asked
+        state = dict(self.__dict__)
+        state.pop("_fingerprint", None)
+        return state
+
     def source_of(self, key: str) -> str:
         """Where ``key`` (``run.trace_start_prompt``, ``hyco``) was set: ``--set``, the file that
         set it, or the run's config file for defaults."""
@@ -72,8 +79,14 @@ class SimConfig:
 
     def fingerprint(self) -> str:
         """Every value of the config as one deterministic text (the sections' dataclass reprs
-        show every field), e.g. to key caches; a fifth of the time of ``repr(to_dict())``."""
-        return repr(sorted(self._sections.items()))
+        show every field), e.g. to key caches; a fifth of the time of ``repr(to_dict())``.
+        Made once per config object: a config is a value, never changed once built (a change
+        is a new config: :meth:`replace`, ``dataclasses.replace`` of a section), and every
+        window of a run and its cost tables ask for it (1.5% of a sweep point made it anew)."""
+        fp = self.__dict__.get("_fingerprint")
+        if fp is None:
+            fp = self.__dict__["_fingerprint"] = repr(sorted(self._sections.items()))
+        return fp
 
     def replace(self, overrides: Iterable[str], source: str | None = OVERRIDE_SOURCE) -> "SimConfig":
         """A new config with dotted ``key=value`` overrides applied; errors about them name

@@ -168,8 +168,16 @@ def tuning_key(cfg) -> str:
     reported trace, its window, window count and length). Points of a sweep or a study that
     differ only there, e.g. a study's trace windows, tune once."""
     run = dataclasses.replace(cfg.run, **{f: None for f in _TUNING_SETS_RUN})
+    # the config's fingerprint with the run section's entry swapped: the fingerprint of
+    # SimConfig({**cfg._sections, "run": run}), without making every other section's text again
+    # (cfg's own is made once per config; this is asked once per window)
+    fp, own = cfg.fingerprint(), f"('run', {cfg.run!r})"
+    if fp.count(own) == 1:
+        fp = fp.replace(own, f"('run', {run!r})")
+    else:   # pragma: no cover - a section whose text contains the run section's entry
+        fp = SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
     # the config file too: tuning.trace (and the model files) may be paths relative to it
-    return f"{cfg.source_file}\n" + SimConfig({**cfg._sections, "run": run}, cfg.source_file).fingerprint()
+    return f"{cfg.source_file}\n" + fp
 
 
 def _candidate(ccfg):
