@@ -140,6 +140,30 @@ def test_a_finished_window_leaves_no_cyclic_garbage_behind():
     assert len(envs) == 1 and envs[0]() is None          # freed without a full collection
 
 
+def test_a_window_ends_with_one_young_collection_and_no_automatic_one():
+    """The window's garbage is collected once, generation 0, before the collector is back on: a
+    collector switched on first is set off by the next allocation (its counter is far past the
+    threshold after a window), often for an older generation that walks every long-lived object."""
+    import ahasd_sim.simulation as sim
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=512", "run.windows=1", "run.timeline=false",
+                                    "pim.partition_policy=striped"])
+    parts = load_run_trace(cfg)
+    sim._run_window_rows(cfg, parts, 0)   # warm: costs and tables made outside the measured call
+    seen = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(on_gc)
+    try:
+        sim._run_window_rows(cfg, parts, 0)
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert seen == [0] and gc.isenabled()
+
+
 def test_an_error_inside_a_window_restores_the_collector(monkeypatch):
     import simpy
 
