@@ -222,7 +222,7 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True,
-                   audit: bool = True) -> RunResult:
+                   audit: bool = True, events: bool = True) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
@@ -231,7 +231,9 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     ``ci_method`` "none"), for runs whose point estimates alone are read (placement tuning).
     ``audit=False``: the modes' self-checks after each window are skipped (AHASD's KV causality
     audit, 6.6% of a one-process ``pim_design_space`` sweep; ``kv_causality_violations`` None),
-    for the same runs."""
+    for the same runs. ``events=False``: the per-step event rows (events.csv) are not built, for
+    runs that write no events.csv (a sweep point by default, placement tuning); the result's
+    ``events`` then raises."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -249,7 +251,7 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     windows = replayed_windows(cfg, windows)
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
-    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit),
+    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
                        [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
 
@@ -299,7 +301,8 @@ _ENERGY_COLUMNS = ["device", "kind", "energy_j"]
 def _framed(result: RunResult) -> RunResult:
     """``result`` with its event and energy rows (lists of dicts) as tables."""
     import pandas as pd
-    result.events = pd.DataFrame(result.events)
+    if result.events is not None:   # None: simulated without event rows (events=False)
+        result.events = pd.DataFrame(result.events)
     result.energy = pd.DataFrame(result.energy, columns=_ENERGY_COLUMNS)
     return result
 
@@ -380,7 +383,7 @@ class WindowSetup:
 
 
 def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0,
-                 audit: bool = True) -> WindowSetup:
+                 audit: bool = True, events: bool = True) -> WindowSetup:
     """Build a window's mode, models, platform, cost model and policy: every check a run makes
     before simulating. The run and ``--dry-run`` both call this (one validation path)."""
     run = cfg.run
@@ -400,7 +403,8 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0)
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0,
+                          keep_events=events)
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = WindowEnvironment()
     ctx = RunContext(cfg=cfg, platform=platform, costs=costs, replay=replay, policy=policy,
@@ -414,11 +418,12 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
 
 @_window_collected
 def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None], index: int = 0,
-                     audit: bool = True) -> RunResult:
+                     audit: bool = True, events: bool = True) -> RunResult:
     """:func:`run_window` with the event and energy rows left as lists of dicts (see :func:`_framed`);
-    ``audit``: see :func:`run_simulation`."""
+    ``audit``, ``events``: see :func:`run_simulation` (without events, the result's event rows
+    are None)."""
     run = cfg.run
-    w = build_window(cfg, trace_parts, index, audit)
+    w = build_window(cfg, trace_parts, index, audit, events)
     env, mode, platform, collector, policy = w.env, w.mode, w.platform, w.collector, w.policy
     draft, target, sim_trace = w.draft, w.target, w.sim_trace
     done = mode.start()
@@ -567,6 +572,9 @@ class CombinedRun(RunResult):
 
     def _frame_events(self):
         import pandas as pd
+        if any(e is None for e in self.window_events):
+            raise ValueError("this run was simulated without its event rows (run_simulation(..., events=False)): "
+                             "it has no events table; run it with events=True")
         frames = [e if isinstance(e, pd.DataFrame) else pd.DataFrame(e) for e in self.window_events]
         events = [f.assign(window=i) for i, f in enumerate(frames) if len(f)]
         # one window: its (already RangeIndex-ed) table as is
@@ -590,7 +598,8 @@ class CombinedRun(RunResult):
         a table was handed out (a caller may have changed or replaced it: it is written as is).
         ``events=False``: without events.csv (a sweep point's default files)."""
         from . import csvrows
-        if self._tables or not all(type(e) is list for e in self.window_events + self.window_energy):
+        written = (self.window_events if events else []) + self.window_energy
+        if self._tables or not all(type(e) is list for e in written):
             return None
         out = {"events.csv": csvrows.events_rows(self.window_events)} if events else {}
         out.update({"energy_breakdown.csv": csvrows.energy_rows(self.window_energy),
@@ -744,7 +753,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         summary.update(extra(summary))
     timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
     # the rows as lists: framed by run_window, or on first use of a combined run's tables
-    return RunResult(summary, col.events, rows, timeline, policy.stats())
+    return RunResult(summary, col.events if col.keep_events else None, rows, timeline, policy.stats())
 
 
 # pim.partition_policy auto tunes each mode's placement by simulating it: the placement code

@@ -339,3 +339,66 @@ def test_a_run_without_intervals_has_the_same_points_and_no_intervals():
         assert bare[k] == full[k]
         assert bare[f"{k}_ci95"] is None and full[f"{k}_ci95"] is not None
         assert bare[f"{k}_ci95_low"] == bare[f"{k}_ci95_high"] == bare[k]
+
+
+_STRIPED = "pim.partition_policy=striped"   # no tuning runs
+
+
+@pytest.mark.parametrize("config, sets", [
+    (DEFAULT_JOB, ["run.mode=ahasd", _STRIPED]), (DEFAULT_JOB, ["run.mode=async", _STRIPED]),
+    (DEFAULT_JOB, ["run.mode=operator_sync", _STRIPED]), (DEFAULT_JOB, ["run.mode=autoregressive", _STRIPED]),
+    (ROOT / "hw_configs" / "hyco_mobile_cloud.yaml", []), (ROOT / "hw_configs" / "moe_offload.yaml", []),
+])
+def test_a_run_without_event_rows_differs_only_in_having_none(config, sets, tmp_path):
+    """events=False (a sweep point that writes no events.csv, a tuning run) skips building the
+    event rows: the summary and every other file are the same, and asking for the events is an
+    error, not an empty table (fails if a mode's summary reads its event rows, or a skipped row
+    was an empty events.csv)."""
+    from ahasd_sim.output import write_run
+    cfg = load_config(config, [*sets, "run.generated_tokens=96", "run.windows=2", "run.timeline=false"])
+    full = run_simulation(cfg)
+    quiet = run_simulation(cfg, events=False)
+    assert len(full.events) > 0
+    with pytest.raises(ValueError, match="without its event rows"):
+        quiet.events
+    for s in (full.summary, quiet.summary):
+        s.pop("wall_time_s", None)
+    assert quiet.summary == full.summary
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_run(full, cfg, a, 0.0, events=False)
+    write_run(quiet, cfg, b, 0.0, events=False)
+    names = sorted(p.name for p in a.iterdir() if p.name != "meta.json")
+    assert names == sorted(p.name for p in b.iterdir() if p.name != "meta.json") and "events.csv" not in names
+    for n in names:
+        if n != "summary.json":
+            assert (a / n).read_bytes() == (b / n).read_bytes(), n
+
+
+def test_sweep_points_and_tuning_runs_build_event_rows_only_for_an_events_csv(tmp_path, monkeypatch):
+    """The collectors of a sweep point's windows keep event rows only when the point writes
+    events.csv, and placement-tuning runs never (fails if the flag is dropped on the way)."""
+    import ahasd_sim.simulation as sim
+    from ahasd_sim.sweep.worker import run_point
+    kept = []
+    real = sim.Collector
+
+    class Spy(real):
+        def __post_init__(self):
+            kept.append(self.keep_events)
+            super().__post_init__()
+
+    monkeypatch.setattr(sim, "Collector", Spy)
+    from ahasd_sim.modes import placement
+    placement._CHOICES.clear()
+    cfg = load_config(DEFAULT_JOB, ["run.generated_tokens=48", "run.windows=2", "run.timeline=false",
+                                    "tuning.generated_tokens=32", "tuning.windows=2"])
+    assert placement.needs_tuning(cfg)
+    for events in (False, True):
+        kept.clear()
+        placement._CHOICES.clear()
+        res = run_point({"hash": f"p{events}", "dir": str(tmp_path / f"p{events}"), "config": cfg, "events": events})
+        assert res["status"] == "ok", res
+        n_tuning = len(placement.CANDIDATES) * 2
+        assert kept[:n_tuning] == [False] * n_tuning          # the tuning runs' windows come first
+        assert kept[n_tuning:] == [events] * 2                # the reported windows
+        assert (tmp_path / f"p{events}" / "events.csv").is_file() == events

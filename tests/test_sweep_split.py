@@ -77,6 +77,7 @@ class _Recorder:
 
     def __init__(self, monkeypatch, tune=4, windows=3, fail_plan=(), fail_window=(), keys=None, fail_tune=()):
         self.log: list[tuple] = []
+        self.events: list[tuple] = []    # (unit, whether it was asked for event rows)
         rec = self
 
         def plan(task, mark=True):
@@ -93,8 +94,9 @@ class _Recorder:
                 raise RuntimeError("tuning run failed")
             return {"throughput_tok_s": float(ccfg[-1])}
 
-        def window(cfg, placement, i, start):
+        def window(cfg, placement, i, start, events=False):
             rec.log.append(("window", cfg, i, placement))
+            rec.events.append(("window", events))
             if (cfg, i) in fail_window:
                 raise RuntimeError("window failed")
             return f"{cfg}-w{i}"
@@ -105,6 +107,7 @@ class _Recorder:
 
         def rest(cfg, placement, out_dir, wall_s, events=False, files_back=False):
             rec.log.append(("rest", cfg, placement))
+            rec.events.append(("rest", events))
             if (cfg, "rest") in fail_window:
                 raise RuntimeError("windows failed")
             return {"status": "ok", "wall_time_s": wall_s}
@@ -142,6 +145,18 @@ def test_unit_graph_of_a_tuned_point_in_order(monkeypatch):
                      ("plan", "p1"), *tunes[4:], ("window", "p1", 0, chosen1), ("window", "p1", 1, chosen1),
                      ("finish", "p1", ("p1-w0", "p1-w1"))]
     assert [d["hash"] for d in done] == ["p0", "p1"] and all(d["status"] == "ok" for d in done)
+
+
+def test_window_units_build_event_rows_only_for_points_that_write_events_csv(monkeypatch):
+    """A point's window units (alone or together) get the point's ``events`` flag: event rows
+    are built only for an events.csv (fails if the split path drops or inverts the flag)."""
+    for events in (False, True):
+        r = _Recorder(monkeypatch, tune=0, windows=2)
+        tasks = [{**t, "events": events} for t in _tasks(2)]
+        with cf.ThreadPoolExecutor(1) as pool:
+            assert split.run_split(tasks, 1, lambda res: None, pool) == []
+        assert {unit for unit, _ in r.events} == {"rest", "window"}    # windows together, then alone
+        assert all(flag is events for _, flag in r.events)
 
 
 def test_units_of_open_points_go_before_new_points_and_open_points_are_bounded(monkeypatch):

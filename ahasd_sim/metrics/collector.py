@@ -74,6 +74,9 @@ class Collector:
     committed_positions: list[int] = field(default_factory=list)
     offchip_bytes_by_task: dict[str, float] = field(default_factory=dict)
     keep_intervals: bool = True
+    #: keep the per-step event rows (events.csv); off for runs that write no events.csv (a
+    #: sweep point by default, placement tuning), which then skip building them
+    keep_events: bool = True
 
     def __post_init__(self):
         self._busy_s: dict[str, float] = defaultdict(float)
@@ -194,7 +197,8 @@ class Collector:
         self.offchip_bytes_by_task[label] = self.offchip_bytes_by_task.get(label, 0.0) + nbytes
 
     def event(self, time_s: float, event: str, **fields: Any) -> None:
-        self.events.append({"time_s": time_s, "event": event, **fields})
+        if self.keep_events:
+            self.events.append({"time_s": time_s, "event": event, **fields})
 
     def commit(self, positions: range) -> None:
         self.committed_positions.extend(positions)

@@ -185,9 +185,11 @@ def _candidate(ccfg):
     engine = _the_engine()
     load_run_windows, run_simulation = engine.load_run_windows, engine.run_simulation
     try:
-        # the objective's point estimate is all the choice reads: no bootstrap intervals, and no
-        # KV causality audit (the reported run's windows run the same code and are audited)
-        return dict(run_simulation(ccfg, load_run_windows(ccfg), intervals=False, audit=False).summary)
+        # the objective's point estimate is all the choice reads: no bootstrap intervals, no
+        # KV causality audit (the reported run's windows run the same code and are audited) and
+        # no event rows
+        return dict(run_simulation(ccfg, load_run_windows(ccfg), intervals=False, audit=False,
+                                   events=False).summary)
     except ConfigError as exc:
         return exc
 

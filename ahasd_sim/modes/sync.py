@@ -44,7 +44,8 @@ class SyncSpeculativeMode(Mode):
                 ran = self.drafter_forward_needed(pos)
                 if ran:
                     t0 = yield from self.run_task(self.draft_cost(replay.kv_len_at(pos)), "draft")
-                    self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
+                    if self.col.keep_events:
+                        self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
                 decision = self.policy.decide(view)
                 self.note_drafter_forward(pos, self.gen, decision is STOP_DISCARD, ran)
                 if decision is STOP_DISCARD:

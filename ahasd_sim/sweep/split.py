@@ -82,13 +82,14 @@ def unit_tune(candidate_cfg):
     return _candidate(candidate_cfg)
 
 
-def unit_window(cfg, placement, index: int, start: int):
-    """Window ``index`` of the point, starting at prompt ``start`` (only its slice is cut)."""
+def unit_window(cfg, placement, index: int, start: int, events: bool = False):
+    """Window ``index`` of the point, starting at prompt ``start`` (only its slice is cut);
+    ``events``: with its event rows (the point writes events.csv)."""
     from ..modes.placement import remember_placement
     from ..simulation import _run_window_rows, load_run_trace
     if placement is not None:
         remember_placement(cfg, placement)
-    return _run_window_rows(cfg, load_run_trace(cfg, start), index)
+    return _run_window_rows(cfg, load_run_trace(cfg, start), index, True, events)
 
 
 def unit_finish(cfg, placement, out_dir: str, results: list, starts: list, wall_s: float,
@@ -124,7 +125,7 @@ def unit_windows_finish(cfg, placement, out_dir: str, wall_s: float, events: boo
     if placement is not None:
         remember_placement(cfg, placement)
     windows = _windows(cfg)
-    results = [_run_window_rows(cfg, parts, i) for i, (_p, parts) in enumerate(windows)]
+    results = [_run_window_rows(cfg, parts, i, True, events) for i, (_p, parts) in enumerate(windows)]
     wall_s += time.perf_counter() - t0
     return (unit_finish_files if files_back else unit_finish)(cfg, placement, out_dir, results,
                                                                [p for p, _ in windows], wall_s, events)
@@ -227,7 +228,8 @@ def run_split(tasks, workers: int, on_done: Callable[[dict], None], pool: cf.Exe
         pt.results = [None] * len(pt.starts)
         pt.left = len(pt.starts)
         for i in range(len(pt.starts)):
-            push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i, pt.starts[i])
+            push(_WINDOW, pid, ("window", i), unit_window, pt.cfg, pt.placement, i, pt.starts[i],
+                 bool(pt.task.get("events", False)))
 
     from ..cli_common import deferred_stop_signals
     try:

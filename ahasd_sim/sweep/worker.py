@@ -71,7 +71,7 @@ def _simulate_into(cfg, out_dir: Path, events: bool = False) -> tuple[str, dict[
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        result = run_simulation(cfg)
+        result = run_simulation(cfg, events=events)   # event rows only when events.csv is written
         wall = time.perf_counter() - t0
         write_run(result, cfg, out_dir, wall, events=events)
         return "ok", {"wall_time_s": wall}

@@ -343,7 +343,8 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
             sim, held = primary.replay.trace, None
         prng = np.random.default_rng([run.seed, 0x9EE5, primary.replay.seed, k])
         policy = make_policy(run.policy, cfg.policy, prng, held if policy_needs_fit_data(run.policy) else None)
-        col = Collector(devices=sorted(ctx.platform.devices()), keep_intervals=False)
+        col = Collector(devices=sorted(ctx.platform.devices()), keep_intervals=False,
+                        keep_events=ctx.collector.keep_events)
         pctx = RunContext(cfg=cfg, platform=ctx.platform, costs=ctx.costs,
                           replay=TraceReplay(sim, ctx.n_tokens, primary.replay.seed * 7919 + k), policy=policy,
                           collector=col, rng=prng, n_tokens=ctx.n_tokens,
@@ -572,7 +573,8 @@ class MobileCloudEngine(MobileCloudBase):
                 w.closed = True
                 return
             t0 = yield from self.device_task(self.dev_costs.draft(self.replay.kv_len_at(pos)), "draft")
-            self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
+            if self.col.keep_events:
+                self.col.event(t0, "draft_token", position=pos, duration_s=self.env.now - t0)
             decision = self.policy.decide(view)
             if decision is Decision.STOP_DISCARD:
                 ctr.discarded_draft_forwards += 1

@@ -317,8 +317,9 @@ class AsyncMode(Mode):
         live = batch.gen == self.gen
         if live:
             self.batches.append(batch)
-        self.col.events.append({"time_s": self.env._now, "event": "batch_pushed", "position": batch.start,
-                                "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
+        if self.col.keep_events:
+            self.col.events.append({"time_s": self.env._now, "event": "batch_pushed", "position": batch.start,
+                                    "n_tokens": batch.length, "mean_entropy_nats": batch.mean_entropy_nats})
         return batch if live else None
 
     def take_drafter_delay(self) -> float:
@@ -400,8 +401,9 @@ class AsyncMode(Mode):
             ctr.verifications += 1
             self.on_verified(self.env.now - t0, kv)
             new_c = self.verify_span(start, n)
-            self.col.events.append({"time_s": t0, "event": "verify", "position": start, "n_tokens": n,
-                                    "accepted": new_c - start - 1, "duration_s": self.env._now - t0})
+            if self.col.keep_events:
+                self.col.events.append({"time_s": t0, "event": "verify", "position": start, "n_tokens": n,
+                                        "accepted": new_c - start - 1, "duration_s": self.env._now - t0})
             restart = self.resolve(new_c)
             then = self.after_commit()
             if then is not None:

@@ -30,5 +30,6 @@ class AutoregressiveMode(SyncSpeculativeMode):
             pos = self.committed
             t0 = yield from self.run_task(self.verify_cost(1, self.replay.kv_len_at(pos)), "decode")
             ctr.verifications += 1
-            self.col.event(t0, "decode", position=pos, n_tokens=0, accepted=0, duration_s=self.env.now - t0)
+            if self.col.keep_events:
+                self.col.event(t0, "decode", position=pos, n_tokens=0, accepted=0, duration_s=self.env.now - t0)
             self.resolve(pos + 1)
