@@ -172,6 +172,43 @@ def test_a_pool_stopped_in_mid_result_shuts_down(tmp_path):
     assert rc == 0, err
 
 
+_DEAD_IN_MID_RESULT = """
+import concurrent.futures as cf, gc, multiprocessing.queues, os, struct, sys, time
+from ahasd_sim.sweep.runner import _new_pool
+
+def half_sent_then_dead():
+    (queue,) = [o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)]
+    os.write(queue._writer.fileno(), struct.pack("!i", 1 << 20) + bytes(100))
+    time.sleep(0.5)   # the pool's manager thread reads the message's length and waits for the rest
+    os._exit(1)       # a crash (or a kill for memory) in mid-message
+
+if __name__ == "__main__":
+    pool = _new_pool(1)
+    fut = pool.submit(half_sent_then_dead)
+    try:
+        fut.result(timeout=20)
+    except cf.process.BrokenProcessPool:
+        pool.shutdown(wait=True)
+        print("broken")
+    except cf.TimeoutError:
+        print("the unit never ended")
+        os._exit(3)
+"""
+
+
+def test_a_worker_dead_in_mid_result_breaks_its_pool(tmp_path):
+    """A worker that dies (a crash, a kill for memory) while it sends a result leaves half a
+    message that the pool's manager thread waits on for ever: the pool never noticed the death
+    and the sweep waited for the unit for ever. The pool's watcher breaks it, so the unit fails
+    with BrokenProcessPool (which a sweep retries on a fresh pool). Fails without the watcher."""
+    script = tmp_path / "dead.py"
+    script.write_text(_DEAD_IN_MID_RESULT)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out.strip() == "broken", (out, err)
+
+
 def test_concurrent_runs_into_one_folder_never_mix(tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "c.yaml"

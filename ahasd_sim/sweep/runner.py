@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -462,9 +463,68 @@ def _pool_context():
         return mp.get_context()
 
 
+#: how long a pool whose worker died may take to find out by itself before :func:`_watch_pool`
+#: breaks it (it takes milliseconds unless its manager thread waits for a half-sent result)
+DEAD_WORKER_GRACE_S = 2.0
+
+
+class _WatchedPool(cf.ProcessPoolExecutor):
+    """A process pool that cannot hang on a dead worker. A worker that dies while it sends a
+    result (killed for memory, a crash) leaves half a message; the pool's manager thread, already
+    reading it, waits for the rest for ever, so the pool never notices the death and the sweep
+    waits for the unit for ever. A watcher thread, started once the workers exist (a thread
+    running while the pool forks them could leave the children a lock it held), breaks such a
+    pool (:func:`_stop_workers`): the pending units fail with ``BrokenProcessPool`` and go the
+    way of any broken pool's."""
+
+    _watcher: threading.Thread | None = None
+
+    def submit(self, fn, /, *args, **kwargs):
+        fut = super().submit(fn, *args, **kwargs)
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=_watch_pool, args=(weakref.ref(self),), daemon=True,
+                                             name="ahasd-pool-watch")
+            self._watcher.start()
+        return fut
+
+
+def _pool_done(pool) -> bool:
+    """Whether ``pool`` is shut down or broken (it then needs no watching)."""
+    return bool(getattr(pool, "_shutdown_thread", True) or getattr(pool, "_broken", True))
+
+
+def _watch_pool(pool_ref) -> None:
+    """(The watcher thread of a :class:`_WatchedPool`.) Wait for a worker to end; if the pool has
+    not found out by itself after :data:`DEAD_WORKER_GRACE_S`, break it."""
+    from multiprocessing.connection import wait
+    while True:
+        pool = pool_ref()
+        if pool is None or _pool_done(pool):
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        del pool      # hold no reference while waiting: a pool nobody uses is collected as before
+        try:
+            ended = wait([p.sentinel for p in procs], timeout=0.5) if procs else time.sleep(0.2)
+        except (OSError, ValueError):   # a process closed meanwhile: the pool is shutting down
+            return
+        if not ended:
+            continue
+        deadline = time.monotonic() + DEAD_WORKER_GRACE_S
+        while time.monotonic() < deadline:
+            pool = pool_ref()
+            if pool is None or _pool_done(pool):
+                return
+            del pool
+            time.sleep(0.05)
+        pool = pool_ref()
+        if pool is not None and not _pool_done(pool):
+            _stop_workers(pool)
+        return
+
+
 def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),),
-                                  mp_context=_pool_context())
+    return _WatchedPool(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),),
+                        mp_context=_pool_context())
 
 
 #: units handed to the executor beyond one per worker (local process, Dask thread): the next unit
