@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .config.loader import SimConfig, dump_config
+from .memo import BoundedMemo
 from .outdir import apply_umask
 from .paths import REPO_ROOT
 
@@ -71,7 +72,7 @@ def _json_default(o: Any):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-_CONFIG_TEXT: dict[str, str] = {}   # SimConfig.fingerprint() -> its YAML (dumping is the slow part)
+_CONFIG_TEXT = BoundedMemo(64)   # SimConfig.fingerprint() -> its YAML (dumping is the slow part)
 
 
 def config_text(cfg: SimConfig) -> str:
@@ -80,9 +81,7 @@ def config_text(cfg: SimConfig) -> str:
     key = cfg.fingerprint()
     text = _CONFIG_TEXT.get(key)
     if text is None:
-        if len(_CONFIG_TEXT) >= 64:
-            _CONFIG_TEXT.clear()
-        text = _CONFIG_TEXT[key] = dump_config(cfg)
+        text = _CONFIG_TEXT.put(key, dump_config(cfg))
     return text
 
 

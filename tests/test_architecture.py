@@ -19,7 +19,7 @@ PACKAGE = Path(ahasd_sim.__file__).resolve().parent
 #: bottom first; a place may import its own layer and the layers below it. The same order, with
 #: what each layer holds, is in docs/architecture.md.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "paths", "csvrows", "cli_common"}),
+    ("foundation", {"errors", "paths", "csvrows", "cli_common", "memo"}),
     ("config", {"config"}),
     ("models", {"workload", "hw", "metrics", "outdir", "traces", "moe"}),
     ("policies", {"policies"}),

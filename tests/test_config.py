@@ -448,3 +448,17 @@ def test_a_configs_fingerprint_is_made_once_and_not_sent_with_it():
     assert pickle.loads(pickle.dumps(cfg)).fingerprint() == fp
     other = cfg.replace(["run.seed=12345"])
     assert other.fingerprint() != fp and "seed=12345" in other.fingerprint()
+
+
+def test_a_bounded_memo_never_holds_more_than_its_bound():
+    """A full memo is emptied before it takes a new entry (what keeps the config memos of a long
+    sweep flat); put returns the value it remembers; a bound below one is refused."""
+    from ahasd_sim.memo import BoundedMemo
+    memo = BoundedMemo(3)
+    assert [memo.put(k, k * 10) for k in range(3)] == [0, 10, 20] and len(memo) == 3
+    assert memo.put(3, 30) == 30 and dict(memo) == {3: 30}
+    for k in range(100):
+        memo.put(k, k)
+        assert len(memo) <= 3
+    with pytest.raises(ValueError, match="max_entries"):
+        BoundedMemo(0)

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from ..memo import BoundedMemo
 from . import yamlio
 from .errors import ConfigError, did_you_mean
 from .registry import SECTIONS
@@ -413,15 +414,12 @@ def build_config(tree: dict, prov: dict[str, str], source_file: str) -> SimConfi
             state = pickle.dumps(built[name], protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError):   # pragma: no cover - plain data
             continue
-        if len(_SECTION_PICKLES) >= _SECTION_PICKLES_MAX:
-            _SECTION_PICKLES.clear()
-        _SECTION_PICKLES[key] = state
+        _SECTION_PICKLES.put(key, state)
     return SimConfig(built, source_file, prov)
 
 
 # Built sections by their values (build_config), pickled: each hit is a new object.
-_SECTION_PICKLES: dict[str, bytes] = {}
-_SECTION_PICKLES_MAX = 1024
+_SECTION_PICKLES: BoundedMemo = BoundedMemo(1024)
 
 
 def load_config(path: str | Path, overrides: Iterable[str] = (), seed: int | None = None) -> SimConfig:
@@ -453,8 +451,7 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # SimConfig.fingerprint uses it): a block mapping's text is its keys' texts one after another, so
 # a config's YAML is its sections' YAML joined, and a sweep's or study's points share most
 # sections. Bounded: cleared when full (a study touches few distinct sections).
-_SECTION_YAML: dict[str, str] = {}
-_SECTION_YAML_MAX = 1024
+_SECTION_YAML: BoundedMemo = BoundedMemo(1024)
 
 
 def dump_config(cfg: SimConfig) -> str:
@@ -464,10 +461,8 @@ def dump_config(cfg: SimConfig) -> str:
         key = f"{name}={sec!r}"
         text = _SECTION_YAML.get(key)
         if text is None:
-            if len(_SECTION_YAML) >= _SECTION_YAML_MAX:
-                _SECTION_YAML.clear()
-            text = _SECTION_YAML[key] = yaml.dump({name: _to_plain(sec)}, Dumper=_DUMPER, sort_keys=False,
-                                                  default_flow_style=False)
+            text = _SECTION_YAML.put(key, yaml.dump({name: _to_plain(sec)}, Dumper=_DUMPER, sort_keys=False,
+                                                     default_flow_style=False))
         parts.append(text)
     return "".join(parts)
 
