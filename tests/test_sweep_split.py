@@ -51,15 +51,18 @@ def _files(out: Path) -> dict[str, bytes]:
     return files
 
 
-def test_split_points_write_the_files_of_whole_points(tmp_path):
+@pytest.mark.parametrize("full_points", [False, True])
+def test_split_points_write_the_files_of_whole_points(tmp_path, full_points):
     """Tuned (auto placement) points, a mode without tuning and points no placement fits
     (pim.ranks 2: their error comes from the whole-point path the failed unit hands them to):
-    every file but meta.json is byte-identical, and so is results.csv without the wall times."""
+    every file but meta.json is byte-identical, and so is results.csv without the wall times;
+    with ``full_points`` (events.csv) too, whose rows the window units build only then."""
     spec = _spec(tmp_path)
-    a = run_sweep(spec, tmp_path / "split", workers=2, progress=False, split_points=True)
-    b = run_sweep(spec, tmp_path / "whole", workers=2, progress=False, split_points=False)
+    a = run_sweep(spec, tmp_path / "split", workers=2, progress=False, split_points=True, full_points=full_points)
+    b = run_sweep(spec, tmp_path / "whole", workers=2, progress=False, split_points=False, full_points=full_points)
     fa, fb = _files(tmp_path / "split"), _files(tmp_path / "whole")
     assert fa.keys() == fb.keys() and fa == fb
+    assert any(k.endswith("/events.csv") for k in fa) == full_points
     ta = pd.read_csv(tmp_path / "split" / "results.csv").drop(columns=["wall_time_s"])
     tb = pd.read_csv(tmp_path / "whole" / "results.csv").drop(columns=["wall_time_s"])
     pd.testing.assert_frame_equal(ta, tb)
