@@ -273,10 +273,12 @@ def gc_paused():
 
 def _window_collected(fn):
     """Run one window (``fn``: build, simulate, assemble) under :func:`gc_paused`, then collect
-    the young generation once. What is left of a finished window after
-    :meth:`WindowEnvironment.release` is young; collections triggered while the window is still
-    referenced (assembling the result) would walk all of it and promote it, and older
-    generations walk it again: about a tenth of a sweep point's time before (issue 30)."""
+    the young generation once, before the collector is back on. What is left of a finished
+    window after :meth:`WindowEnvironment.release` is young; collections triggered while the
+    window is still referenced (assembling the result) would walk all of it and promote it, and
+    older generations walk it again: about a tenth of a sweep point's time before (issue 30).
+    Switched on first, the collector would be set off by the next allocation (its counter is
+    far past the threshold after a window), often for an older generation."""
     @functools.wraps(fn)
     def run(*args, **kwargs):
         collect = gc.isenabled()
