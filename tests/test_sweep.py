@@ -369,3 +369,21 @@ def test_worker_death_in_a_split_unit_goes_to_the_whole_point_path(tmp_path, mon
     t = res.table.set_index("pim.ranks")
     assert t.loc[15, "status"] == "failed" and "worker process died" in t.loc[15, "error"]
     assert t.loc[16, "status"] == "ok" and t.loc[14, "status"] == "ok"
+
+
+def test_the_progress_bar_starts_no_thread():
+    """A sweep or study forks its workers while its bar is up: tqdm's monitor thread, running at a
+    fork, could leave the children a lock it held (Python 3.12 warns about it). The bar runs
+    without one, and tqdm itself keeps its setting for other code (fails with a plain tqdm bar)."""
+    tqdm = pytest.importorskip("tqdm").tqdm
+    import io
+    import threading
+    before = set(threading.enumerate())
+    pr = Progress(4, enabled=True, stream=io.StringIO(), desc="x", use_tqdm=True)
+    try:
+        assert pr._bar is not None
+        pr.update("ok")
+        assert set(threading.enumerate()) == before
+    finally:
+        pr.close()
+    assert tqdm.monitor_interval != 0

@@ -37,7 +37,15 @@ class Progress:
         if self.enabled and use_tqdm is not False:
             try:
                 from tqdm import tqdm  # optional
-                self._bar = tqdm(total=total, desc=desc, unit="pt", file=self.stream, dynamic_ncols=True)
+
+                class _Bar(tqdm):
+                    # no monitor thread (a bar's class attribute, not tqdm's, which other code
+                    # in the process may use): a sweep or study forks its workers while the bar
+                    # is up, and a thread running at a fork may leave the children a lock it
+                    # held (Python 3.12 warns: "This process is multi-threaded, use of fork()")
+                    monitor_interval = 0
+
+                self._bar = _Bar(total=total, desc=desc, unit="pt", file=self.stream, dynamic_ncols=True)
             except ImportError:
                 if use_tqdm:
                     raise
