@@ -33,6 +33,14 @@ def test_config_that_is_a_symlink_loop(tmp_path, capsys):
     _one_line_error(capsys, main(["--config", str(a), "--out", str(tmp_path / "o")]), "a.yaml", "symlink loop")
 
 
+def test_config_that_is_a_link_to_nothing_is_not_found(tmp_path, capsys):
+    """A symlink whose target is missing is 'not found', not a loop (the loop check asks for the
+    strict resolution only of links that do not resolve, on every Python version)."""
+    a = tmp_path / "a.yaml"
+    a.symlink_to(tmp_path / "missing.yaml")
+    _one_line_error(capsys, main(["--config", str(a), "--out", str(tmp_path / "o")]), "a.yaml", "not found")
+
+
 def test_billion_laughs_is_refused_within_seconds(tmp_path, capsys):
     lines = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     prev = "a"

@@ -147,7 +147,8 @@ def load_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, di
     path = Path(path)
     try:
         resolved = path.resolve()
-    except (RuntimeError, OSError) as exc:     # a symlink loop (RuntimeError before Python 3.13)
+    except (RuntimeError, OSError) as exc:     # a symlink loop before Python 3.13 (3.13's resolve()
+        # passes over a loop: yamlio.read_text then names it)
         raise ConfigError(str(path), "", f"cannot be opened: symlink loop or unreadable path ({exc})") from None
     if resolved in _chain:
         cycle = " -> ".join(str(p) for p in (*_chain, resolved))

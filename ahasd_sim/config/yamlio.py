@@ -177,6 +177,13 @@ def read_text(path: Path, what: str = "file") -> str:
     """The UTF-8 text of ``path``; a binary, UTF-16 or huge file is a ConfigError."""
     src = str(path)
     if not path.exists():
+        if path.is_symlink():   # a link to nothing, or a loop of links (Python 3.13's resolve() and
+            try:                # exists() pass over a loop silently: ask for the strict answer)
+                path.resolve(strict=True)
+            except FileNotFoundError:
+                pass
+            except (OSError, RuntimeError) as exc:   # ELOOP (RuntimeError before Python 3.13)
+                raise ConfigError(src, "", f"cannot be opened: symlink loop ({exc})") from None
         raise ConfigError(src, "", f"{what} not found")
     if path.is_dir():
         raise ConfigError(src, "", f"expected a YAML {what}, got a folder")
