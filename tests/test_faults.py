@@ -219,6 +219,16 @@ def test_a_worker_dead_in_mid_result_breaks_its_pool(tmp_path):
     assert proc.returncode == 0 and out.strip() == "broken", (proc.returncode, out, err[-4000:])
 
 
+def test_stopping_a_pool_already_shut_down_does_nothing():
+    """The pool's watcher and a stop signal may both stop a pool, in either order: stopping one
+    that is already shut down (its process table gone) is a no-op, not an error."""
+    from ahasd_sim.sweep.runner import _new_pool, _stop_workers
+    pool = _new_pool(1)
+    assert pool.submit(int, "7").result() == 7
+    pool.shutdown(wait=True)
+    _stop_workers(pool)
+
+
 def test_concurrent_runs_into_one_folder_never_mix(tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "c.yaml"

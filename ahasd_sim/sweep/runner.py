@@ -340,7 +340,7 @@ def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
     which joins that thread) hung. This process holds the pipe's last write end once the
     workers are gone, so closing it ends that read (end of file: the pool is broken and shuts
     down). ``tests/test_faults.py`` stops a worker in mid-message."""
-    procs = list(getattr(pool, "_processes", {}).values())
+    procs = list((getattr(pool, "_processes", None) or {}).values())   # None once the pool is shut down
     for proc in procs:
         try:
             proc.terminate()
