@@ -488,36 +488,41 @@ class _WatchedPool(cf.ProcessPoolExecutor):
         return fut
 
 
-def _pool_done(pool) -> bool:
-    """Whether ``pool`` is shut down or broken (it then needs no watching)."""
-    return bool(getattr(pool, "_shutdown_thread", True) or getattr(pool, "_broken", True))
+def _watched(pool_ref):
+    """The pool behind ``pool_ref`` while it needs watching: None once it is collected, shut
+    down or broken."""
+    pool = pool_ref()
+    if pool is None or getattr(pool, "_shutdown_thread", True) or getattr(pool, "_broken", True):
+        return None
+    return pool
 
 
 def _watch_pool(pool_ref) -> None:
     """(The watcher thread of a :class:`_WatchedPool`.) Wait for a worker to end; if the pool has
-    not found out by itself after :data:`DEAD_WORKER_GRACE_S`, break it."""
+    not found out by itself after :data:`DEAD_WORKER_GRACE_S`, break it. Holds no reference to
+    the pool while it waits: a pool nobody uses is collected as before."""
     from multiprocessing.connection import wait
     while True:
-        pool = pool_ref()
-        if pool is None or _pool_done(pool):
+        pool = _watched(pool_ref)
+        if pool is None:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
-        del pool      # hold no reference while waiting: a pool nobody uses is collected as before
+        del pool
+        if not procs:
+            time.sleep(0.2)
+            continue
         try:
-            ended = wait([p.sentinel for p in procs], timeout=0.5) if procs else time.sleep(0.2)
+            if not wait([p.sentinel for p in procs], timeout=0.5):
+                continue
         except (OSError, ValueError):   # a process closed meanwhile: the pool is shutting down
             return
-        if not ended:
-            continue
         deadline = time.monotonic() + DEAD_WORKER_GRACE_S
         while time.monotonic() < deadline:
-            pool = pool_ref()
-            if pool is None or _pool_done(pool):
+            if _watched(pool_ref) is None:
                 return
-            del pool
             time.sleep(0.05)
-        pool = pool_ref()
-        if pool is not None and not _pool_done(pool):
+        pool = _watched(pool_ref)
+        if pool is not None:
             _stop_workers(pool)
         return
 

@@ -89,7 +89,7 @@ def unit_window(cfg, placement, index: int, start: int, events: bool = False):
     from ..simulation import _run_window_rows, load_run_trace
     if placement is not None:
         remember_placement(cfg, placement)
-    return _run_window_rows(cfg, load_run_trace(cfg, start), index, True, events)
+    return _run_window_rows(cfg, load_run_trace(cfg, start), index, events=events)
 
 
 def unit_finish(cfg, placement, out_dir: str, results: list, starts: list, wall_s: float,
@@ -125,7 +125,7 @@ def unit_windows_finish(cfg, placement, out_dir: str, wall_s: float, events: boo
     if placement is not None:
         remember_placement(cfg, placement)
     windows = _windows(cfg)
-    results = [_run_window_rows(cfg, parts, i, True, events) for i, (_p, parts) in enumerate(windows)]
+    results = [_run_window_rows(cfg, parts, i, events=events) for i, (_p, parts) in enumerate(windows)]
     wall_s += time.perf_counter() - t0
     return (unit_finish_files if files_back else unit_finish)(cfg, placement, out_dir, results,
                                                                [p for p, _ in windows], wall_s, events)
