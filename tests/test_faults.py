@@ -76,17 +76,23 @@ def _start_sweep(spec: Path, out: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str]:
-    """(exit status, stderr) of ``proc``, its pipes read while it runs (a wait() with unread pipes
-    deadlocks once the child fills one); a process still running after ``timeout_s`` is killed
-    and the test fails with what it had written."""
+def _communicate(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``proc``, its pipes read while it runs (a wait() with
+    unread pipes deadlocks once the child fills one); a process still running after
+    ``timeout_s`` is killed and the test fails with what it had written."""
     try:
-        _out, err = proc.communicate(timeout=timeout_s)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
         pytest.fail(f"still running {timeout_s:g} s on; its stderr:\n{err[-4000:]}\nstdout:\n{out[-2000:]}")
-    return proc.returncode, err
+    return proc.returncode, out, err
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str]:
+    """(exit status, stderr) of ``proc``: see :func:`_communicate`."""
+    rc, _out, err = _communicate(proc, timeout_s)
+    return rc, err
 
 
 def _wait_running(proc: subprocess.Popen, out: Path, timeout_s: float = 60.0) -> list[int]:
@@ -136,16 +142,21 @@ def test_sigterm_writes_a_consistent_results_csv(tmp_path):
     assert not (out / ".lock").exists()
 
 
-_HALF_SENT_RESULT = """
-import gc, multiprocessing.queues, os, struct, sys, time
+#: what a worker leaves in its result pipe when it is stopped, or dies, while it sends a large
+#: result: a message's length (1 MiB) and its first 100 bytes
+_HALF_MESSAGE = """
+import concurrent.futures as cf, gc, multiprocessing.queues, os, struct, sys, time
 from ahasd_sim.sweep.runner import _new_pool, _stop_workers
 
-def half_sent_result():
-    # what a worker stopped while it sends a large result leaves in the pipe: a message's
-    # length (1 MiB) and the first 100 bytes of it; then it is still running when stopped
+def write_half_message():
     (queue,) = [o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)]
     os.write(queue._writer.fileno(), struct.pack("!i", 1 << 20) + bytes(100))
-    time.sleep(120)
+"""
+
+_STOPPED_IN_MID_RESULT = _HALF_MESSAGE + """
+def half_sent_result():
+    write_half_message()
+    time.sleep(120)   # still running when stopped
 
 if __name__ == "__main__":
     pool = _new_pool(1)
@@ -158,27 +169,9 @@ if __name__ == "__main__":
     print("shut down")
 """
 
-
-def test_a_pool_stopped_in_mid_result_shuts_down(tmp_path):
-    """A worker stopped (Ctrl-C, SIGTERM) while it sends a unit's result leaves half a message;
-    the pool's manager thread, reading it, used to wait for the rest forever, so the sweep never
-    exited (the rare hang of test_sigterm_writes_a_consistent_results_csv). Fails by timing out
-    if ``_stop_workers`` does not end that read."""
-    script = tmp_path / "half_sent.py"
-    script.write_text(_HALF_SENT_RESULT)
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    rc, err = _finish(proc, 30)
-    assert rc == 0, err
-
-
-_DEAD_IN_MID_RESULT = """
-import concurrent.futures as cf, gc, multiprocessing.queues, os, struct, sys, time
-from ahasd_sim.sweep.runner import _new_pool
-
+_DEAD_IN_MID_RESULT = _HALF_MESSAGE + """
 def half_sent_then_dead():
-    (queue,) = [o for o in gc.get_objects() if isinstance(o, multiprocessing.queues.SimpleQueue)]
-    os.write(queue._writer.fileno(), struct.pack("!i", 1 << 20) + bytes(100))
+    write_half_message()
     time.sleep(0.5)   # the pool's manager thread reads the message's length and waits for the rest
     os._exit(1)       # a crash (or a kill for memory) in mid-message
 
@@ -202,21 +195,31 @@ if __name__ == "__main__":
 """
 
 
+def _run_script(tmp_path: Path, text: str, timeout_s: float) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``text`` run as a script with the simulator importable."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return _communicate(proc, timeout_s)
+
+
+def test_a_pool_stopped_in_mid_result_shuts_down(tmp_path):
+    """A worker stopped (Ctrl-C, SIGTERM) while it sends a unit's result leaves half a message;
+    the pool's manager thread, reading it, used to wait for the rest forever, so the sweep never
+    exited (the rare hang of test_sigterm_writes_a_consistent_results_csv). Fails by timing out
+    if ``_stop_workers`` does not end that read."""
+    rc, out, err = _run_script(tmp_path, _STOPPED_IN_MID_RESULT, 30)
+    assert rc == 0 and out.strip() == "shut down", (rc, out, err[-4000:])
+
+
 def test_a_worker_dead_in_mid_result_breaks_its_pool(tmp_path):
     """A worker that dies (a crash, a kill for memory) while it sends a result leaves half a
     message that the pool's manager thread waits on for ever: the pool never noticed the death
     and the sweep waited for the unit for ever. The pool's watcher breaks it, so the unit fails
     with BrokenProcessPool (which a sweep retries on a fresh pool). Fails without the watcher."""
-    script = tmp_path / "dead.py"
-    script.write_text(_DEAD_IN_MID_RESULT)
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    assert proc.returncode == 0 and out.strip() == "broken", (proc.returncode, out, err[-4000:])
+    rc, out, err = _run_script(tmp_path, _DEAD_IN_MID_RESULT, 120)
+    assert rc == 0 and out.strip() == "broken", (rc, out, err[-4000:])
 
 
 def test_stopping_a_pool_already_shut_down_does_nothing():
