@@ -6,15 +6,8 @@
 # bench.py's AHASD window.
 OLD=${OLD:-/tmp/old}
 R4=docs/performance/issue30/round4
-nproc; uptime; python --version
-echo "columns: executor units workers points wall-s points/s efficiency ceiling sched.eff overhead/point"
-for i in 1 2; do
-  for tree in $OLD .; do
-    echo "== $tree"
-    (cd $tree && python scripts/bench_sweep.py --workers 1 --no-ceiling 2>&1 | tail -1)
-  done
-done
-uptime
+python --version
+OLD=$OLD bash $R4/overhead.sh   # nproc, uptime, then bench_sweep --workers 1 twice per tree, interleaved
 for i in 1 2; do
   for tree in $OLD .; do
     echo "== $tree"
