@@ -20,7 +20,7 @@ optuna = pytest.importorskip("optuna")
 
 from ahasd_sim.__main__ import main  # noqa: E402
 from ahasd_sim.config.errors import ConfigError  # noqa: E402
-from ahasd_sim.dse.evaluate import mean_ci  # noqa: E402
+from ahasd_sim.metrics.stats import mean_t_interval  # noqa: E402
 from ahasd_sim.dse.optimize import open_study, run_optimize  # noqa: E402
 from ahasd_sim.metrics.pareto import dominates, pareto_mask  # noqa: E402
 from ahasd_sim.dse.study import load_study  # noqa: E402
@@ -89,10 +89,11 @@ def test_pareto_mask_hand_example_and_nan():
     assert pareto_mask(v, ["minimize", "minimize"]).tolist() == [False, False, False, True, False, False, False]
 
 
-def test_mean_ci_matches_student_t():
-    m, h = mean_ci([1.0, 2.0, 3.0])
-    assert m == 2.0 and h == pytest.approx(4.303 * 1.0 / np.sqrt(3), rel=1e-3)
-    assert np.isnan(mean_ci([5.0])[1])
+def test_mean_t_interval_matches_student_t():
+    # t(2 df) has the closed form q' / sqrt(2 q (1 - q)) with q' = 2q - 1: 4.3026527297494...
+    m, h = mean_t_interval([1.0, 2.0, 3.0])
+    assert m == 2.0 and h == pytest.approx(0.95 / np.sqrt(2 * 0.975 * 0.025) / np.sqrt(3), rel=1e-12)
+    assert np.isnan(mean_t_interval([5.0])[1])
 
 
 # ------------------------------------------------------------------ tiny problem vs enumeration

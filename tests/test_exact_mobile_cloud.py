@@ -14,7 +14,8 @@ from ahasd_sim.hw.cloud import CloudConfig, CloudServer
 from ahasd_sim.hw.network import (MAHIMAHI_PACKET_BYTES, NetworkConfig, NetworkLink, PacketTrace, RttTrace,
                                   TraceFormatError, _Direction, _resolve)
 from ahasd_sim.modes.base import TaskCost
-from ahasd_sim.modes.mobile_cloud.engine import mean_ci95, tpot_windows_s
+from ahasd_sim.metrics.stats import mean_t_interval
+from ahasd_sim.modes.mobile_cloud.engine import tpot_windows_s
 
 
 def ex(x):
@@ -602,21 +603,22 @@ def test_costs_usd_per_pricing():
 
 
 # ------------------------------------------------------------------ statistics helpers
-def test_mean_ci95_t_quantiles():
-    """n = 0: (0, 0); n = 1: (x, 0); n = 2: t(1) = 12.706, s = |a - b| / sqrt 2;
-    n = 31: t(30) = 2.042; n = 32: 1.96 (normal)."""
-    assert mean_ci95([]) == (0.0, 0.0)
-    assert mean_ci95([3.5]) == (3.5, 0.0)
-    m, h = mean_ci95([1.0, 3.0])
-    assert m == 2.0 and h == ex(12.706 * math.sqrt(2.0) / math.sqrt(2))
-    x = np.arange(31.0)
-    m, h = mean_ci95(x)
-    assert m == 15.0 and h == ex(2.042 * float(np.std(x, ddof=1)) / math.sqrt(31))
-    x = np.arange(32.0)
-    m, h = mean_ci95(x)
-    assert m == 15.5 and h == ex(1.96 * float(np.std(x, ddof=1)) / math.sqrt(32))
+def test_tpot_interval_is_the_exact_student_t():
+    """n = 0: (nan, nan); n = 1: (x, nan), never a zero width; n = 2: t(1) = tan(0.475 pi)
+    = 12.7062047361747, s = |a - b| / sqrt 2; n = 4: t(3) = 3.18244630528371; n = 31 and 32:
+    t(30) = 2.04227245630124, t(31) = 2.03951344639641 (no normal 1.96 beyond a table)."""
+    m, h = mean_t_interval([])
+    assert math.isnan(m) and math.isnan(h)
+    m, h = mean_t_interval([3.5])
+    assert m == 3.5 and math.isnan(h)
+    m, h = mean_t_interval([1.0, 3.0])
+    assert m == 2.0 and h == ex(math.tan(0.475 * math.pi) * math.sqrt(2.0) / math.sqrt(2))
     x = np.array([1.0, 2.0, 4.0, 8.0])
-    assert mean_ci95(x)[1] == ex(3.182 * float(np.std(x, ddof=1)) / 2.0)
+    assert mean_t_interval(x)[1] == ex(3.1824463052837078 * float(np.std(x, ddof=1)) / 2.0)
+    for n, t in ((31, 2.0422724563012378), (32, 2.039513446396408)):
+        x = np.arange(float(n))
+        m, h = mean_t_interval(x)
+        assert m == (n - 1) / 2 and h == ex(t * float(np.std(x, ddof=1)) / math.sqrt(n))
 
 
 def test_tpot_windows_uneven_commits():
@@ -1282,16 +1284,18 @@ def test_peers_replay_their_own_windows_with_their_own_generators():
 
 
 def test_summary_of_an_empty_run_and_the_ci():
-    """0 tokens: per-1k costs 0 (not a division by zero). The TPOT CI of the split run's six
-    windows (30.028, 0, 0, 30.028, 0, 0 ms): t(5) = 2.571 x s / sqrt 6."""
+    """0 tokens: per-1k costs 0 (not a division by zero), no TPOT and no interval (NaN, not 0).
+    The TPOT CI of the split run's six windows (30.028, 0, 0, 30.028, 0, 0 ms): t(5) =
+    2.57058183563631 x s / sqrt 6."""
     m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6)
     s = m.summary_fields({"generated_tokens": 0, "makespan_s": env.now, "energy_per_token_j": 0.0})
     assert s["cloud_cost_usd_per_1k_tokens"] == 0.0
+    assert math.isnan(s["tpot_s"]) and math.isnan(s["tpot_ci95_s"])
     assert s["cloud_cost_usd_per_1k_tokens_by_pricing"] == {"shared_busy": 0.0, "dedicated_wall": 0.0,
                                                             "per_token_api": 0.0}
     s = m.summary_fields({"generated_tokens": 6, "makespan_s": env.now, "energy_per_token_j": 0.0})
     w = np.array([30.028e-3, 0, 0, 30.028e-3, 0, 0])
-    assert s["tpot_ci95_s"] == ex(2.571 * float(np.std(w, ddof=1)) / math.sqrt(6))
+    assert s["tpot_ci95_s"] == ex(2.5705818356363146 * float(np.std(w, ddof=1)) / math.sqrt(6))
 
 
 def test_link_generator_stream_and_disabled_network():

@@ -13,7 +13,8 @@ import simpy
 from ahasd_sim.__main__ import main
 from ahasd_sim.config import load_config
 from ahasd_sim.hw.network import NetworkConfig, NetworkLink, PacketTrace, TraceFormatError
-from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs, mean_ci95, tpot_windows_s
+from ahasd_sim.metrics.stats import mean_t_interval
+from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs, tpot_windows_s
 from ahasd_sim.simulation import run_simulation
 from modes_helpers import as_trace, synthetic_trace
 
@@ -408,8 +409,8 @@ def test_tpot_windows_and_ci():
     log = [(0.1 * i, i) for i in range(1, 101)]       # one token every 100 ms
     w = tpot_windows_s(log, 100, 4)
     assert w == pytest.approx([0.1] * 4)
-    m, ci = mean_ci95([1.0, 2.0, 3.0])
-    assert m == 2.0 and ci == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+    m, ci = mean_t_interval([1.0, 2.0, 3.0])
+    assert m == 2.0 and ci == pytest.approx(4.302652729749464 / np.sqrt(3), rel=1e-12)
 
 
 # ------------------------------------------------------------------ real traces (CI has them)

@@ -24,7 +24,6 @@ candidate placement of ``pim.partition_policy`` fits weights + KV reserve) is **
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..config.errors import ConfigError, InputError
+from ..metrics.stats import mean_t_interval
 from ..sweep.results import flatten
 from ..sweep.worker import ERROR, SUMMARY, is_done
 from .study import DERIVED, Study, config_value, eval_expr, quantities
@@ -70,39 +70,6 @@ class DesignPoint:
         if self.error:
             return "failed"
         return "ok" if self.values is not None else "pending"
-
-
-@functools.lru_cache(maxsize=None)
-def t95(n: int) -> float:
-    """Two-sided 95% Student-t quantile for ``n`` samples (n - 1 degrees of freedom); remembered
-    per ``n`` (a study asks it for every objective of every trial, with the same few window
-    counts; scipy's quantile takes about 0.05 ms)."""
-    if n < 2:
-        return float("nan")
-    try:
-        from scipy.stats import t
-        return float(t.ppf(0.975, n - 1))
-    except ImportError:  # scipy is optional: a table of the first values, normal beyond
-        table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-                 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
-        df = n - 1
-        if df in table:
-            return table[df]
-        below = max(k for k in table if k < df) if df < 30 else None
-        return table[below] if below else 1.96 + 2.4 / df
-
-
-def mean_ci(samples: list[float]) -> tuple[float, float]:
-    """Mean and 95% confidence half-width (nan for fewer than two samples)."""
-    xs = [float(x) for x in samples]
-    n = len(xs)
-    if n == 0:
-        return float("nan"), float("nan")
-    m = sum(xs) / n
-    if n < 2:
-        return m, float("nan")
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
-    return m, t95(n) * sd / math.sqrt(n)
 
 
 def windows_of(study: Study, windows: list[int] | None = None) -> list[int | None]:
@@ -257,7 +224,7 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     den = _metric(study, pt, summaries[(o.over, w)], o.over, w, o.metric)
                     num = num / den if den != 0 else float("nan")
                 per_w.append(num)
-            m, ci = mean_ci(per_w)
+            m, ci = mean_t_interval(per_w)
             pooled = _pooled(summaries, windows, o.run, o.metric)
             if pooled is not None:          # a rate: ratio of totals over the windows, not a mean of ratios
                 if o.over:
@@ -280,7 +247,7 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
             for mname in TABLE_METRICS:
                 vals = [summaries[(run, w)].get(mname) for w in windows]
                 if all(isinstance(v, (int, float)) for v in vals):
-                    pt.metrics[f"{run}/{mname}"] = mean_ci(vals)[0]
+                    pt.metrics[f"{run}/{mname}"] = mean_t_interval(vals)[0]
     except ValueError as exc:
         pt.error = str(exc)
         return
@@ -420,4 +387,4 @@ def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, exec
     return taken
 
 
-__all__ = ["DesignPoint", "Executor", "evaluate", "finish", "mean_ci", "plan", "windows_of", "config_value"]
+__all__ = ["DesignPoint", "Executor", "evaluate", "finish", "plan", "windows_of", "config_value"]

@@ -47,7 +47,8 @@ import pandas as pd
 from ..config.errors import InputError
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
-from .evaluate import DesignPoint, Executor, evaluate, mean_ci, plan
+from ..metrics.stats import mean_t_interval
+from .evaluate import DesignPoint, Executor, evaluate, plan
 from .study import Param, Study, config_value, load_study
 
 
@@ -92,7 +93,7 @@ def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float
     if pt.windows != base.windows:
         raise ValueError(f"point {pt.key} ran on windows {pt.windows}, the base point on {base.windows}")
     d = [a - b for a, b in zip(pt.samples[j], base.samples[j])]
-    _, half = mean_ci(d)
+    _, half = mean_t_interval(d)
     if pt.values is None or base.values is None:
         return float("nan"), float("nan")
     return pt.values[j] - base.values[j], half

@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Mapping, Sequence
 
@@ -193,3 +194,128 @@ def ci_fields(metric: str, point: float, ci: list[float] | None) -> Mapping[str,
     """summary.json's ``<metric>``, ``<metric>_ci95`` and ``_ci95_low``/``_ci95_high``."""
     return {metric: point, f"{metric}_ci95": ci, f"{metric}_ci95_low": ci[0] if ci else point,
             f"{metric}_ci95_high": ci[1] if ci else point}
+
+
+# Student-t intervals. The bootstrap above is the method for a simulated run's metrics; a mean
+# over a few independent samples (a study's per-window objectives, a tree trace's prompts, a
+# phone's TPOT windows) gets the t interval below. One exact quantile for all of them, in pure
+# Python: an interval must not depend on whether the optional scipy is installed (tables
+# rounded to 3 digits and a normal 1.96 beyond them gave three different answers before).
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Numerical Recipes,
+    3rd ed., section 6.4), converging for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+    d = 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    c, h = 1.0, d
+    for m in range(1, 100_000):
+        for aa in (m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            step = c * d
+            h *= step
+        if abs(step - 1.0) < 1e-16:
+            return h
+    raise ArithmeticError(f"incomplete beta ({a}, {b}, {x}) did not converge")  # pragma: no cover
+
+
+def _lgamma_shift(z: float, s: float) -> float:
+    """ln Gamma(z + s) - ln Gamma(z). For large z, lgamma's two large values cancel (1e-10
+    relative error at z = 5e5); Stirling's series of the difference keeps full precision there
+    (its next term is below 1e-19 for z >= 100)."""
+    if z < 100.0:
+        return math.lgamma(z + s) - math.lgamma(z)
+    w = z + s
+    return ((z - 0.5) * math.log1p(s / z) + s * math.log(w) - s
+            + (1.0 / w - 1.0 / z) / 12.0 - (1.0 / w ** 3 - 1.0 / z ** 3) / 360.0
+            + (1.0 / w ** 5 - 1.0 / z ** 5) / 1260.0)
+
+
+def _beta_regularized(a: float, b: float, x: float, one_minus_x: float) -> float:
+    """I_x(a, b), with 1 - x passed in (computed without cancellation by the caller)."""
+    if x <= 0.0:
+        return 0.0
+    if one_minus_x <= 0.0:
+        return 1.0
+    # log x and log(1 - x) from whichever of the two is accurate (x near 1: log1p(-(1 - x)))
+    log_x, log_1mx = ((math.log1p(-one_minus_x), math.log(one_minus_x)) if x > 0.5
+                      else (math.log(x), math.log1p(-x)))
+    big, small = max(a, b), min(a, b)
+    log_front = _lgamma_shift(big, small) - math.lgamma(small) + a * log_x + b * log_1mx
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, one_minus_x) / b
+
+
+def t_two_sided_tail(t: float, df: float) -> float:
+    """P(|T| > t) for Student's t with ``df`` degrees of freedom: I_{df/(df+t^2)}(df/2, 1/2)."""
+    t2 = t * t
+    return _beta_regularized(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
+
+
+#: from this many degrees of freedom the quantile is the expansion below: the continued fraction
+#: needs about sqrt(df) steps there and its rounding grows with them (3e-12 relative at 1e6)
+_T_EXPANSION_DF = 3000.0
+
+
+def _t_quantile_expansion(q: float, df: float) -> float:
+    """Fisher's (1925) expansion of the t quantile in powers of 1/df around the normal quantile
+    z (Abramowitz & Stegun 26.7.5, to 1/df^4); the first term left out is below 1e-16 relative
+    for df >= 3000 at the quantiles an interval uses."""
+    from statistics import NormalDist
+    z = NormalDist().inv_cdf(q)
+    z2 = z * z
+    return z * (1.0 + (z2 + 1.0) / (4.0 * df)
+                + ((5.0 * z2 + 16.0) * z2 + 3.0) / (96.0 * df ** 2)
+                + (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / (384.0 * df ** 3)
+                + ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) / (92160.0 * df ** 4))
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t distribution with ``df`` > 0 degrees of freedom.
+
+    Bisection on the exact tail (:func:`t_two_sided_tail`) down to adjacent floats, or for
+    df >= 3000 the expansion in 1/df; agrees with scipy.stats.t.ppf to better than 1e-12 relative
+    (tests/test_t_interval.py). Remembered per (q, df)."""
+    if not (0.0 < q < 1.0) or not df > 0 or math.isinf(df):
+        raise ValueError(f"t_quantile({q}, {df}): expected 0 < q < 1 and a finite df > 0")
+    if q == 0.5:
+        return 0.0
+    if q < 0.5:
+        return -t_quantile(1.0 - q, df)
+    return _t_quantile_expansion(q, df) if df >= _T_EXPANSION_DF else _t_quantile_bisection(q, df)
+
+
+def _t_quantile_bisection(q: float, df: float) -> float:
+    """The upper quantile ``q`` > 0.5 by bisection on the exact tail, down to adjacent floats."""
+    target = 2.0 * (1.0 - q)            # two-sided tail beyond the quantile
+    lo, hi = 0.0, 1.0
+    while t_two_sided_tail(hi, df) > target:
+        lo, hi = hi, hi * 2.0
+    while True:
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:      # adjacent floats: the tail crosses the target between them
+            return hi
+        if t_two_sided_tail(mid, df) > target:
+            lo = mid
+        else:
+            hi = mid
+
+
+def mean_t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """(mean, half-width of its two-sided Student-t interval) over independent samples; the mean
+    is NaN for no samples and the half-width NaN for fewer than two (never a zero width)."""
+    xs = [float(x) for x in samples]
+    n = len(xs)
+    if n == 0:
+        return float("nan"), float("nan")
+    m = sum(xs) / n
+    if n < 2:
+        return m, float("nan")
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return m, t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)

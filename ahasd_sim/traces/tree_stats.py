@@ -25,30 +25,10 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from ..metrics.stats import mean_t_interval
 from .tree import TreeTrace, TreeTraceError, load_tree_trace
 
 STEP_TOKENS = (1, 4, 16, 64)
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
-         19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-
-
-def t975(df: int) -> float:
-    """Two-sided 95% Student-t quantile (table; nearest smaller tabulated df, 1.96 beyond 120)."""
-    if df < 1:
-        return float("nan")
-    keys = [k for k in sorted(_T975) if k <= df]
-    return _T975[keys[-1]] if df <= 120 else 1.96
-
-
-def mean_ci(per_sample: Sequence[float]):
-    """(mean, half-width of the 95% CI) over samples (NaN half-width for < 2 samples)."""
-    x = np.asarray(per_sample, dtype=np.float64)
-    if x.size == 0:
-        return float("nan"), float("nan")
-    if x.size < 2:
-        return float(x.mean()), float("nan")
-    return float(x.mean()), float(t975(x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
 def sizes_for(tt: TreeTrace) -> list:
@@ -72,7 +52,7 @@ def acceptance_table(tt: TreeTrace, sizes: Optional[Sequence[int]] = None) -> pd
             per_round[r] = tt.accepted_length(r, sub)
             nodes[r] = sub.size - 1
         per_prompt = [per_round[a:b].mean() for _, a, b in prounds if b > a]
-        m, h = mean_ci(per_prompt)
+        m, h = mean_t_interval(per_prompt)
         rows.append({"tree": label, "node_budget": n, "mean_nodes": float(nodes.mean()) if len(tt) else np.nan,
                      "rounds": len(tt), "mean_accepted": float(per_round.mean()) if len(tt) else np.nan,
                      "ci95_over_prompts": h, "mean_committed": float(per_round.mean()) + 1 if len(tt) else np.nan,

@@ -31,7 +31,6 @@ round trip between sessions.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -42,6 +41,7 @@ from ...config.errors import ConfigError
 from ...config.fields import param
 from ...config.registry import config_section
 from ...hw.cloud import PRICINGS, CloudServer
+from ...metrics.stats import mean_t_interval
 from ...policies.base import Decision, VerifyOutcome
 from ..base import Mode, TaskCost
 
@@ -86,23 +86,6 @@ class HycoConfig:
     prior_acceptance: float = param(0.7, doc="acceptance the phone assumes before its first verdict", gt=0, lt=1,
                                     source="assumption")
     tpot_windows: int = param(8, doc="windows of equal token count for the TPOT confidence interval", ge=2)
-
-
-# Two-sided 95% Student t quantiles, df = 1..30 (standard tables); normal beyond.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042)
-
-
-def mean_ci95(samples) -> tuple[float, float]:
-    """Mean and the half-width of its two-sided 95% t interval (0 for fewer than 2 samples)."""
-    x = np.asarray(samples, dtype=float)
-    if x.size == 0:
-        return 0.0, 0.0
-    if x.size < 2:
-        return float(x.mean()), 0.0
-    t = _T95[x.size - 2] if x.size - 1 <= len(_T95) else 1.96
-    return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(x.size))
 
 
 def tpot_windows_s(commit_log: list[tuple[float, int]], n_tokens: int, windows: int) -> list[float]:
@@ -260,7 +243,7 @@ class MobileCloudBase(Mode):
     def summary_fields(self, summary: dict[str, Any]) -> dict[str, Any]:
         n = int(summary["generated_tokens"])
         wins = tpot_windows_s(self.commit_log, n, self.hy.tpot_windows)
-        tpot, ci = mean_ci95(wins)
+        tpot, ci = mean_t_interval(wins)
         wall = float(summary["makespan_s"])
         by = self.cloud.costs_usd(self.owner, wall) if self.cloud else {p: 0.0 for p in PRICINGS}
         cost = by[self.cloud.cfg.pricing] if self.cloud else 0.0
