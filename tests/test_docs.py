@@ -47,7 +47,7 @@ def test_every_generated_block_is_current_at_head(capsys):
     assert rc == 0, capsys.readouterr().out
 
 
-def test_a_stale_fingerprint_stamp_or_a_planted_number_fails_the_check(tmp_path, monkeypatch):
+def test_a_stale_or_missing_fingerprint_stamp_or_a_planted_number_fails_the_check(tmp_path, monkeypatch):
     docs = _docs()
     (tmp_path / "docs").mkdir()
     doc = tmp_path / "docs" / "report.md"
@@ -56,11 +56,18 @@ def test_a_stale_fingerprint_stamp_or_a_planted_number_fails_the_check(tmp_path,
     readme.write_text("<!-- generated: t-two (cmd) -->\n42\n<!-- end generated: t-two -->\n")
     monkeypatch.setattr(docs, "ROOT", tmp_path)
     monkeypatch.setattr(docs, "DOC_FILES", [readme])
+    monkeypatch.setattr(docs, "STAMPED", {"docs/report.md": "make it"})
     assert docs.stale_stamps("0123456789abcdef") == []
     assert docs.stale_stamps("fedcba9876543210") == [
         "docs/report.md: made at fingerprint 0123456789abcdef (rerun: make it)"]
     docs.stamp_file(doc, "fedcba9876543210", "again")
     assert doc.read_text() == "<!-- fingerprint: fedcba9876543210 (again) -->\n# r\n"
+    doc.write_text("# r, regenerated without its stamp\n")      # a document that must carry one
+    assert docs.stale_stamps("fedcba9876543210") == [
+        'docs/report.md: no fingerprint stamp (rerun: make it; then python scripts/docs.py --stamp docs/report.md '
+        '--made-by "make it")']
+    docs.stamp_file(doc, "fedcba9876543210", "make it")
+    assert docs.stale_stamps("fedcba9876543210") == []
     docs.GENERATORS["t-two"] = lambda: "42"
     try:
         assert docs.render(readme.read_text(), None, {})[1] == []

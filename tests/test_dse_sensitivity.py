@@ -14,7 +14,8 @@ pytest.importorskip("SALib")
 from ahasd_sim.__main__ import main  # noqa: E402
 from ahasd_sim.dse.evaluate import DesignPoint  # noqa: E402
 from ahasd_sim.metrics.stats import mean_t_interval  # noqa: E402
-from ahasd_sim.dse.sensitivity import paired_difference, run_sensitivity, saltelli_blocks  # noqa: E402
+from ahasd_sim.dse.sensitivity import (paired_difference, run_sensitivity, saltelli_blocks,  # noqa: E402
+                                       sobol_indices)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE_TRACE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
@@ -91,6 +92,28 @@ def test_saltelli_blocks_follow_salib_order():
     assert res["S1"][2] == pytest.approx(0.8, abs=0.05) and res["S1"][0] == pytest.approx(0.2, abs=0.05)
 
 
+def test_sobol_intervals_are_the_same_twice_with_seed_zero(tmp_path):
+    """The study's seed (0 by default) fixes the bootstrap of S1_conf/ST_conf: SALib ignores a
+    seed of 0, which left them to numpy's global generator (they moved by 25% between runs)."""
+    from ahasd_sim.dse.study import load_study
+    study = load_study(write(tmp_path))
+    assert study.seed == 0
+    d = len(study.space)
+    rng = np.random.default_rng(3)
+    blocks = []
+    for _ in range(16):
+        blk = [DesignPoint(f"k{len(blocks)}-{i}", {}) for i in range(d + 2)]
+        for q in blk:
+            q.values = [float(rng.random())]
+        blocks.append(blk)
+    np.random.seed(1)
+    a = sobol_indices(study, blocks, 0)
+    np.random.seed(2)                   # another global state: the intervals must not follow it
+    b = sobol_indices(study, blocks, 0)
+    for k in ("S1", "S1_conf", "ST", "ST_conf"):
+        np.testing.assert_array_equal(a[k], b[k])
+
+
 def test_oat_is_paired_and_sobol_skips_infeasible_blocks_and_checks_convergence(tmp_path):
     text = STUDY + "sensitivity: {sobol_samples: 2, sobol_tolerance: 0.000001, sobol_max_samples: 4}\n"
     st = run_sensitivity(write(tmp_path, text), tmp_path / "st", workers=1, progress=False)
@@ -116,6 +139,12 @@ def test_oat_is_paired_and_sobol_skips_infeasible_blocks_and_checks_convergence(
     assert "NOT converged" in rep and "blocks skipped" in rep and "paired" in rep
     assert (tmp_path / "st" / "sensitivity" / "sobol_convergence.csv").is_file()
     assert len(points) > 0
+    # each distinct simulation ran once (one folder in points/ each) and is reused by a second
+    # invocation, whose report says it ran none
+    assert st["computed_runs"] == len(points)
+    again = run_sensitivity(write(tmp_path, text), tmp_path / "st", workers=1, progress=False)
+    assert again["computed_runs"] == 0
+    assert "this invocation ran 0 simulations" in (tmp_path / "st" / "sensitivity" / "sensitivity.md").read_text()
 
 
 def test_failed_points_exit_1_with_one_line_each(tmp_path, capsys, monkeypatch):

@@ -80,8 +80,13 @@ def oat_values(p: Param, n: int) -> list[Any]:
     return list(dict.fromkeys(p.from_unit(u) for u in us))
 
 
-def _progress_points(study, pts, points_dir, ex, prog) -> None:
-    evaluate(study, pts, points_dir, ex, on_point=lambda pt: prog.update("failed" if pt.error else "ok"))
+def _progress_points(study, pts, points_dir, ex, prog, runs: dict[str, int]) -> None:
+    """Evaluate ``pts``; ``runs["computed"]`` counts the simulations run (not found finished)."""
+    def on_run(res: dict) -> None:
+        if res.get("status") in ("ok", "failed"):
+            runs["computed"] += 1
+    evaluate(study, pts, points_dir, ex, on_point=lambda pt: prog.update("failed" if pt.error else "ok"),
+             on_run=on_run)
 
 
 def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, float]:
@@ -160,6 +165,13 @@ class SobolDesign:
         return [q for blk in self.blocks[:n] for q in blk]
 
 
+def salib_seed(seed: int) -> int:
+    """The seed SALib's bootstrap of the Sobol intervals gets for the study's ``seed``: seed + 1.
+    SALib seeds only a truthy seed (``if seed:``), so a study's default seed 0 left the intervals
+    to numpy's unseeded global generator: ``S1_conf``/``ST_conf`` changed from run to run."""
+    return int(seed) + 1
+
+
 def sobol_indices(study: Study, blocks: list[list[DesignPoint]], j: int) -> dict[str, np.ndarray] | None:
     """SALib's S1/ST (with bootstrap 95% intervals) of objective ``j`` over the blocks whose every
     point has a result; None with fewer than 2 such blocks."""
@@ -171,7 +183,7 @@ def sobol_indices(study: Study, blocks: list[list[DesignPoint]], j: int) -> dict
     problem = {"num_vars": len(study.space), "names": [p.name for p in study.space],
                "bounds": [[0.0, 1.0]] * len(study.space)}
     res = sobol_analyze.analyze(problem, Y, calc_second_order=False, conf_level=0.95,
-                                print_to_console=False, seed=study.seed)
+                                print_to_console=False, seed=salib_seed(study.seed))
     return {k: np.asarray(res[k]) for k in ("S1", "S1_conf", "ST", "ST_conf")} | {"n": len(good)}
 
 
@@ -218,6 +230,7 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     conv_rows: list[dict] = []
     sob = pd.DataFrame()
     converged = None
+    runs = {"computed": 0}
     with StudyLock(study_dir):
         from .folders import clean_stale_points
         clean_stale_points(points_dir)      # staging folders of points whose process was killed
@@ -228,7 +241,7 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
             first = oat_pts + (design.points(n) if design else [])
             prog = Progress(len(first), enabled=progress, stream=stream, desc=f"{study.name} sensitivity")
             try:
-                _progress_points(study, first, points_dir, ex, prog)
+                _progress_points(study, first, points_dir, ex, prog, runs)
             finally:
                 prog.close()
             while design is not None:
@@ -242,7 +255,7 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
                 more = design.points(2 * n)[len(design.points(n)):]
                 prog = Progress(len(more), enabled=progress, stream=stream, desc=f"{study.name} Sobol N={2 * n}")
                 try:
-                    _progress_points(study, more, points_dir, ex, prog)
+                    _progress_points(study, more, points_dir, ex, prog, runs)
                 finally:
                     prog.close()
                 n *= 2
@@ -330,6 +343,7 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     figs = _figures(study, torn, sob, out / "figures")
     failed = [pt for pt in oat_pts + sob_pts if pt.error and not pt.infeasible]
     stats = {"out_dir": out, "oat_points": len(oat_pts), "sobol_points": len(sob_pts), "wall_s": wall,
+             "computed_runs": runs["computed"],
              "windows": windows, "sobol_samples": n if design else 0, "failed": len(failed),
              "failed_points": [(pt.key, pt.error) for pt in failed],
              "infeasible": int(sum(bool(pt.infeasible) for pt in oat_pts)),
@@ -391,7 +405,8 @@ def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> 
                 if stats["sobol_points"] else "no Sobol indices; ")
              + f"trace windows {stats['windows'] or 'of the base config'} (OAT intervals: 95% intervals of the "
              "paired per-window differences from the base point); "
-             f"wall time {fmt_duration(stats['wall_s'])}.", "", "Base point: "
+             f"this invocation ran {stats['computed_runs']} simulations (the others were found finished in "
+             f"`points/`) in {fmt_duration(stats['wall_s'])}.", "", "Base point: "
              + ", ".join(f"`{k}` = {_lab(v)}" for k, v in base.items())
              + ("; PIM placements at the base point: " + ", ".join(f"`{r}` {pol}" for r, pol in
                                                                   stats["base_placements"].items())
@@ -437,7 +452,8 @@ def run_sensitivity_cli(args) -> int:
                             sobol_samples=args.sobol_samples, progress=not args.no_progress)
     out = stats["out_dir"]
     print(f"sensitivity {out}: {stats['oat_points']} OAT + {stats['sobol_points']} Sobol design points "
-          f"({stats['failed']} without result) in {fmt_duration(stats['wall_s'])}")
+          f"({stats['failed']} without result; {stats['computed_runs']} simulations run) in "
+          f"{fmt_duration(stats['wall_s'])}")
     t = stats["tornado"]
     for o in study.objectives:
         d = t[t["objective"] == o.name].head(3)
