@@ -336,7 +336,7 @@ def body(a) -> int:
         new, changed = docs.render(DOC.read_text(), {"hyco-study", "hyco-smoke"}, {})
         atomic_write_text(DOC, new)
         from ahasd_sim import fingerprint
-        docs.stamp_file(DOC, fingerprint.compute()[0], "python scripts/hyco_study.py")
+        docs.stamp_file(DOC, fingerprint.compute()[0], docs.STAMPED[DOC.relative_to(ROOT).as_posix()])
         msg += f"; regenerated {', '.join(changed) or 'nothing'} in {DOC.relative_to(ROOT)} and stamped it"
     print(msg)
     return 0

@@ -321,6 +321,15 @@ class Executor:
         self.client = None
 
 
+def count_computed(counts: dict, key: str) -> Callable[[dict], None]:
+    """An ``on_run`` for :func:`evaluate` that counts in ``counts[key]`` the runs simulated by this
+    call (ok or failed; a run a worker found finished comes back ``cached``)."""
+    def on_run(res: dict) -> None:
+        if res.get("status") in ("ok", "failed"):
+            counts[key] += 1
+    return on_run
+
+
 def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, executor: Executor,
              on_point: Callable[[DesignPoint], None] | None = None,
              on_run: Callable[[dict], None] | None = None) -> list[DesignPoint]:
@@ -387,4 +396,4 @@ def evaluate(study: Study, points: Iterable[DesignPoint], points_dir: Path, exec
     return taken
 
 
-__all__ = ["DesignPoint", "Executor", "evaluate", "finish", "plan", "windows_of", "config_value"]
+__all__ = ["DesignPoint", "Executor", "count_computed", "evaluate", "finish", "plan", "windows_of", "config_value"]

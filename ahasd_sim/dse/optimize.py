@@ -45,7 +45,7 @@ from ..cli_common import raise_if_interrupted
 from ..config.errors import ConfigError, InputError, OutputError
 from ..output import atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
-from .evaluate import DesignPoint, Executor, evaluate, plan
+from .evaluate import DesignPoint, Executor, count_computed, evaluate, plan
 from .study import Study, load_study
 
 LOCK = "study.lock"
@@ -394,9 +394,7 @@ def run_optimize(study: Study | str | Path, out_dir: str | Path | None = None, *
         n_new = max(0, n_target - n_before - len(todo_resume))
         prog = Progress(n_new + len(todo_resume), enabled=progress, stream=stream, desc=study.name)
 
-        def on_run(res: dict) -> None:
-            if res.get("status") in ("ok", "failed"):
-                stats["computed_runs"] += 1
+        on_run = count_computed(stats, "computed_runs")
 
         def batch_points(chunk: list[tuple]):
             """The next batch's design points, planned (configs resolved and hashed: the parent's

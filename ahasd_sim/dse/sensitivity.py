@@ -48,7 +48,7 @@ from ..config.errors import InputError
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
 from ..metrics.stats import mean_t_interval
-from .evaluate import DesignPoint, Executor, evaluate, plan
+from .evaluate import DesignPoint, Executor, count_computed, evaluate, plan
 from .study import Param, Study, config_value, load_study
 
 
@@ -82,11 +82,8 @@ def oat_values(p: Param, n: int) -> list[Any]:
 
 def _progress_points(study, pts, points_dir, ex, prog, runs: dict[str, int]) -> None:
     """Evaluate ``pts``; ``runs["computed"]`` counts the simulations run (not found finished)."""
-    def on_run(res: dict) -> None:
-        if res.get("status") in ("ok", "failed"):
-            runs["computed"] += 1
     evaluate(study, pts, points_dir, ex, on_point=lambda pt: prog.update("failed" if pt.error else "ok"),
-             on_run=on_run)
+             on_run=count_computed(runs, "computed"))
 
 
 def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, float]:
