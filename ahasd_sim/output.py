@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform as _platform
 import subprocess
@@ -53,7 +54,22 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+    """Strict JSON (RFC 8259): a NaN or infinite number -- a statistic that is undefined, such as
+    the interval of one window or the TPOT of no tokens -- is written as null, as the intervals of
+    summary.json already were; Python's default ``NaN``/``Infinity`` literals are not JSON, and
+    jq, JavaScript and most other readers refuse the whole file."""
+    return json.dumps(_finite_or_null(obj), indent=2, sort_keys=True, allow_nan=False,
+                      default=lambda o: _finite_or_null(_json_default(o))) + "\n"
+
+
+def _finite_or_null(o: Any) -> Any:
+    if isinstance(o, float):             # numpy's float64 is a float
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite_or_null(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite_or_null(v) for v in o]
+    return o
 
 
 def _json_default(o: Any):

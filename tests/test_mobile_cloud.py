@@ -413,6 +413,22 @@ def test_tpot_windows_and_ci():
     assert m == 2.0 and ci == pytest.approx(4.302652729749464 / np.sqrt(3), rel=1e-12)
 
 
+def test_undefined_statistics_are_null_in_a_strict_summary_json(tmp_path):
+    """One token makes one TPOT window: its interval is undefined. summary.json must still be
+    strict JSON (null, not Python's NaN literal, which jq and JavaScript refuse)."""
+    import json
+
+    out = tmp_path / "one"
+    assert main(["--config", str(HYCO), "--out", str(out), "--set", "run.mode=hybrid",
+                 "--set", "run.generated_tokens=1", "--set", "run.timeline=false"]) == 0
+
+    def refuse(name):
+        raise AssertionError(f"summary.json holds the non-JSON literal {name}")
+    s = json.loads((out / "summary.json").read_text(), parse_constant=refuse)
+    assert s["generated_tokens"] == 1
+    assert s["tpot_ci95_s"] is None and s["tpot_s"] > 0
+
+
 # ------------------------------------------------------------------ real traces (CI has them)
 REAL = Path(os.environ.get("AHASD_SIM_NETWORK_TRACES", ROOT.parent / "shared" / "data" / "network"))
 
