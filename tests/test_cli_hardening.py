@@ -306,3 +306,18 @@ def test_a_stop_signal_lost_inside_a_library_still_ends_the_command_with_its_exi
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if hasattr(signal, "SIGHUP"):
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def test_bench_study_states_a_target_only_where_an_issue_set_one(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_bench_study", ROOT / "scripts" / "bench_study.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    shipped = str(ROOT / "hw_configs" / "studies" / "where_ahasd_wins.yaml")
+    assert mod.target_s(shipped, 200, 2) == 600.0       # issue 17
+    assert mod.target_s(shipped, 200, 16) == 30.0       # issue 30
+    assert mod.target_s(shipped, 200, 8) is None
+    assert mod.target_s(shipped, 40, 16) is None
+    other = tmp_path / "mine.yaml"
+    other.write_text(open(shipped).read())
+    assert mod.target_s(str(other), 200, 2) is None
