@@ -58,6 +58,14 @@ def main(args) -> int:
     return merge() if args.part is None else 0
 
 
+def _docs_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("docs_script", ROOT / "scripts" / "docs.py")
+    docs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs)
+    return docs
+
+
 def merge() -> int:
     """Join the per-setting parts (in SETTINGS order) into the committed csv files and stamp them."""
     import pandas as pd
@@ -72,10 +80,12 @@ def merge() -> int:
     atomic_write(OUT / "moe_baselines.csv", lambda fh: allr.to_csv(fh, index=False, float_format="%.6g"))
     atomic_write(OUT / "moe_baselines_tuning.csv", lambda fh: allt.to_csv(fh, index=False, float_format="%.6g"))
     fp, _ = fingerprint.compute()
-    atomic_write_text(OUT / "moe_baselines.md", f"<!-- fingerprint: {fp} (python scripts/moe_study.py) -->\n"
-                      f"Made by `python scripts/moe_study.py` at revision {git_revision() or 'unknown'}: "
+    doc = OUT / "moe_baselines.md"
+    atomic_write_text(doc, f"Made by `python scripts/moe_study.py` at revision {git_revision() or 'unknown'}: "
                       f"`moe_baselines.csv` (rows per setting), `moe_baselines_tuning.csv` (the tuning grids); "
                       f"rendered into docs/moe_offload.md by `python scripts/docs.py`.\n")
+    docs = _docs_script()            # the stamp names the command docs.STAMPED gives for this file
+    docs.stamp_file(doc, fp, docs.STAMPED[doc.relative_to(ROOT).as_posix()])
     for a, b in parts:
         a.unlink()
         b.unlink()
