@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,14 +49,30 @@ def test_decreasing_in_df_towards_the_normal_quantile_across_the_expansion():
             assert _t_quantile_expansion(q, df) == pytest.approx(_t_quantile_bisection(q, df), rel=1e-13)
 
 
+def test_exact_to_1e12_against_a_25_digit_reference():
+    """tests/data/t_quantiles_mpmath.csv: 108 quantiles solved at 40 digits by mpmath
+    (tests/data/make_t_quantiles.py), across the bisection (< 3000 df) and the expansion (>= 3000),
+    fractional df included; the lower tail by symmetry."""
+    ref = (Path(__file__).parent / "data" / "t_quantiles_mpmath.csv").read_text().split()[1:]
+    assert len(ref) == 108
+    worst = 0.0
+    for row in ref:
+        q, df, t = (float(v) for v in row.split(","))
+        worst = max(worst, abs(t_quantile(q, df) - t) / t, abs(t_quantile(1 - q, df) + t) / t)
+    assert worst < 1e-12
+
+
 def test_agrees_with_scipy():
+    """Within scipy's own accuracy: scipy 1.17.1 agrees to 3e-13, but 1.15.3 (the newest for
+    Python 3.10) is up to 4.7e-11 off the exact value at 75 df, where this quantile is within 3e-14
+    (the reference test above holds the 1e-12 claim)."""
     stats = pytest.importorskip("scipy.stats")
     worst = 0.0
     for q in (0.6, 0.9, 0.95, 0.975, 0.995, 0.9995, 0.025):
         for df in [*range(1, 301), 0.5, 2.5, 999.5, 2999, 3000, 1e4, 1e5, 1e6, 1e8]:
             ref = float(stats.t.ppf(q, df))
             worst = max(worst, abs(t_quantile(q, df) - ref) / abs(ref))
-    assert worst < 1e-12
+    assert worst < 1e-10
 
 
 @pytest.mark.parametrize("q, df", [(0.0, 3), (1.0, 3), (float("nan"), 3), (0.975, 0), (0.975, -1),
