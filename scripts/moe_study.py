@@ -81,11 +81,11 @@ def merge() -> int:
     atomic_write(OUT / "moe_baselines_tuning.csv", lambda fh: allt.to_csv(fh, index=False, float_format="%.6g"))
     fp, _ = fingerprint.compute()
     doc = OUT / "moe_baselines.md"
-    atomic_write_text(doc, f"Made by `python scripts/moe_study.py` at revision {git_revision() or 'unknown'}: "
+    docs = _docs_script()            # the stamp names the command docs.STAMPED gives for this file
+    atomic_write_text(doc, docs.stamp_line(fp, docs.STAMPED[doc.relative_to(ROOT).as_posix()])
+                      + f"Made by `python scripts/moe_study.py` at revision {git_revision() or 'unknown'}: "
                       f"`moe_baselines.csv` (rows per setting), `moe_baselines_tuning.csv` (the tuning grids); "
                       f"rendered into docs/moe_offload.md by `python scripts/docs.py`.\n")
-    docs = _docs_script()            # the stamp names the command docs.STAMPED gives for this file
-    docs.stamp_file(doc, fp, docs.STAMPED[doc.relative_to(ROOT).as_posix()])
     for a, b in parts:
         a.unlink()
         b.unlink()
