@@ -23,6 +23,7 @@ from .errors import reported_in_one_line
 from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
+from .metrics.combine import merge_summaries
 from .metrics.timeline import chrome_trace
 from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
@@ -467,35 +468,6 @@ WINDOW_RATES = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throu
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
 
-#: integer summary entries that are a size or a peak, not a count: the largest window's value
-_MAXIMA = ("capacity", "max_occupancy")
-
-#: summary dicts whose every number is a total (seconds, joules, bytes) to add over windows
-_ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_task_j", "offchip_bytes_by_task",
-                   "draft_length_histogram")
-
-
-def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
-    """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
-    (rates, means, fractions) are averaged, sizes and peaks (``_MAXIMA``) take the largest,
-    strings and lists come from the first window."""
-    first = values[0]
-    if isinstance(first, dict):
-        add = additive or key in _ADDITIVE_DICTS
-        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
-        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k, add) for k in keys}
-    if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
-            not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
-        return first
-    if key in _MAXIMA:
-        return max(values)
-    additive = additive or isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
-        "dynamic", "static")
-    if additive:
-        return sum(values)
-    return float(np.mean(values))
-
-
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int],
                     intervals: bool = True) -> RunResult:
     """One result for the run: totals over windows, rates as ratios of the totals with bootstrap
@@ -508,7 +480,8 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     if len(results) == 1:
         summary = dict(results[0].summary)
     else:
-        summary = _merge([r.summary for r in results])
+        # every entry combined by its declared rule (metrics.combine.RULES)
+        summary = merge_summaries([r.summary for r in results])
         for k in ("generated_tokens", "makespan_s", "energy_j"):
             summary[k] = sum(r.summary[k] for r in results)
         mk = summary["makespan_s"]

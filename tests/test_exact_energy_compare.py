@@ -423,9 +423,9 @@ def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, p
         "verifications": verifs, "acceptance_rate": 0.123, "mean_accepted_per_verify": 9.9,
         "device_busy_s": busy, "device_idle_s": {}, "device_utilization": {},
         "energy_breakdown_j": {"npu": {"dynamic": energy / 2, "static": energy / 2}},
-        "mode_stats": {"some_rate": float(i + 1), "some_count": 10 * (i + 1), "label": f"w{i}", "flag": bool(i)},
+        "mode_stats": {"some_rate": float(i + 1), "queue_ops": 10 * (i + 1), "label": f"w{i}", "flag": bool(i)},
         "trace_sha256": f"sha{i}", "policy": "fixed", "mode": "async", "seed": 5 + i, "platform": {"x": i},
-        "policy_stats": {"k": i}, "draft_length_histogram": {"2": 1 + i}, "drafted_tokens": acc + rej + killed,
+        "policy_stats": {"k": i, "draft_length_histogram": {"2": 1 + i}}, "drafted_tokens": acc + rej + killed,
     })
     ev = pd.DataFrame({"t": [float(i)]})
     en = pd.DataFrame({"device": ["npu", "npu", "aau"], "kind": ["dynamic", "static", "dynamic"],
@@ -460,15 +460,16 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
     assert s["throughput_tok_s_ci95"] == [8.0, 16 / 1.5]
     assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (8.0, 16 / 1.5)
     assert s["tokens_per_j_ci95"] == [16 / 4.5, 16 / 3.0] and s["ci_method"].startswith("ratio of totals")
-    # other entries: numbers by name (rates averaged, counts/seconds/joules added), strings and
-    # flags from the first window, the first window's identity
-    assert s["mode_stats"] == {"some_rate": 1.5, "some_count": 30, "label": "w0", "flag": False}
-    assert s["draft_length_histogram"] == {"2": 3}
+    # other entries: numbers by their declared rule (metrics.combine.RULES: counts add; an
+    # undeclared number is averaged), strings and flags from the first window, its identity
+    assert s["mode_stats"] == {"some_rate": 1.5, "queue_ops": 30, "label": "w0", "flag": False}
+    assert s["policy_stats"]["draft_length_histogram"] == {"2": 3}
     assert s["energy_breakdown_j"] == {"npu": {"dynamic": 5.0, "static": 5.0}}
     assert (s["trace_sha256"], s["seed"], s["platform"], s["policy"], s["mode"]) == ("sha0", 5, {"x": 0}, "fixed",
                                                                                     "async")
     assert (s["windows"], s["window_tokens"], s["window_start_prompts"]) == (2, 16, [0, 2])
-    assert res.policy_stats == {"k": 1} and res.timeline == {"window": 0}
+    # k is a setting: the first window's (a name-based merge added it up)
+    assert res.policy_stats == {"k": 0, "draft_length_histogram": {"2": 3}} and res.timeline == {"window": 0}
     # windows.csv: one row per window, in WINDOW_COLUMNS order
     assert list(res.windows.columns) == sim.WINDOW_COLUMNS
     assert list(res.windows["start_prompt"]) == [0, 2] and list(res.windows["throughput_tok_s"]) == [10.0, 14.0]
@@ -522,18 +523,21 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
 
 
 def test_merge_rules():
-    m = sim._merge
-    assert m([1, 2, 3]) == 6                                   # integers are counts
-    assert m([1.0, 2.0]) == 1.5                                # other floats are rates: mean
-    for key in ("busy_s", "x_j", "offchip_bytes", "drafted_tokens", "dynamic", "static"):
-        assert m([1.0, 2.0], key) == 3.0, key
-    assert m([1.0, 2.0], "ratio_jx") == 1.5
-    assert m([True, False]) is True and m(["a", "b"]) == "a" and m([[1], [2]]) == [1]
-    assert m([1.0, "x"]) == 1.0 and m([1, True]) == 1          # mixed: the first window's value
-    assert m([{"a": 1.0, "b": 2}, {"a": 3.0, "c": 4.0}]) == {"a": 2.0, "b": 2, "c": 4.0}
-    assert m([{"a": 1.0}, {"a": 3.0}], "device_busy_s") == {"a": 4.0}
-    assert m([{"n": {"a": 1.0}}, {"n": {"a": 3.0}}], "energy_breakdown_j") == {"n": {"a": 4.0}}
-    assert m([{"a": 1.0}, None]) == {"a": 1.0}
+    """Each entry combines by its declared rule (metrics.combine.RULES), not by its name's suffix."""
+    from ahasd_sim.metrics.combine import merge_summaries as m
+    assert m([{"drafted_tokens": 1}, {"drafted_tokens": 2}]) == {"drafted_tokens": 3}         # a count
+    assert m([{"makespan_s": 1.0}, {"makespan_s": 2.0}]) == {"makespan_s": 3.0}               # a total
+    assert m([{"tpot_s": 1.0, "generated_tokens": 1}, {"tpot_s": 2.0, "generated_tokens": 3}])["tpot_s"] == 1.75
+    assert m([{"mode": "a"}, {"mode": "b"}]) == {"mode": "a"}
+    assert m([{"window_start_prompts": [1]}, {"window_start_prompts": [2]}]) == {"window_start_prompts": [1]}
+    assert m([{"device_busy_s": {"a": 1.0}}, {"device_busy_s": {"a": 3.0, "b": 4.0}}]) == {
+        "device_busy_s": {"a": 4.0, "b": 4.0}}
+    assert m([{"energy_breakdown_j": {"n": {"a": 1.0}}}, {"energy_breakdown_j": {"n": {"a": 3.0}}}]) == {
+        "energy_breakdown_j": {"n": {"a": 4.0}}}
+    assert m([{"mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 1}}}},
+              {"mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 3}}}}]) == {
+        "mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 3}}}}
+    assert m([{"drafted_tokens": 1.0}, {"drafted_tokens": "x"}]) == {"drafted_tokens": 1.0}   # mixed: the first
 
 
 def test_trace_models_and_by_task():

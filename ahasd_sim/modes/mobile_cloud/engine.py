@@ -291,7 +291,7 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     tpots = tpots[np.isfinite(tpots)]
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
     pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
-    # milliseconds: summary keys ending in _s add up over windows (simulation._merge)
+    # each entry's combination over windows is declared in metrics.combine.RULES
     return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
             "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
             "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
