@@ -397,7 +397,7 @@ def test_run_errors_name_the_file_and_key(tmp_path):
     assert err("run.target_model=gpt-9").startswith(f"{f}: run.target_model: ")
     assert err("run.policy=oracle9") == (f"{f}: run.policy: unknown policy 'oracle9'; valid policies: adaedl, "
                                          "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, "
-                                         "no_draft, specdecpp, specfit, svip")
+                                         "no_draft, rtt_aware, specdecpp, specfit, svip")
     assert err("run.mode=async", "pim.enabled=false") == (
         f"{f}: run.mode: mode 'async' needs device(s) pim, which this platform does not enable "
         "(set pim.enabled: true)")

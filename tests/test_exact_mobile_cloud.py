@@ -1183,7 +1183,8 @@ def test_split_and_session_events():
                                               "window_cloud_sd": m.est.window_cloud_sd,
                                               "tokens_per_split": m.est.tokens_per_split,
                                               "tokens_per_cloud_sd": m.est.tokens_per_cloud_sd,
-                                              "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s}}
+                                              "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s,
+                                              "cloud_verify_s": m.est.cloud_verify_s}}
 
 
 def _record_outcomes(m):

@@ -310,6 +310,7 @@ class Delivery:
     service_start_s: float
     depart_s: float
     arrive_s: float
+    promotion_s: float = 0.0     # RRC promotion it waited for (the phone knows its radio was idle)
 
 
 class _Direction:
@@ -401,7 +402,7 @@ class NetworkSession:
         d.last_arrive_s = arrive
         self.bytes[direction] += nbytes
         self.messages[direction] += 1
-        rec = Delivery(direction, nbytes, now, start, depart, arrive)
+        rec = Delivery(direction, nbytes, now, start, depart, arrive, promo)
         self.deliveries.append(rec)
         if direction == "up":      # the phone holds the bytes from enqueue (after promotion) until they leave
             busy = (now + promo, depart)

@@ -91,7 +91,7 @@ RULES: list[tuple[str, Any]] = [
     ("policy_stats.entropy_threshold_nats", LAST), ("policy_stats.k", FIRST), ("policy_stats.best_arm", LAST),
     ("policy_stats.arm_pulls.*", SUM), ("policy_stats.arm_mean_reward.*", wmean("policy_stats.arm_pulls.{key}")),
     ("policy_stats.predictor.*", FIRST), ("policy_stats.predictor.*.*", FIRST),   # fitted before the run
-    ("policy_stats.split_draft_length_*", _PER_ROUND),
+    ("policy_stats.alpha_fit", FIRST), ("policy_stats.alpha_final", LAST),
     # SoC modes
     ("mode_stats.queue_ops", SUM), ("mode_stats.queues.*.capacity", MAX), ("mode_stats.queues.*.max_occupancy", MAX),
     ("mode_stats.queues.*.pushes", SUM), ("mode_stats.queues.*.producer_blocked_s", SUM),

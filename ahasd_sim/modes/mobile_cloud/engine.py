@@ -42,7 +42,7 @@ from ...config.fields import param
 from ...config.registry import config_section
 from ...hw.cloud import PRICINGS, CloudServer
 from ...metrics.stats import mean_t_interval
-from ...policies.base import Decision, VerifyOutcome
+from ...policies.base import Decision, RoundContext, VerifyOutcome
 from ..base import Mode, TaskCost
 
 OPTIONS = ("split", "cloud_sd", "cloud_ar")
@@ -369,6 +369,7 @@ class _Estimates:
     tokens_per_cloud_sd: float     # tokens committed per cloud speculative round
     net_rt_s: float
     ar_interval_s: float
+    cloud_verify_s: float          # the cloud's time per split verification (queueing included)
     observations: int = 0
     last_obs_s: float = 0.0
     history: list = field(default_factory=list)
@@ -412,7 +413,8 @@ class MobileCloudEngine(MobileCloudBase):
                               tokens_per_cloud_sd=t0,
                               net_rt_s=net.rtt_s + self._up_bytes(4) / net.rate_bytes_s("up")
                               + self._down_bytes(1) / net.rate_bytes_s("down"),
-                              ar_interval_s=self.cloud_costs.gpu_verify(1, kv0).duration_s)
+                              ar_interval_s=self.cloud_costs.gpu_verify(1, kv0).duration_s,
+                              cloud_verify_s=self.cloud_costs.gpu_verify(int(w0) + 1, kv0).duration_s)
 
     def configure(self) -> None:
         """Hook: set ``options``, ``predraft``, ``skip``, ``session_tokens`` per mode."""
@@ -539,7 +541,23 @@ class MobileCloudEngine(MobileCloudBase):
 
     # ------------------------------------------------------------ phone drafting
     def _new_window(self) -> _Window:
-        return _Window(self.policy.begin_round(self.round_context()))
+        return _Window(self.policy.begin_round(self.split_context()))
+
+    def split_context(self) -> RoundContext:
+        """A phone round's context with what the phone has measured (round-trip-aware policies)."""
+        kv = self.replay.kv_len_at(self.frontier)
+        e = self.est
+        return RoundContext(self.env._now, self.min_round_tokens, self.max_round_tokens, round_trip_s=e.net_rt_s,
+                            draft_token_s=self.dev_costs.draft(kv).duration_s, verify_s=e.cloud_verify_s,
+                            predraft=bool(self.predraft_now(self.committed)))
+
+    def cloud_context(self, kv: int) -> RoundContext:
+        """A cloud speculative round's context: drafter and verifier co-located (no round trip)."""
+        cc = self.cloud_costs
+        g = max(1, int(round(self.est.window_cloud_sd)))
+        return RoundContext(self.env._now, self.min_round_tokens, self.max_round_tokens, round_trip_s=0.0,
+                            draft_token_s=cc.gpu_draft_token(kv).duration_s,
+                            verify_s=cc.gpu_verify(g + 1, kv).duration_s)
 
     def _draft_into(self, w: _Window, stop: simpy.Event | None = None, skip: bool = False):
         """Draft tokens of window ``w`` until the policy stops it or ``stop`` has fired."""
@@ -602,7 +620,7 @@ class MobileCloudEngine(MobileCloudBase):
             yield from self._draft_into(w2, stop=verdict)
             self.next_window = w2
         yield verdict
-        new_c, cloud_s = verdict.value
+        new_c, cloud_s, promo_s = verdict.value
         gen = self.gen
         self.resolve(new_c)
         self.col.event(self.env.now, "commit", position=start, round_id=w.round_id, committed=self.committed)
@@ -615,7 +633,7 @@ class MobileCloudEngine(MobileCloudBase):
             self.next_window = None                    # pre-drafts were built on a rejected token
         self._observe(acceptance=(acc / n) if n else self.est.acceptance, window_split=float(max(n, 1)),
                       tokens_per_split=float(self.committed - round_start_committed),
-                      net_rt_s=max(0.0, self.env.now - sent - cloud_s))
+                      net_rt_s=max(0.0, self.env.now - sent - cloud_s - promo_s), cloud_verify_s=cloud_s)
 
     def _remote_verify(self, start: int, n: int, piggy: int, verdict: simpy.Event, round_id: int):
         up = yield from self.net.send(self._up_bytes(n, piggy), "up")
@@ -629,7 +647,8 @@ class MobileCloudEngine(MobileCloudBase):
         cloud_s = self.env.now - t_in
         down = yield from self.net.send(self._down_bytes(1), "down")
         self.col.event(down.arrive_s, "downlink", position=start, round_id=round_id, sent_s=down.sent_s)
-        verdict.succeed((new_c, cloud_s))
+        # the phone knows when its radio had to wake up: that wait is not the link's round trip
+        verdict.succeed((new_c, cloud_s, up.promotion_s + down.promotion_s))
 
     # ------------------------------------------------------------ cloud sessions
     def _request(self, s: _Session, piggy: int):
@@ -691,7 +710,7 @@ class MobileCloudEngine(MobileCloudBase):
                     n, new_c = 0, start + 1
                 else:
                     pol = self.cloud_policy
-                    rid = pol.begin_round(self.round_context())
+                    rid = pol.begin_round(self.cloud_context(kv))
                     n, t_round = 0, self.env.now
                     while n < self.max_round_tokens:
                         view = self.replay.view(start + n, start, n, self.env.now)
@@ -760,4 +779,5 @@ class MobileCloudEngine(MobileCloudBase):
                                      "window_cloud_sd": self.est.window_cloud_sd,
                                      "tokens_per_split": self.est.tokens_per_split,
                                      "tokens_per_cloud_sd": self.est.tokens_per_cloud_sd,
-                                     "net_rt_s": self.est.net_rt_s, "ar_interval_s": self.est.ar_interval_s}}
+                                     "net_rt_s": self.est.net_rt_s, "ar_interval_s": self.est.ar_interval_s,
+                                     "cloud_verify_s": self.est.cloud_verify_s}}
