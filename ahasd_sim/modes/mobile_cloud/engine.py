@@ -231,9 +231,17 @@ class MobileCloudBase(Mode):
     def device_task(self, cost: TaskCost, label: str):
         return (yield from self.run_task(cost, label, {"device": self.dev_lock}))
 
+    def radio_sessions(self) -> float:
+        """User sessions this run stands for: its tokens / ``network.radio_session_tokens`` (1
+        when that is 0: the run is one session)."""
+        per = self.net.cfg.radio_session_tokens if self.net is not None else 0
+        return self.committed / per if per > 0 else 1.0
+
     def finalize(self) -> None:
         if self.net is not None:
-            for label, e in self.net.radio_energy_j(self.env.now).items():
+            # the tail after a session's last message, once per session: energy per token does
+            # not depend on how long the simulated run is
+            for label, e in self.net.radio_energy_j(self.env.now, self.radio_sessions()).items():
                 self.col.energy(self.net.link.device, e, label)
 
     def user_tpot_s(self) -> float:
@@ -270,6 +278,7 @@ class MobileCloudBase(Mode):
             "uplink_messages": net.messages["up"] if net else 0,
             "downlink_messages": net.messages["down"] if net else 0,
             "radio_promotions": net.promotions if net else 0,
+            "radio_sessions": self.radio_sessions() if net else 0.0,
             "network_trace_offset_s": net.offset_s if net else 0.0,
             "round_trips": self.round_trips,
             "tokens_not_uploaded": self.tokens_not_uploaded,
