@@ -59,3 +59,21 @@ def test_cloud_speculation_alone_is_one_continuous_stream():
     far = _run("hyco.options=[cloud_sd]", "network.rtt_ms=200", "run.generated_tokens=256")
     assert near["mode_stats"]["cloud_sessions"] == far["mode_stats"]["cloud_sessions"] == 1
     assert far["tpot_s"] - near["tpot_s"] <= (0.200 - 0.005) * 1.2 / 256
+
+
+def test_large_target_preset_is_a_labelled_what_if_the_phone_cannot_hold():
+    """hyco_large_target.yaml: a 12 GiB phone without PIM holds the 0.5B drafter, not the LLaMA2-13B
+    target (device_only is refused with a one-line error naming memory.capacity_gib); the cloud
+    modes run, and their acceptance (the trace's Qwen pair) is labelled a what-if; the shipped
+    preset with the trace's own pair says measured."""
+    from ahasd_sim.config.errors import ConfigError
+    big = ROOT / "hw_configs" / "hyco_large_target.yaml"
+    s = run_simulation(load_config(big, ["run.generated_tokens=64"])).summary
+    assert s["acceptance_basis"].startswith("what-if") and "llama2-13b" in s["acceptance_basis"]
+    with pytest.raises(ConfigError, match="memory.capacity_gib"):
+        run_simulation(load_config(big, ["run.mode=device_only", "run.generated_tokens=64"]))
+    s70 = run_simulation(load_config(big, ["run.target_model=llama2-70b", "run.mode=cloud_autoregressive",
+                                           "run.generated_tokens=64"])).summary
+    s13 = run_simulation(load_config(big, ["run.mode=cloud_autoregressive", "run.generated_tokens=64"])).summary
+    assert s70["tpot_s"] > s13["tpot_s"]            # a 5x larger target streams slower from the same GPU
+    assert _run("run.generated_tokens=64")["acceptance_basis"].startswith("measured")

@@ -297,6 +297,15 @@ _SPECS = (
         source="https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json",
     ),
     ModelSpec(
+        name="llama2-70b",
+        display_name="LLaMA2-70B",
+        n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, head_dim=128, d_ffn=28672,
+        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+        vocab_size=32000, tied_embeddings=False, max_context=4096, published_params_b=68.98,
+        source="https://huggingface.co/meta-llama/Llama-2-70b-hf/blob/main/config.json",
+        notes="Grouped-query attention (8 KV heads).",
+    ),
+    ModelSpec(
         name="palm-like-8b",
         display_name="PaLM-Like-8B",
         n_layers=32, d_model=4096, n_heads=16, n_kv_heads=16, head_dim=256, d_ffn=12288,

@@ -258,6 +258,7 @@ class MobileCloudBase(Mode):
         led = self.cloud.ledgers[self.owner] if self.cloud else None
         net = self.net
         out = {
+            "acceptance_basis": acceptance_basis(summary),
             "tpot_s": tpot,
             "tpot_ci95_s": ci,
             "tpot_window_s": wins,
@@ -287,6 +288,26 @@ class MobileCloudBase(Mode):
         if self.cloud is not None:
             out["cloud_fleet"] = fleet_stats(self, wall)
         return out
+
+
+def acceptance_basis(summary: dict[str, Any]) -> str:
+    """Whether the run's acceptance was measured with its own model pair or is a what-if: the
+    trace's pair replayed under other shapes (time and energy from the shapes)."""
+    from ...workload.models import get_model
+    tm = summary.get("trace_models") or {}
+    names = {"drafter": summary.get("draft_model"), "target": summary.get("target_model")}
+    same = True
+    for role, name in names.items():
+        rec = (tm.get(role) or "").lower()
+        try:
+            disp = get_model(name).display_name.lower() if name else ""
+        except Exception:               # an unknown name was refused earlier; be safe in reports
+            disp = str(name).lower()
+        same = same and bool(rec) and bool(disp) and rec.startswith(disp)
+    if same:
+        return "measured: the trace's own model pair"
+    return (f"what-if: acceptance of the trace's pair ({tm.get('drafter')} -> {tm.get('target')}) with the time and "
+            f"energy of the shapes {names['drafter']} -> {names['target']}")
 
 
 def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
