@@ -71,6 +71,15 @@ class CloudConfig:
                                 bound_reason="each phone is simulated; 4096 is 16x vLLM's default batch of 256")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
+    kv_cache_gib: float = param(0.0, doc="KV-cache memory of the server for admission control: 0 = unlimited; "
+                                "> 0 = this many GiB; -1 = derived: the GPU's usable memory minus the weights of the "
+                                "models it serves. A phone is admitted at its first request when blocks for its whole "
+                                "context (prompt + tokens to generate + one draft window) are free, else it waits "
+                                "(FIFO) until a finished phone releases its blocks", unit="GiB", ge=-1.0,
+                                low_reason="write -1 for the derived size", source="[R] reservation-based admission "
+                                "(no preemption); paged blocks as in vLLM, Kwon et al., SOSP 2023")
+    kv_block_tokens: int = param(16, doc="tokens per KV-cache block (paged allocation)", unit="tokens", ge=1,
+                                 source="vLLM's default block_size = 16")
     user_tpot_slo_ms: float = param(50.0, doc="per-user TPOT target for SLO attainment with shared GPUs",
                                     unit="ms", gt=0, source="assumption: 20 tok/s, faster than reading")
 
@@ -87,7 +96,43 @@ class CloudLedger:
     forwards: int = 0
     tokens_processed: int = 0
     energy_j: float = 0.0          # its share of the GPU's dynamic energy
+    admission_wait_s: float = 0.0  # waiting for KV blocks before its first request
     by_task_s: dict = field(default_factory=dict)
+
+
+class KvBlocks:
+    """Paged KV memory: ``total_blocks`` blocks of ``block_tokens`` tokens, reserved per owner.
+
+    A reservation for ``tokens`` takes ceil(tokens / block_tokens) blocks; it succeeds exactly
+    when that many blocks are free (nothing is taken otherwise)."""
+
+    def __init__(self, total_blocks: int, block_tokens: int):
+        if total_blocks < 0 or block_tokens < 1:
+            raise ValueError("need total_blocks >= 0 and block_tokens >= 1")
+        self.total_blocks = int(total_blocks)
+        self.block_tokens = int(block_tokens)
+        self.held: dict[int, int] = {}
+        self.refusals = 0
+        self.peak_blocks = 0
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-int(tokens) // self.block_tokens)
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - sum(self.held.values())
+
+    def try_reserve(self, owner: int, tokens: int) -> bool:
+        need = self.blocks_for(tokens)
+        if need > self.free_blocks:
+            self.refusals += 1
+            return False
+        self.held[owner] = self.held.get(owner, 0) + need
+        self.peak_blocks = max(self.peak_blocks, sum(self.held.values()))
+        return True
+
+    def release(self, owner: int) -> int:
+        return self.held.pop(owner, 0)
 
 
 @dataclass
@@ -122,7 +167,40 @@ class CloudServer:
         self.iterations = 0
         self.batched_forwards = 0
         self.batched_tokens = 0
+        self.kv: KvBlocks | None = None            # set by use_kv_blocks (cloud.kv_cache_gib != 0)
+        self.kv_tokens: dict[int, int] = {}        # per owner: tokens to reserve at admission
+        self.admitted: set[int] = set()
+        self._admission: list = []                 # (owner, event) waiting for blocks, FIFO
         env.process(self._loop())
+
+    def use_kv_blocks(self, total_blocks: int) -> None:
+        self.kv = KvBlocks(total_blocks, self.cfg.kv_block_tokens)
+
+    def admit(self, owner: int):
+        """SimPy process body: wait (FIFO) until ``owner``'s KV reservation fits (no-op without
+        a KV limit or once admitted)."""
+        if self.kv is None or owner in self.admitted:
+            return
+        t0 = self.env.now
+        if self._admission or not self.kv.try_reserve(owner, self.kv_tokens.get(owner, 0)):
+            ev = self.env.event()
+            self._admission.append((owner, ev))
+            yield ev
+        self.admitted.add(owner)
+        self.ledgers[owner].admission_wait_s += self.env.now - t0
+
+    def release(self, owner: int) -> None:
+        """``owner`` is done: free its blocks and admit waiting owners in order while they fit."""
+        if self.kv is None or owner not in self.admitted:
+            return
+        self.kv.release(owner)
+        self.admitted.discard(owner)
+        while self._admission:
+            o, ev = self._admission[0]
+            if not self.kv.try_reserve(o, self.kv_tokens.get(o, 0)):
+                break
+            self._admission.pop(0)
+            ev.succeed()
 
     def attach(self, owner: int, collector=None) -> CloudLedger:
         self.ledgers[owner] = CloudLedger()
@@ -154,6 +232,8 @@ class CloudServer:
         """SimPy process body: one forward of ``owner``; ``new_call``: it starts a request (waits
         once, counted as a call). Returns (start, end) of the iteration that ran it."""
         led = self.ledgers[owner]
+        if self.kv is not None and owner not in self.admitted:
+            yield from self.admit(owner)
         if new_call:
             wait = self.queue_wait_s(self.forward_cost(kind, n_tokens, kv_len).duration_s)
             led.queue_wait_s += wait

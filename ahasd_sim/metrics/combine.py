@@ -116,7 +116,7 @@ RULES: list[tuple[str, Any]] = [
     ("accepted_length_per_round", wmean("mode_stats.rounds")),
     # mobile-cloud
     ("mode_stats.rounds_by_option.*", SUM), ("mode_stats.cloud_sessions", SUM), ("mode_stats.estimates_at_end.*", LAST),
-    ("mode_stats.split_draft_length", FIRST), ("mode_stats.kv.*_peak*", MAX), ("mode_stats.kv.*", SUM),
+
     ("mode_windows.*", FIRST), ("mode_stats.profile.rounds", FIRST), ("policy_stats.arms", FIRST), ("policy_stats.predictor.features", FIRST),
     ("tpot_s", _PER_TOKEN), ("tpot_ci95_s", tci("tpot_s")), ("tpot_window_s", CONCAT),
     ("cloud_cost_usd", SUM), ("cloud_cost_usd_per_1k_tokens", _PER_TOKEN),
@@ -136,6 +136,8 @@ RULES: list[tuple[str, Any]] = [
     ("cloud_fleet.gpu_utilization", wmean("makespan_s")), ("cloud_fleet.iterations", SUM),
     ("cloud_fleet.mean_batch_forwards", wmean("cloud_fleet.iterations")),
     ("cloud_fleet.mean_batch_tokens", wmean("cloud_fleet.iterations")),
+    ("cloud_fleet.kv_blocks_total", FIRST), ("cloud_fleet.kv_peak_blocks", MAX), ("cloud_fleet.kv_refusals", SUM),
+    ("cloud_fleet.admission_wait_p90_ms", MAX),
 ]
 
 

@@ -191,8 +191,37 @@ class MobileCloudBase(Mode):
                 self.cloud = CloudServer(env, cfg.cloud, self._cloud_forward_cost,
                                          np.random.default_rng([cfg.run.seed, 0xC10D, self.replay.seed]))
             self.cloud.attach(self.owner, self.col)
+            self._reserve_kv(cfg)
+            self.done.callbacks.append(lambda _ev: self.cloud.release(self.owner))
             if self.owner == 0 and cfg.cloud.phones_per_gpu > 1:
                 self.peers = make_peers(self, env, ctx)
+
+    def _reserve_kv(self, cfg) -> None:
+        """This phone's KV reservation on the server (its whole context: prompt + tokens to
+        generate + one draft window; the drafter's KV too when the cloud may draft), and the
+        server's block pool the first time (``cloud.kv_cache_gib``; 0: no limit)."""
+        gib = cfg.cloud.kv_cache_gib
+        if gib == 0:
+            return
+        cc = self.cloud_costs
+        cloud_drafts = cfg.run.mode == "hybrid" and "cloud_sd" in cfg.hyco.options
+        per_tok = cc.target.kv_bytes_per_token() + (cc.draft.kv_bytes_per_token() if cloud_drafts else 0.0)
+        block_bytes = cfg.cloud.kv_block_tokens * per_tok
+        srv = self.cloud
+        if srv.kv is None:
+            if gib > 0:
+                pool = gib * 2**30
+            else:
+                pool = (cc.p.gpu.usable_memory_bytes - cc.target.weight_bytes()
+                        - (cc.draft.weight_bytes() if cloud_drafts else 0))
+            srv.use_kv_blocks(int(max(0.0, pool) // block_bytes))
+        tokens = self.replay.kv_len_at(0) + self.n_tokens + self.max_round_tokens + 1
+        srv.kv_tokens[self.owner] = tokens
+        if srv.kv.blocks_for(tokens) > srv.kv.total_blocks:
+            raise ConfigError(cfg.source_of("cloud.kv_cache_gib"), "cloud.kv_cache_gib",
+                              f"one phone's KV cache ({srv.kv.blocks_for(tokens)} blocks of {cfg.cloud.kv_block_tokens} "
+                              f"tokens, {tokens} tokens) does not fit the server's {srv.kv.total_blocks} blocks; "
+                              "raise it or use -1 (derived) or 0 (unlimited)")
 
     def _cloud_forward_cost(self, kind: str, n_tokens: int, kv_len: int) -> TaskCost:
         cc = self.cloud_costs
@@ -320,6 +349,7 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
     tpots = tpots[np.isfinite(tpots)]
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
+    kv = getattr(srv, "kv", None)
     pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
     # each entry's combination over windows is declared in metrics.combine.RULES
     return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
@@ -328,7 +358,11 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
             "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
             "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
             "mean_batch_tokens": srv.batched_tokens / srv.iterations if srv.iterations else 0.0,
-            "user_tokens_committed": [u.committed for u in users]}
+            "user_tokens_committed": [u.committed for u in users],
+            "kv_blocks_total": kv.total_blocks if kv else 0, "kv_peak_blocks": kv.peak_blocks if kv else 0,
+            "kv_refusals": kv.refusals if kv else 0,
+            "admission_wait_p90_ms": float(np.percentile([srv.ledgers[u.owner].admission_wait_s for u in users], 90))
+            * 1e3 if kv else 0.0}
 
 
 def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:

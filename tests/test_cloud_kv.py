@@ -1,0 +1,62 @@
+"""The cloud server's paged KV memory: reservation-based admission (cloud.kv_cache_gib)."""
+from __future__ import annotations
+
+import pytest
+
+from ahasd_sim.config import load_config
+from ahasd_sim.hw.cloud import KvBlocks
+from ahasd_sim.simulation import run_simulation
+
+from conftest import ROOT
+
+BIG = ROOT / "hw_configs" / "hyco_large_target.yaml"
+
+
+def test_kv_blocks_refuse_exactly_when_blocks_run_out():
+    """10 blocks of 16 tokens. 33 tokens take ceil(33/16) = 3 blocks, 48 take 3, 64 take 4: after
+    3 + 3 + 4 = 10 blocks the pool is full; 1 more token is refused and nothing is taken; a
+    release of 3 blocks lets a 48-token reservation in, not a 49-token one (4 blocks)."""
+    kv = KvBlocks(10, 16)
+    assert kv.try_reserve(1, 33) and kv.try_reserve(2, 48) and kv.try_reserve(3, 64)
+    assert kv.free_blocks == 0 and kv.peak_blocks == 10
+    assert not kv.try_reserve(4, 1) and kv.free_blocks == 0 and kv.refusals == 1
+    assert kv.release(2) == 3 and kv.free_blocks == 3
+    assert not kv.try_reserve(4, 49) and kv.free_blocks == 3
+    assert kv.try_reserve(4, 48) and kv.free_blocks == 0 and kv.refusals == 2
+
+
+def _fleet(n, gib):
+    cfg = load_config(BIG, ["run.mode=cloud_autoregressive", "run.generated_tokens=64", f"cloud.phones_per_gpu={n}",
+                            f"cloud.kv_cache_gib={gib}"])
+    return cfg, run_simulation(cfg).summary
+
+
+def test_server_admits_phones_while_their_reservations_fit():
+    """A pool sized for exactly one phone's reservation (LLaMA2-13B: 2 x 40 layers x 40 heads x 128
+    x 1 B = 409600 B per token; blocks of 16 tokens) admits the run's phone at once and makes the
+    second wait until the first is done; with room for two, nobody waits. Unlimited (0): no pool."""
+    cfg, s = _fleet(1, 0)
+    assert s["cloud_fleet"]["kv_blocks_total"] == 0
+    from ahasd_sim.workload.models import get_model
+    per_block = 16 * get_model("llama2-13b").kv_bytes_per_token()
+    assert per_block == 16 * 409600
+    # each phone's reservation (prompt context + 64 tokens + one draft window + 1), read back
+    from ahasd_sim.simulation import build_window, load_run_windows
+    two = cfg.replace(["cloud.kv_cache_gib=100", "cloud.phones_per_gpu=2"])
+    w = build_window(two, load_run_windows(two)[0][1])
+    b0, b1 = (-(-w.mode.cloud.kv_tokens[o] // 16) for o in (0, 1))
+    # room for the larger one alone: the phones take turns
+    _c, s1 = _fleet(2, (max(b0, b1) + 0.5) * per_block / 2**30)
+    f = s1["cloud_fleet"]
+    assert f["kv_blocks_total"] == max(b0, b1) and f["kv_peak_blocks"] in (b0, b1) and f["kv_refusals"] >= 1
+    assert f["admission_wait_p90_ms"] > 0
+    # room for both: nobody waits, both held at once
+    _c, s2 = _fleet(2, (b0 + b1 + 0.5) * per_block / 2**30)
+    assert s2["cloud_fleet"]["kv_refusals"] == 0 and s2["cloud_fleet"]["kv_peak_blocks"] == b0 + b1
+    assert s2["cloud_fleet"]["admission_wait_p90_ms"] == 0
+
+
+def test_a_phone_larger_than_the_pool_is_a_config_error():
+    from ahasd_sim.config.errors import ConfigError
+    with pytest.raises(ConfigError, match="cloud.kv_cache_gib"):
+        _fleet(1, 0.001)
