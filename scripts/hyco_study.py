@@ -42,6 +42,7 @@ STUDY = ROOT / "docs" / "studies" / "hyco"
 FIGURE = ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"
 DOC = ROOT / "docs" / "mobile_cloud.md"
 PRICINGS = ("shared_busy", "dedicated_wall", "per_token_api")
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 PHONES = (1, 8, 64)
 SLOS_MS = (4, 6, 8, 12, 20, 40)
 VARIANTS = {
@@ -315,6 +316,9 @@ def body(a) -> int:
     out = Path(a.out)
     check_writable_dir(out)                       # every output location before any work
     check_output_file(a.figure, flag="--figure")
+    if Path(a.figure).suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"--figure {a.figure}: expected a file name ending in {', '.join(FIGURE_SUFFIXES)} "
+                         "(the suffix picks the image format)")
     if a.traces:
         tdir = Path(a.traces)
         if not tdir.is_dir():
