@@ -60,3 +60,34 @@ def test_a_phone_larger_than_the_pool_is_a_config_error():
     from ahasd_sim.config.errors import ConfigError
     with pytest.raises(ConfigError, match="cloud.kv_cache_gib"):
         _fleet(1, 0.001)
+
+
+def test_batching_window_gathers_forwards_that_arrive_within_it():
+    """Two verify forwards of 1 token arrive at 0 and 1 ms; every forward costs 4 ms (batched: the
+    same). Greedy iterations: the first runs alone 0-4 ms, the second 4-8 ms (2 iterations). A 2 ms
+    window: the GPU waits until 2 ms, both run in one iteration 2-6 ms."""
+    import numpy as np
+    import simpy
+
+    from ahasd_sim.config import load_config
+    from ahasd_sim.hw.cloud import CloudServer
+    from types import SimpleNamespace
+
+    def run(window_ms):
+        cfg = load_config(BIG, [f"cloud.batch_window_ms={window_ms}"]).cloud
+        env = simpy.Environment()
+        srv = CloudServer(env, cfg, lambda kind, n, kv: SimpleNamespace(duration_s=4e-3, energy_j={}), np.random.default_rng(0))
+        spans = {}
+
+        def phone(o, at):
+            srv.attach(o)
+            yield env.timeout(at)
+            spans[o] = yield from srv.run(o, "verify", 1, 0, "v", new_call=False)
+        env.process(phone(0, 0.0))
+        env.process(phone(1, 1e-3))
+        env.run()
+        return srv.iterations, spans
+    it, spans = run(0.0)
+    assert it == 2 and spans[0] == pytest.approx((0.0, 4e-3)) and spans[1] == pytest.approx((4e-3, 8e-3))
+    it, spans = run(2.0)
+    assert it == 1 and spans[0] == spans[1] == pytest.approx((2e-3, 6e-3))

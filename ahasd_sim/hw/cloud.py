@@ -8,7 +8,8 @@ run the same mode on other trace windows, :mod:`ahasd_sim.modes.mobile_cloud`).
 Continuous batching (iteration-level scheduling, Orca, OSDI 2022): forwards wait in one
 FIFO queue; each iteration takes every waiting forward of the head request's model (at
 most ``max_batch``) and runs them as one batched forward; a forward that arrives during an
-iteration joins the next. Batched forward time, from the GPU model: one forward over all
+iteration joins the next (``batch_window_ms`` > 0: an idle GPU waits until the head forward
+has waited that long, so later arrivals join its iteration). Batched forward time, from the GPU model: one forward over all
 the batch's tokens with an empty KV cache (weights read once, FLOPs of every token) plus,
 per forward, its own KV-dependent attention time (its forward at its KV length minus the
 same forward at the shortest KV). A batch of one is exactly the single forward.
@@ -71,6 +72,10 @@ class CloudConfig:
                                 bound_reason="each phone is simulated; 4096 is 16x vLLM's default batch of 256")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
+    batch_window_ms: float = param(0.0, doc="batching window: an idle GPU waits this long after the first "
+                                   "forward arrives before forming the iteration (0 = greedy: start at once)",
+                                   unit="ms", ge=0, source="[R] timed batching as in Triton's dynamic batcher "
+                                   "max_queue_delay; 0 keeps iteration-level scheduling (Orca, OSDI 2022)")
     kv_cache_gib: float = param(0.0, doc="KV-cache memory of the server for admission control: 0 = unlimited; "
                                 "> 0 = this many GiB; -1 = derived: the GPU's usable memory minus the weights of the "
                                 "models it serves. A phone is admitted at its first request when blocks for its whole "
@@ -254,6 +259,11 @@ class CloudServer:
                 self._wake = env.event()
                 yield self._wake
                 continue
+            win = self.cfg.batch_window_ms * 1e-3
+            if win > 0:        # hold the iteration until the head forward has waited the window
+                wait = self.queue[0].enqueued_s + win - env.now
+                if wait > 0:
+                    yield env.timeout(wait)
             kind = self.queue[0].kind
             batch = [f for f in self.queue if f.kind == kind][:cap]
             taken = set(map(id, batch))
