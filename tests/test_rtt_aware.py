@@ -37,6 +37,7 @@ def test_closed_form_by_hand():
 
 def test_policy_drafts_the_optimum_and_learns_acceptance():
     cfg = PolicyConfig()
+    cfg.rtt_aware.confidence = "none"                                  # the round's closed-form length
     pol = make_policy("rtt_aware", cfg, None, None)                     # no held-out part: alpha 0.7
     assert pol.alpha == pytest.approx(0.7)
     rid = pol.begin_round(RoundContext(0.0, 1, 16, round_trip_s=0.050, draft_token_s=1e-3, verify_s=2e-3))
@@ -66,6 +67,7 @@ def _chosen(rtt_ms, mode="device_draft_cloud_verify"):
     ra.RttAwarePolicy.begin_round = spy
     try:
         cfg = load_config(HYCO, [f"run.mode={mode}", "run.policy=rtt_aware", f"network.rtt_ms={rtt_ms}",
+                                 "policy.rtt_aware.confidence=none",
                                  "network.jitter_ms=0", "run.generated_tokens=192"])
         s = run_simulation(cfg).summary
     finally:
@@ -95,3 +97,23 @@ def test_split_mode_picks_the_closed_form_optimum_on_a_constant_link():
     # hybrid passes the same measurements
     _c, sh, seenh = _chosen(100.0, "hybrid")
     assert seenh and all(c.round_trip_s is not None for c, _a, _t in seenh)
+
+
+def test_entropy_confidence_drafts_while_one_more_token_pays_by_hand():
+    """confidence = entropy, alpha 0.8 (no held-out part), t_d 1 ms, R 0, t_v 2 ms. With zero drafter
+    entropy every kept token is accepted with bound 1, so after k tokens E = 1 + k, T = k + 2 ms, and
+    one more pays while (E + 0.8)(k + 2) > E (k + 3), i.e. 0.8 (k + 2) > 1 + k, i.e. k < 3: the round
+    stops after 3 tokens. A token whose bound is 0 (entropy >= 1 / gamma_ent = 5 nats) ends the round
+    at once: nothing after it can be accepted. At R = 50 ms the same rule drafts to the cap."""
+    cfg = PolicyConfig()
+    cfg.rtt_aware.alpha_without_fit = 0.8
+    pol = make_policy("rtt_aware", cfg, None, None)
+    assert pol.confidence == "entropy"
+    pol.begin_round(RoundContext(0.0, 1, 16, round_trip_s=0.0, draft_token_s=1e-3, verify_s=2e-3))
+    got = [pol.decide(DraftTokenView(i, 0.0, 0.9, 0.9)).value for i in range(3)]
+    assert got == ["continue", "continue", "stop_after"]
+    pol.begin_round(RoundContext(0.0, 1, 16, round_trip_s=0.0, draft_token_s=1e-3, verify_s=2e-3))
+    assert pol.decide(DraftTokenView(0, 6.0, 0.1, 0.1)).value == "stop_after"
+    pol.begin_round(RoundContext(0.0, 1, 16, round_trip_s=0.050, draft_token_s=1e-3, verify_s=2e-3))
+    got = [pol.decide(DraftTokenView(i, 0.0, 0.9, 0.9)).value for i in range(16)]
+    assert got == ["continue"] * 15 + ["stop_after"]

@@ -165,6 +165,11 @@ class RttAwareParams:
                                      gt=0, lt=1, source="[R] assumption (hyco.prior_acceptance's default)")
     k_without_timing: int = param(4, doc="draft length when the mode measures no round trip (not split drafting)",
                                   unit="tokens", ge=1, source="[R] policy.fixed.k's default")
+    confidence: str = param("entropy", doc="none: each round drafts the closed-form length of the pooled acceptance; "
+                            "entropy: per token, keep drafting while one more token raises the expected tokens per "
+                            "round time, each token's acceptance taken from AdaEDL's bound 1 - sqrt(gamma_ent H) "
+                            "(policy.adaedl.gamma_ent)", choices=("none", "entropy"),
+                            source="[R] one-step look-ahead on the closed form; bound from AdaEDL, arXiv 2410.18351")
 
 
 @config_section("policy")

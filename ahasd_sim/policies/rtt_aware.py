@@ -20,6 +20,8 @@ the round context) it drafts ``policy.rtt_aware.k_without_timing`` tokens.
 """
 from __future__ import annotations
 
+import math
+
 from .base import Decision, DraftPolicy, DraftTokenView, RoundContext, VerifyOutcome, register_policy
 
 
@@ -72,6 +74,8 @@ class RttAwarePolicy(DraftPolicy):
         self.accepted = alpha0 * prior            # pseudo-counts of the held-out fit
         self.rejections = (1.0 - alpha0) * prior
         self.k_without_timing = int(p.k_without_timing)
+        self.confidence = str(p.confidence)
+        self.gamma_ent = float(config.adaedl.gamma_ent) if self.confidence == "entropy" else 0.0
         self.target = self.k_without_timing
         self.chosen: list[int] = []
 
@@ -88,13 +92,29 @@ class RttAwarePolicy(DraftPolicy):
                                                ctx.min_tokens, ctx.max_tokens, ctx.predraft)
             self.chosen.append(self.target)
         rid = super().begin_round(ctx)
-        self._current.info["target"] = self.target     # per round: a phone and a cloud round may overlap
+        info = self._current.info                      # per round: a phone and a cloud round may overlap
+        info["target"] = self.target
+        if self.confidence == "entropy" and ctx.round_trip_s is not None and ctx.draft_token_s is not None \
+                and ctx.verify_s is not None:
+            info["marginal"] = [ctx.draft_token_s, ctx.round_trip_s + ctx.verify_s, 1.0, 1.0]   # t_d, R + t_v, E, q
         return rid
 
     def decide(self, view: DraftTokenView) -> Decision:
         rec = self._current
-        target = rec.info.get("target", self.k_without_timing) if rec is not None and not rec.closed \
-            else self.k_without_timing
+        info = rec.info if rec is not None and not rec.closed else {}
+        m = info.get("marginal")
+        if m is not None:
+            # per-token confidence: this token is accepted (given the ones before) with AdaEDL's bound
+            # 1 - sqrt(gamma_ent H); draft one more while it raises expected tokens per round time
+            t_d, fixed, e, q = m
+            a = 1.0 - math.sqrt(self.gamma_ent * max(view.entropy_nats, 0.0))
+            q *= min(1.0, max(0.0, a))
+            e += q
+            m[2], m[3] = e, q
+            t = (view.index_in_round + 1) * t_d + fixed
+            raw = Decision.CONTINUE if (e + q * self.alpha) * t > e * (t + t_d) else Decision.STOP_AFTER
+            return self.bounded(view, raw)
+        target = info.get("target", self.k_without_timing)
         raw = Decision.STOP_AFTER if view.index_in_round + 1 >= target else Decision.CONTINUE
         return self.bounded(view, raw)
 
