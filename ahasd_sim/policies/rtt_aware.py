@@ -17,6 +17,12 @@ alpha is the pooled estimate accepted / (accepted + rejections) over verified ro
 the held-out trace part's acceptance (fit on data the run does not replay) with
 ``policy.rtt_aware.prior_tokens`` pseudo-tokens of weight. Outside split drafting (no timings in
 the round context) it drafts ``policy.rtt_aware.k_without_timing`` tokens.
+
+``policy.rtt_aware.confidence = "entropy"`` (default) applies the same trade-off per token: after
+k kept drafts, with a_i = 1 - sqrt(gamma_ent H_i) (AdaEDL's bound) as draft i's acceptance given
+the ones before, q = prod a_i and E = 1 + sum of the running products, one more draft is made
+while (E + q alpha) / (T + t_d) > E / T, T = k t_d + R + t_v (the serial round time; pre-drafting
+is not credited). ``"none"``: the round-level gamma* above.
 """
 from __future__ import annotations
 
