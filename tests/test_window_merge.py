@@ -107,6 +107,7 @@ def _summaries():
            for p in ("eagle_dynamic", "eagle_fixed", "ecospec", "no_draft", "specfit", "expert_budget")]
     mc = [("hyco_mobile_cloud.yaml", ["run.generated_tokens=32", f"run.mode={m}", "cloud.phones_per_gpu=2"])
           for m in ("cloud_autoregressive", "device_draft_cloud_verify", "hybrid", "device_only")]
+    mc.append(("hyco_large_target.yaml", ["run.generated_tokens=32", "run.policy=rtt_aware", "cloud.kv_cache_gib=-1"]))
     for f, sets in soc + moe + mc:
         yield f, sets, run_simulation(load_config(HW / f, [*sets, "run.windows=1"])).summary
 
