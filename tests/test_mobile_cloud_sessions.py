@@ -77,3 +77,26 @@ def test_large_target_preset_is_a_labelled_what_if_the_phone_cannot_hold():
     s13 = run_simulation(load_config(big, ["run.mode=cloud_autoregressive", "run.generated_tokens=64"])).summary
     assert s70["tpot_s"] > s13["tpot_s"]            # a 5x larger target streams slower from the same GPU
     assert _run("run.generated_tokens=64")["acceptance_basis"].startswith("measured")
+
+
+def test_prompt_upload_and_cloud_prefill_delay_the_first_token_by_their_cost():
+    """hyco.cloud_prefill: cloud AR's first request carries the prompt's P token ids (4 B each) and the
+    cloud runs one forward over them before the first decode step. On a constant link without jitter
+    the first token arrives later by exactly P x 4 B / 6 Mbit/s (upload) + the prefill forward's time
+    from the cloud GPU model (LLaMA2-13B, P tokens, empty KV); the uplink carries 4 P more bytes."""
+    from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs
+    from ahasd_sim.simulation import build_window, load_run_windows
+    from ahasd_sim.workload.models import get_model
+    big = ROOT / "hw_configs" / "hyco_large_target.yaml"
+    sets = ["run.mode=cloud_autoregressive", "run.generated_tokens=32", "network.jitter_ms=0"]
+    cfg = load_config(big, sets)
+    off = run_simulation(cfg).summary
+    on = run_simulation(load_config(big, [*sets, "hyco.cloud_prefill=true"])).summary
+    w = build_window(cfg, load_run_windows(cfg)[0][1])
+    prompt = int(w.mode.replay.kv_len_at(0))
+    assert prompt > 0
+    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+    want = prompt * 4 / (cfg.network.uplink_mbps * 1e6 / 8) + cc.gpu_verify(prompt, 0).duration_s
+    assert on["ttft_s"] - off["ttft_s"] == pytest.approx(want, rel=1e-9)
+    assert on["uplink_bytes"] - off["uplink_bytes"] == 4 * prompt
+    assert on["cloud_calls"] == off["cloud_calls"]            # the prefill starts the same request

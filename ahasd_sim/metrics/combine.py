@@ -118,7 +118,7 @@ RULES: list[tuple[str, Any]] = [
     ("mode_stats.rounds_by_option.*", SUM), ("mode_stats.cloud_sessions", SUM), ("mode_stats.estimates_at_end.*", LAST),
 
     ("mode_windows.*", FIRST), ("mode_stats.profile.rounds", FIRST), ("policy_stats.arms", FIRST), ("policy_stats.predictor.features", FIRST),
-    ("tpot_s", _PER_TOKEN), ("tpot_ci95_s", tci("tpot_s")), ("tpot_window_s", CONCAT),
+    ("tpot_s", _PER_TOKEN), ("ttft_s", MEAN), ("tpot_ci95_s", tci("tpot_s")), ("tpot_window_s", CONCAT),
     ("cloud_cost_usd", SUM), ("cloud_cost_usd_per_1k_tokens", _PER_TOKEN),
     ("cloud_cost_usd_per_1k_tokens_by_pricing.*", _PER_TOKEN), ("cloud_gpu_busy_s", SUM),
     ("cloud_gpu_share_s", SUM), ("cloud_queue_wait_s", SUM), ("cloud_batch_wait_s", SUM), ("cloud_calls", SUM),

@@ -85,6 +85,10 @@ class HycoConfig:
     ewma_alpha: float = param(0.3, doc="weight of the newest observation in the phone's estimates", gt=0, le=1)
     prior_acceptance: float = param(0.7, doc="acceptance the phone assumes before its first verdict", gt=0, lt=1,
                                     source="assumption")
+    cloud_prefill: bool = param(False, doc="the run's first cloud request uploads the prompt's token ids and the "
+                                "cloud prefills it (one forward over the prompt) before its first verification or "
+                                "decode step (ttft_s includes both); false: the cloud holds the prompt already",
+                                source="[R] a chat turn whose context the server does not cache")
     tpot_windows: int = param(8, doc="windows of equal token count for the TPOT confidence interval", ge=2)
 
 
@@ -289,6 +293,7 @@ class MobileCloudBase(Mode):
         out = {
             "acceptance_basis": acceptance_basis(summary),
             "tpot_s": tpot,
+            "ttft_s": self.commit_log[0][0] if self.commit_log else float("nan"),
             "tpot_ci95_s": ci,
             "tpot_window_s": wins,
             "cloud_pricing": self.cloud.cfg.pricing if self.cloud else "",
@@ -420,6 +425,7 @@ class _Session:
     last: simpy.Event = None
     sent_s: float = 0.0
     prev_arrive_s: float | None = None   # arrival of this session's previous chunk at the phone
+    prefill: int = 0                     # prompt tokens the cloud prefills before the session's first step
 
 
 @dataclass
@@ -451,6 +457,7 @@ class MobileCloudEngine(MobileCloudBase):
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
         self.configure()
+        self.prompt_pending = bool(self.hy.cloud_prefill)
         self.next_window: _Window | None = None
         self.pending_ids = 0          # skipped tokens whose ids have not reached the cloud yet
         self.cloud_pos = 0
@@ -699,12 +706,26 @@ class MobileCloudEngine(MobileCloudBase):
                       tokens_per_split=float(self.committed - round_start_committed),
                       net_rt_s=max(0.0, self.env.now - sent - cloud_s - promo_s), cloud_verify_s=cloud_s)
 
+    def _take_prompt(self) -> int:
+        """Prompt tokens the next message carries (``hyco.cloud_prefill``: the run's first one only)."""
+        if not getattr(self, "prompt_pending", False):
+            return 0
+        self.prompt_pending = False
+        return int(self.replay.kv_len_at(0))
+
+    def _prefill(self, tokens: int):
+        """The cloud's forward over an uploaded prompt (starts the request: one call, one wait)."""
+        yield from self.cloud_run("verify", tokens, 0, "cloud_prefill")
+
     def _remote_verify(self, start: int, n: int, piggy: int, verdict: simpy.Event, round_id: int):
-        up = yield from self.net.send(self._up_bytes(n, piggy), "up")
+        prompt = self._take_prompt()
+        up = yield from self.net.send(self._up_bytes(n, piggy) + prompt * self.hy.token_id_bytes, "up")
         self.col.event(up.arrive_s, "uplink", position=start, round_id=round_id, sent_s=up.sent_s)
         t_in = self.env.now
         kv = self.replay.kv_len_at(start)
-        t0, t1 = yield from self.cloud_run("verify", n + 1 + piggy, kv, "cloud_verify")
+        if prompt:
+            yield from self._prefill(prompt)
+        t0, t1 = yield from self.cloud_run("verify", n + 1 + piggy, kv, "cloud_verify", new_call=not prompt)
         self.col.counters.verifications += 1
         new_c = self.verify_span(start, n)             # the cloud's verdict (target side)
         self.col.event(t0, "cloud_verify", position=start, round_id=round_id, end_s=t1, n_tokens=n)
@@ -717,7 +738,8 @@ class MobileCloudEngine(MobileCloudBase):
     # ------------------------------------------------------------ cloud sessions
     def _request(self, s: _Session, piggy: int):
         s.sent_s = self.env.now
-        yield from self.net.send(self._up_bytes(0, piggy), "up")
+        s.prefill = self._take_prompt()
+        yield from self.net.send(self._up_bytes(0, piggy) + s.prefill * self.hy.token_id_bytes, "up")
         self.cloud_inbox.put(s)
 
     def _cloud_option(self, opt: str):
@@ -765,6 +787,9 @@ class MobileCloudEngine(MobileCloudBase):
                 self.cloud_pos = s.start
             produced = 0
             first_call = True
+            if s.prefill:
+                yield from self._prefill(s.prefill)
+                first_call = False
             while produced < s.budget and self.cloud_pos < self.n_tokens:
                 start = self.cloud_pos
                 kv = self.replay.kv_len_at(start)
