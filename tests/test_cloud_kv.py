@@ -91,3 +91,28 @@ def test_batching_window_gathers_forwards_that_arrive_within_it():
     assert it == 2 and spans[0] == pytest.approx((0.0, 4e-3)) and spans[1] == pytest.approx((4e-3, 8e-3))
     it, spans = run(2.0)
     assert it == 1 and spans[0] == spans[1] == pytest.approx((2e-3, 6e-3))
+
+
+def test_open_arrivals_start_the_other_phones_at_poisson_times():
+    """cloud.arrival_rate_per_s = 20: the two other phones arrive at the cumulative sums of two
+    Exponential(1 / 20 s) draws from the generator seeded [run.seed, 0xA771, replay seed]; each one's
+    first token comes after its arrival and its TPOT counts from there. Rate 0: all start at t = 0."""
+    import numpy as np
+
+    from ahasd_sim.simulation import build_window, load_run_windows
+    cfg = load_config(BIG, ["run.mode=cloud_autoregressive", "run.generated_tokens=64", "cloud.phones_per_gpu=3",
+                            "cloud.arrival_rate_per_s=20"])
+    w = build_window(cfg, load_run_windows(cfg)[0][1])
+    done = w.mode.start()
+    w.env.run(until=done)
+    m = w.mode
+    want = np.cumsum(np.random.default_rng([cfg.run.seed, 0xA771, m.replay.seed]).exponential(1 / 20, size=2))
+    assert [p.started_s for p in m.peers] == pytest.approx(list(want), rel=1e-12)
+    for p in m.peers:
+        if p.commit_log:
+            assert p.commit_log[0][0] > p.started_s
+            assert p.user_tpot_s() == pytest.approx((p.commit_log[-1][0] - p.started_s) / p.committed)
+    cfg0 = cfg.replace(["cloud.arrival_rate_per_s=0"])
+    w0 = build_window(cfg0, load_run_windows(cfg0)[0][1])
+    w0.env.run(until=w0.mode.start())
+    assert [p.started_s for p in w0.mode.peers] == [0.0, 0.0]

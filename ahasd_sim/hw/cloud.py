@@ -70,6 +70,11 @@ class CloudConfig:
     phones_per_gpu: int = param(1, doc="phones sharing one server GPU (the run's phone + others running the same "
                                 "mode on other trace windows)", ge=1, le=4096,
                                 bound_reason="each phone is simulated; 4096 is 16x vLLM's default batch of 256")
+    arrival_rate_per_s: float = param(0.0, doc="open arrivals: the other phones_per_gpu - 1 phones arrive as a "
+                                      "Poisson process of this rate (seeded per run and window) instead of all at "
+                                      "t = 0; each phone's TPOT counts from its arrival (0 = closed fleet, in step)",
+                                      unit="1/s", ge=0, le=1e6, source="[R] Poisson session arrivals",
+                                      bound_reason="a million phone arrivals per second on one GPU is no fleet")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
     batch_window_ms: float = param(0.0, doc="batching window: an idle GPU waits this long after the first "

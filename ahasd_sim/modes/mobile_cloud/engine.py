@@ -278,8 +278,11 @@ class MobileCloudBase(Mode):
                 self.col.energy(self.net.link.device, e, label)
 
     def user_tpot_s(self) -> float:
-        """This phone's time per output token so far: last commit time / tokens committed."""
-        return self.commit_log[-1][0] / self.committed if self.committed and self.commit_log else float("nan")
+        """This phone's time per output token so far: (last commit time - its arrival) / tokens
+        committed."""
+        if not (self.committed and self.commit_log):
+            return float("nan")
+        return (self.commit_log[-1][0] - getattr(self, "started_s", 0.0)) / self.committed
 
     def summary_fields(self, summary: dict[str, Any]) -> dict[str, Any]:
         n = int(summary["generated_tokens"])
@@ -501,11 +504,25 @@ class MobileCloudEngine(MobileCloudBase):
 
     # ------------------------------------------------------------ lifecycle
     def start(self):
+        self.started_s = self.env.now
         self.env.process(self._cloud_worker())
         self.env.process(self._device())
-        for peer in self.peers:
-            peer.start()
+        rate = self.ctx.cfg.cloud.arrival_rate_per_s
+        if rate > 0 and self.peers:
+            # open arrivals: the other phones arrive as a Poisson process (seeded by the run's seed
+            # and window), not all at t = 0 in step
+            rng = np.random.default_rng([self.ctx.cfg.run.seed, 0xA771, self.replay.seed])
+            at = np.cumsum(rng.exponential(1.0 / rate, size=len(self.peers)))
+            for peer, t in zip(self.peers, at):
+                self.env.process(self._arrive(peer, float(t)))
+        else:
+            for peer in self.peers:
+                peer.start()
         return self.done
+
+    def _arrive(self, peer, at_s: float):
+        yield self.env.timeout(at_s)
+        peer.start()
 
     def _device(self):
         nxt = None
