@@ -319,10 +319,18 @@ def mode_and_models(cfg: SimConfig):
     models = []
     for key in ("draft_model", "target_model"):
         try:
-            models.append(get_model(getattr(run, key)))
+            models.append(run_model(cfg, getattr(run, key)))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
     return mode_cls, models[0], models[1]
+
+
+def run_model(cfg: SimConfig, name: str):
+    """The shape of model ``name`` at the run's weight precision (``run.weight_bits``)."""
+    from .workload.models import with_precision
+    spec = get_model(name)
+    bits = getattr(cfg.run, "weight_bits", 8)
+    return spec if bits == 8 else with_precision(spec, weight_bytes_per_param=bits / 8.0)
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
@@ -333,16 +341,19 @@ def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft,
         return
     if getattr(mode_cls, "uses_cloud", False):
         held = [draft]                       # the target runs in the cloud
-    elif mode_cls.name == "autoregressive":
+    elif not getattr(mode_cls, "loads_drafter", True):
         held = [target]                      # no drafter
     else:
         held = [draft, target]
     need = sum(m.weight_bytes() for m in held)
-    cap = platform.memory.capacity_bytes
+    cap = platform.memory.model_capacity_bytes
     if need > cap:
         names = " + ".join(f"{m.name} {m.weight_bytes() / 2**30:.1f} GiB" for m in held)
+        reserve = cfg.memory.reserved_gib
+        left = f" ({reserve:g} GiB of it held by the OS and apps, memory.reserved_gib)" if reserve else ""
         raise _config_error(cfg, "memory.capacity_gib", f"the weights ({names}) do not fit the "
-                            f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
+                            f"{platform.memory.capacity_bytes / 2**30:g} GiB of LPDDR5{left} of this platform "
+                            "without PIM")
 
 
 class WindowEnvironment(simpy.Environment):

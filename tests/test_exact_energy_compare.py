@@ -588,7 +588,7 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
             t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.5, 1.0], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
-    assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
+    assert list(table.columns) == cmp.COLUMNS + ["pim_placement", "not_run"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
         for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
     # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient

@@ -16,6 +16,12 @@ class RunConfig:
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
     draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
     target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    weight_bits: int = param(8, doc="weight precision of both models: 8 = INT8 (w8a8, the AHASD paper), 4 = "
+                             "INT4 weights with the activations and KV kept INT8 (w4a8 weight-only quantisation: half "
+                             "the weight bytes in memory and on every stream)", choices=(8, 4),
+                             source="8: AHASD paper (INT8 throughout); 4: on-device LLM runtimes ship 4-bit "
+                             "weights (docs/references.md, 'Measured on-device decode': Llama-3.2-3B w4a16 "
+                             "on a Galaxy S24 Ultra NPU, 7B q4 on a Snapdragon 8 Gen 3)")
     trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,

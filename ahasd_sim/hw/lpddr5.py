@@ -92,6 +92,13 @@ class MemoryConfig:
                                    ge=1, source="assumption: bank/bank-group interleaved address mapping")
     capacity_gib: float = param(64.0, doc="total DRAM capacity (GiB = 2^30 B)", unit="GiB", gt=0,
                                 source="AHASD Table 2: 4 GB/rank x 16 ranks")
+    reserved_gib: float = param(0.0, doc="memory the OS and other apps hold (kernel, system services, GPU/modem "
+                                "carve-outs), taken off the top before any model is placed; on a PIM platform it "
+                                "is spread over the ranks (the address map interleaves pages over channels and "
+                                "ranks)", unit="GiB", ge=0,
+                                source="0 = the AHASD paper's platform, which holds the models alone; a phone "
+                                "keeps 4-6 GB in use by the system (docs/references.md, 'Phone memory and "
+                                "power envelope'): the phone presets set 4 GiB")
     trcd_ns: float = param(20.0, doc="ACT to column command", unit="ns", gt=0, source=_AHASD_T + ": 32 nCK")
     trp_ns: float = param(20.0, doc="precharge period", unit="ns", gt=0, source=_AHASD_T + ": 32 nCK")
     tras_ns: float = param(40.0, doc="ACT to PRE minimum", unit="ns", gt=0, source=_AHASD_T + ": 64 nCK")
@@ -169,6 +176,9 @@ class MemoryConfig:
         if self.interleaved_banks > self.banks_per_channel:
             raise ValueError(f"interleaved_banks ({self.interleaved_banks}) > banks_per_channel "
                              f"({self.banks_per_channel})")
+        if self.reserved_gib >= self.capacity_gib:
+            raise ValueError(f"reserved_gib ({self.reserved_gib:g}) must be < capacity_gib ({self.capacity_gib:g}): "
+                             "nothing would be left for the models")
         if self.trfc_ns >= self.trefi_ns:
             raise ValueError(f"trfc_ns ({self.trfc_ns}) must be < trefi_ns ({self.trefi_ns})")
         if self.trfc_pb_ns >= self.trefi_ns / self.banks_per_channel:
@@ -378,3 +388,13 @@ class Lpddr5Memory:
     @property
     def capacity_bytes(self) -> int:
         return int(round(self.cfg.capacity_gib * 2**30))
+
+    @property
+    def reserved_bytes(self) -> int:
+        """What the OS and other apps hold (``memory.reserved_gib``)."""
+        return int(round(self.cfg.reserved_gib * 2**30))
+
+    @property
+    def model_capacity_bytes(self) -> int:
+        """Capacity left for the models: the total less the OS/app reserve."""
+        return self.capacity_bytes - self.reserved_bytes

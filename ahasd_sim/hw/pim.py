@@ -253,11 +253,11 @@ class RankPartition:
 
     @property
     def draft_shared_fraction(self) -> float:
-        return self.shared_ranks / self.draft_ranks
+        return self.shared_ranks / self.draft_ranks if self.draft_ranks else 0.0
 
     @property
     def draft_fill(self) -> float:
-        return self.draft_bytes / (self.draft_ranks * self.rank_capacity_bytes)
+        return self.draft_bytes / (self.draft_ranks * self.rank_capacity_bytes) if self.draft_ranks else 0.0
 
     @property
     def target_fill(self) -> float:
@@ -266,9 +266,9 @@ class RankPartition:
     @property
     def max_rank_fill(self) -> float:
         """Fill of the fullest rank (a shared rank holds a slice of each model)."""
-        both = self.draft_bytes / self.draft_ranks + self.target_bytes / self.target_ranks
-        return (both if self.shared_ranks else max(self.draft_bytes / self.draft_ranks,
-                                                     self.target_bytes / self.target_ranks)) / self.rank_capacity_bytes
+        d = self.draft_bytes / self.draft_ranks if self.draft_ranks else 0.0
+        t = self.target_bytes / self.target_ranks
+        return (d + t if self.shared_ranks else max(d, t)) / self.rank_capacity_bytes
 
 
 # ============================================================== models
@@ -352,6 +352,35 @@ class PimMemory:
     def static_power_w(self) -> float:
         return self.cfg.ranks * self.cfg.static_mw_per_rank * 1e-3
 
+    @property
+    def model_rank_capacity_bytes(self) -> float:
+        """A rank's bytes left for the models: its capacity less its share of the OS/app reserve
+        (``memory.reserved_gib``) that the plain, non-PIM part of the memory cannot hold (the
+        address map interleaves the system's pages over every rank)."""
+        cap = float(self.rank_capacity_bytes)
+        if self.memory is None:
+            return cap
+        plain = max(0, self.memory.capacity_bytes - self.capacity_bytes)
+        spill = max(0, self.memory.reserved_bytes - plain)
+        return cap - spill / self.cfg.ranks
+
+    def place_target(self, target_bytes: float, kv_reserve_bytes: float = 0.0) -> RankPartition:
+        """The target model alone (a mode that loads no drafter) striped over every rank, with its
+        KV reserve; a :class:`ConfigError` (file left empty) if it does not fit."""
+        need = float(target_bytes) + float(kv_reserve_bytes)
+        cap, ranks = self.model_rank_capacity_bytes, self.cfg.ranks
+        if need > ranks * cap * (1.0 + 1e-12):
+            raise ConfigError(
+                "", "pim.ranks",
+                f"target model {target_bytes / 1e9:.2f} GB (+ KV reserve {kv_reserve_bytes / 1e9:.2f} GB) needs "
+                f"{math.ceil(need / cap)} ranks of {cap / 1e9:.2f} GB free{self._reserve_note()}, but the device "
+                f"has {ranks} ranks")
+        return RankPartition(0, ranks, 0, 0.0, need, cap)
+
+    def _reserve_note(self) -> str:
+        r = self.memory.cfg.reserved_gib if self.memory is not None else 0.0
+        return f" (after the {r:g} GiB memory.reserved_gib)" if r else ""
+
     # ---------------------------------------------------------------- partition
     def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
                   target_kv_reserve_bytes: float | None = None, policy: str | None = None) -> RankPartition:
@@ -370,7 +399,7 @@ class PimMemory:
         need_t = float(target_bytes) + float(t_kv)
         if need_d <= 0 or need_t <= 0:
             raise ValueError("partition needs positive draft and target sizes")
-        cap = float(self.rank_capacity_bytes)
+        cap = self.model_rank_capacity_bytes
         rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
         ranks = self.cfg.ranks
         if policy == "all_ranks":
@@ -386,8 +415,8 @@ class PimMemory:
                 "", "pim.ranks",
                 f"draft model {draft_bytes / 1e9:.2f} GB + target model {target_bytes / 1e9:.2f} GB "
                 f"(+ KV reserve {(kv_reserve_bytes + t_kv) / 1e9:.2f} GB) need {rd} + {rt} ranks of "
-                f"{self.cfg.rank_capacity_gib:g} GiB in distinct ranks, but the device has {ranks} ranks "
-                f"({self.capacity_bytes / 1e9:.1f} GB)")
+                f"{cap / 1e9:.2f} GB free{self._reserve_note()} in distinct ranks, but the device has {ranks} "
+                f"ranks ({self.capacity_bytes / 1e9:.1f} GB)")
         if policy == "striped":
             # each model over every rank the other does not need for itself; the middle is shared
             sd, st = ranks - rt, ranks - rd

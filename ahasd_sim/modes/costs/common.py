@@ -55,9 +55,9 @@ class CommonCosts:
         self.placement = None
         self._auto_device: str | None = None     # baseline.device auto, once chosen
         if platform.pim is not None:
-            from ..placement import place_models, resolve_placement
+            from ..placement import place_for_mode, resolve_placement
             self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
-            self.partition = place_models(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
+            self.partition = place_for_mode(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
         self._cache: dict[tuple, TaskCost] = _task_table((cfg.fingerprint(), repr(draft_spec), repr(target_spec)))
         # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
         # the configuration's table like the costs themselves, so later windows start warm:
