@@ -83,6 +83,9 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    if platform.pim is not None:
+        # the package power cap keeps host I/O only for a mode whose host streams while PIM computes
+        platform.pim.apply_power_cap(bool(getattr(mode_cls, "pim_overlaps_host", False)))
     return platform
 
 
@@ -655,32 +658,35 @@ def describe_platform(platform, mode) -> dict[str, Any]:
     placement = getattr(mode.costs, "placement", None)
     if placement is not None:
         out["pim_placement"] = placement.as_dict()
-    if platform.pim is not None:
-        out["pim_throttle"] = platform.pim.throttle
     return out
 
 
-#: devices whose energy is spent inside the memory package (DRAM background and I/O, PIM, AAU, GTS)
-_DRAM_DEVICES = ("lpddr5", "pim", "aau", "gts")
-
-
-def _dram_power(platform, breakdown: dict, pim_busy_s: float, makespan: float) -> dict:
-    """The memory package's power against ``pim.dram_power_limit_w``: the static budget, the mean
-    over the run (its energy / makespan) and the PIM time the throttle added."""
+def _dram_power(platform, breakdown: dict, makespan: float, dilation: float) -> dict:
+    """The memory package's power against ``pim.dram_power_limit_w``: the budget the cap set (W),
+    the bound on the package's power at any moment (instantaneous caps), the mean over the run
+    (its energy / makespan) and the factor a mean cap slowed the run by."""
+    from .hw.pim import PACKAGE_DEVICES
     b = platform.pim.power_budget()
-    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in _DRAM_DEVICES)
-    # PIM busy time at throttle f is GEMV time / f: the share (1 - f) of it is what throttling added
-    # (op overheads and AAU work, which the throttle does not slow, are counted in the busy time too:
-    # an upper bound)
-    return {"limit_w": b["limit_w"], "pim_throttle": b["pim_throttle"], "pim_full_rate_w": b["pim_full_rate_w"],
-            "background_w": b["background_w"], "host_io_full_rate_w": b["host_io_full_rate_w"],
-            "peak_bound_w": b["peak_bound_w"], "mean_w": e / makespan if makespan > 0 else 0.0,
-            "throttled_time_s": pim_busy_s * (1.0 - b["pim_throttle"])}
+    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in PACKAGE_DEVICES)
+    out = {k: b[k] for k in ("limit_w", "kind", "static_w", "background_w", "host_io_w", "pim_achieved_w",
+                             "pim_full_rate_w", "host_overlaps_pim", "pim_budget_w", "host_io_budget_w",
+                             "host_rate_fraction")}
+    peak = None
+    if b["pim_budget_w"] is not None:
+        both = b["pim_budget_w"] + b["host_io_budget_w"]
+        peak = b["static_w"] + (both if b["host_overlaps_pim"] else max(b["pim_budget_w"], b["host_io_budget_w"]))
+    out.update({"peak_bound_w": peak, "mean_w": e / makespan if makespan > 0 else 0.0,
+                "mean_dilation": dilation})
+    return out
 
 
 def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
     run = cfg.run
     ctr = col.counters
+    # a mean package power cap slows the whole run uniformly until its energy over its makespan
+    # meets the limit (a rate limiter over a window longer than a token)
+    dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
+    makespan *= dilation
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()
@@ -698,7 +704,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
     # Prefill (all devices wait for it): decode-only figures leave out its time and energy.
-    prefill_s = float(getattr(mode, "prefill_s", 0.0))
+    prefill_s = float(getattr(mode, "prefill_s", 0.0)) * dilation
     prefill_dyn_j = sum(e for (_d, lab), e in col.dynamic_energy_by_label_j.items() if lab.startswith("prefill"))
     prefill_j = prefill_dyn_j + sum(static_w.values()) * prefill_s
     decode_s = makespan - prefill_s
@@ -760,7 +766,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "platform": describe_platform(platform, mode),
     }
     if platform.pim is not None:
-        summary["dram_power"] = _dram_power(platform, breakdown, busy.get("pim", 0.0), makespan)
+        summary["dram_power"] = _dram_power(platform, breakdown, makespan, dilation)
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))

@@ -631,7 +631,7 @@ def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
                  "memory_effective_bandwidth_gb_s": pytest.approx(p.memory.effective_bandwidth_bytes_s / 1e9,
                                                                   rel=1e-12, abs=0),
                  "npu_peak_tops": pytest.approx(2 * 64 * 64 * 2 * 1e9 / 1e12, rel=1e-12, abs=0),
-                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0, "pim_throttle": 1.0}
+                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0}
     gpu = Platform.build(_smoke_cfg("gpu.enabled=true", "npu.enabled=false", "pim.enabled=false"))
     d = sim.describe_platform(gpu, SimpleNamespace(costs=SimpleNamespace()))
     assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}

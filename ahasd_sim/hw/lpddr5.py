@@ -322,9 +322,19 @@ class Lpddr5Memory:
     def class_bandwidth_bytes_s(self, traffic: str) -> float:
         return self.class_breakdown(traffic).effective_bytes_s
 
+    #: share of the sustained bandwidth the host's streams may use under a package power cap
+    #: (``pim.dram_power_limit_w``; set by :meth:`ahasd_sim.hw.pim.PimMemory.apply_power_cap`)
+    host_rate_fraction: float = 1.0
+
     @property
     def effective_bandwidth_bytes_s(self) -> float:
-        """Sustained bandwidth (B/s) of ``traffic_class``; always <= peak."""
+        """Sustained bandwidth (B/s) of ``traffic_class``, at the rate a package power cap allows;
+        always <= peak."""
+        return self._bw.effective_bytes_s * self.host_rate_fraction
+
+    @property
+    def uncapped_bandwidth_bytes_s(self) -> float:
+        """Sustained bandwidth (B/s) of ``traffic_class`` without a power cap."""
         return self._bw.effective_bytes_s
 
     def stream_time_s(self, nbytes: float) -> float:

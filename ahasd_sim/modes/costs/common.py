@@ -71,12 +71,15 @@ class CommonCosts:
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
+        # a package power cap's split depends on the mode (host streams overlap PIM or not)
+        cap = platform.pim.cap_key() if platform.pim is not None else ""
+        self._hw_key += "|" + cap
         # An NPU (GPU) operator's cost depends on the NPU (GPU) and the LPDDR5 it streams from
         # alone (Npu(cfg.npu, memory), Gpu(cfg.gpu, memory), the bus bandwidth from cfg.memory):
         # keyed by those, the configurations of a sweep over PIM, drafting or placement (and a
         # point's placement-tuning runs) share the host's operator costs and its verification
         # and prefill tables instead of building them again (issue 30).
-        self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory)
+        self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory) + "|" + cap
         self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
         self._npu_cache: dict[tuple, Any] = _task_table((self._npu_key, self.quantum, repr(draft_spec),
                                                          repr(target_spec)))
