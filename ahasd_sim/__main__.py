@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, positive_int, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, positive_float, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -77,6 +77,10 @@ def _add_compare(sub) -> None:
     c.add_argument("--policies", default=None, metavar="P1,P2,...",
                    help="instead of --modes: drafting policies run with the config's mode, e.g. "
                         "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")
+    c.add_argument("--duration-min", type=positive_float, default=None, metavar="MIN",
+                   help="run each mode for MIN minutes on the config's phone (section thermal: RC network and "
+                        "skin-temperature governor) and rank them by sustained throughput and energy per token; "
+                        "one repetition per trace window (run.windows)")
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")
@@ -287,6 +291,12 @@ def cmd_compare(args) -> int:
         print(f"results: {out}")
         return 0
     from .compare import expand_modes, format_compare
+    if args.duration_min is not None and not args.dry_run:
+        from .compare import format_compare_sustained, run_compare_sustained
+        table, out = run_compare_sustained(cfg, args.modes, args.duration_min * 60.0, args.out)
+        print(format_compare_sustained(table))
+        print(f"results: {out}")
+        return 0
     modes, base = parse_modes(args.modes, args.baseline)
     if args.dry_run:
         from .checks import dry_run

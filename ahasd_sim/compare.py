@@ -249,3 +249,72 @@ def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, o
         atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir
+
+
+def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float, out: str | Path | None):
+    """Each mode for ``duration_s`` on the config's phone (section ``thermal``; one repetition per
+    trace window, :func:`ahasd_sim.sustained.run_sustained`); return (table, output dir). Rows
+    are ranked by sustained throughput, then by energy per token; a decoder whose models do not
+    fit is a row saying why. Writes compare_sustained.csv (one row per mode: means and 95%
+    Student-t half-widths over repetitions) and series.csv (every repetition's time series)."""
+    from .sustained import FIGURES, run_sustained
+    modes, _base = parse_modes(modes, None)
+    rows_spec = expand_modes(cfg, modes)
+    out_dir = Path(out) if out else default_compare_dir(cfg).with_name(default_compare_dir(cfg).name + "_sustained")
+    windows = load_run_windows(cfg)
+    with OutputFolder(out_dir, "compare") as folder:
+        rows, series = [], []
+        for label, overrides in rows_spec:
+            mcfg = cfg.replace(overrides, source="--modes")
+            try:
+                res = run_sustained(mcfg, duration_s, windows)
+            except ConfigError as exc:
+                if exc.key_path not in CAPACITY_KEYS:
+                    raise
+                rows.append({"mode": label, "not_run": f"does not fit: {exc.key_path}: {exc.message}"})
+                continue
+            rows.append({"mode": label, **res.summary(), "not_run": None})
+            series.append(res.series.assign(mode=label))
+        if not series:
+            raise InputError("compare --duration-min: no decoder's models fit this platform")
+        cols = ["mode", "duration_s", "repetitions", *[c for f in FIGURES for c in (f, f + "_ci95_half")],
+                "throttled_repetitions", "not_run"]
+        table = pd.DataFrame(rows, columns=cols)
+        table = table.sort_values(["sustained_tok_s", "energy_per_token_j"], ascending=[False, True],
+                                  na_position="last", kind="stable").reset_index(drop=True)
+        table["rank_sustained"] = table["sustained_tok_s"].rank(ascending=False, method="min")
+        table["rank_energy"] = table["energy_per_token_j"].rank(ascending=True, method="min")
+        atomic_write(folder.stage / "compare_sustained.csv", lambda fh: table.to_csv(fh, index=False))
+        allseries = pd.concat(series, ignore_index=True)
+        atomic_write(folder.stage / "series.csv", lambda fh: allseries.to_csv(fh, index=False))
+        folder.commit()
+    return table, out_dir
+
+
+def format_compare_sustained(table: pd.DataFrame) -> str:
+    """The printed table of :func:`run_compare_sustained`."""
+    def cell(r, col, fmt="{:.2f}"):
+        v, h = r[col], r[col + "_ci95_half"]
+        if not isinstance(v, float) or v != v:
+            return "-"
+        return fmt.format(v) + ("" if h != h else " +/- " + fmt.format(h))
+    head = ["mode", "burst tok/s", "sustained tok/s", "first throttle s", "max skin C", "max package C",
+            "J/token", "rank tok/s", "rank J/token"]
+    lines, notes = [], []
+    for _, r in table.iterrows():
+        if isinstance(r.get("not_run"), str):
+            lines.append([r["mode"]] + ["not run"] * 2 + ["-"] * 6)
+            notes.append(f"{r['mode']}: {r['not_run']}")
+            continue
+        ttf = cell(r, "time_to_first_throttle_s", "{:.0f}")
+        lines.append([r["mode"], cell(r, "burst_tok_s"), cell(r, "sustained_tok_s"),
+                      ttf if ttf != "-" else "never", cell(r, "max_skin_c", "{:.1f}"),
+                      cell(r, "max_package_c", "{:.1f}"), cell(r, "energy_per_token_j", "{:.3f}"),
+                      f"{int(r['rank_sustained'])}", f"{int(r['rank_energy'])}"])
+    text = text_table([head] + lines)
+    ran = table[table["repetitions"].notna()].iloc[0]
+    text.extend(notes)
+    text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions (one per "
+                "trace window); +/- is the 95% Student-t half-width over repetitions; sustained = the mean rate "
+                "over the last quarter of the run; first throttle over the repetitions that throttled")
+    return "\n".join(text)

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("policies", {"policies"}),
     ("modes", {"modes"}),
     ("engine", {"simulation"}),
-    ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe"}),
+    ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe", "sustained"}),
     ("plots", {"plots"}),
     ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers", "measure"}),
     ("experiments", {"paper"}),

@@ -131,6 +131,14 @@ class MemoryConfig:
                               source="JESD209-5B Table 235, 16 Gb: 140 ns [Ram2]")
     trefi_ns: float = param(3900.0, doc="average all-bank refresh interval tREFI", unit="ns", gt=0,
                             source=_AHASD_T + ": 6240 nCK = 3.9 us (JEDEC 3906 ns)")
+    dram_temperature_c: float = param(45.0, doc="DRAM case temperature: above 85 C the refresh rate doubles "
+                                      "(tREFI halved) in the bandwidth and the PIM command sequence (runs of a "
+                                      "duration set it from the thermal model's package node)", unit="C",
+                                      ge=-40.0, le=125.0, bound_reason="LPDDR5 is specified to 105 C (extended "
+                                      "grade 125 C)",
+                                      source="JESD209-5 temperature derating: 2x refresh rate above 85 C "
+                                      "(docs/references.md 'Phone memory and power envelope'); 45 C: a cool phone's "
+                                      "package (grade C)")
     refresh_mode: str = param("all_bank", doc="all-bank refresh (REFab) or per-bank refresh (REFpb)",
                               choices=("all_bank", "per_bank"), source="JESD209-5B section 7.4 (REFab / REFpb)")
     traffic_class: str = param("sequential_read", doc="traffic class whose bandwidth the simulator's bulk "
@@ -184,9 +192,19 @@ class MemoryConfig:
         if self.trfc_pb_ns >= self.trefi_ns / self.banks_per_channel:
             raise ValueError(f"trfc_pb_ns ({self.trfc_pb_ns}) must be < trefi_ns / banks_per_channel "
                              f"({self.trefi_ns / self.banks_per_channel:g})")
+        if self.dram_temperature_c > REFRESH_DERATING_ABOVE_C:
+            hot = self.trefi_ns / 2.0   # JEDEC's doubled refresh rate must still leave the bank time
+            per_bank = self.refresh_mode == "per_bank"
+            busy, interval = ((self.trfc_pb_ns, hot / self.banks_per_channel) if per_bank else (self.trfc_ns, hot))
+            if busy >= interval:
+                raise ValueError(f"dram_temperature_c {self.dram_temperature_c:g} C halves tREFI: "
+                                 f"{'trfc_pb_ns' if per_bank else 'trfc_ns'} ({busy:g}) must be < {interval:g} ns")
 
 
 TRAFFIC_CLASSES = ("sequential_read", "mixed", "random")
+
+#: above this DRAM temperature JEDEC doubles the refresh rate (JESD209-5 temperature derating)
+REFRESH_DERATING_ABOVE_C = 85.0
 
 
 @dataclass(frozen=True)
@@ -245,6 +263,16 @@ class Lpddr5Memory:
         return self.cfg.burst_bytes / self.channel_peak_bytes_s * 1e9
 
     @property
+    def refresh_derated(self) -> bool:
+        """Whether the DRAM is above 85 C, where tREFI is halved (JESD209-5)."""
+        return self.cfg.dram_temperature_c > REFRESH_DERATING_ABOVE_C
+
+    @property
+    def trefi_ns(self) -> float:
+        """The refresh interval at ``memory.dram_temperature_c``: tREFI, halved above 85 C."""
+        return self.cfg.trefi_ns / (2.0 if self.refresh_derated else 1.0)
+
+    @property
     def trc_ns(self) -> float:
         """Row cycle tRC = tRAS + tRP (derived, JESD209-5B)."""
         return self.cfg.tras_ns + self.cfg.trp_ns
@@ -254,8 +282,8 @@ class Lpddr5Memory:
         c = self.cfg
         if c.refresh_mode == "per_bank":
             # one bank out for tRFCpb every tREFI / banks; the stream loses that bank's share
-            return 1.0 - c.trfc_pb_ns / (c.trefi_ns / c.banks_per_channel) / c.banks_per_channel
-        return 1.0 - c.trfc_ns / c.trefi_ns
+            return 1.0 - c.trfc_pb_ns / (self.trefi_ns / c.banks_per_channel) / c.banks_per_channel
+        return 1.0 - c.trfc_ns / self.trefi_ns
 
     def _stream_terms(self) -> tuple[float, float, float]:
         """(row data time ns, column efficiency, row efficiency) of a read stream."""
@@ -361,7 +389,7 @@ class Lpddr5Memory:
         """Fraction of unloaded random reads that find their bank closed (all-bank refresh
         since the bank's last access); per-bank refresh closes one bank at a time, same rate."""
         c = self.cfg
-        return min(1.0, c.banks_per_channel * interval_ns / c.trefi_ns)
+        return min(1.0, c.banks_per_channel * interval_ns / self.trefi_ns)
 
     def random_read_latency_ns(self) -> float:
         """Mean unloaded latency of dependent random reads (pointer chasing), open-page policy."""

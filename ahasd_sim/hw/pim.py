@@ -165,6 +165,10 @@ class PimConfig:
                                   choices=("instantaneous", "mean"),
                                   source="instantaneous: a package's current limit (power delivery, arXiv "
                                   "2604.04773); mean: a sustained (thermal) budget, RAPL-style")
+    dvfs_rate_fraction: float = param(1.0, doc="DVFS state of the PIM units: their command and MAC rate as a "
+                                      "fraction of the full rate (GEMVs take 1/this as long, same energy); set "
+                                      "by a thermal governor's state (thermal.pim_rate_fractions)", gt=0, le=1,
+                                      source="1 = full rate; the governor's ladder: thermal.pim_rate_fractions")
     gemv_timing: str = param("command_sequence", doc="how a PIM GEMV is timed: command_sequence = the ISR "
                              "sequence a PIM driver issues on pim.preset's timings (WR_GB per input chunk; "
                              "WR_BIAS, MAC_ABK with its mode switch/PREA/ACT, blocking RD_MAC per output group; "
@@ -600,12 +604,15 @@ class PimMemory:
         return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=float(op.macs))
 
     def _unthrottled_time_s(self, op: object, ranks: int) -> float:
+        """A GEMV's time at the DVFS state's rate (``pim.dvfs_rate_fraction``), before a power cap."""
         if self.cfg.gemv_timing == "roofline":
             nbytes = self.bytes_read(op)
             t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
             t_cmp = OPS_PER_MAC * float(op.macs) / (ranks * self.rank_ops_s)
-            return max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
-        return self._sequence_time_s(op, ranks)
+            t = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
+        else:
+            t = self._sequence_time_s(op, ranks)
+        return t / self.cfg.dvfs_rate_fraction
 
     def _gemv_energy_j(self, op: object) -> float:
         """Dynamic energy of one GEMV: bank column accesses, row activations, MACs."""
@@ -642,8 +649,12 @@ class PimMemory:
                 # a unit holding k vectors does k MACs per element it reads: k x the MAC time per column
                 macs = typed_macs if typed_macs is not None else self.derived_rates.macs_s_per_die
                 typed_macs = macs / vectors_held
-            sp = cache[key] = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
-                                               macs_s_per_die=typed_macs)
+            sp = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
+                                  macs_s_per_die=typed_macs)
+            if self.memory is not None and self.memory.refresh_derated:
+                # above 85 C JEDEC doubles the refresh rate: the ranks are blocked twice as often
+                sp = dataclasses.replace(sp, timings=dataclasses.replace(sp.timings, n_refi=sp.timings.n_refi // 2))
+            cache[key] = sp
         return sp
 
     def _passes(self, vectors: int) -> tuple[int, int]:
