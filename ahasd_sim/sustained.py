@@ -31,7 +31,8 @@ SUSTAINED_TAIL = 0.25
 _HOT_DRAM_C = REFRESH_DERATING_ABOVE_C + 5.0
 
 #: per-repetition figures (columns of :attr:`SustainedResult.repetitions`)
-FIGURES = ("burst_tok_s", "sustained_tok_s", "mean_tok_s", "time_to_first_throttle_s", "max_skin_c",
+FIGURES = ("burst_tok_s", "sustained_tok_s", "mean_tok_s", "time_to_first_throttle_s", "time_to_deepest_state_s",
+           "max_skin_c",
            "max_package_c", "final_skin_c", "energy_per_token_j", "mean_power_w")
 
 
@@ -82,7 +83,6 @@ def run_sustained(cfg, duration_s: float, windows=None, workers: int = 1) -> Sus
     if windows is None:
         windows = load_run_windows(cfg)
     t = cfg.thermal
-    net, dt = RcNetwork(t), float(t.step_s)
     points: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray]] = {}
 
     def point(state: int, derated: bool):
@@ -92,35 +92,54 @@ def run_sustained(cfg, duration_s: float, windows=None, workers: int = 1) -> Sus
         return points[key]
 
     reps = len(point(0, False)[0])
-    steps = max(1, int(round(duration_s / dt)))
     rows, series = [], []
     for r in range(reps):
-        temps = np.full(3, t.ambient_c)
-        gov = Governor(t)
-        state, tokens, energy, first, tail_tokens = 0, 0.0, 0.0, None, 0.0
-        max_skin = max_pkg = t.ambient_c
-        tail_from = steps - max(1, int(round(steps * SUSTAINED_TAIL)))
-        for k in range(steps):
-            derated = bool(temps[0] > REFRESH_DERATING_ABOVE_C)
-            tok_s, power = (float(a[r]) for a in point(state, derated))
-            series.append({"repetition": r, "time_s": k * dt, "state": state, "refresh_derated": derated,
-                           "tok_s": tok_s, "power_w": power, "package_c": temps[0], "board_c": temps[1],
-                           "skin_c": temps[2]})
-            temps = net.step(temps, (power, 0.0, t.other_power_w), dt)
-            tokens += tok_s * dt
-            energy += power * dt
-            if k >= tail_from:
-                tail_tokens += tok_s * dt
-            max_skin, max_pkg = max(max_skin, temps[2]), max(max_pkg, temps[0])
-            state = gov.update(float(temps[2]))
-            if state > 0 and first is None:
-                first = (k + 1) * dt
-        rows.append({"repetition": r, "burst_tok_s": float(point(0, False)[0][r]),
-                     "sustained_tok_s": tail_tokens / ((steps - tail_from) * dt), "mean_tok_s": tokens / (steps * dt),
-                     "time_to_first_throttle_s": float("nan") if first is None else first,
-                     "max_skin_c": max_skin, "max_package_c": max_pkg, "final_skin_c": float(temps[2]),
-                     "energy_per_token_j": energy / tokens if tokens > 0 else float("nan"),
-                     "mean_power_w": energy / (steps * dt), "final_state": state})
-    return SustainedResult(steps * dt, pd.DataFrame(rows), pd.DataFrame(series),
+        row, ser = trajectory(t, lambda state, derated, r=r: tuple(float(a[r]) for a in point(state, derated)),
+                              duration_s)
+        rows.append({"repetition": r, **row})
+        series.extend({"repetition": r, **x} for x in ser)
+    steps = max(1, int(round(duration_s / float(t.step_s))))
+    return SustainedResult(steps * float(t.step_s), pd.DataFrame(rows), pd.DataFrame(series),
                            {f"{s}{'_derated' if d else ''}": {"tok_s": v[0].tolist(), "power_w": v[1].tolist()}
                             for (s, d), v in sorted(points.items())})
+
+
+def trajectory(t, point, duration_s: float) -> tuple[dict, list[dict]]:
+    """One repetition: the phone (thermal section ``t``) from the ambient for ``duration_s``, at
+    every governor period running at ``point(state, refresh_derated) -> (tok/s, decoder W)``; the
+    decoder's power heats the package node, ``t.other_power_w`` the skin. Returns (its figures,
+    its time series: one dict per period)."""
+    net, dt = RcNetwork(t), float(t.step_s)
+    steps = max(1, int(round(duration_s / dt)))
+    temps = np.full(3, t.ambient_c)
+    gov = Governor(t)
+    state, tokens, energy, first, deepest, tail_tokens = 0, 0.0, 0.0, None, None, 0.0
+    max_skin = max_pkg = t.ambient_c
+    tail_from = steps - max(1, int(round(steps * SUSTAINED_TAIL)))
+    last = len(t.npu_clock_fractions) - 1
+    series = []
+    burst = point(0, False)[0]
+    for k in range(steps):
+        derated = bool(temps[0] > REFRESH_DERATING_ABOVE_C)
+        tok_s, power = point(state, derated)
+        series.append({"time_s": k * dt, "state": state, "refresh_derated": derated, "tok_s": tok_s,
+                       "power_w": power, "package_c": temps[0], "board_c": temps[1], "skin_c": temps[2]})
+        temps = net.step(temps, (power, 0.0, t.other_power_w), dt)
+        tokens += tok_s * dt
+        energy += power * dt
+        if k >= tail_from:
+            tail_tokens += tok_s * dt
+        max_skin, max_pkg = max(max_skin, temps[2]), max(max_pkg, temps[0])
+        state = gov.update(float(temps[2]))
+        if state > 0 and first is None:
+            first = (k + 1) * dt
+        if state == last and deepest is None:
+            deepest = (k + 1) * dt
+    row = {"burst_tok_s": burst, "sustained_tok_s": tail_tokens / ((steps - tail_from) * dt),
+           "mean_tok_s": tokens / (steps * dt),
+           "time_to_first_throttle_s": float("nan") if first is None else first,
+           "time_to_deepest_state_s": float("nan") if deepest is None else deepest,
+           "max_skin_c": max_skin, "max_package_c": max_pkg, "final_skin_c": float(temps[2]),
+           "energy_per_token_j": energy / tokens if tokens > 0 else float("nan"),
+           "mean_power_w": energy / (steps * dt), "final_state": state}
+    return row, series

@@ -145,3 +145,33 @@ def test_a_run_of_a_duration_energy_is_the_integral_of_its_power_and_hot_phones_
     summ = res.summary()
     assert summ["repetitions"] == 2 and summ["throttled_repetitions"] == 2
     assert summ["sustained_tok_s"] == pytest.approx(reps["sustained_tok_s"].mean())
+
+
+def test_phone_presets_carry_the_fit_on_the_iphone_measurement():
+    """The presets' heat capacities are the section defaults x the kappa fitted on the iPhone 16
+    Pro (validate_thermal.fit); the fit reproduces both iPhone observables."""
+    from ahasd_sim.hw.thermal import ThermalConfig
+    from ahasd_sim.validate_thermal import fit
+    f = fit(ThermalConfig())
+    t = _thermal()
+    for k in ("c_package_j_per_k", "c_board_j_per_k", "c_skin_j_per_k"):
+        assert getattr(t, k) == pytest.approx(f[k], rel=5e-3), k
+    assert f["iphone_retained"] == pytest.approx(f["iphone_target_retained"], abs=0.01)
+    assert abs(f["iphone_first_throttle_s"] - f["iphone_target_first_throttle_s"]) <= 1.0
+    assert f["s24_predicted_floor_s"] > 0
+
+
+def test_compare_duration_ranks_by_sustained_throughput(tmp_path, capsys):
+    from ahasd_sim.__main__ import main
+    rc = main(["compare", "--config", str(PHONE16), "--modes", "autoregressive@pim,operator_sync",
+               "--set", f"run.trace={SMOKE}", "--set", "run.generated_tokens=24", "--set", "run.windows=2",
+               "--set", f"tuning.trace={SMOKE}", "--set", "tuning.generated_tokens=16",
+               "--duration-min", "3", "--out", str(tmp_path / "c")])
+    assert rc == 0
+    import pandas as pd
+    t = pd.read_csv(tmp_path / "c" / "compare_sustained.csv")
+    assert list(t["sustained_tok_s"]) == sorted(t["sustained_tok_s"], reverse=True)
+    assert list(t["rank_sustained"]) == [1, 2]
+    s = pd.read_csv(tmp_path / "c" / "series.csv")
+    assert set(s["mode"]) == {"autoregressive@pim", "operator_sync"} and s["time_s"].max() == 179
+    assert "sustained tok/s" in capsys.readouterr().out
