@@ -252,6 +252,8 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
         except ConfigError as exc:
             raise _in_config_file(cfg, exc) from None
     windows = replayed_windows(cfg, windows)
+    if audit and cfg.pim.enabled:   # once, here: not per forked worker, not for placement tuning
+        _warn_kv_beyond_reserve(cfg, [parts[1] for _p, parts in windows])
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
     results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
@@ -430,6 +432,28 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
     return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
+
+
+_KV_WARNED: set[str] = set()
+
+
+def _warn_kv_beyond_reserve(cfg: SimConfig, sim_traces) -> None:
+    """Warn (once per config) when a window's context outgrows the KV the capacity check kept
+    beside each model in the PIM ranks (``pim.kv_reserve_tokens``): the memory check then holds
+    less KV than the run reads."""
+    longest = 0
+    for tr in sim_traces:
+        replay = TraceReplay(tr, cfg.run.generated_tokens)
+        if replay.n_positions:
+            longest = max(longest, max(replay.kv_len_at(p) for p in range(replay.n_positions)) + 1)
+    reserve = cfg.pim.kv_reserve_tokens
+    key = cfg.fingerprint()
+    if longest > reserve and key not in _KV_WARNED:
+        _KV_WARNED.add(key)
+        from .cli_common import warn
+        warn(f"{cfg.source_of('pim.kv_reserve_tokens')}: pim.kv_reserve_tokens is {reserve}, but the run's context "
+             f"reaches {longest} tokens: the capacity check reserved KV for fewer tokens than the run holds; "
+             "raise pim.kv_reserve_tokens")
 
 
 @_window_collected

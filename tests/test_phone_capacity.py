@@ -115,3 +115,16 @@ def test_int4_weights_are_dequantised_on_the_npu_vector_unit():
     assert e4 - e0 == pytest.approx(npu.dequant_ops(op4, b.weight_reads) * cfg.npu.vector_pj_per_op * 1e-12)
     # INT4 halves the bytes a decode GEMV streams
     assert b.bus_bytes == pytest.approx(npu.analyse(op8, bw).bus_bytes / 2, rel=1e-3)
+
+
+def test_a_context_beyond_the_kv_reserve_is_warned_once(capsys):
+    import ahasd_sim.simulation as sim
+    sim._KV_WARNED.clear()
+    cfg = _cfg("pim.kv_reserve_tokens=16", "run.mode=autoregressive", "baseline.device=pim")
+    run_simulation(cfg)
+    run_simulation(cfg)
+    err = capsys.readouterr().err
+    assert err.count("pim.kv_reserve_tokens is 16, but the run's context reaches") == 1
+    sim._KV_WARNED.clear()
+    run_simulation(_cfg("run.mode=autoregressive", "baseline.device=pim"))   # 2048 reserved: quiet
+    assert "kv_reserve_tokens" not in capsys.readouterr().err
