@@ -60,7 +60,52 @@ def run(minutes: float, windows: int, tokens: int):
     return pd.DataFrame(summaries), pd.concat(rows, ignore_index=True), pd.concat(series16, ignore_index=True)
 
 
-def markdown(summ, check, minutes, windows, tokens, wall_s) -> str:
+CAPS_W = (1.0, 1.5, 2.0, 3.0)
+
+
+def caps(windows: int, tokens: int):
+    """Burst tok/s of each decoder on the 16 GB phone under package power caps, both kinds."""
+    import pandas as pd
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import run_simulation
+    rows = []
+    for label, ovr in MODES:
+        for kind in ("instantaneous", "mean"):
+            for cap in (None, *CAPS_W):
+                extra = [] if cap is None else [f"pim.dram_power_limit_w={cap}", f"pim.power_limit_kind={kind}"]
+                if cap is None and kind == "mean":
+                    continue
+                cfg = load_config(ROOT / "hw_configs" / "phone_16gb.yaml",
+                                  [f"run.windows={windows}", f"run.generated_tokens={tokens}", "run.timeline=false",
+                                   *ovr, *extra])
+                sm = run_simulation(cfg).summary
+                ci = sm.get("throughput_tok_s_ci95") or [float("nan")] * 2
+                rows.append({"mode": label, "kind": "none" if cap is None else kind, "cap_w": cap,
+                             "tok_s": sm["throughput_tok_s"], "low": ci[0], "high": ci[1],
+                             "package_mean_w": sm["dram_power"]["mean_w"]})
+    return pd.DataFrame(rows)
+
+
+def caps_markdown(t) -> list[str]:
+    out = ["## Package power caps (16 GB phone, no thermal model)", "",
+           "Decode tok/s [95% CI over windows] under `pim.dram_power_limit_w` on the memory package "
+           "(its static power here is 0.53 W: DRAM background 0.37 W + PIM/AAU/GTS leakage); "
+           "instantaneous = every operator within its budget, host I/O reserved only where the host "
+           "streams while PIM computes; mean = the run slowed until its package energy over its "
+           "makespan meets the cap (docs/modeling.md 'DRAM power budget').", "",
+           "| decoder | cap kind | none | " + " | ".join(f"{c:g} W" for c in CAPS_W) + " |",
+           "| --- | --- | --- | " + " | ".join("---" for _ in CAPS_W) + " |"]
+    for mode in dict.fromkeys(t["mode"]):
+        m = t[t["mode"] == mode]
+        free = m[m["kind"] == "none"].iloc[0]
+        for kind in ("instantaneous", "mean"):
+            k = m[m["kind"] == kind].set_index("cap_w")
+            cells = [f"{k.loc[c, 'tok_s']:.1f} [{k.loc[c, 'low']:.1f}, {k.loc[c, 'high']:.1f}]" for c in CAPS_W]
+            out.append(f"| {mode} | {kind} | {free['tok_s']:.1f} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def markdown(summ, check, minutes, windows, tokens, wall_s, cap_table=None) -> str:
     out = [f"# Burst vs sustained decoding on a phone ({minutes:g} minutes)", "",
            f"Made by `{MADE_BY}` ({wall_s / 60:.1f} min on 2 cores); per-repetition rows in "
            "[sustained_phone.csv](sustained_phone.csv). Each decoder decodes for "
@@ -89,7 +134,10 @@ def markdown(summ, check, minutes, windows, tokens, wall_s) -> str:
                        f"{_fmt(r['max_package_c'], r['max_package_c_ci95_half'])} | "
                        f"{_fmt(r['energy_per_token_j'], r['energy_per_token_j_ci95_half'], '{:.3f}')} |")
         out.append("")
-    out += ["![tok/s, power and temperatures against time, 16 GB phone](sustained_phone.png)", "",
+    out += ["![tok/s, power and temperatures against time, 16 GB phone](sustained_phone.png)", ""]
+    if cap_table is not None:
+        out += caps_markdown(cap_table)
+    out += [
             "## The thermal model against a published measurement", "",
             "arXiv 2603.23640 (code: github.com/conscious-engines/TinyBench) decodes Qwen2.5-1.5B (4-bit) "
             "on two phones' GPUs in back-to-back iterations. **Fit on the iPhone 16 Pro** (about 40 tok/s "
@@ -131,6 +179,7 @@ def main() -> int:
     from ahasd_sim.validate_thermal import fit
     t0 = time.perf_counter()
     summ, reps, series = run(a.minutes, a.windows, a.tokens)
+    cap_table = caps(a.windows, a.tokens)
     check = fit(ThermalConfig())
     wall = time.perf_counter() - t0
     out = Path(a.out) if a.out else DOC.parent
@@ -139,7 +188,7 @@ def main() -> int:
     reps.to_csv(out / "sustained_phone.csv", index=False)
     plot_sustained(series, out / "sustained_phone.png", "16 GB phone, AHASD job, INT4; mean of repetitions "
                    "(band: slowest to fastest)", thresholds=ThermalConfig().skin_thresholds_c)
-    atomic_write_text(doc, markdown(summ, check, a.minutes, a.windows, a.tokens, wall) + "\n")
+    atomic_write_text(doc, markdown(summ, check, a.minutes, a.windows, a.tokens, wall, cap_table) + "\n")
     if a.out is None:
         import importlib.util
         spec = importlib.util.spec_from_file_location("docs_script", ROOT / "scripts" / "docs.py")
