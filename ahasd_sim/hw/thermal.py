@@ -23,10 +23,6 @@ import numpy as np
 from ..config.fields import param
 from ..config.registry import config_section
 
-_MODEL = ("lumped phone model, docs/references.md 'Phone memory and power envelope' "
-          "(grade C/D: derived from the phone's size, mass and materials; checked against a "
-          "measured throttling curve in docs/studies/sustained_phone.md)")
-
 #: node names, from the heat source to the ambient
 NODES = ("package", "board", "skin")
 
