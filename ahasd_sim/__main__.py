@@ -264,6 +264,9 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
+    if args.duration_min is not None and cfg.run.mode == "moe_offload":
+        raise InputError("compare: --duration-min runs a phone's decoders (section thermal); run.mode moe_offload "
+                         "is a GPU server")
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
@@ -275,6 +278,8 @@ def cmd_compare(args) -> int:
     if args.policies is not None:
         if args.modes is not None:
             raise InputError("compare: give --modes or --policies, not both")
+        if args.duration_min is not None:
+            raise InputError("compare: --duration-min runs modes (--modes), not --policies")
         from .compare import default_compare_dir, parse_policies, run_compare_policies
         pols, base = parse_policies(args.policies, args.baseline)
         if args.dry_run:
@@ -291,6 +296,9 @@ def cmd_compare(args) -> int:
         print(f"results: {out}")
         return 0
     from .compare import expand_modes, format_compare
+    if args.duration_min is not None and args.baseline is not None:
+        raise InputError("compare: --baseline does not apply with --duration-min (decoders are ranked by sustained "
+                         "throughput and energy per token)")
     if args.duration_min is not None and not args.dry_run:
         from .compare import format_compare_sustained, run_compare_sustained
         table, out = run_compare_sustained(cfg, args.modes, args.duration_min * 60.0, args.out)
