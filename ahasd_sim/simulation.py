@@ -83,6 +83,11 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    if platform.npu is not None and cfg.run.precision != "w8a8":
+        from .workload.precision import get_precision
+        prec = get_precision(cfg.run.precision)
+        # weights stored narrower than the array type are widened on the vector unit
+        platform.npu.dequant_ops_per_weight = prec.dequant_ops_per_weight if prec.dequant else 0.0
     if platform.pim is not None:
         # the package power cap keeps host I/O only for a mode whose host streams while PIM computes
         platform.pim.apply_power_cap(bool(getattr(mode_cls, "pim_overlaps_host", False)))
@@ -331,11 +336,12 @@ def mode_and_models(cfg: SimConfig):
 
 
 def run_model(cfg: SimConfig, name: str):
-    """The shape of model ``name`` at the run's weight precision (``run.weight_bits``)."""
-    from .workload.models import with_precision
+    """The shape of model ``name`` at the run's precision (``run.precision``)."""
     spec = get_model(name)
-    bits = getattr(cfg.run, "weight_bits", 8)
-    return spec if bits == 8 else with_precision(spec, weight_bytes_per_param=bits / 8.0)
+    if cfg.run.precision == "w8a8":       # the model zoo's own widths
+        return spec
+    from .workload.precision import apply_precision
+    return apply_precision(spec, cfg.run.precision)
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:

@@ -1,5 +1,5 @@
 """Phone-sized memory: each mode checks the models it loads (the autoregressive modes the target
-alone), ``memory.reserved_gib`` comes off the top, ``run.weight_bits`` 4 halves the weights, and
+alone), ``memory.reserved_gib`` comes off the top, ``run.precision`` w4a8 halves the weights, and
 ``compare`` on a phone reports a decoder that does not fit as a row saying why."""
 from __future__ import annotations
 
@@ -21,16 +21,16 @@ SMOKE = ROOT / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz"
 SHORT = [f"run.trace={SMOKE}", "run.generated_tokens=24", "run.windows=1", "run.timeline=false",
          f"tuning.trace={SMOKE}", "tuning.generated_tokens=16", "tuning.windows=2"]
 #: the paper's INT8 pair on the 16 GB phone with nothing held by the OS
-INT8_NO_RESERVE = ["run.weight_bits=8", "memory.reserved_gib=0"]
+INT8_NO_RESERVE = ["run.precision=w8a8", "memory.reserved_gib=0"]
 
 
 def _cfg(*overrides):
     return load_config(PHONE16, [*SHORT, *overrides])
 
 
-def test_int4_halves_the_weight_bytes():
+def test_w4a8_halves_the_weight_bytes():
     cfg = _cfg()
-    assert cfg.run.weight_bits == 4
+    assert cfg.run.precision == "w4a8"
     for name in ("llama2-7b", "llama2-13b"):
         assert run_model(cfg, name).weight_bytes() == pytest.approx(get_model(name).weight_bytes() / 2, abs=1)
 
@@ -64,7 +64,7 @@ def test_autoregressive_places_the_target_alone_over_every_rank():
 def test_the_reserve_can_make_the_target_not_fit():
     # 13.0 GB INT8 target + KV > 16 x 0.75 GiB = 12.9 GB: refused, naming the reserve
     with pytest.raises(ConfigError) as e:
-        run_simulation(_cfg("run.weight_bits=8", "run.mode=autoregressive", "baseline.device=pim"))
+        run_simulation(_cfg("run.precision=w8a8", "run.mode=autoregressive", "baseline.device=pim"))
     assert e.value.key_path == "pim.ranks" and "memory.reserved_gib" in e.value.message
 
 
@@ -77,13 +77,13 @@ def test_a_reserve_as_large_as_the_memory_is_a_config_error():
 def test_non_pim_platform_checks_the_reserve():
     from ahasd_sim.simulation import check_models_fit_memory
     from ahasd_sim.modes import MODES
-    cfg = _cfg("pim.enabled=false", "run.weight_bits=8", "memory.reserved_gib=4")
+    cfg = _cfg("pim.enabled=false", "run.precision=w8a8", "memory.reserved_gib=4")
     p = Platform.build(cfg)
     draft, target = run_model(cfg, "llama2-7b"), run_model(cfg, "llama2-13b")
     with pytest.raises(ConfigError) as e:     # 13.0 GB > 12 GiB left
         check_models_fit_memory(cfg, p, MODES["autoregressive"], draft, target)
     assert "memory.reserved_gib" in e.value.message
-    cfg0 = _cfg("pim.enabled=false", "run.weight_bits=8", "memory.reserved_gib=0")
+    cfg0 = _cfg("pim.enabled=false", "run.precision=w8a8", "memory.reserved_gib=0")
     check_models_fit_memory(cfg0, Platform.build(cfg0), MODES["autoregressive"], draft, target)
 
 
@@ -98,23 +98,35 @@ def test_compare_on_a_phone_shows_what_fits_and_says_why_the_rest_does_not(tmp_p
     assert "ahasd: does not fit: pim.ranks" in text
 
 
-def test_int4_weights_are_dequantised_on_the_npu_vector_unit():
+def test_run_precision_names_are_the_registry():
+    from ahasd_sim.config.run import PRECISION_NAMES
+    from ahasd_sim.workload.precision import PRECISIONS
+    assert set(PRECISION_NAMES) == set(PRECISIONS)
+
+
+def test_widened_weights_are_charged_on_the_npu_vector_unit_and_native_int4_is_not():
+    """w4afp16 widens every INT4 weight to FP16 on the vector unit (2 ops each,
+    workload/precision.py); w4a8 and w4a16 feed the array INT4 directly (no widening)."""
+    from ahasd_sim.simulation import build_platform
     from ahasd_sim.workload.ops import forward_ops
-    cfg = _cfg()
-    npu = Platform.build(cfg).npu
-    m4, m8 = run_model(cfg, "llama2-13b"), get_model("llama2-13b")
-    op4 = next(o for o in forward_ops(m4, 1, 256) if o.kind.value in ("gemv", "gemm") and o.weight_bytes > 0)
-    op8 = next(o for o in forward_ops(m8, 1, 256) if o.name == op4.name)
-    assert npu.dequant_ops(op8) == 0.0
-    # one unpack + scale per INT4 weight: 2 ops x (weight bytes / 0.5 B)
-    assert npu.dequant_ops(op4) == pytest.approx(2.0 * op4.weight_bytes / 0.5)
-    bw = Platform.build(cfg).memory.effective_bandwidth_bytes_s
-    no_deq = Platform.build(_cfg("npu.dequant_ops_per_weight=0")).npu
-    e4, e0 = npu.op_cost(op4, bw).energy_j_by_device["npu"], no_deq.op_cost(op4, bw).energy_j_by_device["npu"]
-    b = npu.analyse(op4, bw)
-    assert e4 - e0 == pytest.approx(npu.dequant_ops(op4, b.weight_reads) * cfg.npu.vector_pj_per_op * 1e-12)
+    from ahasd_sim.modes import MODES
+    for prec, per_weight in (("w4a8", 0.0), ("w4a16", 0.0), ("w4afp16", 2.0)):
+        cfg = _cfg(f"run.precision={prec}")
+        npu = build_platform(cfg, MODES["ahasd"]).npu
+        m = run_model(cfg, "llama2-13b")
+        op = next(o for o in forward_ops(m, 1, 256) if o.kind.value in ("gemv", "gemm") and o.weight_bytes > 0)
+        assert npu.dequant_ops(op) == pytest.approx(per_weight * op.weight_bytes / 0.5)
+        bw = npu.memory.effective_bandwidth_bytes_s
+        b = npu.analyse(op, bw)
+        e = npu.op_cost(op, bw).energy_j_by_device["npu"]
+        npu.dequant_ops_per_weight = 0.0
+        e0 = npu.op_cost(op, bw).energy_j_by_device["npu"]
+        assert e - e0 == pytest.approx(per_weight * op.weight_bytes / 0.5 * b.weight_reads
+                                       * cfg.npu.vector_pj_per_op * 1e-12)
     # INT4 halves the bytes a decode GEMV streams
-    assert b.bus_bytes == pytest.approx(npu.analyse(op8, bw).bus_bytes / 2, rel=1e-3)
+    m8 = get_model("llama2-13b")
+    op8 = next(o for o in forward_ops(m8, 1, 256) if o.name == op.name)
+    assert op.weight_bytes == pytest.approx(op8.weight_bytes / 2)
 
 
 def test_a_context_beyond_the_kv_reserve_is_warned_once(capsys):

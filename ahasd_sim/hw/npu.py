@@ -154,12 +154,6 @@ class NpuConfig:
     static_power_w: float = param(0.14, doc="NPU leakage / idle power", unit="W", ge=0,
                                   source="0.10 x active power 1.39 W (= 8192 MAC/ns x 0.17 pJ/MAC), "
                                   "references.md#derived-defaults idle_frac_of_active 0.10")
-    dequant_ops_per_weight: float = param(2.0, doc="vector ops that turn one sub-byte (INT4) weight into the "
-                                          "array's INT8 operand (unpack + scale), run by the vector unit in "
-                                          "step with the array (run.weight_bits 4; nothing at 8)", unit="op", ge=0, le=64,
-                                          bound_reason="64 ops per weight is 30x any dequantisation kernel",
-                                          source="assumption (grade C): a nibble unpack and one scale multiply "
-                                          "per weight (group-wise w4 formats, e.g. Q4_0: one FP16 scale per 32)")
     soc_rest_power_w: float = param(0.0, doc="power the rest of the SoC draws while the NPU decoder runs (the "
                                     "CPU core running the runtime's token loop and sampling, the fabric/NoC and "
                                     "memory controller kept awake): charged for the whole run as device 'soc'",
@@ -279,7 +273,7 @@ class Npu:
             chunks = max(1, math.ceil(act_ws / act_budget)) if float(op.weight_bytes) > 0 else 1
             deq = self.dequant_ops(op, chunks)
             if deq:
-                # sub-byte weights are unpacked by the vector unit as the array consumes them: the
+                # narrow weights are widened by the vector unit as the array consumes them: the
                 # slower of the two sets the pace
                 deq_s = math.ceil(deq / (c.chips * c.vector_macs_per_cycle)) / (f_hz * c.vector_util)
                 compute_s = max(compute_s, deq_s)
@@ -294,13 +288,18 @@ class Npu:
             return NpuOpBreakdown("vector", 0, cycles, compute_s, bus / mem_bw_bytes_s, bus, 1)
         raise ValueError(f"NPU cannot run op kind {kind!r}")
 
+    #: vector ops that widen one stored weight to the array's type (0: the array consumes the stored
+    #: weights, e.g. Hexagon's HMX on INT4); set from ``run.precision`` (workload/precision.py) when
+    #: the platform is built for a run
+    dequant_ops_per_weight: float = 0.0
+
     def dequant_ops(self, op: object, weight_reads: int = 1) -> float:
-        """Vector ops that dequantise ``op``'s sub-byte weights (``weight_reads`` times read); 0 for
-        weights of a byte or more."""
+        """Vector ops that widen ``op``'s stored weights (``weight_reads`` times read) to the
+        array's type under the run's precision."""
         shape = tuple(getattr(op, "pim_gemv", ()) or ())
-        if not shape or float(shape[3]) >= 1.0 or float(op.weight_bytes) <= 0:
+        if not self.dequant_ops_per_weight or not shape or float(op.weight_bytes) <= 0:
             return 0.0
-        return float(op.weight_bytes) / float(shape[3]) * weight_reads * self.cfg.dequant_ops_per_weight
+        return float(op.weight_bytes) / float(shape[3]) * weight_reads * self.dequant_ops_per_weight
 
     def op_cost(self, op: object, mem_bw_bytes_s: float) -> OpCost:
         """Cost of ONE occurrence of ``op`` (multiply by ``op.layer_repeat`` for a forward)."""

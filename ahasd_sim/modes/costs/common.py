@@ -73,6 +73,8 @@ class CommonCosts:
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
         # a package power cap's split depends on the mode (host streams overlap PIM or not)
         cap = platform.pim.cap_key() if platform.pim is not None else ""
+        # ... and the precision's widening work on the NPU (two precisions can share operator shapes)
+        cap += f"|deq:{platform.npu.dequant_ops_per_weight!r}" if platform.npu is not None else ""
         self._hw_key += "|" + cap
         # An NPU (GPU) operator's cost depends on the NPU (GPU) and the LPDDR5 it streams from
         # alone (Npu(cfg.npu, memory), Gpu(cfg.gpu, memory), the bus bandwidth from cfg.memory):
