@@ -175,3 +175,14 @@ def test_compare_duration_ranks_by_sustained_throughput(tmp_path, capsys):
     s = pd.read_csv(tmp_path / "c" / "series.csv")
     assert set(s["mode"]) == {"autoregressive@pim", "operator_sync"} and s["time_s"].max() == 179
     assert "sustained tok/s" in capsys.readouterr().out
+
+
+def test_refresh_power_doubles_above_85c():
+    cool = Platform.build(load_config(PHONE16, ["memory.dram_temperature_c=80"])).memory
+    hot = Platform.build(load_config(PHONE16, ["memory.dram_temperature_c=90"])).memory
+    c = cool.cfg
+    # 4 channels x (92 mW, of which 12 mW refresh): above 85 C the 12 mW doubles
+    assert cool.background_power_w == pytest.approx(4 * 92e-3)
+    assert hot.background_power_w - cool.background_power_w == pytest.approx(c.channels * c.refresh_mw_per_channel * 1e-3)
+    with pytest.raises(ConfigError):
+        load_config(PHONE16, ["memory.refresh_mw_per_channel=100"])

@@ -175,7 +175,18 @@ class MemoryConfig:
                                              source="15-30 mW per active x16 channel, assumption (grade C; "
                                              "calibrate with DRAMPower)")
 
+    refresh_mw_per_channel: float = param(0.0, doc="the part of background_mw_per_channel that refresh draws at "
+                                          "the normal rate; it doubles above 85 C with the refresh rate "
+                                          "(memory.dram_temperature_c)", unit="mW", ge=0, le=1000.0,
+                                          bound_reason="as background_mw_per_channel",
+                                          source="0 = not split (the AHASD platform's 20 mW assumption); the phone "
+                                          "presets: 2 active dies x ~6 mW (IDD5 over tRFC / tREFI, Micron LPDDR4 "
+                                          "memspec in DRAMSys; docs/references.md 'Phone memory and power envelope')")
+
     def validate(self) -> None:
+        if self.refresh_mw_per_channel > self.background_mw_per_channel:
+            raise ValueError(f"refresh_mw_per_channel ({self.refresh_mw_per_channel:g}) is part of "
+                             f"background_mw_per_channel ({self.background_mw_per_channel:g}) and cannot exceed it")
         if self.standard == "LPDDR5" and self.data_rate_mts > 6400:
             raise ValueError(f"LPDDR5 tops out at 6400 MT/s, got data_rate_mts={self.data_rate_mts} "
                              "(set standard: LPDDR5X)")
@@ -417,7 +428,10 @@ class Lpddr5Memory:
 
     @property
     def background_power_w(self) -> float:
-        return self.cfg.channels * self.cfg.background_mw_per_channel * 1e-3
+        """Standby + refresh power; above 85 C the refresh part doubles with the refresh rate."""
+        c = self.cfg
+        extra = c.refresh_mw_per_channel if self.refresh_derated else 0.0
+        return c.channels * (c.background_mw_per_channel + extra) * 1e-3
 
     @property
     def static_power_w(self) -> float:
