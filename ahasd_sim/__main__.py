@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, positive_int, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, positive_float, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -77,6 +77,10 @@ def _add_compare(sub) -> None:
     c.add_argument("--policies", default=None, metavar="P1,P2,...",
                    help="instead of --modes: drafting policies run with the config's mode, e.g. "
                         "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")
+    c.add_argument("--duration-min", type=positive_float, default=None, metavar="MIN",
+                   help="run each mode for MIN minutes on the config's phone (section thermal: RC network and "
+                        "skin-temperature governor) and rank them by sustained throughput and energy per token; "
+                        "one repetition per trace window (run.windows)")
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")
@@ -260,6 +264,9 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
+    if args.duration_min is not None and cfg.run.mode == "moe_offload":
+        raise InputError("compare: --duration-min runs a phone's decoders (section thermal); run.mode moe_offload "
+                         "is a GPU server")
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
@@ -271,6 +278,8 @@ def cmd_compare(args) -> int:
     if args.policies is not None:
         if args.modes is not None:
             raise InputError("compare: give --modes or --policies, not both")
+        if args.duration_min is not None:
+            raise InputError("compare: --duration-min runs modes (--modes), not --policies")
         from .compare import default_compare_dir, parse_policies, run_compare_policies
         pols, base = parse_policies(args.policies, args.baseline)
         if args.dry_run:
@@ -287,6 +296,15 @@ def cmd_compare(args) -> int:
         print(f"results: {out}")
         return 0
     from .compare import expand_modes, format_compare
+    if args.duration_min is not None and args.baseline is not None:
+        raise InputError("compare: --baseline does not apply with --duration-min (decoders are ranked by sustained "
+                         "throughput and energy per token)")
+    if args.duration_min is not None and not args.dry_run:
+        from .compare import format_compare_sustained, run_compare_sustained
+        table, out = run_compare_sustained(cfg, args.modes, args.duration_min * 60.0, args.out)
+        print(format_compare_sustained(table))
+        print(f"results: {out}")
+        return 0
     modes, base = parse_modes(args.modes, args.baseline)
     if args.dry_run:
         from .checks import dry_run

@@ -28,6 +28,13 @@ def config_warnings(cfg: SimConfig) -> list[str]:
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
+    p = cfg.pim
+    if p.enabled and p.dram_power_limit_w is None and p.power_limit_kind != "instantaneous":
+        out.append(f"{cfg.source_of('pim.power_limit_kind')}: pim.power_limit_kind {p.power_limit_kind} has no effect: "
+                   "pim.dram_power_limit_w is null (no limit)")
+    if not p.enabled and cfg.memory.reserved_gib and cfg.gpu.enabled and not cfg.npu.enabled:
+        out.append(f"{cfg.source_of('memory.reserved_gib')}: memory.reserved_gib has no effect on a GPU platform "
+                   "(the GPU checks its own memory)")
     return out
 
 

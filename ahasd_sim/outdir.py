@@ -33,7 +33,7 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 #: what identifies an existing folder as one of ours, per kind (one file that kind always writes)
 SIGNATURES: dict[str, Callable[[Path], bool]] = {
     "run": lambda p: (p / "meta.json").is_file() or (p / "summary.json").is_file(),
-    "compare": lambda p: (p / "compare.csv").is_file(),
+    "compare": lambda p: (p / "compare.csv").is_file() or (p / "compare_sustained.csv").is_file(),
     "validate": lambda p: (p / "validation_errors.csv").is_file(),
     "trace-stats": lambda p: any(p.glob("*_stats.png")) or any(p.glob("*_accept_len.csv")),
 }

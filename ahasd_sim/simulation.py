@@ -84,6 +84,14 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    if platform.npu is not None and cfg.run.precision != "w8a8":
+        from .workload.precision import get_precision
+        prec = get_precision(cfg.run.precision)
+        # weights stored narrower than the array type are widened on the vector unit
+        platform.npu.dequant_ops_per_weight = prec.dequant_ops_per_weight if prec.dequant else 0.0
+    if platform.pim is not None:
+        # the package power cap keeps host I/O only for a mode whose host streams while PIM computes
+        platform.pim.apply_power_cap(bool(getattr(mode_cls, "pim_overlaps_host", False)))
     return platform
 
 
@@ -250,6 +258,8 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
         except ConfigError as exc:
             raise _in_config_file(cfg, exc) from None
     windows = replayed_windows(cfg, windows)
+    if audit and cfg.pim.enabled:   # once, here: not per forked worker, not for placement tuning
+        _warn_kv_beyond_reserve(cfg, [parts[1] for _p, parts in windows])
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
     results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
@@ -320,10 +330,19 @@ def mode_and_models(cfg: SimConfig):
     models = []
     for key in ("draft_model", "target_model"):
         try:
-            models.append(get_model(getattr(run, key)))
+            models.append(run_model(cfg, getattr(run, key)))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
     return mode_cls, models[0], models[1]
+
+
+def run_model(cfg: SimConfig, name: str):
+    """The shape of model ``name`` at the run's precision (``run.precision``)."""
+    spec = get_model(name)
+    if cfg.run.precision == "w8a8":       # the model zoo's own widths
+        return spec
+    from .workload.precision import apply_precision
+    return apply_precision(spec, cfg.run.precision)
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
@@ -334,16 +353,19 @@ def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft,
         return
     if getattr(mode_cls, "uses_cloud", False):
         held = [draft]                       # the target runs in the cloud
-    elif mode_cls.name == "autoregressive":
+    elif not getattr(mode_cls, "loads_drafter", True):
         held = [target]                      # no drafter
     else:
         held = [draft, target]
     need = sum(m.weight_bytes() for m in held)
-    cap = platform.memory.capacity_bytes
+    cap = platform.memory.model_capacity_bytes
     if need > cap:
         names = " + ".join(f"{m.name} {m.weight_bytes() / 2**30:.1f} GiB" for m in held)
+        reserve = cfg.memory.reserved_gib
+        left = f" ({reserve:g} GiB of it held by the OS and apps, memory.reserved_gib)" if reserve else ""
         raise _config_error(cfg, "memory.capacity_gib", f"the weights ({names}) do not fit the "
-                            f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
+                            f"{platform.memory.capacity_bytes / 2**30:g} GiB of LPDDR5{left} of this platform "
+                            "without PIM")
 
 
 class WindowEnvironment(simpy.Environment):
@@ -417,6 +439,28 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
     return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
+
+
+_KV_WARNED: set[str] = set()
+
+
+def _warn_kv_beyond_reserve(cfg: SimConfig, sim_traces) -> None:
+    """Warn (once per config) when a window's context outgrows the KV the capacity check kept
+    beside each model in the PIM ranks (``pim.kv_reserve_tokens``): the memory check then holds
+    less KV than the run reads."""
+    longest = 0
+    for tr in sim_traces:
+        replay = TraceReplay(tr, cfg.run.generated_tokens)
+        if replay.n_positions:
+            longest = max(longest, max(replay.kv_len_at(p) for p in range(replay.n_positions)) + 1)
+    reserve = cfg.pim.kv_reserve_tokens
+    key = cfg.fingerprint()
+    if longest > reserve and key not in _KV_WARNED:
+        _KV_WARNED.add(key)
+        from .cli_common import warn
+        warn(f"{cfg.source_of('pim.kv_reserve_tokens')}: pim.kv_reserve_tokens is {reserve}, but the run's context "
+             f"reaches {longest} tokens: the capacity check reserved KV for fewer tokens than the run holds; "
+             "raise pim.kv_reserve_tokens")
 
 
 @_window_collected
@@ -617,32 +661,35 @@ def describe_platform(platform, mode) -> dict[str, Any]:
     placement = getattr(mode.costs, "placement", None)
     if placement is not None:
         out["pim_placement"] = placement.as_dict()
-    if platform.pim is not None:
-        out["pim_throttle"] = platform.pim.throttle
     return out
 
 
-#: devices whose energy is spent inside the memory package (DRAM background and I/O, PIM, AAU, GTS)
-_DRAM_DEVICES = ("lpddr5", "pim", "aau", "gts")
-
-
-def _dram_power(platform, breakdown: dict, pim_busy_s: float, makespan: float) -> dict:
-    """The memory package's power against ``pim.dram_power_limit_w``: the static budget, the mean
-    over the run (its energy / makespan) and the PIM time the throttle added."""
+def _dram_power(platform, breakdown: dict, makespan: float, dilation: float) -> dict:
+    """The memory package's power against ``pim.dram_power_limit_w``: the budget the cap set (W),
+    the bound on the package's power at any moment (instantaneous caps), the mean over the run
+    (its energy / makespan) and the factor a mean cap slowed the run by."""
+    from .hw.pim import PACKAGE_DEVICES
     b = platform.pim.power_budget()
-    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in _DRAM_DEVICES)
-    # PIM busy time at throttle f is GEMV time / f: the share (1 - f) of it is what throttling added
-    # (op overheads and AAU work, which the throttle does not slow, are counted in the busy time too:
-    # an upper bound)
-    return {"limit_w": b["limit_w"], "pim_throttle": b["pim_throttle"], "pim_full_rate_w": b["pim_full_rate_w"],
-            "background_w": b["background_w"], "host_io_full_rate_w": b["host_io_full_rate_w"],
-            "peak_bound_w": b["peak_bound_w"], "mean_w": e / makespan if makespan > 0 else 0.0,
-            "throttled_time_s": pim_busy_s * (1.0 - b["pim_throttle"])}
+    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in PACKAGE_DEVICES)
+    out = {k: b[k] for k in ("limit_w", "kind", "static_w", "background_w", "host_io_w", "pim_achieved_w",
+                             "pim_full_rate_w", "host_overlaps_pim", "pim_budget_w", "host_io_budget_w",
+                             "host_rate_fraction")}
+    peak = None
+    if b["pim_budget_w"] is not None:
+        both = b["pim_budget_w"] + b["host_io_budget_w"]
+        peak = b["static_w"] + (both if b["host_overlaps_pim"] else max(b["pim_budget_w"], b["host_io_budget_w"]))
+    out.update({"peak_bound_w": peak, "mean_w": e / makespan if makespan > 0 else 0.0,
+                "mean_dilation": dilation})
+    return out
 
 
 def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
     run = cfg.run
     ctr = col.counters
+    # a mean package power cap slows the whole run uniformly until its energy over its makespan
+    # meets the limit (a rate limiter over a window longer than a token)
+    dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
+    makespan *= dilation
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()
@@ -660,7 +707,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
     # Prefill (all devices wait for it): decode-only figures leave out its time and energy.
-    prefill_s = float(getattr(mode, "prefill_s", 0.0))
+    prefill_s = float(getattr(mode, "prefill_s", 0.0)) * dilation
     prefill_dyn_j = sum(e for (_d, lab), e in col.dynamic_energy_by_label_j.items() if lab.startswith("prefill"))
     prefill_j = prefill_dyn_j + sum(static_w.values()) * prefill_s
     decode_s = makespan - prefill_s
@@ -722,7 +769,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "platform": describe_platform(platform, mode),
     }
     if platform.pim is not None:
-        summary["dram_power"] = _dram_power(platform, breakdown, busy.get("pim", 0.0), makespan)
+        summary["dram_power"] = _dram_power(platform, breakdown, makespan, dilation)
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))

@@ -592,7 +592,7 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
             t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.5, 1.0], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
-    assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
+    assert list(table.columns) == cmp.COLUMNS + ["pim_placement", "not_run"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
         for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
     # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient
@@ -635,7 +635,7 @@ def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
                  "memory_effective_bandwidth_gb_s": pytest.approx(p.memory.effective_bandwidth_bytes_s / 1e9,
                                                                   rel=1e-12, abs=0),
                  "npu_peak_tops": pytest.approx(2 * 64 * 64 * 2 * 1e9 / 1e12, rel=1e-12, abs=0),
-                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0, "pim_throttle": 1.0}
+                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0}
     gpu = Platform.build(_smoke_cfg("gpu.enabled=true", "npu.enabled=false", "pim.enabled=false"))
     d = sim.describe_platform(gpu, SimpleNamespace(costs=SimpleNamespace()))
     assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}

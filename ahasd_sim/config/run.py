@@ -7,6 +7,11 @@ from .fields import param
 from .registry import config_section
 
 
+#: the precisions of ahasd_sim/workload/precision.py (the config layer cannot import it;
+#: tests/test_phone_capacity.py checks the two lists agree)
+PRECISION_NAMES = ("w8a8", "w4a8", "w4a16", "w4afp16", "w8a16", "fp16")
+
+
 @config_section("run")
 @dataclass
 class RunConfig:
@@ -16,6 +21,14 @@ class RunConfig:
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
     draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
     target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    precision: str = param("w8a8", doc="numeric precision of both models (workload/precision.py): byte widths "
+                           "of weights, activations and KV; w8a8 = the AHASD paper's INT8; w4a8 = INT4 weights, "
+                           "INT8 activations and KV; w4a16 = QNN's INT4 weights with 16-bit activations and KV; "
+                           "w4afp16 widens INT4 weights to FP16 on the NPU's vector unit (its dequantisation ops "
+                           "are charged); PIM runs the command sequence on the stored weight elements",
+                           choices=PRECISION_NAMES,
+                           source="workload/precision.py (Qualcomm AI Hub / QNN and ExecuTorch precisions); "
+                           "w8a8: AHASD paper (INT8 throughout)")
     trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,

@@ -120,6 +120,12 @@ class Mode:
     #: the mode places a draft and a target model on PIM ranks (``pim.partition_policy: auto``
     #: then chooses its placement on the tuning data, :mod:`ahasd_sim.modes.placement`)
     uses_pim_placement: ClassVar[bool] = False
+    #: the mode loads the draft model next to the target (memory capacity is checked for what a
+    #: mode loads: the autoregressive modes hold the target alone)
+    loads_drafter: ClassVar[bool] = True
+    #: the host streams from memory while PIM computes (a package power cap then splits its budget
+    #: between the two: ``pim.dram_power_limit_w``)
+    pim_overlaps_host: ClassVar[bool] = False
     #: True for modes that replay their whole trace in one run and report their own windows
     #: (summary field ``mode_windows``); ``run.windows`` then gives one simulation, not many
     replays_own_windows: ClassVar[bool] = False
