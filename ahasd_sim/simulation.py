@@ -319,7 +319,7 @@ def mode_and_models(cfg: SimConfig):
     models = []
     for key in ("draft_model", "target_model"):
         try:
-            models.append(get_model(getattr(run, key)))
+            models.append(get_model(getattr(run, key), cfg.source_file))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
     return mode_cls, models[0], models[1]

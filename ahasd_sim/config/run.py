@@ -14,8 +14,8 @@ class RunConfig:
 
     mode: str = param("ahasd", doc="execution mode (registry name, see `python -m ahasd_sim list`)")
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
-    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
-    target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
+    target_model: str = param("llama2-13b", doc="target (TLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
     trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,

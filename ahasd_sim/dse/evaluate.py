@@ -97,7 +97,7 @@ def memory_shortfall_ranks(cfg) -> float | None:
     if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
         return None
     try:
-        draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
+        draft, target = get_model(cfg.run.draft_model, cfg.source_file), get_model(cfg.run.target_model, cfg.source_file)
     except ValueError:
         return None                      # reported by the run itself, with its file and key
     pim = Platform.build(cfg).pim

@@ -262,8 +262,8 @@ def derived_values(cfg: SimConfig, names: set[str]) -> dict[str, float]:
     if names & {"draft_weights_gb", "target_weights_gb"}:
         from ..workload.models import get_model
         try:
-            out["draft_weights_gb"] = get_model(cfg.run.draft_model).weight_bytes() / 1e9
-            out["target_weights_gb"] = get_model(cfg.run.target_model).weight_bytes() / 1e9
+            out["draft_weights_gb"] = get_model(cfg.run.draft_model, cfg.source_file).weight_bytes() / 1e9
+            out["target_weights_gb"] = get_model(cfg.run.target_model, cfg.source_file).weight_bytes() / 1e9
         except ValueError as exc:
             raise InputError(str(exc)) from None
     if "pim_capacity_gb" in names:
