@@ -1,6 +1,6 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
-Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
+Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``prune``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
 ``validate``, ``measure gpu|moe``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
@@ -102,11 +102,26 @@ def _add_sweep(sub) -> None:
     s.add_argument("--whole-points", action="store_true",
                    help="one point per worker task (default: a point's tuning runs and trace "
                         "windows are spread over the workers; the same files)")
+    s.add_argument("--recompute", action="store_true",
+                   help="compute every point again, finished ones too (default: a finished point whose "
+                        "resolved config, trace, seed, model shapes and simulator code are unchanged is reused)")
     s.add_argument("--full-points", action="store_true",
                    help="also write each point's events.csv (default: the files a sweep reads: summary.json, "
                         "windows.csv, energy_breakdown.csv, config.resolved.yaml, meta.json)")
     _dry(s, "sweep: every point")
     _debug(s)
+
+
+def _add_prune(sub) -> None:
+    p = _sub(sub, "prune", "list (or --delete) sweep point folders that no current point references",
+             "A sweep keeps one folder per resolved point; an edit of the spec, a config, a trace or the "
+             "simulator code a run executes leaves the old folders behind. List those no point of the "
+             "sweep references now (dry run), or delete them with --delete.")
+    p.add_argument("folders", nargs="+", metavar="SWEEP_DIR", help="sweep output folder(s)")
+    p.add_argument("--config", default=None, metavar="SWEEP.yaml",
+                   help="the sweep file (default: the one the folder was last run from, per sweep.json)")
+    p.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
+    _debug(p)
 
 
 def _add_optimize(sub) -> None:
@@ -308,6 +323,11 @@ def cmd_sweep(args) -> int:
     return run_sweep_cli(args)
 
 
+def cmd_prune(args) -> int:
+    from .sweep.runner import prune_cli
+    return prune_cli(args)
+
+
 def cmd_optimize(args) -> int:
     from .dse.optimize import run_optimize_cli
     return run_optimize_cli(args)
@@ -460,6 +480,7 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "run": (_add_run, cmd_run),
     "compare": (_add_compare, cmd_compare),
     "sweep": (_add_sweep, cmd_sweep),
+    "prune": (_add_prune, cmd_prune),
     "optimize": (_add_optimize, cmd_optimize),
     "sensitivity": (_add_sensitivity, cmd_sensitivity),
     "area": (_add_area, cmd_area),

@@ -177,9 +177,11 @@ def code_fingerprint() -> str:
 def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
     """Source files of the package modules a run executes: ``roots`` and, transitively, every
     ``ahasd_sim`` module they import (at module level or inside a function, and the dotted
-    module names a registry imports by string), with the packages above each. Read from the
-    source (no import), so a module no run imports -- a new policy not registered yet, a plot,
-    a study script -- is not among them and editing it keeps every cached result."""
+    module names a registry imports by string). Read from the source (no import), so a module no
+    run imports -- a new policy not registered yet, a plot, the sweep's scheduler -- is not among
+    them and editing it keeps every cached result. A package's ``__init__`` counts where it is
+    imported by name (the registries of modes and policies are); the ones Python runs on the way to
+    a submodule only re-export names (``ahasd_sim.sweep``'s imports the scheduler)."""
     import ast
     pkg = Path(__file__).resolve().parent
     top = pkg.name
@@ -202,7 +204,6 @@ def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
             continue
         seen[name] = f
         parts = name.split(".")
-        stack.extend(".".join(parts[:i]) for i in range(1, len(parts)))
         here = parts if f.name == "__init__.py" else parts[:-1]
         for node in ast.walk(ast.parse(f.read_bytes(), str(f))):
             if isinstance(node, ast.Import):
