@@ -1,7 +1,7 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
 Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``prune``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
-``validate``, ``measure gpu|moe``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
+``validate``, ``measure gpu|moe``, ``list``, ``config-reference``, ``results-schema``. Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
 Adding a subcommand: write ``_add_NAME(sub)`` (its parser) and ``cmd_NAME(args)`` (its body,
@@ -208,6 +208,13 @@ def _add_config_reference(sub) -> None:
     cr.add_argument("section", nargs="?", default=None, metavar="SECTION",
                     help="only this section (e.g. pim, run, policy) or key prefix (pim.aau)")
     cr.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/config-reference.md)")
+
+
+def _add_results_schema(sub) -> None:
+    rs = _sub(sub, "results-schema", "print every summary.json key / results.csv column with type, unit and meaning")
+    g = rs.add_mutually_exclusive_group()
+    g.add_argument("--markdown", action="store_true", help="as Markdown (docs/results-schema.md)")
+    g.add_argument("--json", action="store_true", help="as JSON Schema (docs/results-schema.json)")
 
 
 # ---------------------------------------------------------------- bodies
@@ -476,6 +483,18 @@ def cmd_config_reference(args) -> int:
 
 
 #: name -> (parser builder, body); the order is the order of `--help`
+def cmd_results_schema(args) -> int:
+    from .metrics import schema
+    if args.markdown:
+        sys.stdout.write(schema.markdown())
+    elif args.json:
+        sys.stdout.write(schema.json_schema())
+    else:
+        for k, (t, u, m) in {**schema.SUMMARY_KEYS, **schema.RESULTS_COLUMNS}.items():
+            print(f"{k:58s} {t:8s} {u or '-':14s} {m}")
+    return 0
+
+
 SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "run": (_add_run, cmd_run),
     "compare": (_add_compare, cmd_compare),
@@ -489,6 +508,7 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "measure": (_add_measure, cmd_measure),
     "list": (_add_list, cmd_list),
     "config-reference": (_add_config_reference, cmd_config_reference),
+    "results-schema": (_add_results_schema, cmd_results_schema),
 }
 COMMANDS: dict[str, Callable] = {name: body for name, (_add, body) in SUBCOMMANDS.items()}
 
