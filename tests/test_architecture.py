@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers", "measure"}),
     ("experiments", {"paper"}),
     ("dse", {"dse"}),
+    ("api", {"api"}),
     ("cli", {"__main__"}),
 ]
 LAYER_OF = {place: i for i, (_name, places) in enumerate(LAYERS) for place in places}
