@@ -1,7 +1,9 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
 Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``prune``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
-``validate``, ``measure gpu|moe``, ``list``, ``config-reference``, ``results-schema``. Bad input exits with code 2 and one line on
+``validate``, ``measure gpu|moe``, ``list``, ``config-reference``, ``results-schema``,
+``prune``; the tools ``reproduce``, ``hyco-study``, ``moe-study``, ``bench``, ``bench-sweep`` and ``plot KIND``
+(:mod:`ahasd_sim.tools`: the shipped scripts). Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
 Adding a subcommand: write ``_add_NAME(sub)`` (its parser) and ``cmd_NAME(args)`` (its body,
@@ -522,17 +524,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for add, _body in SUBCOMMANDS.values():
         add(sub)
+    from .tools import PLOTS, TOOLS
+    for name, (_script, text) in TOOLS.items():     # listed here; main() hands them their arguments
+        sub.add_parser(name, help=text, add_help=False)
+    sub.add_parser("plot", help="figures: plot " + "|".join(PLOTS) + " (plot KIND --help)", add_help=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from .tools import TOOLS, run_tool
+    if argv and (argv[0] in TOOLS or argv[0] == "plot"):     # they parse their own options
+        return run_guarded(lambda: run_tool(argv[0], argv[1:]))
     if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
         # a word that is no command (`frobnicate`, `version`): name it, not run's missing --config
         from .config.errors import did_you_mean
         hint = " (did you mean --version?)" if argv[0] == "version" else did_you_mean(argv[0], SUBCOMMANDS)
         print(f"error: python -m ahasd_sim: unknown command '{argv[0]}'{hint}; commands: "
-              f"{', '.join(SUBCOMMANDS)} (see python -m ahasd_sim --help)", file=sys.stderr)
+              f"{', '.join([*SUBCOMMANDS, *TOOLS, 'plot'])} (see python -m ahasd_sim --help)", file=sys.stderr)
         return 2
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]
