@@ -175,7 +175,7 @@ def _window_worker_init(parent_pid: int | None = None) -> None:
     try:   # Linux: the kernel sends SIGTERM (default action: exit, no traceback) when the parent dies
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):    # not Linux (Windows: CDLL(None) is a TypeError)
         pass
     if parent_pid is not None and os.getppid() != parent_pid:   # died before prctl took effect
         os._exit(1)
@@ -186,17 +186,40 @@ def _fork_job(i: int):
     return fn(arg)
 
 
+def _fork_context():
+    """multiprocessing's fork context, or None where the platform has no fork (Windows) or
+    ``AHASD_SIM_START_METHOD=spawn`` asks for none (macOS, where forking a process that loaded
+    system frameworks can crash)."""
+    import multiprocessing as mp
+    import os
+    if os.environ.get("AHASD_SIM_START_METHOD", "fork") == "spawn":
+        return None
+    try:
+        return mp.get_context("fork")
+    except ValueError:
+        return None
+
+
 def fork_map(fn, args: list, workers: int) -> list:
     """``[fn(a) for a in args]``, in up to ``workers`` forked processes when there are several
     (the function and arguments reach the children by fork, never pickled; only the results
-    travel back). Serial where fork is not available. Each call must be a pure function of its
-    argument, so the results are those of the serial loop."""
+    travel back). Without fork, a spawn pool when ``fn`` and the arguments pickle (a module-level
+    function or a :func:`functools.partial` of one), else serially. Each call must be a pure
+    function of its argument, so the results are those of the serial loop."""
     if workers > 1 and len(args) > 1:
         import multiprocessing as mp
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:        # no fork on this platform: run serially
-            ctx = None
+        ctx = _fork_context()
+        if ctx is None:
+            import pickle
+            try:
+                pickle.dumps(fn)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                return [fn(a) for a in args]
+            with mp.get_context("spawn").Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                out = pool.map(fn, args, chunksize=1)
+                pool.close()
+                pool.join()
+            return out
         if ctx is not None:
             _FORK_JOBS[:] = [(fn, a) for a in args]
             try:
@@ -251,9 +274,14 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     windows = replayed_windows(cfg, windows)
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
-    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
+    results = fork_map(functools.partial(_window_job, cfg, audit, events),
                        [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
+
+
+def _window_job(cfg: SimConfig, audit: bool, events: bool, job: tuple):
+    """One window of :func:`run_simulation` (module level: a spawn pool pickles it)."""
+    return _run_window_rows(cfg, job[1], job[0], audit, events)
 
 
 @contextmanager

@@ -328,7 +328,7 @@ def _worker_init(parent_pid: int) -> None:
     try:   # Linux: the kernel sends SIGTERM when the parent dies
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):    # not Linux (Windows: CDLL(None) is a TypeError)
         pass
     if os.getppid() != parent_pid:
         os._exit(1)
