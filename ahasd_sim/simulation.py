@@ -23,7 +23,7 @@ from .errors import reported_in_one_line
 from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
-from .metrics.timeline import chrome_trace
+from .metrics.timeline import chrome_trace, merge_windows
 from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
@@ -433,7 +433,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0,
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline,
                           keep_events=events)
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = WindowEnvironment()
@@ -478,7 +478,7 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now
     mode.finalize()
-    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace, index)
     env.release()
     return result
 
@@ -576,7 +576,7 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         summary.update(ci_fields(k, point if own is None else summary[k], ci))
     summary["ci_method"] = METHOD if intervals else "none"
     return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
-                       results[0].timeline, summary["policy_stats"])
+                       merge_windows([r.timeline for r in results]), summary["policy_stats"])
 
 
 class CombinedRun(RunResult):
@@ -695,7 +695,8 @@ def _dram_power(platform, breakdown: dict, pim_busy_s: float, makespan: float) -
             "throttled_time_s": pim_busy_s * (1.0 - b["pim_throttle"])}
 
 
-def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
+def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace,
+              index: int = 0) -> RunResult:
     run = cfg.run
     ctr = col.counters
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
@@ -781,7 +782,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))
-    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
+    timeline = (chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}", col.task_marks, index)
+                if col.keep_intervals else None)
     # the rows as lists: framed by run_window, or on first use of a combined run's tables
     return RunResult(summary, col.events if col.keep_events else None, rows, timeline, policy.stats())
 
