@@ -288,7 +288,13 @@ def cmd_compare(args) -> int:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
         OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
-        table, _tune, out = run_compare_moe(cfg, args.out)
+        from .compare_moe import n_simulations
+        from .sweep.progress import Progress
+        prog = Progress(n_simulations(), desc="compare (tuning each baseline, then the reported rounds)")
+        try:
+            table, _tune, out = run_compare_moe(cfg, args.out, progress=prog)
+        finally:
+            prog.close()
         print(format_compare_moe(table))
         print(f"results: {out}")
         return 0

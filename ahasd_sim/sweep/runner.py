@@ -870,7 +870,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
             # lazily: the number to run is not known yet (at most every point; the bar's total
             # is corrected when the last point is resolved)
             prog = Progress(len(tasks) if not lazy else (n_points if limit is None else min(n_points, limit)),
-                            enabled=progress, stream=stream, desc=spec.name)
+                            enabled=progress, stream=stream, desc=spec.name, bound=lazy)
 
             def on_done(res: dict) -> None:
                 nonlocal computed
