@@ -175,9 +175,13 @@ def compare(config: str | Path | SimConfig, modes: Iterable[str] | str | None = 
     ``compare --modes`` takes them; default: the command line's default set). Returns the
     comparison table as a DataFrame (one row per mode: throughput, tokens/J, ratios to the best
     decoder with 95% intervals); the run folders and compare.csv go to ``out`` (default: a new
-    folder under results/)."""
+    folder under results/). An MoE-offload config without ``modes`` runs the command line's MoE
+    comparison (every baseline tuned on rounds the reported ones do not use)."""
     from .compare import run_compare
     cfg = load_config(config, overrides)
+    if cfg.run.mode == "moe_offload" and modes is None:
+        from .compare_moe import run_compare_moe
+        return run_compare_moe(cfg, out)[0]
     if isinstance(modes, str):
         modes = modes.split(",")
     table, _out = run_compare(cfg, list(modes) if modes is not None else None, baseline, out)

@@ -643,6 +643,14 @@ def get_model(name: str, relative_to: str | None = None) -> ModelSpec:
     )
 
 
+#: ModelSpec fields that describe a model but do not change a simulation
+_DESCRIPTIVE = ("name", "display_name", "source", "notes", "published_params_b", "published_active_params_b")
+
+
+def _shape_text(spec: ModelSpec) -> str:
+    return repr([(f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.name not in _DESCRIPTIVE])
+
+
 def models_identity(cfg) -> str:
     """The shapes of the models a config names (``run.draft_model``, ``run.target_model``), as text:
     part of a run's identity, since a model file can change while its name stays."""
@@ -650,7 +658,7 @@ def models_identity(cfg) -> str:
     for key in ("draft_model", "target_model"):
         name = getattr(cfg.run, key, None)
         try:
-            out.append(repr(get_model(name, cfg.source_file)) if name else "")
+            out.append(_shape_text(get_model(name, cfg.source_file)) if name else "")
         except (UnknownModelError, ValueError, TypeError):
             out.append(f"unknown:{name}")
     return "\n".join(out)
