@@ -23,16 +23,18 @@ def _readme_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def _cli_throughput(tmp_path, *sets: str) -> str:
-    args = [a for s in sets for a in ("--set", s)]
+@pytest.fixture(scope="module")
+def cli_throughput(tmp_path_factory) -> str:
+    """The throughput the command the README names prints (run.timeline does not change it)."""
+    tmp = tmp_path_factory.mktemp("cli")
     r = subprocess.run([sys.executable, "-m", "ahasd_sim", "run", "--config", "hw_configs/ahasd_mobile.yaml",
-                        *args, "--out", str(tmp_path / "cli")], cwd=tmp_path, env=ENV,
-                       capture_output=True, text=True, timeout=300)
+                        "--set", "run.generated_tokens=96", "--set", "run.windows=2", "--out", str(tmp / "cli")],
+                       cwd=tmp, env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return re.search(r"throughput\s+([\d.]+) tok/s", r.stdout).group(1)
 
 
-def test_readme_example_prints_the_cli_throughput(tmp_path):
+def test_readme_example_prints_the_cli_throughput(tmp_path, cli_throughput):
     code = _readme_example()
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=ENV, capture_output=True, text=True,
                        timeout=300)
@@ -40,16 +42,16 @@ def test_readme_example_prints_the_cli_throughput(tmp_path):
     api_tput = re.search(r"throughput ([\d.]+) tok/s", r.stdout).group(1)
     # the README says which command it matches; run exactly that
     assert "--set\nrun.generated_tokens=96 --set run.windows=2" in (ROOT / "README.md").read_text()
-    assert api_tput == _cli_throughput(tmp_path, "run.generated_tokens=96", "run.windows=2")
+    assert api_tput == cli_throughput
 
 
-def test_example_script_runs_and_agrees_with_the_cli(tmp_path):
+def test_example_script_runs_and_agrees_with_the_cli(tmp_path, cli_throughput):
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "api_example.py"), str(tmp_path / "ex")],
                        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     tput = re.search(r"run: ahasd/adaedl throughput ([\d.]+) tok/s", out).group(1)
-    assert tput == _cli_throughput(tmp_path, "run.generated_tokens=96", "run.windows=2", "run.timeline=false")
+    assert tput == cli_throughput
     assert re.search(r"^\s*async\s+[\d.]+\s+[\d.]+\s+[\d.]+$", out, re.M)       # the compare table
     assert len(re.findall(r"^\s*(async|ahasd)\s+ok\s+[\d.]+$", out, re.M)) == 2  # the sweep table
     assert (tmp_path / "ex" / "run" / "summary.json").is_file()

@@ -20,9 +20,10 @@ base:
   config: {cfg}
   set:
     run.trace: traces/qwc-0.5b-1.5b_greedy_smoke.npz
-    run.generated_tokens: 24
+    run.generated_tokens: 16
     run.windows: 1
     run.timeline: false
+    pim.partition_policy: striped
 modes: [async, ahasd]
 """
 
