@@ -255,6 +255,14 @@ def _fmt_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
+def _terminal_progress(total: int, desc: str):
+    """A progress bar on stderr when it is a terminal (a log or a pipe gets none), else None."""
+    if not getattr(sys.stderr, "isatty", lambda: False)():
+        return None
+    from .sweep.progress import Progress
+    return Progress(total, desc=desc, min_interval_s=0.5)
+
+
 def cmd_run(args) -> int:
     from .outdir import OutputFolder
     from .output import default_out_dir, write_run
@@ -271,7 +279,12 @@ def cmd_run(args) -> int:
         return 0
     with OutputFolder(out, "run") as folder:   # checked and locked before simulating
         t0 = time.perf_counter()
-        result = run_simulation(cfg, workers=jobs)
+        prog = _terminal_progress(cfg.run.windows or 1, "run: trace windows")
+        try:
+            result = run_simulation(cfg, workers=jobs, progress=prog)
+        finally:
+            if prog is not None:
+                prog.close()
         wall = time.perf_counter() - t0
         write_run(result, cfg, folder.stage, wall)
         folder.commit()

@@ -200,12 +200,29 @@ def _fork_context():
         return None
 
 
-def fork_map(fn, args: list, workers: int) -> list:
+def fork_map(fn, args: list, workers: int, on_result=None) -> list:
     """``[fn(a) for a in args]``, in up to ``workers`` forked processes when there are several
     (the function and arguments reach the children by fork, never pickled; only the results
     travel back). Without fork, a spawn pool when ``fn`` and the arguments pickle (a module-level
     function or a :func:`functools.partial` of one), else serially. Each call must be a pure
-    function of its argument, so the results are those of the serial loop."""
+    function of its argument, so the results are those of the serial loop. ``on_result(r)`` is
+    called as each result arrives (in order; progress)."""
+    def serial():
+        out = []
+        for a in args:
+            out.append(fn(a))
+            if on_result is not None:
+                on_result(out[-1])
+        return out
+
+    def collect(results):
+        out = []
+        for r in results:
+            out.append(r)
+            if on_result is not None:
+                on_result(r)
+        return out
+
     if workers > 1 and len(args) > 1:
         import multiprocessing as mp
         ctx = _fork_context()
@@ -214,9 +231,9 @@ def fork_map(fn, args: list, workers: int) -> list:
             try:
                 pickle.dumps(fn)
             except (pickle.PicklingError, AttributeError, TypeError):
-                return [fn(a) for a in args]
+                return serial()
             with mp.get_context("spawn").Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
-                out = pool.map(fn, args, chunksize=1)
+                out = collect(pool.imap(fn, args, chunksize=1))
                 pool.close()
                 pool.join()
             return out
@@ -226,13 +243,13 @@ def fork_map(fn, args: list, workers: int) -> list:
                 import os
                 with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init,
                               initargs=(os.getpid(),)) as pool:
-                    out = pool.map(_fork_job, range(len(args)), chunksize=1)
+                    out = collect(pool.imap(_fork_job, range(len(args)), chunksize=1))
                     pool.close()
                     pool.join()
                 return out
             finally:
                 _FORK_JOBS.clear()
-    return [fn(a) for a in args]
+    return serial()
 
 
 def replayed_windows(cfg: SimConfig, windows: list) -> list:
@@ -245,7 +262,7 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True,
-                   audit: bool = True, events: bool = True) -> RunResult:
+                   audit: bool = True, events: bool = True, progress=None) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
@@ -256,7 +273,8 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     audit, 6.6% of a one-process ``pim_design_space`` sweep; ``kv_causality_violations`` None),
     for the same runs. ``events=False``: the per-step event rows (events.csv) are not built, for
     runs that write no events.csv (a sweep point by default, placement tuning); the result's
-    ``events`` then raises."""
+    ``events`` then raises. ``progress``: told the number of windows (``set_total``) and each
+    finished one (``update``)."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -272,10 +290,13 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
         except ConfigError as exc:
             raise _in_config_file(cfg, exc) from None
     windows = replayed_windows(cfg, windows)
+    if progress is not None:
+        progress.set_total(len(windows))
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
     results = fork_map(functools.partial(_window_job, cfg, audit, events),
-                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
+                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers,
+                       None if progress is None else (lambda _r: progress.update("ok")))
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
 
 

@@ -54,3 +54,28 @@ def test_tqdm_bar_shows_our_eta(clock):
         assert d["eta_h"] == "--:--" and d["total_h"] == "10"
     finally:
         pr.close()
+
+
+class _Counter:
+    def __init__(self):
+        self.total, self.done = None, 0
+
+    def set_total(self, n):
+        self.total = n
+
+    def update(self, status):
+        self.done += 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_reports_each_trace_window(workers):
+    from pathlib import Path
+
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import run_simulation
+    root = Path(__file__).resolve().parent.parent
+    cfg = load_config(root / "hw_configs" / "ahasd_mobile.yaml",
+                      ["run.generated_tokens=32", "run.windows=3", "run.timeline=false", "pim.partition_policy=striped"])
+    c = _Counter()
+    run_simulation(cfg, workers=workers, progress=c)
+    assert (c.total, c.done) == (3, 3)
