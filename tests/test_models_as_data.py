@@ -158,3 +158,14 @@ def test_a_new_model_file_runs_with_no_python_edit(tmp_path):
         assert s["target_model"] == model
         tput[name] = s["throughput_tok_s"]
     assert tput["mine"] < tput["zoo"]          # twice the layers: slower verification
+
+
+def test_spec_to_yaml_round_trips_every_zoo_model(tmp_path):
+    from ahasd_sim.workload.models import spec_to_yaml
+    for name, spec in MODELS.items():
+        if "moefied" in name:
+            continue
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(spec_to_yaml(spec))
+        assert load_model_file(f) == spec, name
+        assert f.read_text() == (ROOT / "hw_configs" / "models" / f"{name}.yaml").read_text(), name

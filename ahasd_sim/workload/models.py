@@ -271,7 +271,8 @@ def with_precision(
 # Registry
 # ---------------------------------------------------------------------------
 #: models defined in Python (the zoo itself is data: hw_configs/models/*.yaml, read by
-#: :func:`load_model_file`); a model added here joins the zoo like a file would
+#: :func:`load_model_file`); a model added here joins the zoo like a file would, and
+#: ``spec_to_yaml(spec)`` writes its file for hw_configs/models/
 _SPECS: tuple[ModelSpec, ...] = (
 )
 
@@ -497,6 +498,18 @@ def spec_from_hf_config(cfg: Mapping, path: str = "<config.json>", name: str = "
         return ModelSpec(**kw)
     except ValueError as exc:
         raise _bad(path, None, str(exc).removeprefix(f"{kw['name']}: ")) from None
+
+
+def spec_to_yaml(spec: ModelSpec) -> str:
+    """The text of a YAML model file for ``spec`` (fields left at their defaults omitted), as the
+    shipped files are written: ``load_model_file`` reads back an equal spec."""
+    import yaml
+    head = (f"# {spec.display_name}: model shape (a ModelSpec's fields; docs/models.md).\n"
+            f"# Parameter count computed from this shape: {spec.param_count():,}"
+            + (f" (active {spec.active_param_count():,})" if spec.is_moe else "") + "\n")
+    body = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
+            if f.default is dataclasses.MISSING or getattr(spec, f.name) != f.default}
+    return head + yaml.safe_dump(body, sort_keys=False, width=110, allow_unicode=True)
 
 
 def _looks_like_hf(data) -> bool:
