@@ -179,9 +179,10 @@ def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
     ``ahasd_sim`` module they import (at module level or inside a function, and the dotted
     module names a registry imports by string). Read from the source (no import), so a module no
     run imports -- a new policy not registered yet, a plot, the sweep's scheduler -- is not among
-    them and editing it keeps every cached result. A package's ``__init__`` counts where it is
-    imported by name (the registries of modes and policies are); the ones Python runs on the way to
-    a submodule only re-export names (``ahasd_sim.sweep``'s imports the scheduler)."""
+    them and editing it keeps every cached result. The ``__init__`` of each package on the way to
+    a module counts too (Python runs it), but what it imports is followed only where a run imports
+    that package by name (the registries of modes and policies): ``ahasd_sim.sweep``'s re-exports
+    the scheduler, which decides no result."""
     import ast
     pkg = Path(__file__).resolve().parent
     top = pkg.name
@@ -194,6 +195,7 @@ def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
         return f if f.is_file() else None
 
     seen: dict[str, Path] = {}
+    passed: set[Path] = set()
     stack = list(roots)
     while stack:
         name = stack.pop()
@@ -204,6 +206,10 @@ def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
             continue
         seen[name] = f
         parts = name.split(".")
+        for i in range(1, len(parts)):     # the packages Python runs on the way: hashed, not followed
+            parent = source(".".join(parts[:i]))
+            if parent is not None:
+                passed.add(parent)
         here = parts if f.name == "__init__.py" else parts[:-1]
         for node in ast.walk(ast.parse(f.read_bytes(), str(f))):
             if isinstance(node, ast.Import):
@@ -216,7 +222,7 @@ def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and node.value.startswith(top + ".") and node.value.replace(".", "").replace("_", "").isalnum():
                 stack.append(node.value)       # importlib.import_module("ahasd_sim.modes")
-    return sorted(seen.values())
+    return sorted(set(seen.values()) | passed)
 
 
 def run_code_fingerprint() -> str:
