@@ -20,7 +20,7 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     from .workload.models import get_model
     out = []
     try:
-        draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
+        draft, target = get_model(cfg.run.draft_model, cfg.source_file), get_model(cfg.run.target_model, cfg.source_file)
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)

@@ -24,7 +24,7 @@ from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
 from .metrics.combine import merge_summaries
-from .metrics.timeline import chrome_trace
+from .metrics.timeline import chrome_trace, merge_windows
 from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
@@ -184,7 +184,7 @@ def _window_worker_init(parent_pid: int | None = None) -> None:
     try:   # Linux: the kernel sends SIGTERM (default action: exit, no traceback) when the parent dies
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):    # not Linux (Windows: CDLL(None) is a TypeError)
         pass
     if parent_pid is not None and os.getppid() != parent_pid:   # died before prctl took effect
         os._exit(1)
@@ -195,30 +195,70 @@ def _fork_job(i: int):
     return fn(arg)
 
 
-def fork_map(fn, args: list, workers: int) -> list:
+def _fork_context():
+    """multiprocessing's fork context, or None where the platform has no fork (Windows) or
+    ``AHASD_SIM_START_METHOD=spawn`` asks for none (macOS, where forking a process that loaded
+    system frameworks can crash)."""
+    import multiprocessing as mp
+    import os
+    if os.environ.get("AHASD_SIM_START_METHOD", "fork") == "spawn":
+        return None
+    try:
+        return mp.get_context("fork")
+    except ValueError:
+        return None
+
+
+def fork_map(fn, args: list, workers: int, on_result=None) -> list:
     """``[fn(a) for a in args]``, in up to ``workers`` forked processes when there are several
     (the function and arguments reach the children by fork, never pickled; only the results
-    travel back). Serial where fork is not available. Each call must be a pure function of its
-    argument, so the results are those of the serial loop."""
+    travel back). Without fork, a spawn pool when ``fn`` and the arguments pickle (a module-level
+    function or a :func:`functools.partial` of one), else serially. Each call must be a pure
+    function of its argument, so the results are those of the serial loop. ``on_result(r)`` is
+    called as each result arrives (in order; progress)."""
+    def serial():
+        out = []
+        for a in args:
+            out.append(fn(a))
+            if on_result is not None:
+                on_result(out[-1])
+        return out
+
+    def collect(results):
+        out = []
+        for r in results:
+            out.append(r)
+            if on_result is not None:
+                on_result(r)
+        return out
+
     if workers > 1 and len(args) > 1:
         import multiprocessing as mp
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:        # no fork on this platform: run serially
-            ctx = None
+        ctx = _fork_context()
+        if ctx is None:
+            import pickle
+            try:
+                pickle.dumps(fn)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                return serial()
+            with mp.get_context("spawn").Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                out = collect(pool.imap(fn, args, chunksize=1))
+                pool.close()
+                pool.join()
+            return out
         if ctx is not None:
             _FORK_JOBS[:] = [(fn, a) for a in args]
             try:
                 import os
                 with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init,
                               initargs=(os.getpid(),)) as pool:
-                    out = pool.map(_fork_job, range(len(args)), chunksize=1)
+                    out = collect(pool.imap(_fork_job, range(len(args)), chunksize=1))
                     pool.close()
                     pool.join()
                 return out
             finally:
                 _FORK_JOBS.clear()
-    return [fn(a) for a in args]
+    return serial()
 
 
 def replayed_windows(cfg: SimConfig, windows: list) -> list:
@@ -231,7 +271,7 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True,
-                   audit: bool = True, events: bool = True) -> RunResult:
+                   audit: bool = True, events: bool = True, progress=None) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
@@ -242,7 +282,8 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     audit, 6.6% of a one-process ``pim_design_space`` sweep; ``kv_causality_violations`` None),
     for the same runs. ``events=False``: the per-step event rows (events.csv) are not built, for
     runs that write no events.csv (a sweep point by default, placement tuning); the result's
-    ``events`` then raises."""
+    ``events`` then raises. ``progress``: told the number of windows (``set_total``) and each
+    finished one (``update``)."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -260,11 +301,19 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     windows = replayed_windows(cfg, windows)
     if audit and cfg.pim.enabled:   # once, here: not per forked worker, not for placement tuning
         _warn_kv_beyond_reserve(cfg, [parts[1] for _p, parts in windows])
+    if progress is not None:
+        progress.set_total(len(windows))
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
-    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
-                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
+    results = fork_map(functools.partial(_window_job, cfg, audit, events),
+                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers,
+                       None if progress is None else (lambda _r: progress.update("ok")))
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
+
+
+def _window_job(cfg: SimConfig, audit: bool, events: bool, job: tuple):
+    """One window of :func:`run_simulation` (module level: a spawn pool pickles it)."""
+    return _run_window_rows(cfg, job[1], job[0], audit, events)
 
 
 @contextmanager
@@ -338,7 +387,7 @@ def mode_and_models(cfg: SimConfig):
 
 def run_model(cfg: SimConfig, name: str):
     """The shape of model ``name`` at the run's precision (``run.precision``)."""
-    spec = get_model(name)
+    spec = get_model(name, cfg.source_file)
     if cfg.run.precision == "w8a8":       # the model zoo's own widths
         return spec
     from .workload.precision import apply_precision
@@ -428,7 +477,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0,
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline,
                           keep_events=events)
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = WindowEnvironment()
@@ -495,7 +544,7 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now
     mode.finalize()
-    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace, index)
     env.release()
     return result
 
@@ -565,7 +614,7 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         summary.update(ci_fields(k, point if own is None else summary[k], ci))
     summary["ci_method"] = METHOD if intervals else "none"
     return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
-                       results[0].timeline, summary["policy_stats"])
+                       merge_windows([r.timeline for r in results]), summary["policy_stats"])
 
 
 class CombinedRun(RunResult):
@@ -683,7 +732,8 @@ def _dram_power(platform, breakdown: dict, makespan: float, dilation: float) -> 
     return out
 
 
-def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
+def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace,
+              index: int = 0) -> RunResult:
     run = cfg.run
     ctr = col.counters
     # a mean package power cap slows the whole run uniformly until its energy over its makespan
@@ -773,7 +823,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))
-    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
+    timeline = (chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}", col.task_marks, index)
+                if col.keep_intervals else None)
     # the rows as lists: framed by run_window, or on first use of a combined run's tables
     return RunResult(summary, col.events if col.keep_events else None, rows, timeline, policy.stats())
 

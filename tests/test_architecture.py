@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                  "measure"}),
     ("experiments", {"paper"}),
     ("dse", {"dse"}),
-    ("cli", {"__main__"}),
+    ("api", {"api"}),
+    ("cli", {"__main__", "tools"}),
 ]
 LAYER_OF = {place: i for i, (_name, places) in enumerate(LAYERS) for place in places}
 ROOT_NAMES = {"__init__", "__version__"}   # ahasd_sim/__init__.py holds only the version

@@ -19,8 +19,8 @@ class RunConfig:
 
     mode: str = param("ahasd", doc="execution mode (registry name, see `python -m ahasd_sim list`)")
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
-    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
-    target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
+    target_model: str = param("llama2-13b", doc="target (TLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
     precision: str = param("w8a8", doc="numeric precision of both models (workload/precision.py): byte widths "
                            "of weights, activations and KV; w8a8 = the AHASD paper's INT8; w4a8 = INT4 weights, "
                            "INT8 activations and KV; w4a16 = QNN's INT4 weights with 16-bit activations and KV; "

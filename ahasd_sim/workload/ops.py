@@ -252,6 +252,11 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
         t += 1
 
     pairs = n * kv_len + n * (n + 1) // 2  # causal (query, key) pairs per head
+    if m.sliding_window and kv_len + n > m.sliding_window:
+        # sliding-window attention: query i sees its last W positions only, and the cache keeps W
+        w = m.sliding_window
+        pairs = sum(min(kv_len + i + 1, w) for i in range(n))
+        kv_len = min(kv_len, w)
     attn_macs = float(m.n_heads * m.head_dim * pairs)
     kv_one = m.kv_dim * kvb  # bytes of K (or V) of one token in one layer
     score_elems = m.n_heads * pairs
