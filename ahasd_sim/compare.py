@@ -44,8 +44,14 @@ def _parse_names(text: str | list[str], baseline: str | None, registry, flag: st
     return names, base
 
 
-#: the SoC execution modes ``compare`` runs when no ``--modes`` is given (those the platform supports)
-DEFAULT_MODES = ("autoregressive", "gpu_only", "operator_sync", "async", "ahasd")
+def _soc_modes() -> tuple[str, ...]:
+    from .modes.base import family_modes
+    return family_modes("soc")
+
+
+#: the SoC execution modes ``compare`` runs when no ``--modes`` is given (every registered mode of
+#: the family, those the platform supports), in the family's order
+DEFAULT_MODES = _soc_modes()
 #: ``--baseline`` value that normalises against the platform's best decoder (the default)
 BEST = "best"
 

@@ -60,6 +60,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "ahasd_svip": (MAIN, [FEW, "run.policy=svip"]),
     "ahasd_t1_seed0": (MAIN, [FEW, T1]),
     "ahasd_t1_seed3": (MAIN, [FEW, T1, "run.seed=3"]),
+    "task_sync_default": (MAIN, ["run.mode=task_sync"]),
+    "task_sync_banditspec": (MAIN, [FEW, "run.mode=task_sync", "run.policy=banditspec"]),
     "async_default": (MAIN, ["run.mode=async"]),
     "async_banditspec": (MAIN, [FEW, "run.mode=async", "run.policy=banditspec"]),
     "async_t1": (MAIN, [FEW, "run.mode=async", T1, "run.seed=2"]),

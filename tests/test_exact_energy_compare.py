@@ -65,7 +65,7 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
     return cfg, res, tasks, modes        # one mode instance per trace window
 
 
-@pytest.mark.parametrize("mode", ["operator_sync", "async", "ahasd"])
+@pytest.mark.parametrize("mode", ["operator_sync", "task_sync", "async", "ahasd"])
 def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, mode):
     cfg, res, tasks, ms = _recording_run(monkeypatch, mode)
     s = res.summary
@@ -180,7 +180,7 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, baseline, expected", [
     ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
-    (None, None, (["autoregressive", "gpu_only", "operator_sync", "async", "ahasd"], "best")),
+    (None, None, (["autoregressive", "gpu_only", "operator_sync", "task_sync", "async", "ahasd"], "best")),
     ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
     ("ahasd,async", "async", (["ahasd", "async"], "async")),

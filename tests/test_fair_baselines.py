@@ -237,7 +237,8 @@ def test_compare_runs_every_decoder_and_normalises_to_the_best(tmp_path):
     rows = [r for r, _ in expand_modes(cfg, ["autoregressive", "operator_sync", "ahasd"])]
     assert rows == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "ahasd"]
     table, _ = run_compare(cfg, None, None, tmp_path / "cmp")
-    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "async", "ahasd"]
+    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "task_sync",
+                                  "async", "ahasd"]
     best = table["best_throughput_decoder"].iloc[0]
     row = table.set_index("mode")
     assert row.loc[best, "throughput_vs_best"] == pytest.approx(1.0)

@@ -2,5 +2,6 @@
 from . import autoregressive  # noqa: F401
 from . import gpu_only  # noqa: F401
 from . import operator_sync  # noqa: F401
+from . import task_sync  # noqa: F401
 from . import async_  # noqa: F401
 from . import ahasd  # noqa: F401
