@@ -24,6 +24,13 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
+    if cfg.run.drafter in ("head", "lookup"):
+        from .modes import MODES
+        fam = getattr(MODES.get(cfg.run.mode), "family", "soc")
+        if fam != "soc":
+            out.append(f"{cfg.source_of('run.drafter')}: run.drafter {cfg.run.drafter} is modelled on the mobile "
+                       f"SoC modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
+        return out                       # run.draft_model is not the drafter
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
@@ -119,4 +126,8 @@ def summary_trace_line(summary: dict) -> str:
     """Where the acceptance of a run came from (printed next to the model shapes)."""
     tm = summary.get("trace_models") or {}
     pair = f"{tm.get('drafter')} -> {tm.get('target')}" if tm.get("drafter") or tm.get("target") else "unknown pair"
-    return f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    line = f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    kind = summary.get("drafter")
+    if kind and kind != "model":     # a head's acceptance is a what-if, a lookup's is exact: say which
+        line += f"\n  drafter                 {kind}: {summary.get('acceptance_source')}"
+    return line

@@ -14,7 +14,15 @@ class RunConfig:
 
     mode: str = param("ahasd", doc="execution mode (registry name, see `python -m ahasd_sim list`)")
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
-    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
+    drafter: str = param("auto", doc="kind of drafter: model = a standalone draft model (run.draft_model); "
+                         "head = an EAGLE-style head (fusion FC + one decoder layer of the target's shape + the "
+                         "target's LM head), run where the mode drafts; lookup = model-free suffix match over the "
+                         "generated tokens on the CPU (section lookup); auto = model on the mobile SoC (head for "
+                         "EAGLE-family tree policies on the MoE path)",
+                         choices=("auto", "model", "head", "lookup"),
+                         source="EAGLE https://arxiv.org/abs/2401.15077; prompt lookup decoding "
+                         "https://github.com/apoorvumang/prompt-lookup-decoding")
+    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name (run.drafter model)")
     target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
     trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")

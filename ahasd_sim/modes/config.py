@@ -137,3 +137,27 @@ class TuningConfig:
     objective: str = param("throughput_tok_s", doc="what the best choice maximises",
                            choices=("throughput_tok_s", "tokens_per_j"),
                            source="throughput: the headline metric of the AHASD paper")
+
+
+@config_section("lookup")
+@dataclass
+class LookupConfig:
+    """The model-free drafter (``run.drafter: lookup``): at every drafted position, the longest
+    suffix of the context (max_ngram down to min_ngram tokens) that occurred earlier proposes the
+    token that followed its latest occurrence (a suffix match re-taken per token). It runs on the
+    application CPU: each drafted token costs one hash probe per n-gram size tried."""
+
+    max_ngram: int = param(3, doc="longest context suffix matched", unit="tokens", ge=1, le=16,
+                           source="prompt lookup decoding's default max_ngram_size = 3, "
+                           "https://github.com/apoorvumang/prompt-lookup-decoding",
+                           bound_reason="longer suffixes rarely recur; 16 bounds the probes per token")
+    min_ngram: int = param(1, doc="shortest context suffix matched (below it: no proposal)", unit="tokens", ge=1,
+                           le=16, source="prompt lookup decoding tries sizes down to 1",
+                           bound_reason="at most max_ngram's ceiling")
+    probe_ns: float = param(100.0, doc="CPU time of one hash-table probe (an n-gram key, missing the caches)",
+                            unit="ns", ge=0,
+                            source="derivation: one LPDDR5 random read on a phone SoC, ~100 ns; the same order as "
+                            "the ~50-100 ns per control decision of modeling.md")
+    cpu_power_w: float = param(1.0, doc="power of the CPU core while it matches (dynamic energy = power x time)",
+                               unit="W", ge=0,
+                               source="assumption: one big core of a phone SoC at a moderate clock, order 1 W")
