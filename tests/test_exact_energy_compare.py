@@ -180,7 +180,8 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, baseline, expected", [
     ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
-    (None, None, (["autoregressive", "gpu_only", "operator_sync", "task_sync", "async", "ahasd"], "best")),
+    (None, None, (["autoregressive", "gpu_only", "operator_sync", "task_sync", "async", "ahasd", "tree_sync",
+                      "tree_pim"], "best")),
     ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
     ("ahasd,async", "async", (["ahasd", "async"], "async")),
@@ -396,7 +397,7 @@ def test_run_errors_name_the_file_and_key(tmp_path):
     assert err("run.draft_model=gpt-9").startswith(f"{f}: run.draft_model: ")
     assert err("run.target_model=gpt-9").startswith(f"{f}: run.target_model: ")
     assert err("run.policy=oracle9") == (f"{f}: run.policy: unknown policy 'oracle9'; valid policies: adaedl, "
-                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, "
+                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, hw_tree, "
                                          "no_draft, specdecpp, specfit, svip")
     assert err("run.mode=async", "pim.enabled=false") == (
         f"{f}: run.mode: mode 'async' needs device(s) pim, which this platform does not enable "
@@ -590,7 +591,8 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
     assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
-        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
+        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder",
+                                                  "window_basis"]
     # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient
     assert table["best_throughput_decoder"].iloc[0] == "ahasd" and table["best_efficiency_decoder"].iloc[0] == "async"
     csv = pd.read_csv(out / "compare.csv")

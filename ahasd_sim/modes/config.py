@@ -161,3 +161,26 @@ class LookupConfig:
     cpu_power_w: float = param(1.0, doc="power of the CPU core while it matches (dynamic energy = power x time)",
                                unit="W", ge=0,
                                source="assumption: one big core of a phone SoC at a moderate clock, order 1 W")
+
+
+@config_section("soc_tree")
+@dataclass
+class SocTreeConfig:
+    """Draft trees on the mobile SoC (modes ``tree_sync``, ``tree_pim``) and the hardware-aware
+    selector ``hw_tree`` (its parameters are the ones below)."""
+
+    trace: str = param("traces/qwc-0.5b-1.5b_tree_moe.npz",
+                       doc="tree trace the tree modes replay (per-node target verdicts; its MoE routing is not "
+                       "used on the SoC); relative paths as run.trace",
+                       source="the shipped EAGLE-2-style tree trace of the Qwen2.5-Coder 0.5B/1.5B pair: 24 of "
+                       "the chain trace's prompts, their first 48 tokens (traces/README.md)")
+    prompts_per_window: int = param(2, doc="consecutive prompts of the tree trace per window (one sample of the "
+                                    "95% CIs)", ge=1, source="GUIDE statistics: one trace window is one sample")
+    max_depth: int = param(6, doc="most draft levels of hw_tree", ge=1,
+                           source="the tree trace's recorded depth (header tree.depth = 6)")
+    max_nodes: int = param(64, doc="most verified draft nodes of hw_tree", ge=1,
+                           source="the tree trace's node budget (header tree.node_budget = 64)")
+    min_path_prob: float = param(0.0, doc="hw_tree prunes nodes whose cumulative draft confidence is below this "
+                                 "before its search (LP-Spec-like pruning; 0 = off)", ge=0, le=1,
+                                 source="LP-Spec (ICCAD'25): hardware-aware draft-tree pruning on LPDDR5-PIM; the "
+                                 "threshold form is ours", bound_reason="a probability")

@@ -25,7 +25,8 @@ one class):
 * :mod:`.gpu`: GPU forwards with H2D weight streaming;
 * :mod:`.baseline`: the single-device autoregressive baselines (``baseline.device``);
 * :mod:`.operator_sync`: operator_sync's per-operator host/PIM assignment and tiers;
-* :mod:`.drafter`: the model-free (lookup) drafter on the CPU.
+* :mod:`.drafter`: the model-free (lookup) drafter on the CPU;
+* :mod:`.tree`: draft trees (a level's drafter forward, one-pass tree verification).
 """
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ from .gpu import GpuCosts
 from .npu import NpuCosts
 from .operator_sync import OperatorSyncCosts
 from .pim import PimCosts
+from .tree import TreeCosts
 
 __all__ = ["StepCosts"]
 
 
-class StepCosts(NpuCosts, PimCosts, GpuCosts, BaselineCosts, OperatorSyncCosts, DrafterCosts, CommonCosts):
+class StepCosts(NpuCosts, PimCosts, GpuCosts, BaselineCosts, OperatorSyncCosts, DrafterCosts, TreeCosts,
+                CommonCosts):
     """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""

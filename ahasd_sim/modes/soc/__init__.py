@@ -5,3 +5,4 @@ from . import operator_sync  # noqa: F401
 from . import task_sync  # noqa: F401
 from . import async_  # noqa: F401
 from . import ahasd  # noqa: F401
+from . import tree_sync  # noqa: F401  (tree_sync, tree_pim)
