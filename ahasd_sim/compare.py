@@ -91,6 +91,10 @@ def expand_modes(cfg, modes: list[str]) -> list[tuple[str, list[str]]]:
             continue
         cls = MODES[name]
         if cls.drafts_trees and getattr(cls, "family", "") == "soc" and not dev:
+            if cfg.run.drafter == "lookup":      # one continuation per round: no tree to draft
+                if m in DEFAULT_MODES and modes == list(DEFAULT_MODES):
+                    continue
+                raise InputError(f"--modes: mode '{m}' drafts trees; run.drafter lookup proposes one continuation")
             if not all(d in have for d in cls.required_devices):
                 if m in DEFAULT_MODES and modes == list(DEFAULT_MODES):
                     continue
