@@ -81,7 +81,9 @@ class TreeSyncMode(Mode):
     """Tree drafting on PIM, one-pass tree verification on the NPU, nothing overlapped."""
 
     required_devices = ("npu", "pim")
-    uses_pim_placement = True
+    # placement is not tuned (pim.partition_policy auto means striped here): a tuning run would
+    # replay the very tree trace whose rounds are reported, which holds no held-out part
+    uses_pim_placement = False
     replays_own_windows = True     # one pass over the tree trace; windows = groups of prompts
     drafts_trees = True
     verify_on = "npu"
