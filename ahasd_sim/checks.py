@@ -111,7 +111,7 @@ def dry_run(cfg: SimConfig) -> list[str]:
     return [
         f"config {cfg.source_file}: OK (resolved, every section and hardware value checked)",
         f"  mode {run.mode}, policy {run.policy}, seed {run.seed}",
-        f"  model shapes: draft {run.draft_model} ({d.param_count() / 1e9:.2f} B parameters), "
+        f"  model shapes: draft {d.name} ({d.param_count() / 1e9:.2f} B parameters; run.drafter {run.drafter}), "
         f"target {run.target_model} ({t.param_count() / 1e9:.2f} B)",
         f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(starts)} disjoint window(s) of "
         f"{run.generated_tokens} tokens from prompt(s) {', '.join(map(str, starts[:8]))}"

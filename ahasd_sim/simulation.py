@@ -28,7 +28,7 @@ from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
-from .workload.drafters import make_drafter, resolve_kind
+from .workload.drafters import describe_acceptance, make_drafter, resolve_kind
 from .workload.models import get_model
 from .traces.format import Trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
@@ -345,16 +345,8 @@ def drafter_kind(cfg: SimConfig, mode_cls=None) -> str:
 
 
 def acceptance_source(cfg: SimConfig, kind: str, trace) -> str:
-    """Where the run's acceptance comes from, in words (summary.json and the printed summary):
-    exact for the model drafter that recorded the trace and for lookup, a what-if otherwise."""
-    recorded = trace_models(trace).get("drafter") or "an unnamed drafter"
-    if kind == "lookup":
-        return (f"exact: the lookup drafter replayed on the trace's target tokens (context: the generated "
-                f"tokens; the trace holds no prompt tokens)")
-    if kind == "head":
-        return (f"what-if: the trace's verdicts were recorded with a standalone drafter ({recorded}), "
-                f"not an EAGLE head; the head's time and energy with that drafter's acceptance")
-    return f"trace: recorded with the drafter {recorded}"
+    """Where the run's acceptance comes from, in words (summary.json and the printed summary)."""
+    return describe_acceptance(kind, trace_models(trace).get("drafter"))
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:

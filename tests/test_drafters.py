@@ -157,3 +157,13 @@ def test_lookup_ngram_bounds_are_checked():
         mode_and_models(cfg)
     with pytest.raises(InputError, match="run.drafter"):
         load_config(PLATFORM, ["run.drafter=medusa"])
+
+
+def test_dry_run_names_the_drafter_and_a_non_soc_mode_warns():
+    from ahasd_sim.checks import config_warnings, dry_run
+    lines = dry_run(load_config(PLATFORM, ["run.drafter=lookup", f"run.trace={SMOKE_TRACE}",
+                                           "run.generated_tokens=48", "pim.partition_policy=striped"]))
+    assert any("draft lookup(n=1..3)" in x and "run.drafter lookup" in x for x in lines)
+    moe = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.drafter=lookup"])
+    assert any("modelled on the mobile SoC modes" in w for w in config_warnings(moe))
+    assert not any("mobile SoC" in w for w in config_warnings(load_config(PLATFORM, ["run.drafter=head"])))

@@ -140,3 +140,23 @@ def test_tree_modes_refuse_chain_policies_and_lookup():
     with pytest.raises(InputError, match="lookup"):
         run_simulation(load_config(PLATFORM, ["run.mode=tree_sync", "run.policy=hw_tree", "run.drafter=lookup",
                                               "pim.partition_policy=striped"]))
+
+
+def test_compare_leaves_tree_modes_out_for_lookup_and_names_the_tree_trace():
+    from ahasd_sim.compare import DEFAULT_MODES, expand_modes
+    from ahasd_sim.config.errors import InputError
+    cfg = load_config(PLATFORM, ["run.drafter=lookup"])
+    rows = [r for r, _ in expand_modes(cfg, list(DEFAULT_MODES))]
+    assert "task_sync" in rows and not any(r.startswith("tree_") for r in rows)
+    with pytest.raises(InputError, match="lookup"):
+        expand_modes(cfg, ["tree_sync"])
+    rows = dict(expand_modes(load_config(PLATFORM, ["run.policy=hw_tree"]), ["tree_pim"]))
+    assert list(rows) == ["tree_pim/hw_tree"]
+
+
+def test_a_head_drafted_tree_is_a_what_if_of_the_tree_trace():
+    from ahasd_sim.simulation import run_simulation
+    s = run_simulation(load_config(PLATFORM, ["run.mode=tree_sync", "run.policy=eagle_dynamic",
+                                              "run.drafter=head"])).summary
+    assert s["trace"].endswith("_tree_moe.npz") and s["drafter"] == "head"
+    assert s["acceptance_source"].startswith("what-if") and "Qwen2.5-Coder-0.5B" in s["acceptance_source"]

@@ -33,6 +33,9 @@ class LookupDrafter:
     def weight_bytes(self) -> int:
         return 0
 
+    def param_count(self) -> int:
+        return 0
+
     def kv_bytes_per_token(self) -> float:
         """Index bytes added per context token (where a model would keep its KV)."""
         return float(INDEX_ENTRY_BYTES * (self.max_ngram - self.min_ngram + 1))
@@ -40,6 +43,19 @@ class LookupDrafter:
     def probes_per_token(self) -> int:
         """Hash probes per drafted token: one per n-gram size, longest first (worst case)."""
         return self.max_ngram - self.min_ngram + 1
+
+
+def describe_acceptance(kind: str, recorded_drafter: str | None) -> str:
+    """Where a run's acceptance comes from, in words: exact for the model drafter that recorded
+    the trace and for lookup (replayed on the trace's target tokens), a what-if for a head."""
+    recorded = recorded_drafter or "an unnamed drafter"
+    if kind == "lookup":
+        return ("exact: the lookup drafter replayed on the trace's target tokens (context: the generated "
+                "tokens; the trace holds no prompt tokens)")
+    if kind == "head":
+        return (f"what-if: the trace's verdicts were recorded with a standalone drafter ({recorded}), "
+                f"not an EAGLE head; the head's time and energy with that drafter's acceptance")
+    return f"trace: recorded with the drafter {recorded}"
 
 
 def resolve_kind(kind: str, family: str = "soc") -> str:

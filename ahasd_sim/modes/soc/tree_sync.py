@@ -215,9 +215,12 @@ class TreeSyncMode(Mode):
             w["throughput_tok_s"].append(t / s if s > 0 else float("nan"))
             w["energy_per_token_j"].append(e / t if t > 0 else float("nan"))
             w["tokens_per_j"].append(t / e if e > 0 else float("nan"))
+        from ...workload.drafters import describe_acceptance
+        drafter = tm.get("drafter", {}).get("name")
         return {
             "trace": str(self.ctx.cfg.soc_tree.trace),   # acceptance comes from the tree trace
-            "trace_models": {"drafter": tm.get("drafter", {}).get("name"), "target": tm.get("target", {}).get("name")},
+            "trace_models": {"drafter": drafter, "target": tm.get("target", {}).get("name")},
+            "acceptance_source": describe_acceptance((summary or {}).get("drafter", "model"), drafter),
             "accepted_length_per_round": (self.col.counters.accepted_tokens / len(self.rounds)) if self.rounds else 0.0,
             "mode_windows": {"basis": f"groups of {per} consecutive prompts of the tree trace (decode only)",
                              "n": len(w["generated_tokens"]), **w},
