@@ -37,8 +37,10 @@ class HwTree(TreePolicy):
 
     def _solve(self, view, extra_tokens: float = 0.0, extra_time_s: float = 0.0):
         base = view.draft_time_s + extra_time_s
-        return best_by_size(self._candidates(view), view.parent, view.path_prob, view.depth,
-                            lambda n: base + view.costs.verify_s(n), extra_tokens, int(self.params.max_nodes))
+        cand = self._candidates(view)
+        verify = view.costs.verify_s_upto(min(len(cand), int(self.params.max_nodes)))
+        return best_by_size(cand, view.parent, view.path_prob, view.depth, [base + v for v in verify],
+                            extra_tokens, int(self.params.max_nodes))
 
     def continue_drafting(self, view) -> bool:
         ratio, self._best = self._solve(view)

@@ -29,29 +29,37 @@ import numpy as np
 def ranked_nodes(nodes: Sequence[int], parent: np.ndarray, path_prob: np.ndarray, depth: np.ndarray) -> list[int]:
     """``nodes`` by descending P, parents before children on ties: every prefix is
     ancestor-closed when every node's parent is among ``nodes`` or the root (P(child) <= P(parent))."""
-    return sorted((int(v) for v in nodes), key=lambda v: (-float(path_prob[v]), int(depth[v]), v))
+    v = np.asarray(nodes, dtype=np.int64)
+    if v.size == 0:
+        return []
+    order = np.lexsort((v, np.asarray(depth)[v], -np.asarray(path_prob, dtype=float)[v]))
+    return v[order].tolist()
 
 
 def best_by_size(nodes: Sequence[int], parent: np.ndarray, path_prob: np.ndarray, depth: np.ndarray,
-                 time_of_size: Callable[[int], float], extra_tokens: float = 0.0,
+                 time_of_size: Callable[[int], float] | Sequence[float], extra_tokens: float = 0.0,
                  max_nodes: int | None = None) -> tuple[float, list[int]]:
     """(best E/T, the subtree) over ancestor-closed subsets of ``nodes`` when T depends only on
-    the subtree's node count: ``time_of_size(n)`` is the round's time with n draft nodes (root
-    excluded). Ties keep the smaller tree. ``extra_tokens`` is added to E (the stop rule's bound)."""
+    the subtree's node count: ``time_of_size(n)`` (or ``time_of_size[n]``, a sequence covering
+    every size) is the round's time with n draft nodes (root excluded). Ties keep the smaller
+    tree. ``extra_tokens`` is added to E (the stop rule's bound)."""
     order = ranked_nodes(nodes, parent, path_prob, depth)
     if max_nodes is not None:
         order = order[:max_nodes]
+    par = parent.tolist() if isinstance(parent, np.ndarray) else list(parent)
+    pp = path_prob.tolist() if isinstance(path_prob, np.ndarray) else list(path_prob)
+    t = time_of_size.__getitem__ if not callable(time_of_size) else time_of_size
     chosen: set[int] = set()
     closed: list[int] = []
     for v in order:                       # keep the ancestor-closed prefix (defensive: P is monotone)
-        if int(parent[v]) == 0 or int(parent[v]) in chosen:
+        if par[v] == 0 or par[v] in chosen:
             chosen.add(v)
             closed.append(v)
     gain = 1.0 + extra_tokens
-    best_ratio, best_n = gain / time_of_size(0), 0
+    best_ratio, best_n = gain / t(0), 0
     for n, v in enumerate(closed, start=1):
-        gain += float(path_prob[v])
-        r = gain / time_of_size(n)
+        gain += pp[v]
+        r = gain / t(n)
         if r > best_ratio * (1 + 1e-12):
             best_ratio, best_n = r, n
     return best_ratio, sorted(closed[:best_n])

@@ -69,11 +69,18 @@ def tree_mask(parent: np.ndarray, rows: list[int]) -> np.ndarray:
 class _SocTreeCost:
     """What ``hw_tree`` sees of the hardware: the verification pass's time for n draft nodes."""
 
-    def __init__(self, costs, kv_len: int, on: str):
-        self._costs, self._kv, self._on = costs, kv_len, on
+    def __init__(self, costs, kv_len: int, on: str, memo: dict):
+        self._costs, self._kv, self._on, self._memo = costs, kv_len, on, memo
 
     def verify_s(self, n_nodes: int) -> float:
         return self._costs.tree_verify(n_nodes + 1, self._kv, self._on).duration_s
+
+    def verify_s_upto(self, n_max: int) -> list[float]:
+        """[verify_s(0), ..., verify_s(n_max)] (memoised per KV length)."""
+        got = self._memo.get(self._kv)
+        if got is None or len(got) <= n_max:
+            got = self._memo[self._kv] = [self.verify_s(n) for n in range(max(n_max, 64) + 1)]
+        return got
 
 
 @register_mode("tree_sync")
@@ -113,6 +120,7 @@ class TreeSyncMode(Mode):
         self.kv_kept_nodes = 0
         self.kv_discarded_nodes = 0
         self.static_w = sum(ctx.platform.devices().values())
+        self._verify_memo: dict[int, list[float]] = {}
 
     def start(self):
         self.env.process(self._loop())
@@ -129,7 +137,8 @@ class TreeSyncMode(Mode):
         n = len(tree.parent)
         return TreeView(parent=tree.parent, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
                         drafted_depth=d, predicted_experts=np.zeros((n, 0, 0), dtype=np.int64),
-                        resident=np.zeros((0, 0), dtype=bool), costs=_SocTreeCost(self.costs, kv, self.verify_on),
+                        resident=np.zeros((0, 0), dtype=bool),
+                        costs=_SocTreeCost(self.costs, kv, self.verify_on, self._verify_memo),
                         draft_time_s=draft_s, next_level_draft_s=nxt, recorded_depth=tree.max_depth,
                         now_s=self.env.now)
 
