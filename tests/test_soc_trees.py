@@ -160,3 +160,19 @@ def test_a_head_drafted_tree_is_a_what_if_of_the_tree_trace():
                                               "run.drafter=head"])).summary
     assert s["trace"].endswith("_tree_moe.npz") and s["drafter"] == "head"
     assert s["acceptance_source"].startswith("what-if") and "Qwen2.5-Coder-0.5B" in s["acceptance_source"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_by_size_search_agrees_with_specfits_dinkelbach_on_an_affine_cost(seed):
+    """Where the cost is affine in the node count (no per-node items), the by-size engine and
+    SpecFit's Dinkelbach/min-cut engine solve the same problem: the same best E/T."""
+    from ahasd_sim.moe.closure import dinkelbach
+    rng = np.random.default_rng(100 + seed)
+    tree = _random_tree(rng, int(rng.integers(2, 30)))
+    nodes = list(range(1, len(tree.parent)))
+    a, b = rng.uniform(0.5, 2), rng.uniform(0.01, 0.3)
+    r, sel = best_by_size(nodes, tree.parent, tree.path_prob, tree.depth, lambda n: a + b * n)
+    pp = np.array([tree.path_prob[v] for v in nodes])
+    rd, seld, _ = dinkelbach(nodes, tree.parent, pp, np.zeros((len(nodes), 0), dtype=bool), np.zeros(0),
+                             1.0, a, b, tol=1e-12)
+    assert r == pytest.approx(rd, rel=1e-9)
