@@ -116,6 +116,9 @@ def dry_run(cfg: SimConfig) -> list[str]:
         f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(starts)} disjoint window(s) of "
         f"{run.generated_tokens} tokens from prompt(s) {', '.join(map(str, starts[:8]))}"
         f"{' ...' if len(starts) > 8 else ''}; acceptance recorded with {tm['drafter']} -> {tm['target']}",
+        *([f"  mode {run.mode} replays the tree trace {cfg.soc_tree.trace} ({len(w.mode.tt)} rounds), not "
+           f"run.trace's windows"] if getattr(w.mode, "tt", None) is not None and hasattr(cfg, "soc_tree")
+          and getattr(w.mode, "family", "") == "soc" else []),
         f"  devices: {devices}",
         *place_lines,
         "dry run: nothing was simulated; no results are reported",
