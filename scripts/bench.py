@@ -2,7 +2,7 @@
 """Benchmark: simulated generated tokens per wall-clock second, per mode, on the default config.
 
 Usage: python scripts/bench.py [--config hw_configs/ahasd_mobile.yaml] [--tokens N] [--repeats R]
-       [--modes ahasd,async,task_sync,operator_sync,autoregressive,gpu_only,tree_sync,tree_pim]
+       [--modes ahasd,async,task_sync,npu_sync,operator_sync,autoregressive,gpu_only,tree_sync,tree_pim]
        [--out results/bench.json]
 
 "cold" is the first run in a fresh process (empty operator-cost cache); "warm" is the median
@@ -37,7 +37,8 @@ def parser():
     p.add_argument("--config", default="hw_configs/ahasd_mobile.yaml", help="main config (default: the default job)")
     p.add_argument("--tokens", type=int, default=1024, help="generated tokens per run (>= 1)")
     p.add_argument("--repeats", type=int, default=5, help="warm repeats per mode (>= 1)")
-    p.add_argument("--modes", default="ahasd,async,task_sync,operator_sync,autoregressive,gpu_only,tree_sync,tree_pim",
+    p.add_argument("--modes", default="ahasd,async,task_sync,npu_sync,operator_sync,autoregressive,gpu_only,tree_sync,"
+                   "tree_pim",
                    help="comma-separated modes, each once")
     p.add_argument("--out", default=None, help="write the results as JSON to this file")
     return p

@@ -66,6 +66,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "tree_sync_hw_tree": (MAIN, ["run.mode=tree_sync", "run.policy=hw_tree"]),
     "tree_pim_hw_tree_k4": (MAIN, ["run.mode=tree_pim", "run.policy=hw_tree", "pim.vectors_per_weight_read=4"]),
     "task_sync_head": (MAIN, [FEW, "run.mode=task_sync", "run.drafter=head"]),
+    "npu_sync_head": (MAIN, [FEW, "run.mode=npu_sync", "run.drafter=head"]),
     "ahasd_lookup": (MAIN, [FEW, "run.drafter=lookup"]),
     "async_default": (MAIN, ["run.mode=async"]),
     "async_banditspec": (MAIN, [FEW, "run.mode=async", "run.policy=banditspec"]),

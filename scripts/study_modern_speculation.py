@@ -4,7 +4,7 @@
 For every cell (``run.drafter`` model / head / lookup, ``pim.vectors_per_weight_read`` k = 1, 4,
 16) it runs every decoder of ``hw_configs/ahasd_mobile.yaml`` on the SAME tokens:
 
-* chain decoders (autoregressive on the NPU and on PIM, ``operator_sync``, ``task_sync``,
+* chain decoders (autoregressive on the NPU and on PIM, ``npu_sync``, ``operator_sync``, ``task_sync``,
   ``async``, ``ahasd``, policy adaedl) on the chain trace restricted to the tree trace's prompts and tokens (the tree
   trace holds 24 of the chain trace's prompts, up to 48 tokens each: the first tokens of each
   prompt's response in the chain trace, same pair, same greedy target);
@@ -42,7 +42,8 @@ DRAFTERS = ("model", "head", "lookup")
 KS = (1, 4, 16)
 CHAIN = [("autoregressive@npu", ["run.mode=autoregressive", "baseline.device=npu"]),
          ("autoregressive@pim", ["run.mode=autoregressive", "baseline.device=pim"]),
-         ("operator_sync", ["run.mode=operator_sync"]), ("task_sync", ["run.mode=task_sync"]),
+         ("npu_sync", ["run.mode=npu_sync"]), ("operator_sync", ["run.mode=operator_sync"]),
+         ("task_sync", ["run.mode=task_sync"]),
          ("async", ["run.mode=async"]), ("ahasd", ["run.mode=ahasd"])]
 TREE_MODES = ("tree_sync", "tree_pim")
 #: the tuning grid of each tree policy (the first entry is the shipped default's neighbourhood)

@@ -180,7 +180,7 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, baseline, expected", [
     ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
-    (None, None, (["autoregressive", "gpu_only", "operator_sync", "task_sync", "async", "ahasd", "tree_sync",
+    (None, None, (["autoregressive", "gpu_only", "npu_sync", "operator_sync", "task_sync", "async", "ahasd", "tree_sync",
                       "tree_pim"], "best")),
     ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),

@@ -238,8 +238,8 @@ def test_compare_runs_every_decoder_and_normalises_to_the_best(tmp_path):
     assert rows == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "ahasd"]
     table, _ = run_compare(cfg, None, None, tmp_path / "cmp")
     trees = [f"{m}/{p}" for m in ("tree_sync", "tree_pim") for p in ("eagle_fixed", "eagle_dynamic", "hw_tree")]
-    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "task_sync",
-                                  "async", "ahasd", *trees]
+    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "npu_sync", "operator_sync",
+                                  "task_sync", "async", "ahasd", *trees]
     # tree rows replay the tree trace's windows: their ratios are to the best tree row only
     tree_rows = table[table["mode"].isin(trees)]
     assert tree_rows["window_basis"].nunique() == 1 and tree_rows["window_basis"].iloc[0] != table["window_basis"].iloc[0]

@@ -32,6 +32,7 @@ class DrafterCosts:
         tok = self.lookup_token()
         self.draft_token = lambda kv_len: tok
         self.gpu_draft_token = lambda kv_len: tok
+        self.npu_draft_token = lambda kv_len: tok
         model_opsync, model_prefill, model_gpu_prefill = self.opsync_forward, self.prefill, self.gpu_prefill
         self.opsync_forward = lambda role, n, kv, mapping: tok if role == "draft" else model_opsync(role, n, kv, mapping)
         self.prefill = lambda role, n: _FREE if role == "draft" else model_prefill(role, n)
