@@ -74,8 +74,9 @@ def _add_compare(sub) -> None:
     _config_options(c)
     c.add_argument("--modes", default=None, metavar="M1,M2,...",
                    help="comma-separated mode names, each once (see `list`); autoregressive runs on every "
-                        "device of the platform, autoregressive@npu/pim/gpu on one (default: autoregressive, "
-                        "gpu_only, operator_sync, async, ahasd, those the platform supports)")
+                        "device of the platform, autoregressive@npu/pim/gpu on one (default: every registered "
+                        "mobile-SoC mode the platform supports: autoregressive, gpu_only, operator_sync, "
+                        "task_sync, async, ahasd, ...)")
     c.add_argument("--policies", default=None, metavar="P1,P2,...",
                    help="instead of --modes: drafting policies run with the config's mode, e.g. "
                         "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")

@@ -49,8 +49,15 @@ def _parse_names(text: str | list[str], baseline: str | None, registry, flag: st
 CAPACITY_KEYS = ("pim.ranks", "pim.partition_policy", "memory.capacity_gib", "memory.reserved_gib",
                  "gpu.memory_gib")
 
-#: the SoC execution modes ``compare`` runs when no ``--modes`` is given (those the platform supports)
-DEFAULT_MODES = ("autoregressive", "gpu_only", "operator_sync", "async", "ahasd")
+
+def _soc_modes() -> tuple[str, ...]:
+    from .modes.base import family_modes
+    return family_modes("soc")
+
+
+#: the SoC execution modes ``compare`` runs when no ``--modes`` is given (every registered mode of
+#: the family, those the platform supports), in the family's order
+DEFAULT_MODES = _soc_modes()
 #: ``--baseline`` value that normalises against the platform's best decoder (the default)
 BEST = "best"
 
@@ -89,6 +96,22 @@ def expand_modes(cfg, modes: list[str]) -> list[tuple[str, list[str]]]:
                     rows.append((f"autoregressive@{d}", ["run.mode=autoregressive", f"baseline.device={d}"]))
             continue
         cls = MODES[name]
+        if cls.drafts_trees and getattr(cls, "family", "") == "soc" and not dev:
+            if cfg.run.drafter == "lookup":      # one continuation per round: no tree to draft
+                if m in DEFAULT_MODES and modes == list(DEFAULT_MODES):
+                    continue
+                raise InputError(f"--modes: mode '{m}' drafts trees; run.drafter lookup proposes one continuation")
+            if not all(d in have for d in cls.required_devices):
+                if m in DEFAULT_MODES and modes == list(DEFAULT_MODES):
+                    continue
+                missing = [d for d in cls.required_devices if d not in have]
+                raise InputError(f"--modes: mode '{m}' needs device(s) {', '.join(missing)}, which this platform "
+                                 f"does not enable")
+            # one row per tree policy (the config's, when it names one): tree variants are rows
+            from .modes.soc.tree_sync import SOC_TREE_POLICIES
+            pols = [cfg.run.policy] if cfg.run.policy in SOC_TREE_POLICIES else list(SOC_TREE_POLICIES)
+            rows += [(f"{m}/{p}", [f"run.mode={m}", f"run.policy={p}"]) for p in pols]
+            continue
         if dev:
             if dev not in have:
                 raise InputError(f"--modes: {m}: this platform has no {dev.upper()} ({dev}.enabled is false)")
@@ -130,7 +153,7 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
     out_dir = Path(out) if out else default_compare_dir(cfg)
     windows = load_run_windows(cfg)
     with OutputFolder(out_dir, "compare") as folder:
-        rows, per_window, not_run = [], {}, {}
+        rows, per_window, not_run, basis = [], {}, {}, {}
         for label, overrides in rows_spec:
             mcfg = cfg.replace(overrides, source="--modes")
             t0 = time.perf_counter()
@@ -144,9 +167,10 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
                 not_run[label] = exc
                 rows.append({"mode": label, "not_run": f"does not fit: {exc.key_path}: {exc.message}"})
                 continue
-            write_run(res, mcfg, folder.stage / label.replace("@", "_"), time.perf_counter() - t0)
+            write_run(res, mcfg, folder.stage / label.replace("@", "_").replace("/", "_"), time.perf_counter() - t0)
             row = {k: res.summary.get(k) for k in COLUMNS}
             row["mode"] = label
+            basis[label] = res.summary.get("window_basis") or "run.windows"
             pl = res.summary.get("pim_placement") or {}
             row["pim_placement"] = pl.get("policy") if pl.get("chosen_by") in ("tuned", "pinned") else None
             row["not_run"] = None
@@ -155,22 +179,36 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
         if not per_window:
             raise next(iter(not_run.values()))
         table = pd.DataFrame(rows, columns=[*COLUMNS, "pim_placement", "not_run"])
+        # rows are paired only with rows replaying the same windows: the tree modes replay the tree
+        # trace's prompts, the others run.windows of run.trace; each group has its own best
         pooled_tput = {r: pooled_rate(w, "throughput_tok_s") for r, w in per_window.items()}
         pooled_eff = {r: pooled_rate(w, "tokens_per_j") for r, w in per_window.items()}
-        best_t = max(pooled_tput, key=pooled_tput.get)
-        best_e = max(pooled_eff, key=pooled_eff.get)
-        refs = [("throughput_tok_s", "throughput", "best", best_t), ("tokens_per_j", "energy_efficiency", "best", best_e)]
+        best_t_of, best_e_of = {}, {}
+        for b in dict.fromkeys(basis.values()):
+            group = [r for r in per_window if basis[r] == b]
+            best_t_of[b] = max(group, key=pooled_tput.get)
+            best_e_of[b] = max(group, key=pooled_eff.get)
+        first = basis[next(m for m in table["mode"] if m in basis)]
+        best_t, best_e = best_t_of[first], best_e_of[first]
+        refs = [("throughput_tok_s", "throughput", "best", best_t_of), ("tokens_per_j", "energy_efficiency", "best", best_e_of)]
         if base_mode != BEST:
             refs += [("throughput_tok_s", "throughput", base_mode, base_mode),
                      ("tokens_per_j", "energy_efficiency", base_mode, base_mode)]
-        for metric, name, tag, ref_label in refs:
+        nan = (float("nan"),) * 3
+        for metric, name, tag, ref_of in refs:
             col = f"{name}_vs_{tag}"
-            ref = per_window[ref_label]
-            nan = (float("nan"),) * 3
-            vals = [_paired_ratio(per_window[m], ref, metric) if m in per_window else nan for m in table["mode"]]
+            vals = []
+            for m in table["mode"]:
+                if m not in per_window:
+                    vals.append(nan)
+                    continue
+                ref_label = ref_of[basis[m]] if isinstance(ref_of, dict) else ref_of
+                vals.append(_paired_ratio(per_window[m], per_window[ref_label], metric)
+                            if basis[ref_label] == basis[m] else nan)
             table[col], table[col + "_ci95_low"], table[col + "_ci95_high"] = zip(*vals)
-        table["best_throughput_decoder"] = best_t
-        table["best_efficiency_decoder"] = best_e
+        table["best_throughput_decoder"] = [best_t_of.get(basis.get(m)) for m in table["mode"]]
+        table["best_efficiency_decoder"] = [best_e_of.get(basis.get(m)) for m in table["mode"]]
+        table["window_basis"] = [basis.get(m) for m in table["mode"]]
         atomic_write(folder.stage / "compare.csv", lambda fh: table.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir
@@ -211,6 +249,13 @@ def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     text.append(f"best decoder: {b['best_throughput_decoder']} (throughput), {b['best_efficiency_decoder']} "
                 f"(tokens/J); rates and ratios are ratios of totals over the same {int(b['windows'])} windows, 95% CIs by "
                 f"paired bootstrap over whole windows")
+    if "window_basis" in table and table["window_basis"].nunique() > 1:
+        other = table[table["window_basis"] != table["window_basis"].iloc[0]]
+        for basis, g in other.groupby("window_basis", sort=False):
+            r = g.iloc[0]
+            text.append(f"rows {', '.join(g['mode'])} replay other windows ({basis}; {int(r['windows'])} windows): "
+                        f"their ratios are to their own best, {r['best_throughput_decoder']} (throughput), "
+                        f"{r['best_efficiency_decoder']} (tokens/J), never to the rows above")
     return "\n".join(text)
 
 

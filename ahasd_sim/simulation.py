@@ -29,6 +29,7 @@ from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
+from .workload.drafters import describe_acceptance, make_drafter, resolve_kind
 from .workload.models import get_model
 from .traces.format import Trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
@@ -377,11 +378,19 @@ def mode_and_models(cfg: SimConfig):
     except ValueError as exc:
         raise _config_error(cfg, "run.mode", str(exc)) from None
     models = []
+    kind = drafter_kind(cfg, mode_cls)
     for key in ("draft_model", "target_model"):
+        if key == "draft_model" and kind != "model":
+            continue       # the head is derived from the target; lookup has no model
         try:
             models.append(run_model(cfg, getattr(run, key)))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    if kind == "lookup" and cfg.lookup.min_ngram > cfg.lookup.max_ngram:
+        raise _config_error(cfg, "lookup.min_ngram", f"is {cfg.lookup.min_ngram}, above lookup.max_ngram "
+                            f"{cfg.lookup.max_ngram}; expected min_ngram <= max_ngram")
+    if kind != "model":
+        models.insert(0, make_drafter(kind, run.draft_model, models[0], cfg.lookup))
     return mode_cls, models[0], models[1]
 
 
@@ -392,6 +401,21 @@ def run_model(cfg: SimConfig, name: str):
         return spec
     from .workload.precision import apply_precision
     return apply_precision(spec, cfg.run.precision)
+
+
+def drafter_kind(cfg: SimConfig, mode_cls=None) -> str:
+    """``run.drafter`` resolved for the run's mode: ``auto`` is ``model`` here; head and lookup
+    are modelled on the mobile SoC modes (other families keep their own drafter)."""
+    if mode_cls is None:
+        mode_cls = get_mode(cfg.run.mode)
+    if getattr(mode_cls, "family", "") != "soc":
+        return "model"
+    return resolve_kind(cfg.run.drafter)
+
+
+def acceptance_source(cfg: SimConfig, kind: str, trace) -> str:
+    """Where the run's acceptance comes from, in words (summary.json and the printed summary)."""
+    return describe_acceptance(kind, trace_models(trace).get("drafter"))
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
@@ -465,6 +489,11 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     platform = build_platform(cfg, mode_cls)
     check_models_fit_memory(cfg, platform, mode_cls, draft, target)
     _full, sim_trace, heldout = trace_parts
+    if getattr(draft, "kind", "model") == "lookup":    # the lookup's exact verdicts on the same tokens
+        from .traces.lookup import lookup_trace
+        lc = cfg.lookup
+        sim_trace = lookup_trace(sim_trace, lc.max_ngram, lc.min_ngram)
+        heldout = None if heldout is None else lookup_trace(heldout, lc.max_ngram, lc.min_ngram)
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
     rng = np.random.default_rng(seed)
     try:
@@ -740,6 +769,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     # meets the limit (a rate limiter over a window longer than a token)
     dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
     makespan *= dilation
+    kind = drafter_kind(cfg, type(mode))
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()
@@ -767,8 +797,10 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "ahasd_sim_version": __version__,
         "mode": run.mode,
         "policy": run.policy,
-        "draft_model": run.draft_model,
+        "draft_model": run.draft_model if kind == "model" else draft.name,
         "target_model": run.target_model,
+        "drafter": kind,
+        "acceptance_source": acceptance_source(cfg, kind, trace),
         "trace": run.trace,
         "trace_sha256": (trace.header.get("sha256") or trace.header.get("file_sha256")
                          or getattr(trace, "file_sha256", None)),

@@ -65,7 +65,7 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
     return cfg, res, tasks, modes        # one mode instance per trace window
 
 
-@pytest.mark.parametrize("mode", ["operator_sync", "async", "ahasd"])
+@pytest.mark.parametrize("mode", ["operator_sync", "task_sync", "async", "ahasd"])
 def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, mode):
     cfg, res, tasks, ms = _recording_run(monkeypatch, mode)
     s = res.summary
@@ -180,7 +180,8 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, baseline, expected", [
     ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
-    (None, None, (["autoregressive", "gpu_only", "operator_sync", "async", "ahasd"], "best")),
+    (None, None, (["autoregressive", "gpu_only", "npu_sync", "operator_sync", "task_sync", "async", "ahasd", "tree_sync",
+                      "tree_pim"], "best")),
     ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
     ("ahasd,async", "async", (["ahasd", "async"], "async")),
@@ -396,7 +397,7 @@ def test_run_errors_name_the_file_and_key(tmp_path):
     assert err("run.draft_model=gpt-9").startswith(f"{f}: run.draft_model: ")
     assert err("run.target_model=gpt-9").startswith(f"{f}: run.target_model: ")
     assert err("run.policy=oracle9") == (f"{f}: run.policy: unknown policy 'oracle9'; valid policies: adaedl, "
-                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, "
+                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, hw_tree, "
                                          "no_draft, rtt_aware, specdecpp, specfit, svip")
     assert err("run.mode=async", "pim.enabled=false") == (
         f"{f}: run.mode: mode 'async' needs device(s) pim, which this platform does not enable "
@@ -430,7 +431,7 @@ def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, p
     ev = pd.DataFrame({"t": [float(i)]})
     en = pd.DataFrame({"device": ["npu", "npu", "aau"], "kind": ["dynamic", "static", "dynamic"],
                        "energy_j": [energy / 2, energy / 2, 0.25]})
-    return sim.RunResult(summary, ev, en, {"window": i}, {"k": i})
+    return sim.RunResult(summary, ev, en, {"traceEvents": [{"name": f"w{i}"}], "displayTimeUnit": "ms"}, {"k": i})
 
 
 def test_combine_windows_totals_pooled_rates_and_intervals():
@@ -469,7 +470,8 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
                                                                                     "async")
     assert (s["windows"], s["window_tokens"], s["window_start_prompts"]) == (2, 16, [0, 2])
     # k is a setting: the first window's (a name-based merge added it up)
-    assert res.policy_stats == {"k": 0, "draft_length_histogram": {"2": 3}} and res.timeline == {"window": 0}
+    assert res.policy_stats == {"k": 0, "draft_length_histogram": {"2": 3}} and res.timeline == {
+        "traceEvents": [{"name": "w0"}, {"name": "w1"}], "displayTimeUnit": "ms"}   # every window's trace
     # windows.csv: one row per window, in WINDOW_COLUMNS order
     assert list(res.windows.columns) == sim.WINDOW_COLUMNS
     assert list(res.windows["start_prompt"]) == [0, 2] and list(res.windows["throughput_tok_s"]) == [10.0, 14.0]
@@ -594,7 +596,8 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
     assert list(table.columns) == cmp.COLUMNS + ["pim_placement", "not_run"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
-        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
+        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder",
+                                                  "window_basis"]
     # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient
     assert table["best_throughput_decoder"].iloc[0] == "ahasd" and table["best_efficiency_decoder"].iloc[0] == "async"
     csv = pd.read_csv(out / "compare.csv")

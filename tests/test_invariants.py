@@ -23,6 +23,7 @@ CASES = [
     ("platform_mobile_npu_lpddr5_pim.yaml", "async", "adaedl"),
     ("platform_mobile_npu_lpddr5_pim.yaml", "operator_sync", "adaedl"),
     ("platform_mobile_npu_lpddr5_pim.yaml", "operator_sync", "fixed"),
+    ("platform_mobile_npu_lpddr5_pim.yaml", "task_sync", "adaedl"),
     ("platform_mobile_npu_lpddr5.yaml", "autoregressive", "fixed"),
     ("platform_laptop_rtx4090.yaml", "gpu_only", "adaedl"),
     ("platform_laptop_rtx4090.yaml", "gpu_only", "svip"),

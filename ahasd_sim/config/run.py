@@ -19,7 +19,15 @@ class RunConfig:
 
     mode: str = param("ahasd", doc="execution mode (registry name, see `python -m ahasd_sim list`)")
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
-    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
+    drafter: str = param("auto", doc="kind of drafter: model = a standalone draft model (run.draft_model); "
+                         "head = an EAGLE-style head (fusion FC + one decoder layer of the target's shape + the "
+                         "target's LM head), run where the mode drafts; lookup = model-free suffix match over the "
+                         "generated tokens on the CPU (section lookup); auto = model on the mobile SoC (head for "
+                         "EAGLE-family tree policies on the MoE path)",
+                         choices=("auto", "model", "head", "lookup"),
+                         source="EAGLE https://arxiv.org/abs/2401.15077; prompt lookup decoding "
+                         "https://github.com/apoorvumang/prompt-lookup-decoding")
+    draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape (run.drafter model): a name in hw_configs/models/ or the path of a model file or config.json")
     target_model: str = param("llama2-13b", doc="target (TLM) model shape: a name in hw_configs/models/ or the path of a model file or config.json")
     precision: str = param("w8a8", doc="numeric precision of both models (workload/precision.py): byte widths "
                            "of weights, activations and KV; w8a8 = the AHASD paper's INT8; w4a8 = INT4 weights, "

@@ -93,6 +93,7 @@ __all__ = [
     "ModelFileError",
     "spec_from_hf_config",
     "moefied",
+    "eagle_head",
     "with_precision",
 ]
 
@@ -138,6 +139,9 @@ class ModelSpec:
     n_pos_embeddings: int = 0  # learned absolute positional-embedding rows (OPT)
     max_context: int = 0  # max positions supported by the checkpoint (informational)
     sliding_window: int = 0  # attention reads at most this many cached tokens (0: all; Mistral-7B: 4096)
+    #: EAGLE-style feature fusion: a linear layer (with bias) from [token embedding; the target's
+    #: hidden state] (2 d) to d runs before the first layer (:func:`eagle_head`)
+    feature_fusion: bool = False
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -225,9 +229,14 @@ class ModelSpec:
         """Separately stored LM-head parameters (0 when tied)."""
         return 0 if self.tied_embeddings else self.vocab_size * self.d_model
 
+    def fusion_params(self) -> int:
+        """Parameters of the EAGLE feature-fusion layer (2 d x d weights + d bias; 0 without)."""
+        return (2 * self.d_model * self.d_model + self.d_model) if self.feature_fusion else 0
+
     def param_count(self) -> int:
         return (
-            self.embedding_params()
+            self.fusion_params()
+            + self.embedding_params()
             + self.n_layers * self.layer_params()
             + self.norm_params()  # final norm
             + self.lm_head_params()
@@ -235,7 +244,8 @@ class ModelSpec:
 
     def active_param_count(self) -> int:
         return (
-            self.embedding_params()
+            self.fusion_params()
+            + self.embedding_params()
             + self.n_layers * self.layer_params(active_only=True)
             + self.norm_params()
             + self.lm_head_params()
@@ -675,3 +685,22 @@ def models_identity(cfg) -> str:
         except (UnknownModelError, ValueError, TypeError):
             out.append(f"unknown:{name}")
     return "\n".join(out)
+
+
+#: EAGLE draft head (Li et al., "EAGLE: Speculative Sampling Requires Rethinking Feature
+#: Uncertainty", ICML 2024, https://arxiv.org/abs/2401.15077, section 3: an embedding layer, a
+#: fusion layer FC(2d -> d), one decoder layer, and the target's LM head)
+EAGLE_SOURCE = "https://arxiv.org/abs/2401.15077 (EAGLE, section 3 and its reference code)"
+
+
+def eagle_head(target: ModelSpec) -> ModelSpec:
+    """An EAGLE-style draft head for ``target``, its shape derived from the target's: the fusion
+    layer FC([token embedding; target hidden state]) of 2 d -> d (with bias), ONE decoder layer of
+    the target's shape, a final norm, and the target's embedding and LM head (a copy held where
+    the head runs: the token embedding is gathered, the LM head streamed in every forward). Same
+    precision as the target. Its KV cache is that of one target layer."""
+    spec = dataclasses.replace(
+        target, name=f"eagle-head:{target.name}", display_name=f"EAGLE head of {target.display_name}",
+        n_layers=1, feature_fusion=True, published_params_b=0.0, source=EAGLE_SOURCE,
+        notes=f"derived from {target.name}: fusion FC + 1 decoder layer + the target's embedding/LM head")
+    return dataclasses.replace(spec, published_params_b=spec.param_count() / 1e9)

@@ -235,6 +235,10 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
     act_cls = "gelu"  # GELU, ReLU, SiLU/SwiGLU
     ops: list[Operator] = []
     t = 0
+    if m.feature_fusion:
+        # EAGLE head: FC([token embedding; target hidden state]) before its one decoder layer
+        ops.append(_weight_op(m, "feature_fc", n, 2 * d, d, t, bias=True, repeat=1, per_layer=False))
+        t += 1
 
     # --- attention block ---------------------------------------------------
     ops.append(_elementwise_op(m, "norm_attn", n, n * d, norm_cls, t, repeat=L,

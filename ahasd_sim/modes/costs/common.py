@@ -85,6 +85,8 @@ class CommonCosts:
         self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
         self._npu_cache: dict[tuple, Any] = _task_table((self._npu_key, self.quantum, repr(draft_spec),
                                                          repr(target_spec)))
+        if getattr(draft_spec, "kind", "model") == "lookup":
+            self._install_lookup()
 
     def ops(self, model, n_tokens: int, kv: int):
         # a pass's cost, its layer split and the pre-verification over the same tokens all ask
