@@ -140,3 +140,19 @@ def test_a_context_beyond_the_kv_reserve_is_warned_once(capsys):
     sim._KV_WARNED.clear()
     run_simulation(_cfg("run.mode=autoregressive", "baseline.device=pim"))   # 2048 reserved: quiet
     assert "kv_reserve_tokens" not in capsys.readouterr().err
+
+
+def test_a_mode_that_tunes_no_placement_takes_the_first_layout_that_fits():
+    """On the 16 GB phone the drafter and target striped over every rank overflow a rank, so
+    npu_sync (which tunes no placement) under pim.partition_policy auto takes the next layout of
+    placement.UNTUNED_ORDER that holds both; pinning striped is still an error naming the key."""
+    from ahasd_sim.config.loader import load_config
+    from ahasd_sim.config.errors import ConfigError
+    from ahasd_sim.simulation import run_simulation
+    short = ["run.mode=npu_sync", "run.generated_tokens=16", "run.windows=1", "run.timeline=false"]
+    cfg = load_config(ROOT / "hw_configs" / "phone_16gb.yaml", short)
+    res = run_simulation(cfg)
+    assert res.summary["pim_placement"]["policy"] != "striped"
+    assert res.summary["generated_tokens"] == 16
+    with pytest.raises(ConfigError, match="pim.partition_policy"):
+        run_simulation(load_config(ROOT / "hw_configs" / "phone_16gb.yaml", [*short, "pim.partition_policy=striped"]))

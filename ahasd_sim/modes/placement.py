@@ -79,6 +79,31 @@ def place_for_mode(pim, draft, target, cfg, policy: str):
     return place_models(pim, draft, target, cfg, policy)
 
 
+#: the order in which a mode that does not tune its placement tries the layouts under
+#: ``pim.partition_policy: auto`` (striped first: it was the only layout before phone-sized memory)
+UNTUNED_ORDER = ("striped", "proportional", "min_fit", "all_ranks")
+
+
+def place_untuned(pim, draft, target, cfg, placement: "Placement"):
+    """(partition, placement) of a mode that does not tune its placement: the pinned policy, or
+    under ``auto`` the first layout of :data:`UNTUNED_ORDER` that holds what the mode loads (a
+    phone's ranks may not hold a striped pair that a 64 GiB platform does); the last layout's
+    error when none fits."""
+    if cfg.pim.partition_policy != "auto" or placement.chosen_by != "not used by this mode":
+        return place_for_mode(pim, draft, target, cfg, placement.policy), placement
+    from ..config.errors import ConfigError
+    err = None
+    for policy in UNTUNED_ORDER:
+        try:
+            part = place_for_mode(pim, draft, target, cfg, policy)
+        except ConfigError as exc:
+            err = exc
+            continue
+        return part, Placement(policy, placement.chosen_by if policy == "striped" else
+                               "not used by this mode (first layout that fits)")
+    raise err
+
+
 def mode_uses_placement(mode_name: str) -> bool:
     from . import MODES
     return bool(getattr(MODES.get(mode_name), "uses_pim_placement", False))

@@ -55,9 +55,10 @@ class CommonCosts:
         self.placement = None
         self._auto_device: str | None = None     # baseline.device auto, once chosen
         if platform.pim is not None:
-            from ..placement import place_for_mode, resolve_placement
-            self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
-            self.partition = place_for_mode(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
+            from ..placement import place_untuned, resolve_placement
+            # pinned, or the mode's best on the tuning data (a mode that tunes none: the first that fits)
+            self.partition, self.placement = place_untuned(platform.pim, draft_spec, target_spec, cfg,
+                                                           resolve_placement(cfg))
         self._cache: dict[tuple, TaskCost] = _task_table((cfg.fingerprint(), repr(draft_spec), repr(target_spec)))
         # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
         # the configuration's table like the costs themselves, so later windows start warm:
