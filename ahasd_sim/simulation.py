@@ -489,6 +489,9 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     platform = build_platform(cfg, mode_cls)
     check_models_fit_memory(cfg, platform, mode_cls, draft, target)
     _full, sim_trace, heldout = trace_parts
+    if run.extra_context_tokens:                      # a long-context what-if: longer KV, longer prefill
+        from .traces.format import with_extra_context
+        sim_trace = with_extra_context(sim_trace, run.extra_context_tokens)
     if getattr(draft, "kind", "model") == "lookup":    # the lookup's exact verdicts on the same tokens
         from .traces.lookup import lookup_trace
         lc = cfg.lookup
@@ -530,7 +533,8 @@ def _warn_kv_beyond_reserve(cfg: SimConfig, sim_traces) -> None:
     for tr in sim_traces:
         replay = TraceReplay(tr, cfg.run.generated_tokens)
         if replay.n_positions:
-            longest = max(longest, max(replay.kv_len_at(p) for p in range(replay.n_positions)) + 1)
+            longest = max(longest, max(replay.kv_len_at(p) for p in range(replay.n_positions)) + 1
+                          + cfg.run.extra_context_tokens)
     reserve = cfg.pim.kv_reserve_tokens
     key = cfg.fingerprint()
     if longest > reserve and key not in _KV_WARNED:
