@@ -318,7 +318,7 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | N
                            "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s,
                            "placements": pt.placements}
     if pt.ci95 is not None:
-        rec["ci95"] = [None if v != v else v for v in pt.ci95]   # NaN is not JSON
+        rec["ci95"] = [None if c is None else [float(c[0]), float(c[1])] for c in pt.ci95]   # [low, high] or None
     if pt.samples is not None:
         rec["samples"] = pt.samples
         rec["windows"] = pt.windows
