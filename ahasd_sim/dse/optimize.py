@@ -553,8 +553,21 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
     return runs, out / "seeds.csv"
 
 
+def windows_warning(study: Study, windows: list | None, what: str) -> str | None:
+    """The warning when ``windows`` per design point are too few for the objectives' intervals."""
+    from ..metrics.stats import MIN_T_SAMPLES
+    n = len(windows or [None])
+    if n >= MIN_T_SAMPLES:
+        return None
+    return (f"{study.source}: {what}: {n} trace window{'s' if n != 1 else ''} per design point: the objectives get "
+            f"no 95% interval (Student t needs {MIN_T_SAMPLES} windows, one sample each); list more windows")
+
+
 def run_optimize_cli(args) -> int:
     study = load_study(args.config)
+    from ..cli_common import warn
+    if (msg := windows_warning(study, study.windows, "windows")):
+        warn(msg)
     out = Path(args.out) if args.out else default_out_dir(study)
     kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
               progress=not args.no_progress, fastest=getattr(args, "fastest", False))

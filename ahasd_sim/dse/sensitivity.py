@@ -481,6 +481,10 @@ def _key(key) -> str:
 
 def run_sensitivity_cli(args) -> int:
     study = load_study(args.config)
+    from ..cli_common import warn
+    from .optimize import windows_warning
+    if (msg := windows_warning(study, study.sensitivity.get("windows") or study.windows, "sensitivity.windows")):
+        warn(msg)
     stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
                             sobol_samples=args.sobol_samples, progress=not args.no_progress)
     out = stats["out_dir"]

@@ -356,7 +356,7 @@ def mean_t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple
 
 
 def t_interval(samples: Sequence[float], *, positive: bool = False, center: float | None = None,
-               confidence: float = 0.95) -> tuple[float, list[float] | None]:
+               lower: float | None = None, confidence: float = 0.95) -> tuple[float, list[float] | None]:
     """(estimate, ``[low, high]`` 95% Student-t interval) over independent samples, or
     (estimate, None) below :data:`MIN_T_SAMPLES` samples. The estimate is ``center`` (e.g. a
     ratio of totals over the same samples) or else the mean.
@@ -365,7 +365,8 @@ def t_interval(samples: Sequence[float], *, positive: bool = False, center: floa
     ``center x exp(+-t s_log / sqrt(n))`` with ``s_log`` the standard deviation of the samples'
     logarithms (to first order their relative standard deviation), so both bounds are positive
     and the interval is symmetric in ratio terms (1/r maps to the same interval inverted).
-    A non-positive sample gives no log-scale interval (None)."""
+    A non-positive sample gives no log-scale interval (None). ``lower``: the smallest value the
+    quantity can take (0 for a time that can be 0 in a sample); the linear interval is cut there."""
     xs = [float(x) for x in samples]
     n = len(xs)
     mean = sum(xs) / n if n else float("nan")
@@ -382,7 +383,7 @@ def t_interval(samples: Sequence[float], *, positive: bool = False, center: floa
         return est, [est * math.exp(-h), est * math.exp(h)]
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     h = q * sd / math.sqrt(n)
-    return est, [est - h, est + h]
+    return est, [est - h if lower is None else max(lower, est - h), est + h]
 
 
 def excludes_zero(ci: Sequence[float] | None, scale: float, rel_tol: float = ZERO_REL_TOL) -> bool:
