@@ -90,6 +90,8 @@ def _bars_input():
 
 
 def test_grouped_bars_carry_window_intervals_and_readable_labels(monkeypatch, tmp_path):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)     # 3 windows, resampled by hand below
     res, win = _bars_input()
     figs = _capture(monkeypatch, bars)
     bars.normalised_bars(res, tmp_path / "b", bars=["gpu_only", "ahasd"], windows=win)
@@ -132,7 +134,7 @@ def test_grouped_bars_without_window_samples_say_so(monkeypatch, tmp_path):
     figs2 = _capture(monkeypatch, bars)
     bars.normalised_bars(res, tmp_path / "b1", bars=["gpu_only", "ahasd"], windows=win[win["window"] == 0])
     assert not any(_errorbar_segments(a) for a in figs2[-1].axes)
-    assert any("4 of 4 bars without: fewer than two windows" in t.get_text() for t in figs2[-1].texts)
+    assert any("4 of 4 bars without: fewer than 5 windows (n<5)" in t.get_text() for t in figs2[-1].texts)
 
 
 # ------------------------------------------------------------------ Pareto 2-D
@@ -205,7 +207,9 @@ def test_parallel_coordinates_axes_are_words(monkeypatch, tmp_path):
 def test_tornado_labels_intervals_and_legend(monkeypatch, tmp_path):
     figs = _capture(monkeypatch, pareto)
     oat = pd.DataFrame({"parameter": ["npu.freq_ghz", "pim.ranks"], "low_label": ["1", "2"], "high_label": ["3", "8"],
-                        "low": [9.0, 9.5], "high": [12.0, 10.5], "low_ci95": [0.25, 0.5], "high_ci95": [0.5, 0.25]})
+                        "low": [9.0, 9.5], "high": [12.0, 10.5],
+                        "low_diff_ci95_low": [-1.25, -1.0], "low_diff_ci95_high": [-0.75, 0.0],
+                        "high_diff_ci95_low": [1.5, 0.25], "high_diff_ci95_high": [2.5, 0.75]})
     pareto.tornado(oat, "throughput_tok_s", 10.0, tmp_path / "t")
     fig = figs[-1]
     ax = fig.axes[0]
@@ -268,6 +272,8 @@ def _sweep_input(xs=(8, 16, 32)):
 
 
 def test_sweep_lines_ticks_log2_and_window_intervals(monkeypatch, tmp_path):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)     # 3 windows, resampled by hand below
     figs = _capture(monkeypatch, sweep_plots)
     res, win = _sweep_input()
     sweep_plots.lines(res, "ahasd.max_verify_tokens", "throughput_tok_s", tmp_path / "l", windows=win)

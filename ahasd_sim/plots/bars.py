@@ -81,8 +81,8 @@ def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline
     window samples (metrics.windows.paired_ratio): the bar over the baseline on the same windows,
     seeds averaged within a window, a paired bootstrap over whole windows; a bar that summarises
     several configurations (model pairs, algorithms: the ``match`` columns other than seed)
-    resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer than two
-    windows, or the baseline itself) and ``windows``."""
+    resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer windows
+    than the bootstrap's minimum, or the baseline itself) and ``windows``."""
     from ..metrics.windows import paired_ratio
     w = windows
     if by != "variant":
@@ -170,11 +170,34 @@ def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence
     d = ok_rows(df)
     if d.empty:
         raise InputError("the results table has no finished (status ok) points to plot")
-    levels = list(dict.fromkeys(d[by].astype(str)))
-    for flag, want in (("--baseline", [baseline]), ("--bars", list(bars or []))):
-        for w in want:
-            if str(w) not in levels:
-                raise InputError(f"{flag} {w}: no finished point has {by} == {w} (values: {', '.join(levels)})")
+    resolve_levels(d, by, [baseline], "--baseline")
+    resolve_levels(d, by, list(bars or []), "--bars")
+
+
+def _spellings(v) -> set[str]:
+    """The ways a user may write the table value ``v`` on the command line: 16 for 16.0, 1e3 too."""
+    out = {str(v)}
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v):
+        out |= {repr(float(v)), f"{float(v):g}"}
+        if float(v).is_integer():
+            out.add(str(int(v)))
+    return out
+
+
+def resolve_levels(d: pd.DataFrame, by: str, wanted: Sequence, flag: str) -> list:
+    """``wanted`` (command-line strings, or table values) as the values of column ``by`` they
+    name: a numeric column holds floats (16.0) that "--baseline 16" names. A value no finished
+    row has is an InputError naming ``flag`` and the column's values."""
+    values = list(dict.fromkeys(d[by]))
+    out = []
+    for w in wanted:
+        hit = [v for v in values if v == w or str(w) in _spellings(v)
+               or (not isinstance(w, str) and str(v) in _spellings(w))]
+        if not hit:
+            raise InputError(f"{flag} {w}: no finished point has {by} == {w} "
+                             f"(values: {', '.join(map(str, values))})")
+        out.append(hit[0])
+    return out
 
 
 def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", baseline: str = "gpu_only",
@@ -192,6 +215,10 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     apply_style()
     metrics = dict(metrics or DEFAULT_METRICS)
     check_bars_input(df, by=by, baseline=baseline, bars=bars, group=group, metrics=list(metrics))
+    # the table's own values (a numeric --by column holds 16.0 where the command line says "16")
+    d_ok = ok_rows(df)
+    baseline = resolve_levels(d_ok, by, [baseline], "--baseline")[0]
+    bars = resolve_levels(d_ok, by, list(bars), "--bars") if bars is not None else None
     tab = ratio_table(df, by=by, baseline=baseline, group=group, match=match, metrics=list(metrics), bars=bars)
     bars = list(bars) if bars is not None else list(dict.fromkeys(tab["bar"]))
     others = tab[tab["bar"].astype(str) != str(baseline)] if len(bars) > 1 else tab
@@ -237,5 +264,7 @@ def interval_note(tab: pd.DataFrame, baseline: str) -> str:
     n_ci = int(others["ci_low"].notna().sum())
     text = "error bars: 95% CI, paired bootstrap over whole trace windows (within each configuration)"
     if n_ci < len(others):
-        text += f"; {len(others) - n_ci} of {len(others)} bars without: fewer than two windows"
+        from ..metrics.stats import MIN_BOOTSTRAP_WINDOWS
+        text += (f"; {len(others) - n_ci} of {len(others)} bars without: fewer than {MIN_BOOTSTRAP_WINDOWS} "
+                 f"windows (n<{MIN_BOOTSTRAP_WINDOWS})")
     return text
