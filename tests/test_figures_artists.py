@@ -108,9 +108,9 @@ def test_grouped_bars_carry_window_intervals_and_readable_labels(monkeypatch, tm
     assert lo < 30 / 29.4 < hi
     # value labels sit above the interval, inside the axes
     for t in ax.texts:
-        if t.get_text() == "1.02":
-            assert t.get_position()[1] == pytest.approx(hi, rel=1e-12, abs=0)
-            assert t.get_position()[1] < ax.get_ylim()[1]
+        if t.get_text() == "1.02":                      # anchored at the interval's top (+2 points)
+            assert t.xy[1] == pytest.approx(hi, rel=1e-12, abs=0)
+            assert t.xy[1] < ax.get_ylim()[1]
     # words with units: "Throughput (x GPU only)", legend entries without keys
     assert "(x GPU only)" in ax.get_ylabel()
     legend = fig.legends[0]
@@ -252,6 +252,81 @@ def test_gantt_legend_clears_panel_titles(monkeypatch, tmp_path):
     for a in fig.axes:
         for t in a.get_yticklabels():
             assert t.get_text() in {"GPU", "NPU", "PIM"}
+
+
+def test_gantt_panels_share_one_x_range_and_the_legend_lists_drawn_tasks(monkeypatch, tmp_path):
+    """A short run (ends at 5 ms) next to a long one (ends at 50 ms): both panels show the same
+    window, 10%-30% of the shortest (0.5-1.5 ms); "wait" occurs only after it and is not in the
+    legend."""
+    figs = _capture(monkeypatch, timeline)
+    short = pd.DataFrame({"device": ["npu", "pim"], "task": ["draft", "verify"],
+                          "start_s": [0.0, 0.001], "end_s": [0.002, 0.005]})
+    long = pd.DataFrame({"device": ["npu", "pim", "npu"], "task": ["draft", "verify", "wait"],
+                         "start_s": [0.0, 0.001, 0.010], "end_s": [0.02, 0.03, 0.05]})
+    timeline.plot_gantt({"short": short, "long": long}, tmp_path / "g")
+    fig = figs[-1]
+    lims = {tuple(round(v, 9) for v in a.get_xlim()) for a in fig.axes}
+    assert lims == {(0.5, 1.5)}
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["draft", "verify"]
+
+
+# ------------------------------------------------------------------ paper style
+def _overlaps(fig, texts, others=()):
+    """Pairs of visible, non-empty texts (and text-vs-artist) whose drawn boxes intersect."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(r)) for t in texts if t.get_visible() and t.get_text()]
+    bad = [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+    from matplotlib.transforms import Bbox
+    for o in others:              # each drawn segment of a collection (a whisker, a cap)
+        for seg in o.get_segments():
+            pts = o.get_transform().transform(seg)
+            ob = Bbox.from_extents(pts[:, 0].min(), pts[:, 1].min(), pts[:, 0].max(), pts[:, 1].max())
+            bad += [(a, "whisker") for a, ba in boxes if ba.overlaps(ob)]
+    return bad
+
+
+def test_log_axes_print_plain_decimals(tmp_path):
+    """save_figure labels every log axis with plain decimals: 0.6 and 2, never "6x10^-1"."""
+    from ahasd_sim.plots.style import apply_style, plt, save_figure
+    apply_style()
+    fig, ax = plt.subplots()
+    ax.plot([0.55, 0.9], [0.001, 1000])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.5, 0.95)          # less than a decade: the minor ticks are labelled
+    save_figure(fig, tmp_path / "f", formats=("png",))
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels()
+              + ax.get_yticklabels() if t.get_text()]
+    assert labels and "0.6" in labels and "1000" in labels and "0.001" in labels
+    for t in labels:
+        float(t.replace("\u2212", "-"))            # a plain number: no mathtext, no "x10^"
+        assert "$" not in t and "times" not in t
+
+
+def test_column_presets():
+    from ahasd_sim.plots.style import figure_size
+    assert figure_size("one") == (3.5, pytest.approx(3.5 * 0.62))
+    assert figure_size("two", height_in=2.0) == (7.0, 2.0)
+    with pytest.raises(ValueError):
+        figure_size("three")
+
+
+def test_bar_value_labels_clear_of_whiskers_and_texts(monkeypatch, tmp_path):
+    """Grouped bars with intervals: no value label overlaps another text or an error bar, and
+    the baseline's bars (1 by definition) carry no "1" label."""
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)
+    res, win = _bars_input()
+    figs = _capture(monkeypatch, bars)
+    bars.normalised_bars(res, tmp_path / "b", bars=["gpu_only", "ahasd"], windows=win)
+    fig = figs[-1]
+    for ax in fig.axes:
+        assert "1" not in [t.get_text() for t in ax.texts]
+        from matplotlib.collections import LineCollection
+        whiskers = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert not _overlaps(fig, list(ax.texts) + list(ax.get_xticklabels()), whiskers)
 
 
 # ------------------------------------------------------------------ sweep lines and heat map

@@ -106,9 +106,11 @@ def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline
 def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: Sequence[str],
                       bar_labels: Mapping[str, str] | None = None, reference: Mapping[str, float] | None = None,
                       reference_group: str = MEAN_GROUP, ylabel: str = "", baseline_line: float | None = 1.0,
-                      annotate: bool = True) -> None:
+                      annotate: bool = True, unlabelled: Sequence = ()) -> None:
     """Grouped bars from a long (group, bar, ratio) table on ``ax``; optional reference markers
-    (e.g. the paper's reported values) over ``reference_group``."""
+    (e.g. the paper's reported values) over ``reference_group``. Value labels sit 2 points above
+    the bar's interval (clear of the whisker's cap); ``unlabelled`` bars (the baseline: 1 by
+    definition) get none."""
     bar_labels = dict(bar_labels or {})
     n = len(bars)
     width = 0.8 / max(n, 1)
@@ -129,11 +131,11 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
             ax.errorbar(pos[has], vals[has], yerr=[np.clip(vals - lo, 0, None)[has], np.clip(hi - vals, 0, None)[has]],
                         fmt="none", ecolor="black", elinewidth=0.7, capsize=1.5, zorder=4)
         tops.extend(np.where(has, hi, vals)[np.isfinite(vals)])
-        if annotate and n <= 8:
+        if annotate and n <= 8 and b not in set(unlabelled):
             for p, v, t in zip(pos, vals, np.where(has, hi, vals)):
                 if np.isfinite(v):    # above the interval's top, not inside the error bar
-                    ax.text(p, t, bar_value_label(v), ha="center", va="bottom", fontsize=6,
-                            rotation=90 if n > 4 else 0)
+                    ax.annotate(bar_value_label(v), (p, t), xytext=(0, 2), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=6, rotation=90 if n > 4 else 0)
         if reference and b in reference and reference_group in groups:
             gi = list(groups).index(reference_group)
             ax.plot([pos[gi]], [reference[b]], marker="D", color="black", markersize=4, linestyle="none",
@@ -235,7 +237,7 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     base_name = baseline_label or bar_labels.get(baseline) or words(baseline)
     for ax, (m, label) in zip(axes[:, 0], metrics.items()):
         plot_grouped_bars(ax, tab[tab["metric"] == m], bars=bars, groups=groups, bar_labels=bar_labels,
-                          reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})")
+                          reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})", unlabelled=[baseline])
     handles, labels = axes[0, 0].get_legend_handles_labels()
     order = [i for i, lab in enumerate(labels) if lab != "paper (reported)"] + \
             [i for i, lab in enumerate(labels) if lab == "paper (reported)"]
