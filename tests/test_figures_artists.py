@@ -270,6 +270,34 @@ def test_gantt_panels_share_one_x_range_and_the_legend_lists_drawn_tasks(monkeyp
     assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["draft", "verify"]
 
 
+def test_parallel_coordinates_texts_do_not_overlap(monkeypatch, tmp_path):
+    """The shipped study's axes (9, long model-pair choices, a 32-1024 GB/s log axis): no value
+    label overlaps another text, and numbers are plain ("1020", not "1.02e+03")."""
+    figs = _capture(monkeypatch, pareto)
+    rng = np.random.default_rng(0)
+    pairs = ["opt-1.3b/opt-6.7b", "llama2-7b/llama2-13b", "palm-like-8b/palm-like-30b"]
+    pols = ["adaedl", "svip", "specdecpp", "banditspec", "fixed"]
+    mems = ["LPDDR5/4266", "LPDDR5/5500", "LPDDR5/6400", "LPDDR5X/7500", "LPDDR5X/8533"]
+    n = 40
+    df = pd.DataFrame({"pim.unit_gops_int8": rng.uniform(25.6, 819.2, n), "pim.internal_bw_gb_s": rng.uniform(32, 1024, n),
+                       "pim.ranks": rng.choice([12, 16], n), "memory.channels": rng.choice([2, 4, 8], n),
+                       "memory.standard,memory.data_rate_mts": rng.choice(mems, n),
+                       "run.draft_model,run.target_model": rng.choice(pairs, n), "run.policy": rng.choice(pols, n),
+                       "throughput_ratio": rng.uniform(0.08, 0.9, n), "energy_efficiency_ratio": rng.uniform(0.36, 0.95, n)})
+    axes = list(df.columns)
+    pareto.parallel_coordinates(df, df.iloc[:3], axes, tmp_path / "pc",
+                                categories={"pim.ranks": [12, 16], "memory.channels": [2, 4, 8],
+                                            "memory.standard,memory.data_rate_mts": mems,
+                                            "run.draft_model,run.target_model": pairs, "run.policy": pols},
+                                log_axes={"pim.unit_gops_int8", "pim.internal_bw_gb_s"},
+                                limits={"pim.unit_gops_int8": (25.6, 819.2), "pim.internal_bw_gb_s": (32.0, 1024.0)})
+    fig = figs[-1]
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "1020" in texts and not any("e+" in t for t in texts)
+    assert not _overlaps(fig, list(ax.texts))
+
+
 # ------------------------------------------------------------------ paper style
 def _overlaps(fig, texts, others=()):
     """Pairs of visible, non-empty texts (and text-vs-artist) whose drawn boxes intersect."""

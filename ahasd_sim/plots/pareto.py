@@ -168,12 +168,18 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
                          categories: dict[str, list] | None = None, log_axes: set[str] | None = None,
                          limits: dict[str, tuple] | None = None, labels: dict[str, str] | None = None) -> list[Path]:
     """One vertical axis per parameter and objective, each scaled to [0, 1] over the evaluated
-    points (categorical axes: one tick per choice); the evaluated points faint, the front bold."""
+    points (categorical axes: one tick per choice); the evaluated points faint, the front bold.
+    Value labels are plain numbers (1020, not 1.02e+03), long choices ("palm-like-8b/palm-like-30b")
+    break after their "/" so that they stay clear of the next axis."""
+    from .style import plain_number
     apply_style()
     categories = categories or {}
     log_axes = log_axes or set()
     limits = limits or {}
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(axes)), 3.8))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.95 * len(axes)), 3.8))
+
+    def short(lab: str) -> str:
+        return lab.replace("/", "/\n", 1) if len(lab) > 10 and "/" in lab else lab
 
     def scale(col: str, s: pd.Series) -> tuple[np.ndarray, list[tuple[float, str]]]:
         if col in categories:
@@ -186,7 +192,7 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
         lo, hi = limits.get(col, (np.nanmin(allv), np.nanmax(allv)))
         f = (lambda a: np.log(a)) if col in log_axes and lo > 0 else (lambda a: a)
         span = f(hi) - f(lo) if hi != lo else 1.0
-        ticks = [(0.0, f"{lo:.3g}"), (1.0, f"{hi:.3g}")]
+        ticks = [(0.0, plain_number(float(f"{lo:.3g}"))), (1.0, plain_number(float(f"{hi:.3g}")))]
         return (f(v) - f(lo)) / span, ticks
 
     xs = np.arange(len(axes))
@@ -199,7 +205,8 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
     for i, a in enumerate(axes):
         ax.axvline(i, color="0.2", linewidth=0.6)
         for pos, lab in scale(a, df[a])[1]:
-            ax.text(i + 0.04, pos, lab, fontsize=6, va="center", ha="left", color="0.15", zorder=6,
+            ax.text(i + 0.04, pos, short(lab), fontsize=6, va="center", ha="left", color="0.15", zorder=6,
+                    linespacing=0.9,
                     bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0})
     ax.set_xticks(xs)
     ax.set_xticklabels([(labels or {}).get(a) or parameter_label(a) for a in axes], rotation=25, ha="right",
