@@ -353,7 +353,10 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
             sobol_note += (f"Convergence: largest change of an ST from N/2 to N = {n} is "
                            + (f"{max(r['max_abs_dST'] for r in conv_rows if r['n'] == n):.3g}" if conv_rows else "n/a")
                            + f" (tolerance {tol:g}: " + ("converged" if converged else
-                                                        f"NOT converged within the budget of {n_max} blocks") + ").")
+                                                        f"NOT converged within the budget of {n_max} blocks"
+                                                        if converged is False else
+                                                        f"not measured: the check compares N/2 with N and needs "
+                                                        f"N >= 4 blocks") + ").")
         else:
             sobol_note += "No sobol_tolerance given: N was not chosen by the convergence check (table below)."
 
@@ -497,7 +500,8 @@ def run_sensitivity_cli(args) -> int:
         top = ", ".join(f"{r.parameter} ({r.span:.3g})" for r in d.itertuples())
         print(f"  {o.name}: widest OAT spans: {top}")
     if stats["sobol_points"]:
-        conv = {True: "converged", False: "NOT converged", None: "convergence not checked (no sobol_tolerance)"}
+        conv = {True: "converged", False: "NOT converged",
+                None: "convergence not measured (no sobol_tolerance, or N < 4 blocks)"}
         print(f"  Sobol: N = {stats['sobol_samples']} blocks of budget {stats['sobol_budget']} "
               f"({stats['sobol_points']} design points): {conv[stats['sobol_converged']]}")
     print(f"report: {out / 'sensitivity.md'}")
