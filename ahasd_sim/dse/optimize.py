@@ -556,7 +556,9 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
 def windows_warning(study: Study, windows: list | None, what: str) -> str | None:
     """The warning when ``windows`` per design point are too few for the objectives' intervals."""
     from ..metrics.stats import MIN_T_SAMPLES
-    n = len(windows or [None])
+    if not windows:           # no study windows: the simulator's own windows of each run give the intervals
+        return None
+    n = len(windows)
     if n >= MIN_T_SAMPLES:
         return None
     return (f"{study.source}: {what}: {n} trace window{'s' if n != 1 else ''} per design point: the objectives get "
