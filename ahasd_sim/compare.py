@@ -116,7 +116,7 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
 
     Every row gets its ratio to the **best decoder** of the table (max pooled throughput for the
     throughput ratio, max pooled tokens/J for the energy-efficiency ratio: every autoregressive
-    placement and every speculative mode the platform supports, issue 23), and to ``baseline``
+    placement and every speculative mode the platform supports: every competitor at its best), and to ``baseline``
     when one is named. The best is picked on the same windows the ratios are formed on, which
     can only favour the baseline."""
     modes, base_mode = parse_modes(modes, baseline)

@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (issue 9).
+"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (docs/validation.md).
 
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``python -m ahasd_sim measure gpu``) is simulated with the platform's GPU model:

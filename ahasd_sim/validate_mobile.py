@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (issue 29).
+"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (docs/validation.md).
 
 Every row of a measured CSV (``validation/mobile/measured.csv`` by default; columns
 :data:`COLUMNS`) is matched to a SoC preset (``hw_configs/soc/*.yaml``), a zoo model and a
@@ -12,7 +12,7 @@ model at the row's byte widths):
   sequential-read efficiency (all-bank refresh tRFC/tREFI: 0.91 at the default timings;
   :meth:`~ahasd_sim.hw.lpddr5.Lpddr5Memory.class_breakdown`) x ``eta_bw`` (**free**: the share of
   the DRAM's sustained bandwidth one unit's DMA can pull -- outstanding requests per unit, the
-  NoC port; HeteroInfer, quoted by issue 29, reads 40-45 GB/s for one unit of a 76.8 GB/s part);
+  NoC port; HeteroInfer reads 40-45 GB/s for one unit of a 76.8 GB/s part);
 * decode step = max(bytes / bandwidth, flops / NPU peak of the array dtype), bytes = every weight
   (LM head included, at ``head_weight_bytes_per_param`` where the precision keeps it wider;
   embedding gathered) + the KV cache of the graph's whole context (QNN graphs

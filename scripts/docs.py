@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the result blocks of README.md and docs/ from the code at HEAD (issues 23, 31).
+"""Regenerate the result blocks of README.md and docs/ from the code at HEAD.
 
 A generated block is delimited by ``<!-- generated: NAME (COMMAND) -->`` and
 ``<!-- end generated: NAME -->``; everything between the two lines is replaced by what the
@@ -125,7 +125,7 @@ def block_headline() -> str:
     both = sum(r["beats_best_on_both"] for r in rows)
     text = (
         f"On the AHASD paper's own platform (NPU + 16-rank LPDDR5-PIM, PIM rates derived from the memory), with every "
-        f"competitor given its best decoder and rank placement (issue 23), AHASD reaches "
+        f"competitor given its best decoder and rank placement, AHASD reaches "
         f"**{cell('ahasd', 'best_soc', 'throughput_tok_s')}x the throughput and "
         f"{cell('ahasd', 'best_soc_eff', 'tokens_per_j')}x the energy efficiency of the best decoder of the same "
         f"hardware** (per configuration {per('ahasd', 'best_soc', 'throughput_tok_s')} and "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figure + table of the MoE expert-offload sweeps (issue 15).
+"""Figure + table of the MoE expert-offload sweeps.
 
 Reads the results tables of ``hw_configs/sweeps/moe_cache_capacity.yaml`` and
 ``moe_pcie_bandwidth.yaml`` (run them first with ``python -m ahasd_sim sweep``) and writes

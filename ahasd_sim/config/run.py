@@ -26,7 +26,7 @@ class RunConfig:
                          "boundary, disjoint, spread evenly over the trace's prompts; one window is one sample "
                          "of the reported ratios of totals and their bootstrap 95% CIs. 0 = as many disjoint "
                          "windows as the trace holds; more than fit is an error. 1 = one window at "
-                         "trace_start_prompt", ge=0, source="GUIDE statistics: one trace window is one sample")
+                         "trace_start_prompt", ge=0, source="docs/modeling.md, Statistics: one window is one sample")
     kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "
                                        "(cost caching; attention cost error < quantum/KV length)", unit="tokens", ge=1)
     prefill: bool = param(True, doc="charge each prompt's prefill (target and drafter over its prompt tokens, "

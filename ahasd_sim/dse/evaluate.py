@@ -9,7 +9,7 @@ run twice, across trials, resumed studies and sensitivity analyses sharing a fol
 
 Objectives: a rate (a metric of :data:`ahasd_sim.metrics.stats.RATIOS`, e.g. throughput_tok_s,
 tokens_per_j) is the ratio estimator over the study's windows, total tokens / total decode time
-or energy of the run (issue 26), and a ratio objective divides two runs' ratio estimators over
+or energy of the run (docs/modeling.md, Statistics), and a ratio objective divides two runs' ratio estimators over
 the same windows; another metric is the mean over windows. From
 :data:`~ahasd_sim.metrics.stats.MIN_T_SAMPLES` windows on, the 95% interval ``[low, high]`` of the
 per-window values (Student t, :func:`~ahasd_sim.metrics.stats.t_interval`; on the log scale for a

@@ -191,7 +191,7 @@ def paired_metric_ci(a, b, metric: str, **kw) -> tuple[float, list[float] | None
 def seed_averaged(table, keys: Sequence[str], seed_col: str = "seed"):
     """A windows table with the seeds of each (``keys``, window) averaged into one row: every
     total column is the mean over seeds (so a ratio estimator weights seeds equally), one
-    sample per window (GUIDE: seeds are not extra samples)."""
+    sample per window (seeds are not extra samples)."""
     cols = set(table.columns)
     by = [k for k in keys if k in cols and k != seed_col]
     if seed_col not in cols or not by:
