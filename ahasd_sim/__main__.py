@@ -235,10 +235,11 @@ def _load(args):
 
 
 def _ci(s: dict, key: str) -> str:
+    from .metrics.stats import too_few
     ci = s.get(f"{key}_ci95")
     n = s.get("windows", 1)
     return (f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (bootstrap over {n} windows)" if ci
-            else f"  ({n} window, no CI)")
+            else f"  (no CI: {n} window{'s' if n != 1 else ''}, {too_few(n) or 'no totals'})")
 
 
 def _fmt_summary(s: dict) -> str:

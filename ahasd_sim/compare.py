@@ -131,10 +131,11 @@ def default_compare_dir(cfg) -> Path:
 
 
 def _paired_ratio(num, den, metric: str):
-    """(ratio, low, high) of ``metric`` between two runs' windows tables (aligned by window)."""
+    """(ratio, low, high) of ``metric`` between two runs' windows tables (aligned by window);
+    low and high NaN below the bootstrap's minimum window count (never a zero-width interval)."""
     num, den = num.align(den, join="inner", axis=0)
     m, ci = paired_metric_ci(num, den, metric)
-    return m, (ci[0] if ci else m), (ci[1] if ci else m)
+    return m, (ci[0] if ci else float("nan")), (ci[1] if ci else float("nan"))
 
 
 def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: str | Path | None):
@@ -143,7 +144,7 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
 
     Every row gets its ratio to the **best decoder** of the table (max pooled throughput for the
     throughput ratio, max pooled tokens/J for the energy-efficiency ratio: every autoregressive
-    placement and every speculative mode the platform supports, issue 23), and to ``baseline``
+    placement and every speculative mode the platform supports: every competitor at its best), and to ``baseline``
     when one is named. The best is picked on the same windows the ratios are formed on, which
     can only favour the baseline."""
     modes, base_mode = parse_modes(modes, baseline)
@@ -223,10 +224,11 @@ def text_table(rows: list[list]) -> list[str]:
 def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     """The printed compare table: per mode, throughput and tokens/J with 95% CIs and the ratios
     to the best decoder (and to ``base_mode`` when one was named)."""
-    from .metrics.stats import fmt_ci
+    from .metrics.stats import fmt_ci, too_few
 
     def cell(row, col):
-        return fmt_ci(row[col], [row[col + "_ci95_low"], row[col + "_ci95_high"]])
+        return fmt_ci(row[col], [row[col + "_ci95_low"], row[col + "_ci95_high"]],
+                      why=too_few(int(row["windows"])) if row.get("windows") == row.get("windows") else None)
     head = ["mode", "placement", "tok/s [95% CI]", "tok/J [95% CI]", "tok/s vs best", "tok/J vs best"]
     extra = [] if base_mode == BEST else [f"tok/s vs {base_mode}", f"tok/J vs {base_mode}"]
     lines = []

@@ -1,4 +1,4 @@
-"""``compare`` for mode ``moe_offload`` (issue 27): SpecFit and EcoSpec against tuned baselines.
+"""``compare`` for mode ``moe_offload``: SpecFit and EcoSpec against tuned baselines.
 
 The tree trace's rounds are split three ways, once, from the trace alone:
 

@@ -337,7 +337,7 @@ def _window_collected(fn):
     the young generation once, before the collector is back on. What is left of a finished
     window after :meth:`WindowEnvironment.release` is young; collections triggered while the
     window is still referenced (assembling the result) would walk all of it and promote it, and
-    older generations walk it again: about a tenth of a sweep point's time before (issue 30).
+    older generations walk it again: about a tenth of a sweep point's time before (docs/performance.md, sweeps).
     Switched on first, the collector would be set off by the next allocation (its counter is
     far past the threshold after a window), often for an older generation."""
     @functools.wraps(fn)

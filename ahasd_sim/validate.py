@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (issue 9).
+"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (docs/validation.md).
 
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``python -m ahasd_sim measure gpu``) is simulated with the platform's GPU model:
@@ -276,16 +276,17 @@ def format_summary(summary: dict, fitted_us: float, cfg_us: float, skipped: dict
 def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
     """Simulated vs measured, log-log, y = x and the +-BAND band. Left: every simulated point;
     right: the graphed bf16 steps only (the headline), zoomed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0))
+
+    from .plots.style import apply_style, color, figure_size, plain_number, plt, save_figure
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=figure_size("two", aspect=0.55))
     steps = points[points["group"] == GROUP_GRAPH]
     eager = points[points["group"] == GROUP_EAGER]
     h2d = points[points["group"] == GROUP_H2D]
     markers = {"decode": "o", "verify": "^"}
-    colors = plt.get_cmap("tab10")
+    def colors(i):
+        return color(i)
     for ax, sel, sub in ((axes[0], points, "all simulated points"),
                          (axes[1], steps, "bf16 decode/verify with CUDA graphs")):
         ms = np.concatenate([sel["measured_s"].to_numpy(), sel["simulated_s"].to_numpy()]) * 1e3
@@ -296,7 +297,7 @@ def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         for i, (model, s) in enumerate(steps.groupby("model", sort=False)):
             for j, (kind, sk) in enumerate(s.groupby("kind", sort=False)):
                 ax.scatter(sk["measured_s"] * 1e3, sk["simulated_s"] * 1e3, s=16, marker=markers.get(kind, "o"),
-                           color=colors(i % 10), alpha=0.8, label=model if j == 0 else None)
+                           color=colors(i), alpha=0.8, label=model if j == 0 else None)
         if sel is points:
             if len(eager):
                 ax.scatter(eager["measured_s"] * 1e3, eager["simulated_s"] * 1e3, s=14, marker="x", color="0.5",
@@ -309,21 +310,17 @@ def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            axis.set_major_formatter(FuncFormatter(plain_number))
             if sel is steps:
-                axis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                axis.set_minor_formatter(FuncFormatter(plain_number))
         ax.set_xlabel("measured latency (ms)")
         ax.set_ylabel("simulated latency (ms)")
         ax.set_title(sub, fontsize=9)
         ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    axes[0].legend(fontsize=7, loc="upper left", title="o decode, \u25b3 verify", title_fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    axes[0].legend(fontsize=5, loc="upper left", title="o decode, \u25b3 verify", title_fontsize=5)
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    paths = [out_dir / f"{PLOT_STEM}.pdf", out_dir / f"{PLOT_STEM}.png"]
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir / PLOT_STEM)
 
 
 # ----------------------------------------------------------------------------- command

@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (issue 29).
+"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (docs/validation.md).
 
 Every row of a measured CSV (``validation/mobile/measured.csv`` by default; columns
 :data:`COLUMNS`) is matched to a SoC preset (``hw_configs/soc/*.yaml``), a zoo model and a
@@ -12,7 +12,7 @@ model at the row's byte widths):
   sequential-read efficiency (all-bank refresh tRFC/tREFI: 0.91 at the default timings;
   :meth:`~ahasd_sim.hw.lpddr5.Lpddr5Memory.class_breakdown`) x ``eta_bw`` (**free**: the share of
   the DRAM's sustained bandwidth one unit's DMA can pull -- outstanding requests per unit, the
-  NoC port; HeteroInfer, quoted by issue 29, reads 40-45 GB/s for one unit of a 76.8 GB/s part);
+  NoC port; HeteroInfer reads 40-45 GB/s for one unit of a 76.8 GB/s part);
 * decode step = max(bytes / bandwidth, flops / NPU peak of the array dtype), bytes = every weight
   (LM head included, at ``head_weight_bytes_per_param`` where the precision keeps it wider;
   embedding gathered) + the KV cache of the graph's whole context (QNN graphs
@@ -429,11 +429,12 @@ def format_report(res: MobileResult, path_label: str) -> str:
 
 
 def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
-    colors = plt.get_cmap("tab10")
+    from .plots.style import apply_style, color, figure_size, plt, save_figure
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=figure_size("two", aspect=0.55))
+
+    def colors(i):
+        return color(i)
     socs = sorted(pts["soc"].unique())
     for ax, phase in zip(axes, PHASES):
         sel = pts[pts["phase"] == phase]
@@ -452,11 +453,11 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
                 tag = " laptop control" if (g["form_factor"] == "laptop").any() else ""
                 full = g[g["precision"] != "w4afp16"]
                 hollow = g[g["precision"] == "w4afp16"]
-                ax.scatter(full["measured_tok_s"], full["predicted_tok_s"], marker=mk, color=colors(i % 10),
+                ax.scatter(full["measured_tok_s"], full["predicted_tok_s"], marker=mk, color=colors(i),
                            s=30, label=f"{soc} ({sample}-sample{tag})")
                 if len(hollow):
                     ax.scatter(hollow["measured_tok_s"], hollow["predicted_tok_s"], marker=mk, s=30,
-                               facecolors="none", edgecolors=colors(i % 10))
+                               facecolors="none", edgecolors=colors(i))
         ax.scatter([], [], marker="o", facecolors="none", edgecolors="0.4", label="hollow: w4afp16 (dequant not modelled)")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -466,16 +467,15 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         ax.set_xlabel("measured tok/s")
         ax.set_ylabel("predicted tok/s")
         ax.set_title(phase)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        p = out_dir / f"{PLOT_STEM}.{ext}"
-        fig.savefig(p, dpi=130)
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    # one legend under both panels: inside a panel it covered the points
+    seen: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=2, fontsize=6, frameon=False)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06 * ((len(seen) + 1) // 2) / 1.5, 1, 1))
+    return save_figure(fig, out_dir / PLOT_STEM, formats=("png", "pdf"))
 
 
 DEFAULT_PLATFORM = "hw_configs/platform_mobile_npu_lpddr5_pim.yaml"

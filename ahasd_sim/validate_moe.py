@@ -1,4 +1,4 @@
-"""``validate --moe``: the MoE-offload cost model against H200 measurements (issue 27).
+"""``validate --moe``: the MoE-offload cost model against H200 measurements (docs/moe_offload.md).
 
 Two measured families:
 

@@ -1,5 +1,5 @@
 """``python -m ahasd_sim validate --peers``: hardware sub-models against peer simulators and
-measurements (issue 13), from committed outputs only (nothing is re-run here).
+measurements (docs/validation.md), from committed outputs only (nothing is re-run here).
 
 * **NPU vs SCALE-Sim** (``validation/peers/scalesim/gemm_cycles.csv``, written by
   ``scripts/run_peers.py scalesim``): our array cycles with the NPU configured like

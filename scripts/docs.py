@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the result blocks of README.md and docs/ from the code at HEAD (issues 23, 31).
+"""Regenerate the result blocks of README.md and docs/ from the code at HEAD.
 
 A generated block is delimited by ``<!-- generated: NAME (COMMAND) -->`` and
 ``<!-- end generated: NAME -->``; everything between the two lines is replaced by what the
@@ -127,7 +127,7 @@ def block_headline() -> str:
     both = sum(r["beats_best_on_both"] for r in rows)
     text = (
         f"On the AHASD paper's own platform (NPU + 16-rank LPDDR5-PIM, PIM rates derived from the memory), with every "
-        f"competitor given its best decoder and rank placement (issue 23), AHASD reaches "
+        f"competitor given its best decoder and rank placement, AHASD reaches "
         f"**{cell('ahasd', 'best_soc', 'throughput_tok_s')}x the throughput and "
         f"{cell('ahasd', 'best_soc_eff', 'tokens_per_j')}x the energy efficiency of the best decoder of the same "
         f"hardware** (per configuration {per('ahasd', 'best_soc', 'throughput_tok_s')} and "
@@ -164,11 +164,12 @@ def block_study() -> str:
     ok = t[t["status"] == "ok"]
     objs = ["throughput_ratio", "energy_efficiency_ratio"]
     both = ok[(ok[objs[0]] > 1) & (ok[objs[1]] > 1)]
-    half = ok[[f"{o}_ci95" for o in objs]].fillna(0.0).to_numpy()
-    sure = ((ok[objs].to_numpy() - half) > 1).all(axis=1)
+    from ahasd_sim.plots.pareto import interval_bounds
+    bounds = np.stack([np.c_[tuple(interval_bounds(ok, o)[e] for o in objs)] for e in (0, 1)], axis=-1)
+    sure = (bounds[..., 0] > 1).all(axis=1)          # NaN (no interval): not sure
     # the interval-level front (an older trials.csv has no pareto_ci column: computed the same way)
     cfront = ok["pareto_ci"].astype(bool).to_numpy() if "pareto_ci" in ok else \
-        ci_pareto_mask(ok[objs].to_numpy(), half, ["maximize", "maximize"])
+        ci_pareto_mask(ok[objs].to_numpy(), bounds, ["maximize", "maximize"])
     front = ok[ok["pareto"] == True]  # noqa: E712
     pts = "; ".join(f"{r.throughput_ratio:.2f}x throughput at {r.energy_efficiency_ratio:.2f}x energy efficiency"
                     for r in front.drop_duplicates(objs).sort_values(objs[0], ascending=False).itertuples())
@@ -183,7 +184,8 @@ def block_study() -> str:
         parts = []
         for o in objs:
             r = sob[sob["objective"] == o].sort_values("ST", ascending=False).iloc[0]
-            parts.append(f"`{r.parameter}` for {o} (ST {r.ST:.2f} +- {r.ST_conf:.2f})")
+            lo, hi = (r.ST_ci95_low, r.ST_ci95_high) if "ST_ci95_low" in sob else (r.ST - r.ST_conf, r.ST + r.ST_conf)
+            parts.append(f"`{r.parameter}` for {o} (ST {r.ST:.2f} [{lo:.2f}, {hi:.2f}])")
         text += " Largest total Sobol index: " + "; ".join(parts) + "."
     return text
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MoE-offload baselines study (issue 27): ``compare`` of mode moe_offload at several settings.
+"""MoE-offload baselines study: ``compare`` of mode moe_offload at several settings.
 
 Each setting runs :func:`ahasd_sim.compare_moe.run_compare_moe` (baselines tuned on held-out
 rounds, every row on the same reported rounds, ratio estimators with window-bootstrap CIs) and

@@ -776,6 +776,8 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     (45 tok/s, 1.5 x the best baseline, intervals [45, 45] and [1.5, 1.5]: every window has the
     same rate); ecospec 10, 50, 30 (90 / 3 = 30 tok/s; intervals as metrics.stats gives them for
     n_boot 300); every other row 15 each (0.5 x)."""
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # few windows keep the test short
     import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim

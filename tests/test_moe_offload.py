@@ -271,7 +271,9 @@ def test_cache_holding_every_expert_copies_nothing(trace_path, policy):
     assert s["generated_tokens"] == 24
 
 
-def test_smaller_cache_copies_more_and_is_slower(trace_path):
+def test_smaller_cache_copies_more_and_is_slower(trace_path, monkeypatch):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # few windows keep the test short
     big = run_simulation(_cfg(trace_path, "run.policy=eagle_dynamic", "moe.cache_capacity=0.9")).summary
     small = run_simulation(_cfg(trace_path, "run.policy=eagle_dynamic", "moe.cache_capacity=0.1")).summary
     assert small["expert_h2d_bytes"] > big["expert_h2d_bytes"] > 0

@@ -39,5 +39,9 @@ def optimize_arguments(p) -> None:
 def sensitivity_arguments(p) -> None:
     _common(p)
     p.add_argument("--sobol-samples", type=int, default=None, metavar="N",
-                   help="Saltelli base samples (a power of two; N x (D + 2) design points; 0 = no Sobol indices; "
-                        "default: sensitivity.sobol_samples of the study)")
+                   help="Sobol budget, a hard cap: at most N Saltelli blocks (a power of two), i.e. N x (D + 2) "
+                        "design points for D parameters, each simulated once per run and trace window of the study "
+                        "(N x (D + 2) x runs x windows simulations); with sensitivity.sobol_tolerance the sample "
+                        "starts at sensitivity.sobol_samples and doubles while an index moves, never past N, and "
+                        "the report says whether it converged; 0 = no Sobol indices; default: "
+                        "sensitivity.sobol_max_samples of the study")

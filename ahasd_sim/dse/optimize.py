@@ -318,7 +318,7 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | N
                            "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s,
                            "placements": pt.placements}
     if pt.ci95 is not None:
-        rec["ci95"] = [None if v != v else v for v in pt.ci95]   # NaN is not JSON
+        rec["ci95"] = [None if c is None else [float(c[0]), float(c[1])] for c in pt.ci95]   # [low, high] or None
     if pt.samples is not None:
         rec["samples"] = pt.samples
         rec["windows"] = pt.windows
@@ -553,8 +553,23 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
     return runs, out / "seeds.csv"
 
 
+def windows_warning(study: Study, windows: list | None, what: str) -> str | None:
+    """The warning when ``windows`` per design point are too few for the objectives' intervals."""
+    from ..metrics.stats import MIN_T_SAMPLES
+    if not windows:           # no study windows: the simulator's own windows of each run give the intervals
+        return None
+    n = len(windows)
+    if n >= MIN_T_SAMPLES:
+        return None
+    return (f"{study.source}: {what}: {n} trace window{'s' if n != 1 else ''} per design point: the objectives get "
+            f"no 95% interval (Student t needs {MIN_T_SAMPLES} windows, one sample each); list more windows")
+
+
 def run_optimize_cli(args) -> int:
     study = load_study(args.config)
+    from ..cli_common import warn
+    if (msg := windows_warning(study, study.windows, "windows")):
+        warn(msg)
     out = Path(args.out) if args.out else default_out_dir(study)
     kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
               progress=not args.no_progress, fastest=getattr(args, "fastest", False))

@@ -176,7 +176,7 @@ class PimConfig:
                              "typed rate replaces the MAC-command spacing or MAC clock in it); roofline = "
                              "max(bytes / internal bandwidth, 2 x MACs / op rate) + op_overhead_ns (the v0.1 model)",
                              choices=("command_sequence", "roofline"),
-                             source="issue 25: SK hynix AiM command protocol (ISSCC 2022; CENT, ASPLOS 2025, "
+                             source="SK hynix AiM command protocol (ISSCC 2022; CENT, ASPLOS 2025, "
                              "github arkhadem/aim_simulator)")
     op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
                                   "units, result collection); used by gemv_timing: roofline only (the command "
@@ -201,8 +201,8 @@ class PimConfig:
                                   "ceil(bytes / rank capacity) ranks and the rest stay idle; proportional = "
                                   "distinct ranks, every rank given out pro rata to the bytes (at least min_fit each)",
                                   choices=("auto", "all_ranks", "striped", "min_fit", "proportional"),
-                                  source="auto: issue 23 (each competitor's best placement on the same hardware); "
-                                  "striped: what a designer builds to use every PIM unit (issue 12); "
+                                  source="auto: fair baselines (each competitor's best placement on the same hardware); "
+                                  "striped: what a designer builds to use every PIM unit; "
                                   "min_fit/proportional: references.md#ahasd-aau-gts (distinct ranks)")
     vectors_per_weight_read: int = param(1, doc="input vectors a PIM unit holds and multiplies per weight row it "
                                          "reads: a multi-token GEMM on PIM reads its weights (and KV) "

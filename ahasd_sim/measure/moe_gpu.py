@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim measure moe``: MoE expert offload primitives on a CUDA GPU (issue 15;
+"""``python -m ahasd_sim measure moe``: MoE expert offload primitives on a CUDA GPU (
 written to ``validation/h200_moe_measured.csv``, read by ``python -m ahasd_sim validate --moe``
 and ``scripts/validate_moe_gpu.py``).
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .stats import mean_t_interval
+from .stats import t_interval
 
 SUM, MEAN, MAX, MIN, FIRST, LAST, CONCAT, LATER = "sum", "mean", "max", "min", "first", "last", "concat", "later"
 
@@ -205,7 +205,9 @@ def merge_summaries(summaries: list[dict]) -> dict:
             xs = xs[np.isfinite(xs)]
             parent[key] = float(np.percentile(xs, r[2])) if xs.size else float("nan")
         else:
-            parent[key] = mean_t_interval([_get(s, r[1]) for s in summaries])[1]
+            # [low, high] over the windows' values (one sample each), cut at 0; None below the
+            # t interval's minimum sample count
+            parent[key] = t_interval([_get(s, r[1]) for s in summaries], center=_get(out, r[1]), lower=0.0)[1]
     return out
 
 

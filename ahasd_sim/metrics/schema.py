@@ -258,7 +258,7 @@ SUMMARY_KEYS: dict[str, tuple[str, str, str]] = {
     "ttft_s": (N, "s", "time to the first committed token (prompt upload and cloud prefill included with hyco.cloud_prefill)"),
     "radio_sessions": (N, "1", "radio sessions charged a promotion and a tail (network.radio_session_tokens tokens each)"),
     "acceptance_basis": (S, "", "whether acceptance is measured (the trace's pair is the run's pair) or a what-if"),
-    "tpot_ci95_s": (N, "s", "half-width of the 95% t-interval of TPOT over TPOT windows"),
+    "tpot_ci95_s": (A, "s", "95% t-interval [low, high] of TPOT over the TPOT windows (cut at 0; null below 3 windows)"),
     "tpot_window_s": (A, "s", "TPOT of each TPOT window"),
     "cloud_pricing": (S, "", "cloud pricing model used for cloud_cost_usd"),
     "cloud_cost_usd": (N, "USD", "cloud cost of the run"),

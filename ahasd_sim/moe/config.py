@@ -69,7 +69,7 @@ class MoeConfig:
                            "rounds: per draft token and layer, the target's routing there + recently verified "
                            "routing + popularity; never the target's routing of an unverified node) or recall "
                            "(the truth corrupted to top-k recall predictor_recall; 1 = oracle)",
-                           choices=("learned", "recall"), source="[R] issue 27")
+                           choices=("learned", "recall"), source="[R]")
     next_layer_guess: str = param("learned", doc="overlap next_layer: layer l+1's experts guessed from layer l's "
                                   "routing by the profile's layer-to-layer transitions (wrong guesses are copied "
                                   "too), or oracle (the true layer l+1 union)", choices=("learned", "oracle"),
@@ -123,7 +123,7 @@ class SpecFitParams:
     expert_term: bool = param(True, doc="cost each node's predicted experts (SpecFit); false: expert-blind "
                               "-- T(S) = T_draft + a + b (|S|+1) with a, b least squares on the verification "
                               "times of the rounds this run verified so far (isolates expert awareness)",
-                              source="[R] issue 27 ablation")
+                              source="[R], ablation")
 
 
 @dataclass

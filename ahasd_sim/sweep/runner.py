@@ -147,7 +147,7 @@ def _clean_stale(points_dir: Path) -> None:
 
 class _TaskSource:
     """The sweep's tasks, its points resolved one at a time as they are asked for (iterate it),
-    so that workers can start on the first points while the parent resolves the rest (issue 30:
+    so that workers can start on the first points while the parent resolves the rest (docs/performance.md:
     resolving 48 points took 0.27-0.47 s on the 16-core host before any worker started).
     points.csv is written as the points are resolved and put in place (atomically) when the
     last one is; ``points`` and ``cached`` grow as it goes, ``complete`` says whether every
@@ -678,7 +678,7 @@ def _warm_traces(task: dict) -> None:
 
 #: Dask settings of the clusters the simulator starts: the workers' statistical profiler samples
 #: the running task's stack every 10 ms; a simulation's deep generator stacks made that about a
-#: tenth of a point's time (pim_design_space on one worker, 2-core machine: 31.1 -> 27.7 s, issue 30)
+#: tenth of a point's time (pim_design_space on one worker, 2-core machine: 31.1 -> 27.7 s, docs/performance.md)
 DASK_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 

@@ -389,7 +389,7 @@ def check_header(path: str, header: dict) -> None:
         raise TraceError(path, "header 'categories' must be a non-empty list of names")
     if not isinstance(header["prompts"], list):
         raise TraceError(path, "header 'prompts' must be a list")
-    # every field is checked for type and range before anything uses it (issue 33)
+    # every field is checked for type and range before anything uses it
     for key, (types, what, ok) in _HEADER_FIELDS.items():
         if key not in header:
             continue

@@ -5,7 +5,7 @@
 # in-process), the 200-trial study at 2 workers, cold and warm (round4/study_parent.py), and
 # bench.py's AHASD window.
 OLD=${OLD:-/tmp/old}
-R4=docs/performance/issue30/round4
+R4=benchmarks/scaling/round4
 python --version
 OLD=$OLD bash $R4/overhead.sh   # nproc, uptime, then bench_sweep --workers 1 twice per tree, interleaved
 for i in 1 2; do

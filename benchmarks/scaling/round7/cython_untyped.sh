@@ -5,7 +5,7 @@
 # in place, `bench.py --modes ahasd,async --repeats 9` interleaved three times with the same
 # checkout uncompiled, and the default job's outputs compared (they must be identical).
 # Needs a C compiler and the package registry (pip install cython). From the repository root:
-#   bash docs/performance/issue30/round7/cython_untyped.sh > docs/performance/issue30/round7/cython_untyped.log 2>&1
+#   bash benchmarks/scaling/round7/cython_untyped.sh > benchmarks/scaling/round7/cython_untyped.log 2>&1
 set -euo pipefail
 ROOT=$(pwd); W=$(mktemp -d)
 git clone -q "$ROOT" "$W/src"; cd "$W/src"; echo "revision $(git rev-parse --short HEAD)"

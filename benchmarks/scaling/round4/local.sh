@@ -4,7 +4,7 @@
 # checkout, interleaved: the 200-trial study at 2 workers, cold and warm (study_parent.py), the
 # sweep's overhead share per point (1 worker, in-process) and bench.py's AHASD window.
 OLD=${OLD:-/tmp/old}
-D=docs/performance/issue30/round4
+D=benchmarks/scaling/round4
 mkdir -p $OLD/$D && cp $D/study_parent.py $D/ask_plan.py $OLD/$D/
 nproc; uptime; python --version
 for i in 1 2; do

@@ -14,8 +14,8 @@ for i in 1 2; do
   uptime; python3 scripts/bench_study.py --config $S --workers 16 2>&1 | sed 's/^/this round: /' | tee -a $OUT/study.log
   uptime; PYTHONPATH=/tmp/site:$PWD/.old python3 .old/scripts/bench_study.py --config $S --workers 16 2>&1 | sed 's/^/before (f3e0d39): /' | tee -a $OUT/study.log
 done
-uptime; python3 docs/performance/issue30/round3/study_timeline.py 16 2>&1 | tee $OUT/study_timeline16.log
-uptime; python3 docs/performance/issue30/round4/study_parent.py 16 2>&1 | tee $OUT/study_parent16.log   # cold, then warm: the parent's own work
+uptime; python3 benchmarks/scaling/round3/study_timeline.py 16 2>&1 | tee $OUT/study_timeline16.log
+uptime; python3 benchmarks/scaling/round4/study_parent.py 16 2>&1 | tee $OUT/study_parent16.log   # cold, then warm: the parent's own work
 uptime; python3 scripts/bench_sweep.py --workers 1,16 --granularity split --executor local --out $OUT/sweep_local.json 2>&1 | tee $OUT/sweep_local.log
 uptime; python3 scripts/bench_sweep.py --workers 1,16 --granularity split --executor dask --no-ceiling 2>&1 | grep -v "$F" | tee $OUT/sweep_dask.log
 uptime; python3 scripts/bench.py --repeats 9 --modes ahasd,async 2>&1 | tee $OUT/bench.log

@@ -2,7 +2,7 @@
 # Issue 30, round 7: how much of the host's lower bench.py rate is its Python (3.12 there, 3.11.7 on
 # the 2-core machine)? `bench.py --modes ahasd,async --repeats 9` at HEAD under each interpreter given,
 # interleaved three times, on one machine. From the repository root:
-#   bash docs/performance/issue30/round7/py_versions.sh PYTHON [PYTHON ...] > docs/performance/issue30/round7/py_versions.log 2>&1
+#   bash benchmarks/scaling/round7/py_versions.sh PYTHON [PYTHON ...] > benchmarks/scaling/round7/py_versions.log 2>&1
 set -euo pipefail
 ROOT=$(pwd); W=$(mktemp -d); echo "revision $(git rev-parse --short HEAD)"; i=0
 for p in "$@"; do

@@ -4,7 +4,7 @@
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 AHASD_SIM_GIT_REVISION=${REV:-unknown}
-D=docs/performance/issue30/round3
+D=benchmarks/scaling/round3
 F='^ \|^Traceback\|^tornado\|^distributed\|^The above\|^$\|raise \|return await\|\^'
 { nproc; uptime; python3 --version; } 2>&1 | tee $OUT/host.log
 python3 $D/study_timeline.py 16 2>&1 | tee $OUT/study_timeline16.log

@@ -4,5 +4,5 @@
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 AHASD_SIM_GIT_REVISION=${REV:-unknown}
-D=docs/performance/issue30/round3
+D=benchmarks/scaling/round3
 { nproc; uptime; python3 $D/timeline.py 16 split 4; uptime; python3 $D/timeline.py 16 split; uptime; python3 $D/timeline.py 1 serial 4; uptime; } 2>&1 | tee $OUT/timeline192.log

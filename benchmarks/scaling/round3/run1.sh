@@ -4,7 +4,7 @@
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-D=docs/performance/issue30/round3
+D=benchmarks/scaling/round3
 nproc; uptime; python3 --version
 { for g in serial; do python3 $D/timeline.py 1 $g; done
   for w in 16 4; do for g in split whole; do uptime; python3 $D/timeline.py $w $g; done; done; } 2>&1 | tee $OUT/timeline.log
