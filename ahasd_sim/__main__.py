@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, positive_int, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, out_path, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -47,7 +47,9 @@ def _dry(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _sub(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help, description=description or help, epilog=EPILOG)
+    p = sub.add_parser(name, help=help, description=description or help, epilog=EPILOG)
+    add_version(p)   # `run --version` answers the version, not "--config is required"
+    return p
 
 
 # ---------------------------------------------------------------- parsers
@@ -56,7 +58,7 @@ def _add_run(sub) -> None:
              "Run one simulation and write a run folder: summary.json, config.resolved.yaml, events.csv, "
              "energy_breakdown.csv, timeline.json, meta.json.")
     _config_options(r)
-    r.add_argument("--out", default=None, metavar="DIR",
+    r.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="run folder (default: a new folder under results/); an existing run folder is replaced "
                         "as a whole when the run finishes, any other existing folder is refused")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
@@ -80,7 +82,7 @@ def _add_compare(sub) -> None:
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")
-    c.add_argument("--out", default=None, metavar="DIR",
+    c.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="output folder (default: a new folder under results/); replaced as a whole")
     _dry(c, "comparison")
 
@@ -96,7 +98,7 @@ def _add_sweep(sub) -> None:
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
-    s.add_argument("--out", default=None, metavar="DIR",
+    s.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="sweep folder (default: sweeps/<name>); a folder of another sweep is refused")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
     s.add_argument("--whole-points", action="store_true",
@@ -140,7 +142,7 @@ def _add_traces(sub) -> None:
                                      "for a draft-tree trace: acceptance by tree size, routing statistics.",
                          epilog=EPILOG)
     ts.add_argument("file", metavar="TRACE.npz", help="trace file (a shipped one by its relative name works too)")
-    ts.add_argument("--out", default=None, metavar="DIR", help="also write the tables as CSV (and a plot) here")
+    ts.add_argument("--out", default=None, type=out_path, metavar="DIR", help="also write the tables as CSV (and a plot) here")
     ts.add_argument("--chain", default=None, metavar="CHAIN.npz",
                     help="tree traces: compare with this chain trace of the same model pair and prompts "
                          "(acceptance at equal node budgets, top-1 chain cross-check)")
@@ -160,7 +162,7 @@ def _add_validate(sub) -> None:
     v.add_argument("--config", default=None, metavar="FILE",
                    help="platform config (default hw_configs/platform_server_h200_pcie5.yaml)")
     v.add_argument("--measured", default=None, metavar="CSV", help="measured CSV (default validation/h200_measured.csv)")
-    v.add_argument("--out", default=None, metavar="DIR", help="write the error table and plot here")
+    v.add_argument("--out", default=None, type=out_path, metavar="DIR", help="write the error table and plot here")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
     v.add_argument("--peers", action="store_true",

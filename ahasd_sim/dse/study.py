@@ -178,8 +178,20 @@ class Study:
 
 
 # ---------------------------------------------------------------- expressions
+def _float_pow(a: float, b: float) -> float:
+    """``a ** b`` in floating point: an integer power such as ``9 ** 9 ** 9`` would be computed
+    exactly, digit by digit, for minutes; a float one overflows at once (OverflowError)."""
+    try:
+        r = float(a) ** float(b)
+    except OverflowError:
+        raise OverflowError(f"{a:g} ** {b:g} overflows a float (above 1.8e308)") from None
+    if isinstance(r, complex):   # a negative number to a fractional power
+        raise ValueError(f"{a!r} ** {b!r} is not a real number")
+    return r
+
+
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+           ast.Pow: _float_pow, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _FUNCS = {"min": min, "max": max, "abs": abs, "log2": math.log2, "ceil": math.ceil, "floor": math.floor}
 
 
@@ -561,9 +573,59 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
                   space=space, constraints=constraints, objectives=objectives, sampler=sampler, seed=seed,
                   trials=trials, batch_size=batch, color_by=color_by, sensitivity=sens, description=desc,
                   base=resolved)
+    _check_windows(study)
+    _check_constraints(study)
     if check_metrics:
         _check_metrics(study)
     return study
+
+
+def _check_windows(study: Study) -> None:
+    """Every window of ``windows`` (and ``sensitivity.windows``) starts at a prompt of the base
+    trace: an error now (exit 2), not every trial failing after it ran."""
+    from ..simulation import _load_full_trace, window_start_prompts
+    lists = [("windows", study.windows), ("sensitivity.windows", study.sensitivity.get("windows"))]
+    if not any(ws for _, ws in lists):
+        return
+    trace = _load_full_trace(study.base)
+    for where, ws in lists:
+        for i, w in enumerate(ws or []):
+            cfg = study.base.replace(["run.windows=1", f"run.trace_start_prompt={w}"], source=None)
+            try:
+                window_start_prompts(cfg, trace)
+            except InputError as exc:
+                msg = getattr(exc, "message", None) or str(exc)
+                raise _err(study.source, f"{where}[{i}]", msg) from None
+
+
+def _check_constraints(study: Study) -> None:
+    """Every constraint evaluates to a finite number at the base point and at each searched value
+    of each parameter (the others at the base): a division by zero, an overflow or a key that is
+    no number is the study file's error (exit 2) before any trial runs."""
+    if not study.constraints:
+        return
+    points = [("the base point", [])]
+    for p in study.space:
+        for v in (p.labels if p.kind == "categorical" else [p.low, p.high]):
+            points.append((f"{p.name}={v}", p.overrides(v)))
+    cfgs = []
+    for label, ovr in points:
+        try:
+            cfg = study.base.replace(ovr, source=None)
+        except InputError:
+            continue   # reported by the space check
+        cfgs.append((label, cfg))
+    for i, c in enumerate(study.constraints):
+        for label, cfg in cfgs:
+            try:
+                v = eval_expr(c.tree, quantities(cfg, c.names))
+            except (InputError, ArithmeticError, ValueError) as exc:
+                msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+                raise _err(study.source, f"constraints[{i}].expr", f"{c.expr!r} cannot be evaluated at {label}: "
+                           f"{msg}") from None
+            if not math.isfinite(v):
+                raise _err(study.source, f"constraints[{i}].expr", f"{c.expr!r} is {v} at {label}; expected a "
+                           "finite number")
 
 
 def _probe_summary(cfg: SimConfig) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import pandas as pd
 
 from ..cli_common import raise_if_interrupted
 from ..config.errors import InputError, OutputError
-from ..outdir import apply_umask, check_writable_dir, lock_dir
+from ..outdir import apply_umask, check_not_locked, check_writable_dir, lock_dir
 from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
@@ -142,6 +142,14 @@ def _clean_stale(points_dir: Path) -> None:
                 shutil.rmtree(x, ignore_errors=True)
             elif x.name.startswith(".") and x.name.endswith(".tmp"):
                 x.unlink()
+
+
+def _clean_stale_files(out: Path) -> None:
+    """Temporary files (``.NAME.*.tmp``) a killed sweep left in its folder (we hold the lock, so
+    no live writer owns them)."""
+    for x in out.glob(".*.tmp"):
+        if x.is_file() and not x.is_symlink():
+            x.unlink(missing_ok=True)
 
 
 class _TaskSource:
@@ -837,6 +845,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
     with lock_dir(out):
         _check_folder(spec, out)   # again, under the lock
         _clean_stale(points_dir)
+        _clean_stale_files(out)    # .points.csv.*.tmp, .results.csv.*.tmp of a killed sweep
         atomic_write_text(out / "spec.yaml", spec.source.read_text(encoding="utf-8"))
         if not (out / SWEEP_JSON).is_file():
             atomic_write_text(out / SWEEP_JSON, to_json({
@@ -905,6 +914,7 @@ def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=Non
     from ..checks import dry_run
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec)
     check_writable_dir(out)
+    check_not_locked(out / ".lock", f"--out {out}")   # the run would be refused: so is its dry run
     _check_folder(spec, out)
     n_points = count_points(spec)
     if n_points > DRY_RUN_MAX_POINTS:
