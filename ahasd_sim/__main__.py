@@ -376,6 +376,9 @@ def cmd_traces(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    chosen = [f"--{k}" for k in ("mobile", "moe", "peers") if getattr(args, k, False)]
+    if len(chosen) > 1:   # one of them used to run and the others were dropped without a word
+        raise InputError(f"validate: {' and '.join(chosen)} are separate validations; give one of them per command")
     if getattr(args, "mobile", False):
         from .validate_mobile import run_validate_mobile
         return run_validate_mobile(args)
