@@ -86,6 +86,14 @@ def unused_setting_warnings(cfg: SimConfig) -> list[str]:
         out.append(f"{cfg.source_of('cloud.utilization')}: cloud.utilization: {rho:g} makes every request wait "
                    f"{rho / (1 - rho):.3g} service times (M/M/1): the run measures the queue of tenants it does "
                    f"not simulate, not the design")
+    if pim is not None and pim.enabled and getattr(cfg, "memory", None) is not None:
+        from .hw import pim_spec
+        spec = pim_spec.PRESETS.get(pim.preset)
+        # LPDDR5X is electrically an LPDDR5 part: only another family (GDDR6, HBM2) is a mismatch
+        if spec is not None and not cfg.memory.standard.startswith(spec.standard):
+            out.append(f"{cfg.source_of('pim.preset')}: pim.preset: {pim.preset} is a {spec.standard} PIM device, "
+                       f"but memory.standard is {cfg.memory.standard}: the PIM rates and command timings are "
+                       f"{spec.standard}'s while the memory bus is {cfg.memory.standard}'s (not one package)")
     q = cfg.run.kv_len_quantum_tokens
     if q > KV_QUANTUM_WARN_TOKENS:
         out.append(f"{cfg.source_of('run.kv_len_quantum_tokens')}: run.kv_len_quantum_tokens: {q} rounds every KV "

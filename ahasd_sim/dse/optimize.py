@@ -564,11 +564,13 @@ def run_optimize_cli(args) -> int:
     out = Path(args.out) if args.out else default_out_dir(study)
     kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
               progress=not args.no_progress, fastest=getattr(args, "fastest", False))
+    from .folders import names_the_folder
     try:
-        if getattr(args, "seeds", None) is not None:
-            runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
-        else:
-            runs, table = [run_optimize(study, out, **kw)], None
+        with names_the_folder(out, "optimize"):
+            if getattr(args, "seeds", None) is not None:
+                runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
+            else:
+                runs, table = [run_optimize(study, out, **kw)], None
     except KeyboardInterrupt:
         print(f"interrupted: told trials are kept in the study.db of {out}; run the same command again to "
               "finish the interrupted trials and the missing ones", file=sys.stderr)

@@ -445,8 +445,12 @@ def _key(key) -> str:
 
 def run_sensitivity_cli(args) -> int:
     study = load_study(args.config)
-    stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
-                            sobol_samples=args.sobol_samples, progress=not args.no_progress)
+    from .folders import names_the_folder
+    from .optimize import default_out_dir
+    with names_the_folder(Path(args.out) if args.out else default_out_dir(study), "sensitivity"):
+        stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor,
+                                scheduler=args.scheduler, sobol_samples=args.sobol_samples,
+                                progress=not args.no_progress)
     out = stats["out_dir"]
     print(f"sensitivity {out}: {stats['oat_points']} OAT + {stats['sobol_points']} Sobol design points "
           f"({stats['failed']} without result; {stats['computed_runs']} simulations run) in "
