@@ -141,6 +141,15 @@ def test_counts_past_any_run_are_refused(tmp_path, capsys, argv, fragment):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_study_file_asking_for_endless_trials_is_refused(tmp_path, capsys):
+    pytest.importorskip("optuna")
+    study = _study(tmp_path)
+    study.write_text(study.read_text().replace("trials: 1", "trials: 100000000000000000000"))
+    one_line_error(capsys, main(["optimize", "--config", str(study), "--out", str(tmp_path / "o")]),
+                   f"{study}: trials: expected at most 1048576")
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_written_count_in_scientific_notation_is_an_integer():
     from ahasd_sim.cli_common import positive_int
     assert positive_int("1e3") == 1000 and positive_int("7") == 7

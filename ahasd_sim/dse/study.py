@@ -541,6 +541,10 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
     seed = _int(src, "seed", raw.get("seed", 0))
     trials = _int(src, "trials", raw["trials"], 1) if raw.get("trials") is not None else None
     batch = _int(src, "batch_size", raw["batch_size"], 1) if raw.get("batch_size") is not None else None
+    from ..cli_common import MAX_COUNT
+    for key, n in (("trials", trials), ("batch_size", batch)):
+        if n is not None and n > MAX_COUNT:   # as --trials: 2^20 trials of a 1 s simulation are 12 days
+            raise _err(src, key, f"expected at most {MAX_COUNT} (2^20; more is no study that ends), got {n}")
     color_by = raw.get("color_by")
     if color_by is not None and color_by not in owner.values():
         raise _err(src, "color_by", f"expected a parameter of the search space, got {color_by!r}")
