@@ -251,6 +251,39 @@ def test_validate_mobile_rows_out_of_range(tmp_path, capsys, old, new, fragment)
     assert not out.exists()
 
 
+def _h200_with(tmp_path, kind: str, col: str, value: str) -> tuple[Path, int]:
+    """The shipped H200 measurements with ``col`` of the first ``kind`` row set to ``value``."""
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO((ROOT / "validation" / "h200_measured.csv").read_text())))
+    i = next(i for i, r in enumerate(rows) if r["kind"] == kind)
+    rows[i][col] = value
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    p = tmp_path / "measured.csv"
+    p.write_text(out.getvalue())
+    return p, i + 2
+
+
+@pytest.mark.parametrize("kind, col, value, fragment", [
+    ("ceiling_gemm", "latency_s_median", "nan", "latency_s_median must be a positive number, got nan"),
+    ("ceiling_membw", "latency_s_median", "-1", "latency_s_median must be a positive number, got -1.0"),
+    ("ceiling_membw", "bytes", "inf", "bytes must be a positive number, got inf"),
+    ("decode", "latency_s_median", "1e300", "latency_s_median must be <= 3600, got 1e+300"),
+    ("verify", "kv_len", "1e12", "kv_len must be <= 1.67772e+07"),
+])
+def test_validate_gpu_measurements_are_finite_and_in_range(tmp_path, capsys, kind, col, value, fragment):
+    """A NaN in a ceiling row printed "bf16 GEMM TFLOP/s nan" and exited 0; a 1e300 s step entered
+    the error statistics."""
+    measured, line = _h200_with(tmp_path, kind, col, value)
+    out = tmp_path / "o"
+    one_line_error(capsys, main(["validate", "--measured", str(measured), "--out", str(out)]),
+                   f"{measured}: line {line}: {fragment}")
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------- 3. silent acceptance
 def _trace_with_header(tmp_path, **changes) -> Path:
     d = dict(np.load(SMOKE, allow_pickle=False))
