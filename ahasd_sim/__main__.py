@@ -265,7 +265,18 @@ def cmd_compare(args) -> int:
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
-        OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
+        out = Path(args.out) if args.out else default_compare_dir(cfg)
+        OutputFolder(out, "compare").check()
+        if args.dry_run:   # it ran the whole comparison
+            from .checks import dry_run
+            from .compare_moe import planned_configs
+            plan = planned_configs(cfg)
+            for i, (label, pcfg) in enumerate(plan):
+                lines = dry_run(pcfg)
+                print("\n".join(lines[:-1]) if i == 0 else f"  {label}: OK")
+            print(f"  {len(plan)} runs checked\n  output folder {out}: usable\n"
+                  "dry run: nothing was simulated; no results are reported")
+            return 0
         table, _tune, out = run_compare_moe(cfg, args.out)
         print(format_compare_moe(table))
         print(f"results: {out}")
@@ -379,6 +390,11 @@ def cmd_validate(args) -> int:
     chosen = [f"--{k}" for k in ("mobile", "moe", "peers") if getattr(args, k, False)]
     if len(chosen) > 1:   # one of them used to run and the others were dropped without a word
         raise InputError(f"validate: {' and '.join(chosen)} are separate validations; give one of them per command")
+    if chosen and chosen[0] in ("--moe", "--peers") and getattr(args, "measured", None) is not None:
+        # it was ignored without a word: these validations read their own committed measurements
+        raise InputError(f"validate {chosen[0]}: --measured applies to validate and validate --mobile; "
+                         f"{chosen[0]} reads its committed measurements ("
+                         f"{'validation/h200_moe_*.csv' if chosen[0] == '--moe' else 'validation/peers/'})")
     if getattr(args, "mobile", False):
         from .validate_mobile import run_validate_mobile
         return run_validate_mobile(args)

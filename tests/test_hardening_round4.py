@@ -453,6 +453,14 @@ def test_validate_takes_one_validation_at_a_time(tmp_path, capsys, flags):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag", ["--moe", "--peers"])
+def test_validations_with_their_own_measurements_refuse_measured(tmp_path, capsys, flag):
+    """--measured was dropped without a word by the validations that read committed files."""
+    one_line_error(capsys, main(["validate", flag, "--measured", str(MEASURED), "--out", str(tmp_path / "o")]),
+                   f"validate {flag}: --measured applies to validate and validate --mobile")
+    assert not (tmp_path / "o").exists()
+
+
 # ---------------------------------------------------------------- 4. blame and exit codes
 def test_a_sweep_axis_that_names_a_section_is_the_sweep_files_error(tmp_path, capsys):
     """It exited 1 with every point failed and nothing on stderr."""
@@ -612,6 +620,27 @@ def test_a_dry_run_into_a_held_folder_is_refused_like_the_run(tmp_path, capsys):
     # released: the dry run says the folder is usable
     assert main(["--config", str(MAIN), "--dry-run", "--out", str(out)]) == 0
     capsys.readouterr()
+
+
+def test_a_moe_compare_dry_run_simulates_nothing(tmp_path, capsys, monkeypatch):
+    """`compare --dry-run` of a moe_offload config ran the whole comparison (about 50 simulations);
+    now it checks every planned run and simulates none, and refuses what the run refuses."""
+    import ahasd_sim.compare_moe as cm
+    import ahasd_sim.simulation as sim
+    monkeypatch.setattr(cm, "candidates", lambda: {"autoregressive": [("no_draft", ["run.policy=no_draft"])]})
+    monkeypatch.setattr(cm, "REPORTED", cm.REPORTED[:1])
+
+    def no_simulation(*a, **k):
+        raise AssertionError("a dry run simulated")
+
+    monkeypatch.setattr(sim, "run_simulation", no_simulation)
+    out = tmp_path / "o"
+    assert main(["compare", "--config", str(MOE), "--dry-run", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "2 runs checked" in text and "reported: specfit: OK" in text and not out.exists()
+    one_line_error(capsys, main(["compare", "--config", str(MOE), "--dry-run", "--set", "moe.cache_capacity=1.5",
+                                 "--out", str(out)]), "--set: moe.cache_capacity: a fraction must be <= 1")
+    assert not out.exists()
 
 
 def test_a_sweep_dry_run_into_a_held_sweep_folder_is_refused(tmp_path, capsys):
