@@ -382,6 +382,9 @@ def cmd_traces(args) -> int:
         from .traces.tree_stats import run_tree_stats
         chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
+    if args.chain is not None:   # it was ignored without a word
+        raise InputError(f"traces stats: --chain compares a draft-tree trace with a chain trace, and {args.file} "
+                         "is a chain trace; drop --chain")
     from .traces.stats import run_stats
     return int(run_stats(path, args.out) or 0)
 

@@ -453,6 +453,13 @@ def test_validate_takes_one_validation_at_a_time(tmp_path, capsys, flags):
     assert not (tmp_path / "o").exists()
 
 
+def test_traces_stats_of_a_chain_trace_refuses_chain(tmp_path, capsys):
+    out = tmp_path / "o"
+    one_line_error(capsys, main(["traces", "stats", str(SMOKE), "--chain", str(SMOKE), "--out", str(out)]),
+                   "--chain compares a draft-tree trace with a chain trace")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flag", ["--moe", "--peers"])
 def test_validations_with_their_own_measurements_refuse_measured(tmp_path, capsys, flag):
     """--measured was dropped without a word by the validations that read committed files."""
