@@ -142,7 +142,8 @@ def _add_traces(sub) -> None:
                                      "for a draft-tree trace: acceptance by tree size, routing statistics.",
                          epilog=EPILOG)
     ts.add_argument("file", metavar="TRACE.npz", help="trace file (a shipped one by its relative name works too)")
-    ts.add_argument("--out", default=None, type=out_path, metavar="DIR", help="also write the tables as CSV (and a plot) here")
+    ts.add_argument("--out", default=None, type=out_path, metavar="DIR",
+                    help="also write the tables as CSV (and a plot) here")
     ts.add_argument("--chain", default=None, metavar="CHAIN.npz",
                     help="tree traces: compare with this chain trace of the same model pair and prompts "
                          "(acceptance at equal node budgets, top-1 chain cross-check)")

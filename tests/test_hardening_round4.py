@@ -101,7 +101,7 @@ def _study(tmp_path, extra="", name="mine"):
 @pytest.mark.parametrize("extra, key, fragment", [
     ("constraints: [{expr: '9 ** 9 ** 9', max: 1}]", "constraints[0].expr", "9 ** 3.8742e+08 overflows a float"),
     ("constraints: [{expr: '1 / (pim.ranks - 16)', max: 1}]", "constraints[0].expr",
-     "cannot be evaluated at the base point: float division by zero"),
+     "cannot be evaluated at pim.ranks=16: float division by zero"),
     ("constraints: [{expr: 'run.mode', max: 1}]", "constraints[0].expr", "config key 'run.mode' is 'ahasd', not a number"),
     ("windows: [0, 100000]", "windows[1]", "prompt 100000 is out of range: the trace"),
 ], ids=["power", "zero-division", "text-key", "window-range"])
@@ -115,6 +115,17 @@ def test_a_study_that_cannot_run_exits_2_before_running(tmp_path, capsys, comman
                *(["--sobol-samples", "0"] if command == "sensitivity" else [])])
     one_line_error(capsys, rc, f"{study}: {key}: ", fragment)
     assert time.perf_counter() - t0 < 20 and not out.exists()
+
+
+def test_a_constraint_singular_only_where_the_search_never_goes_is_accepted(tmp_path):
+    """The base config's pim.ranks (16) is not searched (choices [32]): 1 / (pim.ranks - 16) is
+    evaluated at searched points only, where it is 1/16."""
+    pytest.importorskip("optuna")
+    from ahasd_sim.dse.study import load_study
+    p = _study(tmp_path, "constraints: [{expr: '1 / (pim.ranks - 16)', max: 1}]")
+    p.write_text(p.read_text().replace("choices: [16]", "choices: [32]"))
+    study = load_study(p, check_metrics=False)
+    assert study.base.pim.ranks == 16 and study.constraints[0].max == 1
 
 
 def test_constraint_powers_are_float_powers():

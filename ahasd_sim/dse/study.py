@@ -603,15 +603,25 @@ def _check_windows(study: Study) -> None:
 
 
 def _check_constraints(study: Study) -> None:
-    """Every constraint evaluates to a finite number at the base point and at each searched value
-    of each parameter (the others at the base): a division by zero, an overflow or a key that is
-    no number is the study file's error (exit 2) before any trial runs."""
+    """Every constraint evaluates to a finite number at design points of the space: each searched
+    value of each parameter, the others at their first value (``low`` or the first choice), and
+    every parameter at its ``high``; a division by zero, an overflow or a key that is no number
+    there is the study file's error (exit 2) before any trial runs. Only points the search can
+    sample are evaluated (not the base config's own values)."""
     if not study.constraints:
         return
-    points = [("the base point", [])]
+    values = {p.name: (p.labels if p.kind == "categorical" else [p.low, p.high]) for p in study.space}
+    first = {p.name: values[p.name][0] for p in study.space}
+
+    def at(choice: dict) -> tuple[str, list[str]]:
+        label = ", ".join(f"{p.name}={choice[p.name]}" for p in study.space) or "the base point"
+        return label, [o for p in study.space for o in p.overrides(choice[p.name])]
+
+    points = [at(first)]
     for p in study.space:
-        for v in (p.labels if p.kind == "categorical" else [p.low, p.high]):
-            points.append((f"{p.name}={v}", p.overrides(v)))
+        for v in values[p.name][1:]:
+            points.append(at({**first, p.name: v}))
+    points.append(at({p.name: values[p.name][-1] for p in study.space}))
     cfgs = []
     for label, ovr in points:
         try:
