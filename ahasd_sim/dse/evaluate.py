@@ -298,7 +298,7 @@ class Executor:
                 from ..sweep.executors import local_dask_cluster
                 cluster = local_dask_cluster(self.workers)
                 self.client = Client(cluster)
-                from ..sweep.runner import quiet_local_workers
+                from ..sweep.executors import quiet_local_workers
                 quiet_local_workers(self.client)
                 self._own += [self.client, cluster]
         return self.client

@@ -587,11 +587,12 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
 def _check_windows(study: Study) -> None:
     """Every window of ``windows`` (and ``sensitivity.windows``) starts at a prompt of the base
     trace: an error now (exit 2), not every trial failing after it ran."""
-    from ..simulation import _load_full_trace, window_start_prompts
+    from ..simulation import window_start_prompts
+    from ..traces.load import load_full_trace
     lists = [("windows", study.windows), ("sensitivity.windows", study.sensitivity.get("windows"))]
     if not any(ws for _, ws in lists):
         return
-    trace = _load_full_trace(study.base)
+    trace = load_full_trace(study.base)
     for where, ws in lists:
         for i, w in enumerate(ws or []):
             cfg = study.base.replace(["run.windows=1", f"run.trace_start_prompt={w}"], source=None)
