@@ -68,6 +68,21 @@ def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
             f"moe.profile_rounds={prof[1] - prof[0]}", f"run.generated_tokens={cap}"]
 
 
+def planned_configs(cfg, tune_fraction: float = 1 / 3) -> list[tuple[str, object]]:
+    """[(label, config)] of every run :func:`run_compare_moe` would make (the tuning grid on the
+    tuning rounds, the reported rows on the reported rounds; the tuned families' winners are
+    among the grid's configs), for a dry run to check without simulating."""
+    from .modes.moe.offload import load_tree_trace_cached
+    from .simulation import resolve_data_path
+    tt = load_tree_trace_cached(resolve_data_path(cfg.moe.tree_trace, cfg.source_file))
+    parts = split_rounds(cfg, tt, tune_fraction)
+    tune_o = _slice_overrides(tt, *parts["tuning"], parts["profile"])
+    rep_o = _slice_overrides(tt, *parts["reported"], parts["profile"])
+    out = [(f"tuning: {label}", cfg.replace(o + tune_o, source=None)) for cands in candidates().values()
+           for label, o in cands]
+    return out + [(f"reported: {label}", cfg.replace(o + rep_o, source=None)) for label, o in REPORTED]
+
+
 def n_simulations() -> int:
     """Simulations of :func:`run_compare_moe`: every tuning candidate, then the reported rows
     (the fixed ones and each family's best)."""

@@ -85,6 +85,14 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    dev = cfg.baseline.device
+    if getattr(mode_cls, "uses_baseline_device", False):
+        # here, not when the first step is costed, so the dry run refuses it with the run's line
+        if dev != "auto" and getattr(platform, dev, None) is None:
+            raise _config_error(cfg, "baseline.device", f"is {dev}, but this platform has no {dev.upper()} "
+                                f"({dev}.enabled is false); use auto or a device the platform has")
+        if dev == "auto" and not any(getattr(platform, d, None) is not None for d in ("gpu", "npu", "pim")):
+            raise _config_error(cfg, "baseline.device", "autoregressive decoding needs a GPU, an NPU or PIM")
     if platform.npu is not None and cfg.run.precision != "w8a8":
         from .workload.precision import get_precision
         prec = get_precision(cfg.run.precision)

@@ -86,15 +86,28 @@ def load_measured(path: str | Path) -> pd.DataFrame:
     return df
 
 
+#: the largest value a measured row may hold per column, with its reason: past it the row is a
+#: unit mix-up or a corrupt file, not a measurement (it entered the error statistics)
+_MOST = {"latency_s_median": (3600.0, "an hour for one measured step or copy is no measurement of one"),
+         "k_tokens": (float(2 ** 24), "16.7 M tokens in one step is 1000x any model's context"),
+         "kv_len": (float(2 ** 24), "16.7 M cached tokens is 1000x any model's context")}
+
+
 def _num(row, col: str, path: Path, line: int, *, positive: bool = False, integer: bool = False) -> float:
+    raw = row[col]
+    import numbers
+    shown = repr(float(raw)) if isinstance(raw, numbers.Real) and not isinstance(raw, bool) else repr(raw)
     try:
-        v = float(row[col])
+        v = float(raw)
     except (TypeError, ValueError):
-        raise InputError(f"{path}: line {line}: {col} must be a number, got {row[col]!r}") from None
+        raise InputError(f"{path}: line {line}: {col} must be a number, got {shown}") from None
     if not math.isfinite(v) or v < 0 or (positive and v <= 0) or (integer and v != int(v)):
         what = "a positive" if positive else "a non-negative"
         raise InputError(f"{path}: line {line}: {col} must be {what}{' integer' if integer else ' number'}, "
-                         f"got {row[col]!r}")
+                         f"got {shown}")
+    most = _MOST.get(col)
+    if most is not None and v > most[0]:
+        raise InputError(f"{path}: line {line}: {col} must be <= {most[0]:g}, got {shown} ({most[1]})")
     return v
 
 
@@ -212,17 +225,19 @@ def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
     return num / den if den else float("nan")
 
 
-def measured_ceilings(df: pd.DataFrame) -> dict:
+def measured_ceilings(df: pd.DataFrame, path: Path = Path("-")) -> dict:
+    """The measured copy bandwidth and GEMM rate (the first row of each ceiling kind); a NaN,
+    infinite, zero or negative number there is the file's error with its line (it printed
+    "nan" or a negative TB/s)."""
     out = {}
     for kind, key, scale in (("ceiling_membw", "D2D copy TB/s", 1e12), ("ceiling_gemm", "bf16 GEMM TFLOP/s", 1e12)):
         s = df[df["kind"] == kind]
-        if len(s):
-            r = s.iloc[0]
+        if len(s) and ("bytes" if kind == "ceiling_membw" else "flops") in s.columns:
             col = "bytes" if kind == "ceiling_membw" else "flops"
-            try:
-                out[key] = float(r[col]) / float(r["latency_s_median"]) / scale
-            except (KeyError, TypeError, ValueError, ZeroDivisionError):
-                pass
+            line = int(s.index[0]) + 2
+            r = s.iloc[0]
+            out[key] = _num(r, col, path, line, positive=True) / _num(r, "latency_s_median", path, line,
+                                                                      positive=True) / scale
     return out
 
 
@@ -352,7 +367,7 @@ def run_validate(args) -> int:
         getattr(args, "config", None), getattr(args, "measured", None), getattr(args, "overrides", []) or [])
     g = platform.gpu
     c = g.cfg
-    ceil = measured_ceilings(df)
+    ceil = measured_ceilings(df, Path(csv_path))
     print(f"config   {cfg_path}")
     print(f"measured {csv_path}")
     print(f"GPU model {c.name}: {c.mem_bw_gb_s:g} GB/s x bandwidth_efficiency {c.bandwidth_efficiency:g} = "

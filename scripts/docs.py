@@ -78,6 +78,13 @@ def _cli(argv: list[str]) -> str:
     buf = io.StringIO()
     with redirect_stdout(buf):
         rc = main(argv)
+    from ahasd_sim.cli_common import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+    # a stop signal the inner command handled ends this command the same way (130 / 143), not as
+    # bad input (2)
+    if rc == EXIT_TERMINATED:
+        raise Terminated("SIGTERM")
+    if rc == EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     if rc != 0:
         raise InputError(f"docs: `python -m ahasd_sim {' '.join(argv)}` exited {rc}")
     return buf.getvalue()

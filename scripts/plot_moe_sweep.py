@@ -14,7 +14,6 @@ Reads the results tables of ``hw_configs/sweeps/moe_cache_capacity.yaml`` and
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import sys
@@ -29,10 +28,32 @@ POLICIES = ["eagle_fixed", "eagle_dynamic", "specfit", "ecospec"]
 REF = "eagle_dynamic"
 
 
-def _load(d: Path, axis: str) -> pd.DataFrame:
-    df = pd.read_csv(d / "results.csv")
+#: columns the figure and table read from every sweep's results.csv
+NEEDED = ("status", "run.policy", "throughput_tok_s", "throughput_tok_s_ci95_low", "throughput_tok_s_ci95_high")
+
+
+def _load(d: Path, axis: str, flag: str) -> pd.DataFrame:
+    """The finished points of the sweep folder (or results.csv) ``d``; a missing folder, a
+    table without the columns read here, or one without a finished point is one line."""
+    from ahasd_sim.config.errors import InputError
+    from ahasd_sim.sweep import read_results
+    csv = d / "results.csv" if d.is_dir() else d
+    if not csv.is_file():
+        raise InputError(f"{flag} {d}: no results.csv there (run the sweep first: python -m ahasd_sim sweep "
+                         "--config hw_configs/sweeps/<name>.yaml, or name its folder)")
+    try:
+        df = read_results(csv)
+    except InputError as exc:
+        raise InputError(f"{flag} {d}: {str(exc).partition(': ')[2] or exc}") from None
+    missing = [c for c in (*NEEDED, axis) if c not in df.columns]
+    if missing:
+        raise InputError(f"{flag} {d}: the results table has no column {', '.join(missing)} (not a sweep of {axis}?)")
     df = df[df["status"] == "ok"].copy()
-    df["x"] = df[axis].astype(float)
+    if df.empty:
+        raise InputError(f"{flag} {d}: no finished point (every point failed or is pending)")
+    df["x"] = pd.to_numeric(df[axis], errors="coerce")
+    if df["x"].isna().any():
+        raise InputError(f"{flag} {d}: column {axis} holds values that are not numbers")
     return df
 
 
@@ -123,18 +144,30 @@ def _table(df, axis_name) -> list[str]:
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cache", default="sweeps/moe_cache_capacity")
-    ap.add_argument("--pcie", default="sweeps/moe_pcie_bandwidth")
+def parser():
+    from ahasd_sim.cli_common import script_parser
+    ap = script_parser("Figure + table of the MoE expert-offload sweeps (cache capacity, H2D bandwidth)")
+    ap.add_argument("--cache", default="sweeps/moe_cache_capacity", help="sweep folder of moe_cache_capacity.yaml")
+    ap.add_argument("--pcie", default="sweeps/moe_pcie_bandwidth", help="sweep folder of moe_pcie_bandwidth.yaml")
     ap.add_argument("--recall", default="sweeps/moe_predictor_recall", help="optional predictor-recall sweep")
-    ap.add_argument("--out", default="docs/moe-offload")
+    ap.add_argument("--out", default="docs/moe-offload", help="folder of the figure and the table")
     ap.add_argument("--note", default="", help="a line printed under the table (e.g. which trace)")
-    a = ap.parse_args()
+    return ap
+
+
+def main(argv=None) -> int:
+    from ahasd_sim.cli_common import run_script
+    return run_script(parser(), body, argv)
+
+
+def body(a) -> int:
+    from ahasd_sim.outdir import check_writable_dir
     out = Path(a.out)
+    check_writable_dir(out)
+    # every input is read and checked before the output folder is touched
+    cache = _load(Path(a.cache), "moe.cache_capacity", "--cache")
+    pcie = _load(Path(a.pcie), "h2d.effective_gb_s", "--pcie")
     out.mkdir(parents=True, exist_ok=True)
-    cache = _load(Path(a.cache), "moe.cache_capacity")
-    pcie = _load(Path(a.pcie), "h2d.effective_gb_s")
     apply_style()
     fig, axes = plt.subplots(1, 2, figsize=figure_size("two", aspect=0.45))
     ev = _panel(axes[0], cache, "expert-cache capacity (fraction of all experts)")
@@ -155,7 +188,7 @@ def main() -> None:
         + _table(pcie, "GB/s") + [""]
     rec_dir = Path(a.recall)
     if (rec_dir / "results.csv").is_file():
-        rec = _load(rec_dir, "moe.predictor_recall")
+        rec = _load(rec_dir, "moe.predictor_recall", "--recall")
         ref = cache[(cache["run.policy"] == REF) & (cache["x"] == 0.25)]
         if "moe.cache_policy" in ref:
             ref = ref[ref["moe.cache_policy"] == "lru"]
@@ -170,7 +203,8 @@ def main() -> None:
         lines.append("")
     (out / "moe_policies_sweep.md").write_text("\n".join(lines))
     print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 """Options of ``optimize`` and ``sensitivity`` (their parsers are made by ``ahasd_sim.__main__``)."""
 from __future__ import annotations
 
-from ..cli_common import positive_int
+from ..cli_common import out_path, positive_int
 
 
 def _common(p) -> None:
@@ -13,7 +13,7 @@ def _common(p) -> None:
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
-    p.add_argument("--out", default=None, metavar="DIR",
+    p.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="study folder (default: studies/<name>); a folder of a different study is refused")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")

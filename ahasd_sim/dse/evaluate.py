@@ -295,15 +295,15 @@ class Executor:
             except ImportError:
                 raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
             if self.scheduler:
-                try:
-                    self.client = Client(self.scheduler, timeout="20s")
-                except (OSError, TimeoutError) as exc:
-                    raise InputError(f"--scheduler {self.scheduler}: cannot connect ({exc})") from None
+                from ..sweep.executors import connect_scheduler
+                self.client = connect_scheduler(self.scheduler)
                 self._own.append(self.client)
             else:
                 from ..sweep.executors import local_dask_cluster
                 cluster = local_dask_cluster(self.workers)
                 self.client = Client(cluster)
+                from ..sweep.executors import quiet_local_workers
+                quiet_local_workers(self.client)
                 self._own += [self.client, cluster]
         return self.client
 

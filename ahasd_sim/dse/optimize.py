@@ -512,7 +512,8 @@ def summarize(stats: dict[str, Any]) -> str:
 
 def parse_seeds(text: str) -> list[int]:
     try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
+        # every item counts: '' and '1,,2' are typos, not "no seeds" or "seeds 1 and 2"
+        seeds = [int(x) for x in text.split(",")]
     except ValueError:
         seeds = []
     if not seeds or any(x < 0 for x in seeds) or len(set(seeds)) != len(seeds):
@@ -530,12 +531,17 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
 
     from .report import _csv, hypervolume_history, hypervolume_reference, trials_table
     runs, tables = [], {}
-    for sd in seeds:
-        st = dataclasses.replace(study, seed=sd)
-        stats = run_optimize(st, out / f"seed-{sd}", points_dir=out / "points", **kw)
-        runs.append(stats)
-        with StudyLock(out / f"seed-{sd}"):
-            tables[sd] = (st, trials_table(st, open_study(st, out / f"seed-{sd}")))
+    from .folders import check_study_folder
+    check_study_folder(out, study.name, "optimize")
+    # the whole folder is this command's while it runs: a plain optimize (or sensitivity) into it
+    # is refused, as one into any folder a study command is writing
+    with StudyLock(out):
+        for sd in seeds:
+            st = dataclasses.replace(study, seed=sd)
+            stats = run_optimize(st, out / f"seed-{sd}", points_dir=out / "points", **kw)
+            runs.append(stats)
+            with StudyLock(out / f"seed-{sd}"):
+                tables[sd] = (st, trials_table(st, open_study(st, out / f"seed-{sd}")))
     ref = hypervolume_reference(study, pd.concat([t for _, t in tables.values()]))
     rows = []
     for sd, (st, df) in tables.items():
@@ -573,11 +579,13 @@ def run_optimize_cli(args) -> int:
     out = Path(args.out) if args.out else default_out_dir(study)
     kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
               progress=not args.no_progress, fastest=getattr(args, "fastest", False))
+    from .folders import names_the_folder
     try:
-        if getattr(args, "seeds", None):
-            runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
-        else:
-            runs, table = [run_optimize(study, out, **kw)], None
+        with names_the_folder(out, "optimize"):
+            if getattr(args, "seeds", None) is not None:
+                runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
+            else:
+                runs, table = [run_optimize(study, out, **kw)], None
     except KeyboardInterrupt:
         print(f"interrupted: told trials are kept in the study.db of {out}; run the same command again to "
               "finish the interrupted trials and the missing ones", file=sys.stderr)

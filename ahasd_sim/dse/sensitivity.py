@@ -485,11 +485,14 @@ def _key(key) -> str:
 def run_sensitivity_cli(args) -> int:
     study = load_study(args.config)
     from ..cli_common import warn
-    from .optimize import windows_warning
+    from .folders import names_the_folder
+    from .optimize import default_out_dir, windows_warning
     if (msg := windows_warning(study, study.sensitivity.get("windows") or study.windows, "sensitivity.windows")):
         warn(msg)
-    stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
-                            sobol_samples=args.sobol_samples, progress=not args.no_progress)
+    with names_the_folder(Path(args.out) if args.out else default_out_dir(study), "sensitivity"):
+        stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor,
+                                scheduler=args.scheduler, sobol_samples=args.sobol_samples,
+                                progress=not args.no_progress)
     out = stats["out_dir"]
     print(f"sensitivity {out}: {stats['oat_points']} OAT + {stats['sobol_points']} Sobol design points "
           f"({stats['failed']} without result; {stats['computed_runs']} simulations run) in "

@@ -97,6 +97,14 @@ def _check_columns(d: pd.DataFrame, cols: Mapping[str, str | None]) -> None:
     for flag, c in cols.items():
         if c and c not in d.columns:
             raise InputError(f"{flag} {c}: no column '{c}' in the results table")
+    metric = cols.get("--metric")
+    if metric and not pd.api.types.is_numeric_dtype(d[metric]) and \
+            pd.to_numeric(d[metric], errors="coerce").isna().any() and d[metric].notna().any():
+        # a text column (run.mode, variant) has no mean to plot
+        numeric = [c for c in d.columns if pd.api.types.is_numeric_dtype(d[c]) and d[c].notna().any()
+                   and c not in ("seed", "wall_time_s")][:6]
+        raise InputError(f"--metric {metric}: column '{metric}' holds text (e.g. {str(d[metric].dropna().iloc[0])!r}), "
+                         f"not numbers; numeric columns include {', '.join(numeric)}")
 
 
 def sweep_axis_columns(df: pd.DataFrame) -> list[str]:

@@ -115,10 +115,26 @@ class MoeOffloadMode(Mode):
                 raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity", f"a fraction must be <= 1, got {mc.cache_capacity}")
             cap = int(round(mc.cache_capacity * total))
         elif mc.cache_capacity_unit == "experts":
+            if not float(mc.cache_capacity).is_integer():
+                raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                                  f"expected a whole number of experts (moe.cache_capacity_unit experts), got "
+                                  f"{mc.cache_capacity:g}")
             cap = int(mc.cache_capacity)
         else:
             cap = int(mc.cache_capacity * GIB // self.cm.expert_bytes)
-        cap = min(cap, total)
+        # a size past the model or below one expert was clamped or floored without a word
+        unit_text = {"fraction": "of all experts", "experts": "experts", "gib": "GiB"}[mc.cache_capacity_unit]
+        if cap > total:
+            most = {"fraction": "1", "experts": str(total),
+                    "gib": f"{total * self.cm.expert_bytes / GIB:.4g}"}[mc.cache_capacity_unit]
+            raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                              f"{mc.cache_capacity:g} {unit_text} is more than the model's {total} experts "
+                              f"({L} layers x {E}); at most {most}")
+        if mc.cache_capacity > 0 and cap == 0:
+            raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                              f"{mc.cache_capacity:g} {unit_text} holds no whole expert (one is "
+                              f"{self.cm.expert_bytes / 2**20:.3g} MiB, {1 / total:.3g} of all); give 0 for no "
+                              "cache or at least one expert")
         self.memory_split = self._memory_split(cap)
         self.start_round = int(mc.trace_start_round)
         if self.start_round >= len(tt):
