@@ -252,8 +252,9 @@ def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, o
 
 
 def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float, out: str | Path | None):
-    """Each mode for ``duration_s`` on the config's phone (section ``thermal``; one repetition per
-    trace window, :func:`ahasd_sim.sustained.run_sustained`); return (table, output dir). Rows
+    """Each mode for ``duration_s`` on the config's phone (section ``thermal``; repetitions through
+    consecutive trace windows, one starting at each window, :func:`ahasd_sim.sustained.run_sustained`);
+    return (table, output dir). Rows
     are ranked by sustained throughput, then by energy per token; a decoder whose models do not
     fit is a row saying why. Writes compare_sustained.csv (one row per mode: means and 95%
     Student-t half-widths over repetitions) and series.csv (every repetition's time series)."""
@@ -278,7 +279,7 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
         if not series:
             raise InputError("compare --duration-min: no decoder's models fit this platform")
         cols = ["mode", "duration_s", "repetitions", *[c for f in FIGURES for c in (f, f + "_ci95_half")],
-                "throttled_repetitions", "not_run"]
+                "throttled_repetitions", "windows_per_repetition", "repetitions_share_windows", "not_run"]
         table = pd.DataFrame(rows, columns=cols)
         table = table.sort_values(["sustained_tok_s", "energy_per_token_j"], ascending=[False, True],
                                   na_position="last", kind="stable").reset_index(drop=True)
@@ -314,7 +315,12 @@ def format_compare_sustained(table: pd.DataFrame) -> str:
     text = text_table([head] + lines)
     ran = table[table["repetitions"].notna()].iloc[0]
     text.extend(notes)
-    text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions (one per "
-                "trace window); +/- is the 95% Student-t half-width over repetitions; sustained = the mean rate "
-                "over the last quarter of the run; first throttle over the repetitions that throttled")
+    shared = bool(table["repetitions_share_windows"].fillna(False).astype(bool).any())
+    text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions, each "
+                f"decoding consecutive trace windows from its own starting window ({ran['windows_per_repetition']:.1f} "
+                "windows each, the thermal state carried across them); +/- is the 95% Student-t half-width over "
+                "repetitions; sustained = the mean rate over the last quarter of the run; first throttle over the "
+                "repetitions that throttled"
+                + ("; together the repetitions decode more windows than the run has, so they share windows: "
+                   "the interval reflects where in the trace each starts, not fresh trace content" if shared else ""))
     return "\n".join(text)
