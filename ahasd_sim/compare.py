@@ -316,9 +316,11 @@ def format_compare_sustained(table: pd.DataFrame) -> str:
     ran = table[table["repetitions"].notna()].iloc[0]
     text.extend(notes)
     shared = bool(table["repetitions_share_windows"].fillna(False).astype(bool).any())
+    per = table["windows_per_repetition"].dropna()
+    per_text = f"{per.min():.1f}" if per.min() == per.max() else f"{per.min():.1f}-{per.max():.1f}"
     text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions, each "
-                f"decoding consecutive trace windows from its own starting window ({ran['windows_per_repetition']:.1f} "
-                "windows each, the thermal state carried across them); +/- is the 95% Student-t half-width over "
+                f"decoding consecutive trace windows from its own starting window ({per_text} windows each, "
+                "the thermal state carried across them); +/- is the 95% Student-t half-width over "
                 "repetitions; sustained = the mean rate over the last quarter of the run; first throttle over the "
                 "repetitions that throttled"
                 + ("; together the repetitions decode more windows than the run has, so they share windows: "

@@ -322,3 +322,10 @@ def test_voltage_scaling_lowers_the_power_of_a_throttled_npu_decoder():
     r_on, p_on = operating_point(on, w, 2, False)
     assert r_on[0] == pytest.approx(r_off[0], rel=1e-12)
     assert p_on[0] < p_off[0]
+
+
+def test_voltage_scaling_without_an_npu_warns():
+    from ahasd_sim.checks import config_warnings
+    on = load_config(PHONE16, ["thermal.voltage_scaling=true", "npu.enabled=false"])
+    assert any("thermal.voltage_scaling has no effect" in w for w in config_warnings(on))
+    assert not any("voltage_scaling" in w for w in config_warnings(load_config(PHONE16, ["thermal.voltage_scaling=true"])))
