@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PRESETS = (("12 GB", "phone_12gb.yaml"), ("16 GB", "phone_16gb.yaml"), ("24 GB", "phone_24gb.yaml"))
+PRESETS = (("12 GB", "phone_12gb.yaml", []), ("16 GB", "phone_16gb.yaml", []), ("24 GB", "phone_24gb.yaml", []),
+           ("16 GB phone, NPU energy scaled with V^2", "phone_16gb.yaml", ["thermal.voltage_scaling=true"]))
 MODES = (("autoregressive@pim", ["run.mode=autoregressive", "baseline.device=pim"]),
          ("operator_sync", ["run.mode=operator_sync"]), ("ahasd", ["run.mode=ahasd"]))
 DOC = ROOT / "docs" / "studies" / "sustained_phone.md"
@@ -43,10 +44,10 @@ def run(minutes: float, windows: int, tokens: int):
     from ahasd_sim.config.errors import ConfigError
     from ahasd_sim.sustained import run_sustained
     rows, summaries, series16 = [], [], []
-    for size, name in PRESETS:
+    for size, name, extra in PRESETS:
         for label, ovr in MODES:
             cfg = load_config(ROOT / "hw_configs" / name, [f"run.windows={windows}", f"run.generated_tokens={tokens}",
-                                                          "run.timeline=false", *ovr])
+                                                          "run.timeline=false", *ovr, *extra])
             try:
                 res = run_sustained(cfg, minutes * 60.0)
             except ConfigError as exc:
@@ -136,7 +137,15 @@ def markdown(summ, check, minutes, windows, tokens, wall_s, cap_table=None) -> s
            "J/token = the decoder's energy (NPU, memory package, PIM, rest of the SoC; not the display) "
            "per token over the whole run.", ""]
     for size in dict.fromkeys(summ["preset"]):
-        out += [f"## {size} phone", "",
+        out += [f"## {size}" if "phone" in size else f"## {size} phone", ""]
+        if "V^2" in size:
+            out += ["With `thermal.voltage_scaling` (off in the presets): the NPU's energy per MAC, vector op "
+                    "and scratchpad bit at each DVFS state is (V / V_top)^2 of full speed, V from Arm's "
+                    "Total Compute TC2 Cortex-X4 voltage-frequency table (a phone CPU's, assumed for the NPU; "
+                    "docs/references.md 'Phone memory and power envelope'). Compare with the 16 GB phone's table "
+                    "above: the difference is what the NPU core's switching energy is worth to each decoder.", ""]
+        out += [
+                
                 "| decoder | burst tok/s | sustained tok/s | sustained / burst | first throttle (s) | "
                 "max skin (C) | max package (C) | J/token |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in summ[summ["preset"] == size].to_dict("records"):
