@@ -254,6 +254,12 @@ def test_repetitions_start_at_distinct_evenly_spread_windows():
     assert len(set(repetition_starts(7, 7))) == 7
     _cfg, res = _window_run(duration_s=5.0, repetitions=2)
     assert list(res.repetitions["start_window"]) == [0, 1]
+    # 5 s decode several 24-token windows each: repetitions from windows 0 and 1 overlap
+    summ = res.summary()
+    assert summ["windows_per_repetition"] == pytest.approx(res.repetitions["windows_decoded"].mean())
+    assert summ["windows_per_repetition"] > 2 and summ["repetitions_share_windows"]
+    _cfg, one = _window_run("thermal.step_s=0.1", duration_s=0.2, repetitions=3)   # part of its first window each
+    assert one.summary()["windows_per_repetition"] == 1 and not one.summary()["repetitions_share_windows"]
     with pytest.raises(ValueError):
         _window_run(duration_s=5.0, repetitions=4)
 
