@@ -257,14 +257,15 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
     return (table, output dir). Rows
     are ranked by sustained throughput, then by energy per token; a decoder whose models do not
     fit is a row saying why. Writes compare_sustained.csv (one row per mode: means and 95%
-    Student-t half-widths over repetitions) and series.csv (every repetition's time series)."""
+    Student-t half-widths over repetitions), series.csv (every repetition's time series) and
+    windows.csv (every window each repetition decoded: when, and the temperatures at its ends)."""
     from .sustained import FIGURES, run_sustained
     modes, _base = parse_modes(modes, None)
     rows_spec = expand_modes(cfg, modes)
     out_dir = Path(out) if out else default_compare_dir(cfg).with_name(default_compare_dir(cfg).name + "_sustained")
     windows = load_run_windows(cfg)
     with OutputFolder(out_dir, "compare") as folder:
-        rows, series = [], []
+        rows, series, windows_rows = [], [], []
         for label, overrides in rows_spec:
             mcfg = cfg.replace(overrides, source="--modes")
             try:
@@ -276,6 +277,7 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
                 continue
             rows.append({"mode": label, **res.summary(), "not_run": None})
             series.append(res.series.assign(mode=label))
+            windows_rows.append(res.windows.assign(mode=label))
         if not series:
             raise InputError("compare --duration-min: no decoder's models fit this platform")
         cols = ["mode", "duration_s", "repetitions", *[c for f in FIGURES for c in (f, f + "_ci95_half")],
@@ -288,6 +290,8 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
         atomic_write(folder.stage / "compare_sustained.csv", lambda fh: table.to_csv(fh, index=False))
         allseries = pd.concat(series, ignore_index=True)
         atomic_write(folder.stage / "series.csv", lambda fh: allseries.to_csv(fh, index=False))
+        allwindows = pd.concat(windows_rows, ignore_index=True)
+        atomic_write(folder.stage / "windows.csv", lambda fh: allwindows.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir
 

@@ -46,8 +46,9 @@ FIGURES = ("burst_tok_s", "sustained_tok_s", "mean_tok_s", "time_to_first_thrott
 @dataclass
 class SustainedResult:
     """A run of ``duration_s``: one row per repetition, the time series of every repetition (one
-    row per governor period), every repetition's windows (one row per window decoded: its start
-    and end time and the node temperatures there), and the operating points (state, derated) ->
+    row per governor period), every repetition's windows (one row per window decoded: its index
+    among the run's windows, the trace prompt it starts at, its start and end time and the node
+    temperatures there), and the operating points (state, derated) ->
     per-window (tok/s, W)."""
 
     duration_s: float
@@ -137,7 +138,7 @@ def run_sustained(cfg, duration_s: float, windows=None, workers: int = 1,
                                    duration_s, window_tokens=tokens, start_window=start)
         rows.append({"repetition": r, "start_window": start, **row})
         series.extend({"repetition": r, **x} for x in ser)
-        wins.extend({"repetition": r, **x} for x in win)
+        wins.extend({"repetition": r, "start_prompt": windows[x["window"]][0], **x} for x in win)
     steps = max(1, int(round(duration_s / float(t.step_s))))
     return SustainedResult(steps * float(t.step_s), pd.DataFrame(rows), pd.DataFrame(series),
                            {f"{s}{'_derated' if d else ''}": {"tok_s": v[0].tolist(), "power_w": v[1].tolist()}

@@ -174,6 +174,8 @@ def test_compare_duration_ranks_by_sustained_throughput(tmp_path, capsys):
     assert list(t["rank_sustained"]) == [1, 2]
     s = pd.read_csv(tmp_path / "c" / "series.csv")
     assert set(s["mode"]) == {"autoregressive@pim", "operator_sync"} and s["time_s"].max() == 179
+    w = pd.read_csv(tmp_path / "c" / "windows.csv")
+    assert set(w["mode"]) == set(s["mode"]) and w.groupby(["mode", "repetition"])["end_s"].max().eq(180).all()
     assert "sustained tok/s" in capsys.readouterr().out
 
 
