@@ -85,7 +85,8 @@ def _add_compare(sub) -> None:
     c.add_argument("--duration-min", type=positive_float, default=None, metavar="MIN",
                    help="run each mode for MIN minutes on the config's phone (section thermal: RC network and "
                         "skin-temperature governor) and rank them by sustained throughput and energy per token; "
-                        "one repetition per trace window (run.windows)")
+                        "repetitions decode consecutive trace windows (run.windows), the thermal state carried "
+                        "across them, one repetition starting at each window")
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")

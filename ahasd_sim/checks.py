@@ -39,6 +39,10 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     if p.enabled and p.dram_power_limit_w is None and p.power_limit_kind != "instantaneous":
         out.append(f"{cfg.source_of('pim.power_limit_kind')}: pim.power_limit_kind {p.power_limit_kind} has no effect: "
                    "pim.dram_power_limit_w is null (no limit)")
+    t = cfg.thermal
+    if t.voltage_scaling and not cfg.npu.enabled:
+        out.append(f"{cfg.source_of('thermal.voltage_scaling')}: thermal.voltage_scaling has no effect: the platform "
+                   "has no NPU (the PIM units' DRAM rails do not scale)")
     if not p.enabled and cfg.memory.reserved_gib and cfg.gpu.enabled and not cfg.npu.enabled:
         out.append(f"{cfg.source_of('memory.reserved_gib')}: memory.reserved_gib has no effect on a GPU platform "
                    "(the GPU checks its own memory)")
