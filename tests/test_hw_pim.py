@@ -109,7 +109,7 @@ def test_pim_multi_token_rereads_weights_per_held_vector():
 
 
 def test_pim_attention_reads_kv_in_ranks_and_energy():
-    cfg = make_cfg()
+    cfg = make_cfg({"pim": {"protocol_io": "free"}})
     mem = Lpddr5Memory(cfg.memory)
     p = PimMemory(cfg.pim, mem)
     op = Op(kind="attention", n_tokens=1, macs=32 * 128 * 1024, flops=2 * 32 * 128 * 1024,
