@@ -232,6 +232,12 @@ class PimConfig:
                               "preset = the device preset's (lpddr5_pim: jedec; AiM and HBM-PIM presets: "
                               "power_delivery)", choices=("preset", "jedec", "power_delivery"),
                               source="JESD209-5B tRRD/tFAW; GDDR6-AiM ACT16 (ISSCC 2022)")
+    die_lockstep: bool = param(True, doc="the dies of one JEDEC rank take one command stream in lockstep, so a "
+                               "placement gives a model whole ranks: the draft/target split of pim.ranks (one PIM "
+                               "unit per die) moves in steps of the preset's dies_per_rank (lpddr5_pim: 2 x8 dies); "
+                               "false = single dies (each die its own command stream, which JEDEC LPDDR5 byte mode "
+                               "does not give)", source="JESD209-5B byte mode: two x8 dies of a rank share the "
+                               "channel's command/address bus")
     protocol_io: str = param("charge", doc="PIM protocol I/O (WR_GB input chunks, WR_BIAS and RD_MAC result "
                              "registers) on the dies' data buses: charge = its bytes x the memory's write/read "
                              "pJ/bit as PIM energy; free = not charged (the AiM simulator's accounting)",
@@ -431,6 +437,16 @@ class PimMemory:
         return _unit.area_breakdown_mm2(self.unit, base, a)["total"] / ref
 
     # ---------------------------------------------------------------- partition
+    @property
+    def placement_step(self) -> int:
+        """Units (dies) a placement hands out together: the preset's dies per rank under
+        ``pim.die_lockstep`` when the units are dies (one per ``pim.ranks`` entry) and they
+        divide evenly, else 1."""
+        g = int(self.spec.dies_per_rank)
+        if not self.cfg.die_lockstep or self.cfg.units_per_rank != 1 or g <= 1 or self.cfg.ranks % g:
+            return 1
+        return g
+
     def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
                   target_kv_reserve_bytes: float | None = None, policy: str | None = None) -> RankPartition:
         """Place the draft and target model in ranks by ``policy`` (default ``pim.partition_policy``;
@@ -449,7 +465,8 @@ class PimMemory:
         if need_d <= 0 or need_t <= 0:
             raise ValueError("partition needs positive draft and target sizes")
         cap = float(self.rank_capacity_bytes)
-        rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
+        step = self.placement_step
+        rd, rt = step * math.ceil(need_d / cap / step), step * math.ceil(need_t / cap / step)
         ranks = self.cfg.ranks
         if policy == "all_ranks":
             part = RankPartition(ranks, ranks, 0, need_d, need_t, cap, shared_ranks=ranks)
@@ -481,7 +498,7 @@ class PimMemory:
             spare = ranks - rd - rt
             # spare ranks go pro rata to the bytes (rounded share of all ranks, never below min_fit)
             share_d = ranks * need_d / (need_d + need_t)
-            extra_d = min(spare, max(0, round(share_d) - rd))
+            extra_d = min(spare, max(0, step * round(share_d / step) - rd))
             rd, rt = rd + extra_d, rt + (spare - extra_d)
         return RankPartition(rd, rt, ranks - rd - rt, need_d, need_t, cap)
 
