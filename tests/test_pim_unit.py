@@ -96,7 +96,7 @@ def test_unit_area_grows_with_k_and_capacity_follows_the_cell_density():
     assert k1["lanes"] == pytest.approx(64 * lane_um2 * 1e-6)
     assert k1["global_buffer_bytes"] == 1024 and k8["global_buffer_bytes"] == 8192
     assert k8["total"] == pytest.approx(8 * k1["total"], rel=0.05)
-    assert pim_unit.capacity_lost_gib(1.0) == pytest.approx(0.241e9 / 8 / 2**30)
+    assert pim_unit.capacity_lost_gib(1.0) == pytest.approx(0.241 / 8)   # a DRAM Gb is 2^30 bits
     # leakage follows the area (anchored at static_mw_per_rank for the k = 1 unit)
     assert _pim(vectors_per_weight_read=8).static_power_w == pytest.approx(
         _pim().static_power_w * k8["total"] / k1["total"], rel=1e-9)

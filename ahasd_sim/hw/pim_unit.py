@@ -154,8 +154,9 @@ def area_breakdown_mm2(unit: PimUnitSpec, spec, area_cfg) -> dict:
 
 
 def capacity_lost_gib(area_mm2: float) -> float:
-    """DRAM capacity a die loses to ``area_mm2`` of logic (D1z cell density), GiB."""
-    return area_mm2 * DRAM_GB_PER_MM2 / 8.0 * 1e9 / 2**30
+    """DRAM capacity a die loses to ``area_mm2`` of logic (D1z cell density; a DRAM "Gb" is
+    2^30 bits), GiB."""
+    return area_mm2 * DRAM_GB_PER_MM2 / 8.0
 
 
 def pj_per_mac(unit: PimUnitSpec, spec) -> float:
