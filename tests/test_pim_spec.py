@@ -59,13 +59,18 @@ def test_gemv_cycles_by_hand_lpddr5_aim():
     # WR_GB = CAS 1 + 63 x 4 + 1 = 254; per group: WR_BIAS 1 + 1 = 2,
     # MAC_ABK 17 + 56 + 63 x 4 + 1 = 326, RD_MAC 1 + 0 + 4 + 1 = 6; mode switch 32.
     # per_group: two mode switches per group (+ the first one);
-    # reuse_gb: two per batch of up to 32 groups (the preset's 32 result registers)
+    # reuse_gb: two per batch of up to 32 groups (the preset's 32 result registers, CENT's
+    # balanced batches of ceil(g / ceil(g / 32))); inside a batch the WR_BIAS go back to back
+    # at nCCD 4 (not 2) apart, and a MAC_ABK after a MAC_ABK waits nRTP 4 (not 1) before PREA
     s = P.preset("lpddr5_aim")
     for g in (1, 5, 32, 33, 64):
         assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False, order="per_group") == \
             32 + 254 + g * (2 + 32 + 326 + 32 + 6)
-        batches = -(-g // 32)
-        assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False) == 32 + 254 + 2 * 32 * batches + g * (2 + 326 + 6)
+        b = -(-g // 32)
+        size = -(-g // b)
+        sizes = [size] * (b - 1) + [g - size * (b - 1)]
+        per_batch = sum(2 * 32 + (4 * m - 2) + m * 326 + 3 * (m - 1) + m * 6 for m in sizes)
+        assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False) == 32 + 254 + per_batch
 
 
 def test_mode_switch_counts_of_a_4096_square_gemv_on_one_channel():

@@ -4,7 +4,8 @@ energy, die lockstep in placement.
 
 Hand derivations use the lpddr5_pim preset (tests/test_pim_sequence.py's header): per ISR,
 mode switches apart, WR_GB(n) = 1 + (n - 1) x 4 + 1, WR_BIAS = 14, MAC_ABK(n) = 15 + 60 +
-56 + (n - 1) x 4 + 1, RD_MAC = 18, TMOD = 32.
+56 + (n - 1) x 4 + 1, RD_MAC = 18, TMOD = 32; a MAC_ABK right after a MAC_ABK (same batch)
++3 (tRTP 4 instead of 1 cycle before its PREA).
 """
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ def test_k1_and_k4_command_counts_and_time_by_hand():
     128 output groups per die.
 
     k = 1 (aim unit, 32 registers): 4 passes; per pass and chunk WR_GB 254, 4 batches of 32
-    groups (8 mode switches), 128 x (14 + 384 + 18): 53,758; cycles 32 + 4 x 4 x 53,758 =
-    860,160. Counts: WR_GB 16, WR_BIAS = RD_MAC = 4 x 4 x 128 = 2,048, MAC_ABK 2,048, TMOD
-    1 + 2 x 4 x 4 x 4 = 129.
+    groups (8 mode switches, 4 x 31 x 3 = 372 for back-to-back MAC_ABK), 128 x (14 + 384 + 18):
+    54,130; cycles 32 + 4 x 4 x 54,130 = 866,112. Counts: WR_GB 16, WR_BIAS = RD_MAC =
+    4 x 4 x 128 = 2,048, MAC_ABK 2,048, TMOD 1 + 2 x 4 x 4 x 4 = 129.
 
     k = 4 (lanes sized 4 x 4 = 16 per bank, 4 x 32 = 128 registers -> 32 groups per batch):
     one pass; per chunk 4 x WR_GB 254 = 1,016, 8 mode switches = 256, per group 4 x 14 + 384
     (MAC spacing max(4, 4 x 16 / (16 x 0.8 GHz) / 1.25 ns) = 4) + 4 x 18 = 512: 1,016 + 256 +
-    65,536 = 66,808; cycles 32 + 4 x 66,808 = 267,264. Counts: WR_GB 16, WR_BIAS = RD_MAC
+    65,536 + 372 = 67,180; cycles 32 + 4 x 67,180 = 268,752. Counts: WR_GB 16, WR_BIAS = RD_MAC
     2,048, MAC_ABK 512, TMOD 1 + 2 x 4 x 4 = 33."""
     op = _q_proj(4)
     assert op.pim_gemv == (4096, 4096, 4, 1.0)
@@ -59,8 +60,8 @@ def test_k1_and_k4_command_counts_and_time_by_hand():
         {"WR_GB": 16, "WR_BIAS": 2048, "MAC_ABK": 2048, "RD_MAC": 2048, "TMOD": 129}
     assert {k: c4[k] for k in ("WR_GB", "WR_BIAS", "MAC_ABK", "RD_MAC", "TMOD")} == \
         {"WR_GB": 16, "WR_BIAS": 2048, "MAC_ABK": 512, "RD_MAC": 2048, "TMOD": 33}
-    assert p1.gemv_cost(op, 2).duration_s == pytest.approx(860_160 * TCK * STRETCH, rel=1e-12, abs=0)
-    assert p4.gemv_cost(op, 2).duration_s == pytest.approx(267_264 * TCK * STRETCH, rel=1e-12, abs=0)
+    assert p1.gemv_cost(op, 2).duration_s == pytest.approx(866_112 * TCK * STRETCH, rel=1e-12, abs=0)
+    assert p4.gemv_cost(op, 2).duration_s == pytest.approx(268_752 * TCK * STRETCH, rel=1e-12, abs=0)
     # the weights are read once per k vectors
     assert p1.bytes_read(op) == 4 * 4096 * 4096 and p4.bytes_read(op) == 4096 * 4096
 

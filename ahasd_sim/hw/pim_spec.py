@@ -75,6 +75,7 @@ class PimTimings:
     n_refi: int              # all-bank refresh interval
     n_rrd: int = 0           # ACT -> ACT, different banks (JEDEC tRRD)
     n_faw: int = 0           # at most four ACTs in any window this long (JEDEC tFAW)
+    n_rtp: int = 1           # column read (MAC16) -> PREA: a MAC_ABK right after a MAC_ABK waits this
     source: str = ""
 
 
@@ -264,6 +265,11 @@ def isr_cycles(spec: PimSpec, tfaw: bool | None = None) -> dict:
       + ``isr_issue_cycles`` (the PIM DMA decodes the next ISR on its next cycle);
     * WR_BIAS = CAS + (bursts - 1) x n_ccd_wr + 1 (WRMAC16; not blocking);
     * WR_GB(n) = CAS + (n - 1) x n_ccd_wr + 1 (in register mode, after an RD_MAC).
+
+    ISRs of one kind back to back (the reuse order's batches, k > 1 vectors) keep the
+    command-to-command rules of the device (the AiM simulator's tables): a register or buffer
+    write ISR follows the previous one by at least ``n_ccd_wr`` (``WR_run``), and a MAC_ABK
+    right after a MAC_ABK waits nRTP instead of one cycle before its PREA (``MAC_after_MAC``).
     """
     t = spec.timings
     spread = act_spread_cycles(spec, tfaw)
@@ -274,6 +280,8 @@ def isr_cycles(spec: PimSpec, tfaw: bool | None = None) -> dict:
         "MAC_ABK": lambda n, h=1: t.n_rp_ab + spread + t.n_rcd_mac + (n - 1) * mac_spacing_cycles(spec, h) + 1,
         "RD_MAC": t.n_cas + t.n_cl_reg + bursts * t.n_bl + spec.isr_issue_cycles,
         "TMOD": t.n_modch,
+        "MAC_after_MAC": max(0, t.n_rtp - 1),
+        "WR_run": lambda cost, m: m * cost + (m - 1) * max(0, t.n_ccd_wr - cost) if m > 0 else 0,
     }
 
 
@@ -319,6 +327,14 @@ def _batches(spec: PimSpec, groups: int, held: int, order: str) -> int:
         return groups
     per_batch = max(1, spec.result_registers // held)
     return math.ceil(groups / per_batch)
+
+
+def _batch_sizes(groups: int, batches: int) -> list[tuple[int, int]]:
+    """[(groups in a batch, batches of that size)]: CENT balances them, ceil(groups / batches)
+    each and the rest in the last."""
+    size = math.ceil(groups / batches)
+    last = groups - size * (batches - 1)
+    return [(size, batches - 1), (last, 1)] if batches > 1 else [(groups, 1)]
 
 
 def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
@@ -370,9 +386,13 @@ def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
         for k in range(c["chunks"]):
             n_elem = min(spec.elements_per_row, cols - k * spec.elements_per_row)
             opsize = math.ceil(n_elem / spec.elements_per_column)
-            per_pass += (held * isr["WR_GB"](opsize) + 2 * batches * isr["TMOD"]
-                         + c["groups"] * (held * isr["WR_BIAS"] + isr["MAC_ABK"](opsize, held)
-                                          + held * isr["RD_MAC"]))
+            wr_gb = isr["WR_run"](isr["WR_GB"](opsize), held)
+            per_pass += wr_gb + 2 * batches * isr["TMOD"] + c["groups"] * (isr["MAC_ABK"](opsize, held)
+                                                                            + held * isr["RD_MAC"])
+            # per batch: its WR_BIAS back to back, its MAC_ABK back to back (nRTP between them)
+            for size, n_b in _batch_sizes(c["groups"], batches):
+                per_pass += n_b * (isr["WR_run"](isr["WR_BIAS"], size * held)
+                                   + (size - 1) * isr["MAC_after_MAC"])
         total += n_pass * per_pass
     return total * refresh_stretch(spec, refresh)
 
@@ -437,12 +457,12 @@ _AIM_L5_TIMINGS = PimTimings(
     # cycles from a 312 ps clock while its other timings are in 1.25 ns cycles; we copy its
     # cycle counts, configured identically).
     tck_ns=1.25, n_ccd_mac=4, n_ccd_wr=4, n_rp_ab=17, n_rcd_mac=56, n_modch=32, n_cas=1,
-    n_bl=4, n_cl_reg=0, n_rfc=898, n_refi=12520, n_rrd=4, n_faw=16, source=_AIM_L5)
+    n_bl=4, n_cl_reg=0, n_rfc=898, n_refi=12520, n_rrd=4, n_faw=16, n_rtp=4, source=_AIM_L5)
 _AIM_G6_TIMINGS = PimTimings(
     # GDDR6_AiM_timing: nBL 2, nCCDS 2 = nCCDL 2, nRCDRDMAC 56, nRP 32, nMODCH 32, nCLREG 0,
     # nRFC 210, nREFI 3333, tCK_ps 500 (2 GHz command clock of a 16 Gb/s GDDR6-AiM, ISSCC 2022)
     tck_ns=0.5, n_ccd_mac=2, n_ccd_wr=2, n_rp_ab=32, n_rcd_mac=56, n_modch=32, n_cas=0,
-    n_bl=2, n_cl_reg=0, n_rfc=210, n_refi=3333, n_rrd=11, n_faw=42, source=_AIM_G6)
+    n_bl=2, n_cl_reg=0, n_rfc=210, n_refi=3333, n_rrd=11, n_faw=42, n_rtp=12, source=_AIM_G6)
 
 PRESETS: dict[str, PimSpec] = {
     "lpddr5_aim": PimSpec(
@@ -482,7 +502,7 @@ PRESETS: dict[str, PimSpec] = {
         result_registers=32, result_bytes=4, all_bank_act_tfaw=True,
         timings=replace(_AIM_L5_TIMINGS, n_rp_ab=15, n_refi=3125, n_rfc=224, n_rrd=4, n_faw=16,
                         source=_RAM2_L5 + " (tRPab 18 ns -> 15 nCK; tRFCab 280 ns / tREFI 3906 ns at 1.25 ns = "
-                        "224 / 3125 nCK; tRRD 4, tFAW 16 nCK) + LPDDR5_AiM_timing PIM commands (nRCDRDMAC 56, "
+                        "224 / 3125 nCK; tRRD 4, tFAW 16, tRTP 4 nCK) + LPDDR5_AiM_timing PIM commands (nRCDRDMAC 56, "
                         "nMODCH 32)"),
         sources={"topology": _AHASD + " on JESD209-5B: 4 x16 channels x 2 ranks x 2 x8 dies (byte mode)",
                  "mac": _AHASD + ": 102.4 GOPS INT8 per unit / (16 banks x 2 ops x 0.8 GHz) = 4 lanes per bank; "
@@ -501,7 +521,7 @@ PRESETS: dict[str, PimSpec] = {
         mac_lanes=16, mac_clock_ghz=0.3, capacity_gib_per_die=0.1875,
         result_registers=8, result_bytes=2, all_bank_act_tfaw=False,
         timings=PimTimings(tck_ns=1 / 1.2, n_ccd_mac=4, n_ccd_wr=2, n_rp_ab=17, n_rcd_mac=17,
-                           n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680, n_rrd=0, n_faw=0,
+                           n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680, n_rrd=0, n_faw=0, n_rtp=4,
                            source="JESD235 HBM2 at 2.4 Gb/s (tCK 0.833 ns): tRP/tRCD 14 ns = 17 nCK, tCCD_L 4 nCK, "
                            "tRFC 350 ns = 420 nCK, tREFI 3.9 us = 4680 nCK (grade B: datasheet class values); ACT -> MAC = tRCD (no PIM offset published, assumption grade C); "
                            "mode switch as AiM's nMODCH (assumption, grade C)"),
