@@ -24,11 +24,25 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
+    out += pim_unit_warnings(cfg)
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
     return out
+
+
+def pim_unit_warnings(cfg: SimConfig) -> list[str]:
+    """Keys of the PIM command sequence that a roofline-timed run does not use."""
+    import dataclasses as dc
+    p = cfg.pim
+    if not p.enabled or p.gemv_timing != "roofline":
+        return []
+    defaults = {f.name: f.default for f in dc.fields(p)}
+    return [f"{cfg.source_of('pim.' + k)}: pim.{k} ({getattr(p, k)}) applies to pim.gemv_timing: command_sequence "
+            "only; this run times PIM GEMVs by the roofline" for k in ("driver_order", "all_bank_act", "protocol_io",
+                                                                        "result_registers_per_bank")
+            if getattr(p, k) != defaults[k]]
 
 
 def _recorded_pair(cfg: SimConfig, key: str) -> dict | None:

@@ -113,8 +113,10 @@ def render(results: dict, windows: int, wall_s: float) -> str:
                          f"interval of throughput vs the best lies below 1: k = {cross_ci[0]}.")
         else:
             lines.append("At no k is AR on PIM's 95% interval of throughput vs the best decoder below 1.")
-    lines += ["", "AR on PIM does not use the slots (one vector per weight read); its tokens/J moves only by the "
-              "leakage of the added lanes, buffer and registers (leakage follows the unit's logic area)."]
+    lines += ["", "AR on PIM does not use the slots (one vector per weight read). Its throughput moves only through "
+              "the larger register file (32k registers per bank: one vector's output groups need fewer batches, so "
+              "fewer mode switches), and its tokens/J falls with the leakage of the added lanes, buffer and "
+              "registers (leakage follows the unit's logic area)."]
     return "\n".join(lines) + "\n"
 
 

@@ -141,6 +141,25 @@ def test_pim_gemv_time_matches_the_committed_aim_runs():
     assert r["time_s"] == pytest.approx(r["cycles"] * r["tCK_ns"] * 1e-9)
 
 
+def test_default_reuse_order_matches_the_committed_reuse_runs():
+    """Independent AiM runs of CENT's reuse-GB order (gemv_reuse_gb.csv): the default order of
+    pim_gemv_time_s (refresh off, as the peer runs) meets the goal per preset, and the mode
+    switches the simulator counted are the ones we count."""
+    from ahasd_sim.validate_peers import AIM_REUSE_CSV
+    t = pim_vs_aim(AIM_REUSE_CSV)
+    assert set(t["order"]) == {"reuse_gb"} and set(t["preset"]) == {"lpddr5_aim", "gddr6_aim"}
+    for p, s in t.groupby("preset"):
+        a = s["error_pct"].abs()
+        assert a.median() <= PIM_MEDIAN_GOAL_PCT and a.max() <= PIM_WORST_GOAL_PCT, p
+    ref = pd.read_csv(AIM_REUSE_CSV)
+    r = ref[(ref.preset == "gddr6_aim") & (ref.rows == 4096) & (ref.cols == 4096) & (ref.channels == 1)
+            & (ref.vectors == 1)].iloc[0]
+    assert int(r["max_ch_num_TMOD_commands"]) == P.gemv_counts(P.preset("gddr6_aim"), 4096, 4096, 1, 1)["TMOD"] == 65
+    assert pim_gemv_time_s("gddr6_aim", 4096, 4096, channels=1, refresh=False) == pytest.approx(
+        t[(t.preset == "gddr6_aim") & (t.rows == 4096) & (t.cols == 4096) & (t.channels == 1)
+          & (t.vectors == 1)]["predicted_s"].iloc[0])
+
+
 # ------------------------------------------------------------------ bad input
 def test_ranks_beyond_jedec_are_a_config_error_naming_the_key():
     with pytest.raises(ConfigError) as e:

@@ -173,3 +173,12 @@ def test_vectors_per_weight_read_override_maps_onto_k():
     g = _pim(unit="gemm_k8")
     assert g.vectors_per_weight_read == 8 and g.spec.mac_lanes == 32
     assert math.isclose(g.gemv_cost(_q_proj(8), 2).duration_s, p.gemv_cost(_q_proj(8), 2).duration_s)
+
+
+def test_sequence_only_keys_warn_under_the_roofline():
+    """pim.driver_order and friends do nothing when GEMVs are timed by the roofline: a one-line warning."""
+    from ahasd_sim.checks import pim_unit_warnings
+    cfg = make_cfg({"pim": {"gemv_timing": "roofline", "driver_order": "per_group"}})
+    w = pim_unit_warnings(cfg)
+    assert len(w) == 1 and "pim.driver_order" in w[0] and "\n" not in w[0]
+    assert pim_unit_warnings(make_cfg({"pim": {"driver_order": "per_group"}})) == []
