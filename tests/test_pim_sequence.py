@@ -54,8 +54,10 @@ def test_a_4096_square_int8_gemv_on_two_dies_is_the_hand_counted_isr_sequence():
     c = _pim().gemv_cost(op, 2)
     assert c.duration_s == pytest.approx(216_552 * TCK * STRETCH, rel=1e-12, abs=0)
     assert c.duration_s == pytest.approx(298.91e-6, rel=1e-4)
-    # every weight byte is read once, bank-locally
-    assert _pim().bytes_read(op) == 4096 * 4096 and c.bus_bytes == 0
+    # every weight byte is read once, bank-locally; the data buses carry only the protocol I/O
+    # (WR_GB 4,096 B + WR_BIAS / RD_MAC 2 x 512 x 64 B, per die)
+    assert _pim().bytes_read(op) == 4096 * 4096 and c.bus_bytes == 2 * (4096 + 2 * 512 * 64)
+    assert _pim(protocol_io="free").gemv_cost(op, 2).bus_bytes == 0
 
 
 def test_each_input_vector_repeats_the_sequence_after_one_mode_switch():

@@ -142,6 +142,8 @@ def test_protocol_io_energy_is_bytes_times_pj_per_bit():
     assert p.protocol_io_energy_j_by_isr(op, 2) == pytest.approx(e, rel=1e-12)
     assert p.gemv_cost(op, 2).energy_of("pim") - free.gemv_cost(op, 2).energy_of("pim") == pytest.approx(e, rel=1e-9)
     assert free.protocol_io_energy_j_by_isr(op, 2) == 0.0
+    # and as bus traffic (offchip bytes in summary.json)
+    assert p.gemv_cost(op, 2).bus_bytes == 73_728 + 65_536 and free.gemv_cost(op, 2).bus_bytes == 0
     # it scales with the memory's pJ/bit (causality)
     cfg = make_cfg({"memory": {"write_pj_per_bit": 9.0, "read_pj_per_bit": 9.0}})
     p2 = PimMemory(cfg.pim, Lpddr5Memory(cfg.memory))

@@ -572,11 +572,14 @@ class PimMemory:
         # a power-capped device runs its GEMVs at the throttled rate (same work and energy, longer)
         duration = busy / self.throttle
         energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + macs * self.cfg.pj_per_mac * 1e-12
+        io_bytes = 0.0
         if self.memory is not None:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
             if self.cfg.protocol_io == "charge" and self.cfg.gemv_timing == "command_sequence":
                 energy += self.protocol_io_energy_j_by_isr(op, ranks)
-        return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=macs)
+                # the protocol bytes cross the dies' data buses (their time is in the sequence)
+                io_bytes = self.protocol_io_bytes(op, ranks)
+        return OpCost(duration, {self.device: energy}, bus_bytes=io_bytes, macs=macs)
 
     def protocol_io_energy_j_by_isr(self, op: object, ranks: int) -> float:
         """Protocol I/O energy of one ``op``: WR_GB and WR_BIAS bytes x ``memory.write_pj_per_bit``,
