@@ -152,7 +152,9 @@ def _add_sensitivity(sub) -> None:
 
 def _add_area(sub) -> None:
     a = _sub(sub, "area", "print the area table of AHASD's added hardware",
-             "Print the area of EDC, TVC, the queues and the AAUs, and their share of the LPDDR5-PIM die.")
+             "Print the area of EDC, TVC, the queues and the AAUs, and their share of the LPDDR5-PIM die; then "
+             "the PIM unit logic per die (MAC lanes, global buffer, result registers) and the DRAM capacity it "
+             "displaces, for the configured unit and every unit preset.")
     _config_options(a)
 
 
@@ -406,6 +408,13 @@ def cmd_area(args) -> int:
     cfg = _load(args)
     table = area_table(cfg)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    from .hw.area import pim_unit_table
+    t = pim_unit_table(cfg)
+    print("\nPIM unit logic per die and the DRAM capacity it displaces (hw/pim_unit.py; published figure where "
+          "one exists)")
+    print(t.drop(columns=["basis"]).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    for _, r in t.iterrows():
+        print(f"  {r['unit']}: {r['basis']}")
     return 0
 
 

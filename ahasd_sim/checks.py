@@ -25,6 +25,7 @@ def config_warnings(cfg: SimConfig) -> list[str]:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
     out += unused_setting_warnings(cfg)
+    out += pim_unit_warnings(cfg)
     if cfg.run.drafter in ("head", "lookup"):
         from .modes import MODES
         fam = getattr(MODES.get(cfg.run.mode), "family", "soc")
@@ -117,6 +118,19 @@ def unused_setting_warnings(cfg: SimConfig) -> list[str]:
                    f"length up by as many as {q - 1} tokens before costing (more than {KV_QUANTUM_WARN_TOKENS}: "
                    "attention costs are those of a longer context)")
     return out
+
+
+def pim_unit_warnings(cfg: SimConfig) -> list[str]:
+    """Keys of the PIM command sequence that a roofline-timed run does not use."""
+    import dataclasses as dc
+    p = cfg.pim
+    if not p.enabled or p.gemv_timing != "roofline":
+        return []
+    defaults = {f.name: f.default for f in dc.fields(p)}
+    return [f"{cfg.source_of('pim.' + k)}: pim.{k} ({getattr(p, k)}) applies to pim.gemv_timing: command_sequence "
+            "only; this run times PIM GEMVs by the roofline" for k in ("driver_order", "all_bank_act", "protocol_io",
+                                                                        "result_registers_per_bank")
+            if getattr(p, k) != defaults[k]]
 
 
 def _recorded_pair(cfg: SimConfig, key: str) -> dict | None:

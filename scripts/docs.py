@@ -69,6 +69,7 @@ STAMPED = {
     "docs/studies/where_ahasd_wins.md": "docs/studies/intros/where_ahasd_wins.md lists the commands",
     "docs/studies/sustained_phone.md": "python scripts/sustained_study.py",
     "docs/studies/modern_speculation.md": "python scripts/study_modern_speculation.py",
+    "docs/studies/pim_microarchitecture.md": "python scripts/pim_microarchitecture_study.py",
 }
 BEGIN = re.compile(r"^<!-- generated: (?P<name>[a-z0-9-]+) \((?P<cmd>[^)]*)\) -->$")
 

@@ -94,7 +94,7 @@ def test_refresh_derating_above_85c_halves_trefi_in_memory_and_pim():
     # all-bank refresh efficiency 1 - tRFC / tREFI: 350 / 3900 -> 350 / 1950
     assert cool.memory.bandwidth_breakdown.refresh_efficiency == pytest.approx(1 - c.trfc_ns / c.trefi_ns)
     assert hot.memory.bandwidth_breakdown.refresh_efficiency == pytest.approx(1 - 2 * c.trfc_ns / c.trefi_ns)
-    s_cool, s_hot = cool.pim._sequence_spec(1.0, 1), hot.pim._sequence_spec(1.0, 1)
+    s_cool, s_hot = cool.pim._sequence_spec(1.0), hot.pim._sequence_spec(1.0)
     assert s_hot.timings.n_refi == s_cool.timings.n_refi // 2
     assert pim_spec.refresh_stretch(s_hot) > pim_spec.refresh_stretch(s_cool)
     from ahasd_sim.workload.models import get_model

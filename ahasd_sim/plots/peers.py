@@ -70,8 +70,10 @@ def write_pim_plot(pim: pd.DataFrame, out_dir: Path) -> list[Path]:
     fig, axes = plt.subplots(1, max(1, len(presets)), figsize=figure_size("two", aspect=0.55), squeeze=False)
     for ax, p in zip(axes[0], presets):
         s = pim[pim["preset"] == p].reset_index(drop=True)
-        _panel(ax, s["reference_s"] * 1e3, s["predicted_s"] * 1e3,
-               s["rows"].astype(str) + "x" + s["cols"].astype(str), 0.10,
-               f"PIM GEMV vs AiM simulator, {p} (1-32 ch, 1-8 vectors)", "ms", True)
+        label = s["rows"].astype(str) + "x" + s["cols"].astype(str)
+        if "order" in s.columns:
+            label = s["order"].astype(str) + " " + label
+        _panel(ax, s["reference_s"] * 1e3, s["predicted_s"] * 1e3, label, 0.10,
+               f"PIM GEMV vs AiM simulator, {p} (1-32 ch, 1-8 vectors, both driver orders)", "ms", True)
     fig.tight_layout()
     return save_figure(fig, out_dir / PIM_PLOT_STEM, formats=("png",))
