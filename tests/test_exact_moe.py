@@ -369,7 +369,7 @@ def _fake_platform(**gpu_over):
     cfg = dict(launch_overhead_us=2.0, moe_kernel="fused", active_power_w=30.0, idle_power_w=10.0,
                kernels_per_layer=4, moe_fused_kernels=3, moe_fused_fixed_us=None, moe_fused_per_expert_us=5.0,
                moe_fused_per_pair_us=7.0, moe_loop_fixed_us=11.0, moe_loop_overhead_per_expert_us=13.0,
-               moe_loop_per_pair_us=17.0)
+               moe_loop_per_pair_us=17.0, multi_token_layer_overhead_us=0.0)
     cfg.update(gpu_over)
     gpu = NS(cfg=NS(**cfg), effective_ops_s=1200.0, effective_bandwidth_bytes_s=100.0,
              op_cost=lambda op: NS(duration_s=op.d))

@@ -16,6 +16,9 @@ class RunConfig:
     policy: str = param("adaedl", doc="adaptive drafting policy (registry name)")
     draft_model: str = param("llama2-7b", doc="drafter (DLM) model shape, registry name")
     target_model: str = param("llama2-13b", doc="target (TLM) model shape, registry name")
+    drafter: str = param("auto", doc="drafter kind: model (the standalone run.draft_model), head (an EAGLE-style "
+                         "draft head on the target's features), lookup (prompt/n-gram lookup, no forward), "
+                         "auto (the mode's default for the policy)", choices=("auto", "model", "head", "lookup"))
     trace: str = param("traces/qwc-0.5b-1.5b_greedy.npz",
                        doc="token-level trace file (relative paths: to the current directory, then to the repository)")
     generated_tokens: int = param(1024, doc="tokens to commit (concatenating trace prompts in order)", ge=1,

@@ -77,6 +77,11 @@ class MoeConfig:
     predictor_recall: float = param(1.0, doc="predictor recall: per-layer top-k recall of the routing "
                                     "predictor policies see (1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
                                     "modelled by its recall")
+    head_ffn_width: int = param(0, doc="run.drafter head: FFN width of the EAGLE head's one dense decoder layer; "
+                                "0 = top-k x expert FFN width (Qwen3-30B-A3B: 8 x 768 = 6144, its config's dense "
+                                "intermediate_size)", unit="neurons", ge=0, le=1_000_000,
+                                source="[R] EAGLE heads are one dense decoder layer (https://arxiv.org/abs/2406.16858); "
+                                "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json")
     drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
                                 "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))
     ci_windows: int = param(8, doc="contiguous windows of rounds used as samples for the 95% CIs", ge=2)

@@ -39,12 +39,13 @@ class LinearVerifyModel:
     fetch_s: float
     n_layers: int
     first_fetch_extra_s: float = 0.0
+    multi_token_s: float = 0.0    # fixed cost of a pass over > 1 token (c0 is the root-only pass's)
 
     def item_cost(self, resident: bool) -> float:
         return self.c2_s + (0.0 if resident else self.fetch_s)
 
     def cycle_time(self, n_selected: int, unions, resident_mask: np.ndarray, draft_s: float = 0.0) -> float:
-        t = draft_s + self.c0_s + self.c1_s * (n_selected + 1)
+        t = draft_s + self.c0_s + self.c1_s * (n_selected + 1) + (self.multi_token_s if n_selected else 0.0)
         for layer, u in enumerate(unions):
             u = np.asarray(u, dtype=int)
             miss = int((~resident_mask[layer, u]).sum()) if len(u) else 0
@@ -97,6 +98,8 @@ class MoeCostModel:
                 else:
                     head += t * op.layer_repeat
             layer += self.gpu.cfg.kernels_per_layer * self.launch_s
+            if key[0] > 1:   # the validated fixed cost of a multi-token step (gpu.multi_token_layer_overhead_us)
+                layer += self.gpu.cfg.multi_token_layer_overhead_us * 1e-6
             hit = self._dense[key] = (layer, head)
         return hit
 
@@ -135,10 +138,13 @@ class MoeCostModel:
     def linear_model(self, kv: int) -> LinearVerifyModel:
         """Coefficients profiled from this model at context ``kv`` (finite differences)."""
         L = self.target.n_layers
+        # slope from 2..34 tokens: the multi-token step overhead is a fixed cost of every tree pass (c0)
+        d2, head2 = self.dense_times(2, kv)
+        d34, head34 = self.dense_times(34, kv)
+        c1 = (L * (d34 - d2) + (head34 - head2)) / 32.0
         d1, head1 = self.dense_times(1, kv)
-        d33, head33 = self.dense_times(33, kv)
-        c1 = (L * (d33 - d1) + (head33 - head1)) / 32.0
         c0 = L * d1 + head1 - c1
+        multi = L * d2 + head2 - 2 * c1 - c0
         k = self.target.n_active_experts
         c2 = self.expert_time_s(1, k + 1) - self.expert_time_s(1, k)
         c1_e = (self.expert_time_s(33, k) - self.expert_time_s(1, k)) / 32.0   # per token (pairs, activations)
@@ -146,7 +152,8 @@ class MoeCostModel:
         # the fixed per-layer part of expert compute (launches) goes to c0
         c0 += L * (self.expert_time_s(1, k) - k * c2 - c1_e)
         # a pass's copies run back to back on the stream: the marginal copy is the pipelined one
-        return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s))
+        return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s),
+                                 max(0.0, multi))
 
     def copy_end_s(self, issue_s: float, stream_free_s: float) -> tuple[float, float]:
         """(start, end) of one expert copy issued at ``issue_s`` on a FIFO stream free from
@@ -160,7 +167,8 @@ class MoeCostModel:
     def draft_level_cost(self, n_tokens: int, kv: int, costs) -> tuple[float, dict, dict]:
         """(duration, energy by device, busy by device) of one drafter forward over ``n_tokens``: on
         the GPU at ``moe.weight_bytes_per_param``; on the NPU or the PIM drafter ranks with the run's
-        drafter spec (INT8, like the other modes)."""
+        drafter spec (INT8, like the other modes). ``draft`` is the standalone model or the EAGLE
+        head (:mod:`ahasd_sim.moe.drafter`), which runs on the GPU."""
         dev = self.moe_cfg.drafter_device
         ops = forward_ops(self.draft, int(n_tokens), self._kv(kv))
         if dev == "gpu":

@@ -25,9 +25,11 @@ from ...config.errors import ConfigError
 from ...moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
 from ...moe.cache import ExpertCache
 from ...moe.cost import MoeCostModel, schedule_verify
+from ...moe.drafter import eagle_head_spec, head_weight_bytes, resolve_kind
 from ...moe.predictor import LearnedPredictor, RecallPredictor
 from ...moe.stats import window_samples
-from ...moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
+from ...moe.tree import (DraftTree, TreeView, accepted_length, accepted_path, expert_union, is_ancestor_closed,
+                         reroot)
 from ...policies.tree_base import TreePolicy
 from ...workload.models import get_model, with_precision
 from ...traces.format import TraceError
@@ -106,7 +108,20 @@ class MoeOffloadMode(Mode):
             raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
                               f"(set {dev}.enabled: true)")
         self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
-        self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
+        self.drafter_kind = resolve_kind(cfg.run.drafter, self.policy.drafts, dev)
+        if self.drafter_kind == "lookup":
+            raise ConfigError(cfg.source_of("run.drafter"), "run.drafter", "mode moe_offload replays a tree trace "
+                              "whose acceptance was recorded with a model drafter; lookup drafting has no tree "
+                              "trace here (use model or head)")
+        if self.drafter_kind == "head":
+            if dev != "gpu":
+                raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device",
+                                  f"an EAGLE head reads the target's features on the GPU; drafter on '{dev}' "
+                                  f"needs run.drafter model")
+            self.draft = eagle_head_spec(self.target, mc.head_ffn_width)
+        else:
+            self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param,
+                                        mc.kv_bytes_per_elem)
         self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
         L, E = tt.n_layers, tt.n_experts
         total = L * E
@@ -146,6 +161,8 @@ class MoeOffloadMode(Mode):
         self.copied_demand = 0
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
+        self.passes = 0
+        self.pass_distinct: list[int] = []
         self.verify_model_error: list[float] = []
         self.wasted_guesses = 0
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
@@ -157,7 +174,10 @@ class MoeOffloadMode(Mode):
         gpu = self.ctx.platform.gpu
         mc = self.ctx.cfg.moe
         dense = self.cm.dense_weight_bytes()
-        drafter = self.draft.weight_bytes() if mc.drafter_device == "gpu" else 0.0
+        if self.drafter_kind == "head":
+            drafter = head_weight_bytes(self.draft)
+        else:
+            drafter = self.draft.weight_bytes() if mc.drafter_device == "gpu" and self.policy.drafts else 0.0
         kv = self.target.kv_bytes_per_token() * mc.kv_reserve_tokens
         cache = cap * self.cm.expert_bytes
         usable = gpu.usable_memory_bytes
@@ -271,92 +291,110 @@ class MoeOffloadMode(Mode):
                                   f"{self.start_round}; committed {self.committed})")
             if self.profile["rounds"][0] <= r < self.profile["rounds"][1]:
                 self.profile["overlaps_replay"] = True
-            tree = tree_of_round(tt, r)
-            pred = self.predict(tree)
-            lm = self.cm.linear_model(tree.kv_len)
+            full = tree_of_round(tt, r)
+            path = accepted_path(full)
+            n_rec = min(int(full.extras["n_commit_recorded"]), len(path) + 1)
             round_start, energy0 = self.env.now, sum(col.dynamic_energy_j.values())
-            draft_s, d = 0.0, 0
-            budget = [mc.prefetch_max_experts_per_round]
-            view = self._view(tree, pred, 0, 0.0, lm, 0.0)
-            drafting = self.policy.drafts and self.policy.wants_draft(view)
-            while drafting and d < tree.max_depth:
-                m = self._level_tokens(tree, d)
-                dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
-                yield from self.run_task(TaskCost(dur, energy, busy), "draft")
-                draft_s += dur
-                d += 1
-                ctr.discarded_draft_forwards += 0
-                if mc.prefetch:
-                    self._prefetch(tree, pred, d, budget)
-                nxt = 0.0
-                if d < tree.max_depth:
-                    nxt = self.cm.draft_level_cost(self._level_tokens(tree, d), tree.kv_len + d, self.costs)[0]
-                view = self._view(tree, pred, d, draft_s, lm, nxt)
-                if not self.policy.continue_drafting(view):
-                    break
-            sel = [int(v) for v in self.policy.select(view)]
-            if not is_ancestor_closed(tree.parent, sel) or any(tree.depth[v] > d for v in sel):
-                raise RuntimeError(f"policy {self.policy.name} selected an invalid subtree {sel} "
-                                   f"(drafted depth {d})")
-            unions = expert_union(tree.experts, sel)
-            t0 = self.env.now
-            rows = [0, *sorted(sel)]
-            guess = None
-            if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
-                def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
-                    return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
-            res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
-                                  self.h2d_free_s, mc.overlap, guess)
-            self.wasted_guesses += res.wasted_prefetch
-            if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
-                if mc.predictor == "learned":
-                    self.learned.score(pred[rows], tree.experts[rows])
-                self.learned.observe_verified(tree.experts[rows])
-            self.h2d_free_s = res.h2d_free_s
-            # the policy's cycle-time model on the true routing and the residency it was shown,
-            # vs the simulated pass: they agree when the cache keeps what the pass needs
-            model_s = lm.cycle_time(len(sel), unions, view.resident)
-            self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
-            for a, b in res.copy_intervals:
-                col.busy("h2d", a, b, "expert_copy")
-            for rec in res.layers:
-                col.busy("gpu", rec.dense_start_s, rec.dense_end_s, "verify")
-                if rec.expert_end_s > rec.expert_start_s:
-                    col.busy("gpu", rec.expert_start_s, rec.expert_end_s, "verify_experts")
-                self.copy_stall_s += rec.expert_start_s - rec.dense_end_s
-            if res.end_s > res.layers[-1].expert_end_s:
-                col.busy("gpu", res.layers[-1].expert_end_s, res.end_s, "verify")
-            if self.keep_layer_log:
-                self.layer_log.append(res)
-            col.energy("gpu", self.cm.gpu_energy_j(res.gpu_busy_s), "verify")
-            col.energy("h2d", self.cm.copy_energy_j(res.copied_experts), "expert_copy")
-            self.copied_demand += res.copied_experts
-            yield self.env.timeout(max(0.0, res.end_s - self.env.now))
-            acc = accepted_length(tree, sel)
-            n_commit = min(acc + 1, tree.extras["n_commit_recorded"], self.n_tokens - self.committed)
-            ctr.verifications += 1
-            ctr.drafted_tokens += len(sel)
-            ctr.accepted_tokens += acc
-            ctr.rejected_tokens += len(sel) - acc
-            col.event(t0, "verify", position=self.committed, n_tokens=len(sel), accepted=acc,
-                      duration_s=self.env.now - t0, round=r, levels=d,
-                      experts_touched=res.distinct_total, expert_copies=res.copied_experts)
-            col.commit(range(self.committed, self.committed + n_commit))
-            self.committed += n_commit
-            self.frontier = self.committed
-            self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
+            done_in_round = distinct = 0
+            # every committed token of the recorded round is generated: a pass that commits fewer
+            # tokens than recorded is followed by a pass from the last committed node (its subtree)
+            while done_in_round < n_rec and self.committed < self.n_tokens:
+                root = 0 if done_in_round == 0 else path[done_in_round - 1]
+                n_commit, dist = yield from self._pass(reroot(full, root, done_in_round), r)
+                done_in_round += n_commit
+                distinct += dist
+                self.passes += 1
             dur = self.env.now - round_start
-            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total, "round": r,
+            self.rounds.append({"tokens": done_in_round, "time_s": dur, "distinct": distinct, "round": r,
                                 "energy_j": sum(col.dynamic_energy_j.values()) - energy0 + self.static_w * dur})
             r += 1
             if self.committed >= self.n_tokens:
                 self.done.succeed()
 
+    def _pass(self, tree: DraftTree, r: int):
+        """One draft + verify pass over ``tree`` (a recorded round's tree or the subtree below its
+        last committed node); returns (tokens committed, distinct experts touched)."""
+        mc, col, ctr = self.ctx.cfg.moe, self.col, self.col.counters
+        pred = self.predict(tree)
+        lm = self.cm.linear_model(tree.kv_len)
+        draft_s, d = 0.0, 0
+        budget = [mc.prefetch_max_experts_per_round]
+        view = self._view(tree, pred, 0, 0.0, lm, 0.0)
+        drafting = self.policy.drafts and self.policy.wants_draft(view)
+        while drafting and d < tree.max_depth:
+            m = self._level_tokens(tree, d)
+            dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
+            yield from self.run_task(TaskCost(dur, energy, busy), "draft")
+            draft_s += dur
+            d += 1
+            ctr.discarded_draft_forwards += 0
+            if mc.prefetch:
+                self._prefetch(tree, pred, d, budget)
+            nxt = 0.0
+            if d < tree.max_depth:
+                nxt = self.cm.draft_level_cost(self._level_tokens(tree, d), tree.kv_len + d, self.costs)[0]
+            view = self._view(tree, pred, d, draft_s, lm, nxt)
+            if not self.policy.continue_drafting(view):
+                break
+        sel = [int(v) for v in self.policy.select(view)]
+        if not is_ancestor_closed(tree.parent, sel) or any(tree.depth[v] > d for v in sel):
+            raise RuntimeError(f"policy {self.policy.name} selected an invalid subtree {sel} "
+                               f"(drafted depth {d})")
+        unions = expert_union(tree.experts, sel)
+        t0 = self.env.now
+        rows = [0, *sorted(sel)]
+        guess = None
+        if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
+            def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
+                return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
+        res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
+                              self.h2d_free_s, mc.overlap, guess)
+        self.wasted_guesses += res.wasted_prefetch
+        if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
+            if mc.predictor == "learned":
+                self.learned.score(pred[rows], tree.experts[rows])
+            self.learned.observe_verified(tree.experts[rows])
+        self.h2d_free_s = res.h2d_free_s
+        # the policy's cycle-time model on the true routing and the residency it was shown,
+        # vs the simulated pass: they agree when the cache keeps what the pass needs
+        model_s = lm.cycle_time(len(sel), unions, view.resident)
+        self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
+        for a, b in res.copy_intervals:
+            col.busy("h2d", a, b, "expert_copy")
+        for rec in res.layers:
+            col.busy("gpu", rec.dense_start_s, rec.dense_end_s, "verify")
+            if rec.expert_end_s > rec.expert_start_s:
+                col.busy("gpu", rec.expert_start_s, rec.expert_end_s, "verify_experts")
+            self.copy_stall_s += rec.expert_start_s - rec.dense_end_s
+        if res.end_s > res.layers[-1].expert_end_s:
+            col.busy("gpu", res.layers[-1].expert_end_s, res.end_s, "verify")
+        if self.keep_layer_log:
+            self.layer_log.append(res)
+        col.energy("gpu", self.cm.gpu_energy_j(res.gpu_busy_s), "verify")
+        col.energy("h2d", self.cm.copy_energy_j(res.copied_experts), "expert_copy")
+        self.copied_demand += res.copied_experts
+        yield self.env.timeout(max(0.0, res.end_s - self.env.now))
+        acc = accepted_length(tree, sel)
+        n_commit = min(acc + 1, tree.extras["n_commit_recorded"], self.n_tokens - self.committed)
+        ctr.verifications += 1
+        ctr.drafted_tokens += len(sel)
+        ctr.accepted_tokens += acc
+        ctr.rejected_tokens += len(sel) - acc
+        col.event(t0, "verify", position=self.committed, n_tokens=len(sel), accepted=acc,
+                  duration_s=self.env.now - t0, round=r, levels=d,
+                  experts_touched=res.distinct_total, expert_copies=res.copied_experts)
+        col.commit(range(self.committed, self.committed + n_commit))
+        self.committed += n_commit
+        self.frontier = self.committed
+        self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
+        self.pass_distinct.append(res.distinct_total)
+        return n_commit, res.distinct_total
+
     # ------------------------------------------------------------------ reporting
     def summary_fields(self, summary: dict | None = None) -> dict[str, Any]:
         rounds = self.rounds
         nb = self.cm.expert_bytes
-        distinct = [x["distinct"] for x in rounds]
+        distinct = self.pass_distinct
         w = window_samples([x["tokens"] for x in rounds], [x["time_s"] for x in rounds],
                            [x["energy_j"] for x in rounds], self.ctx.cfg.moe.ci_windows)
         tm = self.tt.header.get("models", {})
@@ -371,7 +409,9 @@ class MoeOffloadMode(Mode):
             "experts_touched_per_verify": float(np.mean(distinct)) if distinct else 0.0,
             "experts_touched_per_layer_per_verify": (float(np.mean(distinct)) / self.tt.n_layers
                                                      if distinct else 0.0),
-            "accepted_length_per_round": (self.col.counters.accepted_tokens / len(rounds)) if rounds else 0.0,
+            # per verification pass (a recorded round may take several: every committed token is generated)
+            "accepted_length_per_round": (self.col.counters.accepted_tokens / self.passes) if self.passes else 0.0,
+            "verify_passes": self.passes,
             "expert_copy_stall_s": self.copy_stall_s,
             # combined by simulation.combine_windows into the project-wide *_ci95 fields
             "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",

@@ -1,0 +1,108 @@
+"""MoE offload in SpecFit's regime: every committed token replayed (autoregressive and every
+policy), EAGLE-head draft cost, the calibrated expert-cost estimate, memory-forced offload with
+synthetic routing, CPU experts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ahasd_sim.config.loader import load_config
+from ahasd_sim.hw.platform import Platform
+from ahasd_sim.moe.cost import MoeCostModel
+from ahasd_sim.moe.tree import DraftTree, accepted_path, reroot
+from ahasd_sim.simulation import run_simulation
+from ahasd_sim.traces.tree import example_tree_trace, write_tree_trace
+from ahasd_sim.workload.models import get_model, with_precision
+
+ROOT = Path(__file__).resolve().parents[1]
+PLATFORM = ROOT / "hw_configs" / "platform_server_h200_pcie5.yaml"
+SMOKE = "traces/qwc-0.5b-1.5b_greedy_smoke.npz"
+L, E, K = 28, 64, 8
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory):
+    h, c = example_tree_trace(n_prompts=2, n_rounds=14, depth=3, top_k=3, drf_top_k=4, n_layers=L,
+                              moe_k=K, n_experts=E, seed=3)
+    p = tmp_path_factory.mktemp("tree") / "tree_e64k8.npz"
+    write_tree_trace(p, h, c)
+    return p
+
+
+def _cfg(trace_path, *sets):
+    return load_config(PLATFORM, [f"run.trace={SMOKE}", "run.mode=moe_offload", "run.policy=specfit",
+                                  "run.draft_model=qwen2.5-coder-0.5b",
+                                  "run.target_model=qwen2.5-coder-1.5b-moefied-e64k8",
+                                  f"moe.tree_trace={trace_path}", "run.generated_tokens=24",
+                                  "moe.profile_rounds=4", "moe.ci_windows=4", "run.timeline=false", *sets])
+
+
+def _experts(groups):
+    """[n, L, K]: node i routes every layer to experts 8*g .. 8*g+7 (g = groups[i])."""
+    return np.array([[list(range(8 * g, 8 * g + 8))] * L for g in groups], dtype=np.int64)
+
+
+def _hand_trees():
+    """Round 0: root (group 0), node 1 (correct, group 1) -> node 2 (correct, group 0); node 3
+    (wrong, child of the root, group 2); commits 3 (2 accepted + bonus). Round 1: root (group 1),
+    node 1 wrong; commits 1."""
+    t0 = DraftTree(parent=np.array([-1, 0, 1, 0]), q_prob=np.array([1.0, 0.9, 0.8, 0.1]),
+                   correct=np.array([True, True, True, False]), experts=_experts([0, 1, 0, 2]), kv_len=100,
+                   index=0, extras={"expanded": np.array([True, True, False, False]),
+                                    "tok": np.array([5, 6, 7, 8]), "n_commit_recorded": 3}, recorded_accepted=2)
+    t1 = DraftTree(parent=np.array([-1, 0]), q_prob=np.array([1.0, 0.5]), correct=np.array([True, False]),
+                   experts=_experts([1, 3]), kv_len=103, index=1,
+                   extras={"expanded": np.array([True, False]), "tok": np.array([9, 10]), "n_commit_recorded": 1},
+                   recorded_accepted=0)
+    return [t0, t1]
+
+
+def test_accepted_path_and_reroot():
+    t0 = _hand_trees()[0]
+    assert accepted_path(t0) == [1, 2]
+    sub = reroot(t0, 1, 1)
+    assert list(sub.parent) == [-1, 0] and sub.kv_len == 101 and sub.extras["n_commit_recorded"] == 2
+    assert list(sub.q_prob) == [1.0, 0.8] and list(sub.extras["tok"]) == [6, 7]
+    assert np.array_equal(sub.experts, t0.experts[[1, 2]])
+
+
+def test_autoregressive_replay_decodes_every_committed_token(trace_path, monkeypatch):
+    """Autoregressive decoding of the two hand rounds forwards every committed token's input:
+    round 0 the root (experts A = 0..7 in every layer), node 1 (B = 8..15), node 2 (A); round 1
+    its root (B) -- 4 single-token steps at KV 100, 101, 102, 103 committing 4 tokens (the
+    recorded-roots replay took 2 steps). Per-layer LRU of 16 experts (448 of 1792), empty at the
+    start: steps 1 and 2 copy 8 experts per layer, steps 3 and 4 hit all 8: 448 copies, 448 hits.
+    Time of a step, per layer: dense + [copies: one isolated copy + 7 pipelined] + expert compute
+    (8 experts, 1 token); + the head once."""
+    import ahasd_sim.modes.moe.offload as mo
+    trees = _hand_trees()
+    monkeypatch.setattr(mo, "tree_of_round", lambda tt, r: trees[r])
+    cfg = _cfg(trace_path, "run.policy=no_draft", "moe.cache_initial=empty", "moe.cache_capacity=448",
+               "moe.cache_capacity_unit=experts", "moe.trace_end_round=2", "run.generated_tokens=60",
+               "moe.predictor=recall")
+    res = run_simulation(cfg)
+    s = res.summary
+    target = with_precision(get_model("qwen2.5-coder-1.5b-moefied-e64k8"), 2.0, 2.0)
+    cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe)
+    expert = cm.expert_time_s(1, 8)
+    copies = cm.copy_s + 7 * cm.copy_b2b_s
+    want = 0.0
+    for kv, miss in ((100, True), (101, True), (102, False), (103, False)):
+        dense, head = cm.dense_times(1, kv)
+        want += L * (dense + expert + (copies if miss else 0.0)) + head
+    assert s["generated_tokens"] == 4 and s["mode_stats"]["cache"]["misses"] == 448
+    assert s["mode_stats"]["cache"]["hits"] == 448 and s["verify_passes"] == 4
+    assert s["decode_makespan_s"] == pytest.approx(want, rel=1e-12)
+
+
+def test_every_policy_commits_every_recorded_token(trace_path):
+    """Every policy generates the same tokens on the same rounds: a pass that commits fewer
+    tokens than recorded continues from its last committed node, so the windows pair exactly."""
+    toks = {}
+    for pol in ("no_draft", "eagle_dynamic", "specfit", "ecospec"):
+        res = run_simulation(_cfg(trace_path, f"run.policy={pol}", "moe.trace_end_round=10",
+                                  "run.generated_tokens=70"))
+        toks[pol] = list(res.windows.generated_tokens)
+    assert len({tuple(v) for v in toks.values()}) == 1
