@@ -74,6 +74,14 @@ class MoeConfig:
                                   "routing by the profile's layer-to-layer transitions (wrong guesses are copied "
                                   "too), or oracle (the true layer l+1 union)", choices=("learned", "oracle"),
                                   source="[R] Pre-gated MoE (https://arxiv.org/abs/2308.12066) style guess")
+    cost_calibration: str = param("online", doc="the expert-cost estimate SpecFit and EcoSpec use: online -- "
+                                  "predicted union sizes and copies corrected by ratio estimators of true / predicted "
+                                  "over the tokens verified so far (never an unverified node's routing); none -- the "
+                                  "predictor's unions as they are", choices=("online", "none"),
+                                  source="[R] calibrated cost estimate (ahasd_sim/moe/calibration.py)")
+    calibration_half_life_passes: float = param(64.0, doc="cost_calibration online: half-life of a pass's weight in "
+                                                "the ratio estimators", unit="passes", gt=0, le=1e9,
+                                                source="[R] assumption: routing drifts over tens of passes")
     predictor_recall: float = param(1.0, doc="predictor recall: per-layer top-k recall of the routing "
                                     "predictor policies see (1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
                                     "modelled by its recall")

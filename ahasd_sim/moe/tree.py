@@ -109,6 +109,8 @@ class TreeView:
     next_level_draft_s: float     # drafter time of one more level (0 if no more levels exist)
     recorded_depth: int           # deepest level the drafter can produce this round
     now_s: float = 0.0
+    union_scale: float = 1.0      # calibrated true / predicted distinct experts a node adds (moe.calibration)
+    miss_scale: float = 1.0       # calibrated true / predicted non-resident experts
 
     def available(self) -> np.ndarray:
         """Node ids (root excluded) drafted so far."""

@@ -24,6 +24,7 @@ import numpy as np
 from ...config.errors import ConfigError
 from ...moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
 from ...moe.cache import ExpertCache
+from ...moe.calibration import UnionCalibrator
 from ...moe.cost import MoeCostModel, schedule_verify
 from ...moe.drafter import eagle_head_spec, head_weight_bytes, resolve_kind
 from ...moe.predictor import LearnedPredictor, RecallPredictor
@@ -59,6 +60,7 @@ def tree_of_round(tt, r: int) -> DraftTree:
     return DraftTree(parent=parent, q_prob=tt.node_q[sl].astype(float), correct=tt.node_accept[sl].astype(bool),
                      experts=tt.node_moe_ids[sl].astype(np.int64), kv_len=plen + int(tt.round_pos[r]), index=r,
                      extras={"expanded": tt.node_expanded[sl].astype(bool), "tok": tt.node_tok[sl].astype(np.int64),
+                             "gid": np.arange(sl.start, sl.stop, dtype=np.int64),
                              "n_commit_recorded": int(tt.round_n_commit[r])},
                      recorded_accepted=int(tt.round_accept_len[r]))
 
@@ -154,6 +156,8 @@ class MoeOffloadMode(Mode):
         if mc.predictor == "learned" and self.learned is None:
             raise ConfigError(cfg.source_of("moe.predictor"), "moe.predictor", "the learned predictor needs profile rounds "
                               "(moe.profile_rounds > 0) to learn from")
+        self.calib = (UnionCalibrator(tt.moe_k, mc.calibration_half_life_passes)
+                      if mc.cost_calibration == "online" else None)
         self.h2d_free_s = 0.0
         self.static_w = sum(ctx.platform.devices().values())
         # per-round records (CI windows) and totals
@@ -163,6 +167,7 @@ class MoeOffloadMode(Mode):
         self.copy_stall_s = 0.0
         self.passes = 0
         self.pass_distinct: list[int] = []
+        self.verified_nodes: set[int] = set()
         self.verify_model_error: list[float] = []
         self.wasted_guesses = 0
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
@@ -242,7 +247,8 @@ class MoeOffloadMode(Mode):
         return TreeView(parent=tree.parent, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
                         drafted_depth=depth, predicted_experts=pred, resident=res, costs=lm,
                         draft_time_s=draft_s, next_level_draft_s=next_s, recorded_depth=tree.max_depth,
-                        now_s=self.env.now)
+                        now_s=self.env.now, union_scale=self.calib.union_scale if self.calib else 1.0,
+                        miss_scale=self.calib.miss_scale if self.calib else 1.0)
 
     def _level_tokens(self, tree: DraftTree, d: int) -> int:
         """Drafter tokens forwarded to produce level d+1: the expanded nodes at depth d."""
@@ -354,6 +360,10 @@ class MoeOffloadMode(Mode):
             if mc.predictor == "learned":
                 self.learned.score(pred[rows], tree.experts[rows])
             self.learned.observe_verified(tree.experts[rows])
+        if "gid" in tree.extras:          # trace nodes whose routing a pass revealed (tested: nothing else is read)
+            self.verified_nodes.update(int(g) for g in tree.extras["gid"][rows])
+        if self.calib is not None:        # verified tokens only: the root and the selected nodes
+            self.calib.observe(pred[rows], tree.experts[rows], view.resident)
         self.h2d_free_s = res.h2d_free_s
         # the policy's cycle-time model on the true routing and the residency it was shown,
         # vs the simulated pass: they agree when the cache keeps what the pass needs
@@ -435,6 +445,8 @@ class MoeOffloadMode(Mode):
             "predictor": (self.learned.stats() if self.ctx.cfg.moe.predictor == "learned"
                           else {"kind": "recall", "node_recall": self.predictor.recall}),
             "next_layer_wasted_copies": self.wasted_guesses,
+            "cost_calibration": self.calib.stats() if self.calib else {"kind": "none"},
+            "drafter": {"kind": self.drafter_kind, "model": self.draft.name},
             "overlap": self.ctx.cfg.moe.overlap,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,
