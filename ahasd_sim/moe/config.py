@@ -27,6 +27,26 @@ class MoeConfig:
 
     tree_trace: str = param("", doc="tree trace file (draft trees with per-node verdicts and MoE routing); "
                                     "relative paths: to the current directory, then the config, then the repository")
+    routing: str = param("trace", doc="expert routing of the tree nodes: trace (recorded; the target's shape must "
+                         "match it) or synthetic (drawn for the target's layers / experts / top-k on the trace's trees; "
+                         "see synthetic_*; every report says so)", choices=("trace", "synthetic"),
+                         source="[R] ahasd_sim/moe/synthetic.py")
+    synthetic_locality: float = param(0.19, doc="routing synthetic: probability that each of a token's k experts "
+                                      "at a layer is one of the previous token's there (consecutive-token reuse)",
+                                      ge=0, le=1, source="[C] fitted to the shipped MoEfied trace: consecutive "
+                                      "committed tokens share 0.365 of their experts against 0.216 for random "
+                                      "pairs, 0.365 = p + (1 - p) 0.216 -> p = 0.19; no published Qwen3-30B-A3B "
+                                      "figure; swept by scripts/moe_study.py")
+    synthetic_zipf_s: float = param(0.45, doc="routing synthetic: expert popularity per layer is Zipf(s) over a "
+                                    "random order (0 = perfectly balanced)", ge=0, le=5,
+                                    source="[C] median per-layer Zipf slope of the shipped MoEfied trace's committed "
+                                    "routing (0.29-0.65, 10-90%); load-balanced models (Qwen3 is trained with a "
+                                    "global-batch balance loss) are flatter; swept by scripts/moe_study.py")
+    synthetic_seed: int = param(0, doc="routing synthetic: seed of the routing draw", ge=0, le=2 ** 63 - 1,
+                                bound_reason="a seed is a 64-bit integer")
+    workspace_gib: float = param(1.0, doc="GPU memory held for activations, CUDA graphs and copy staging "
+                                 "(memory split; cache_capacity_unit auto leaves it free)", unit="GiB", ge=0, le=1024,
+                                 source="[C] assumption: ~1 GiB runtime workspace at batch 1")
     trace_start_round: int = param(0, doc="first tree round replayed", ge=0)
     trace_end_round: int = param(0, doc="replay stops before this round (the run ends there even if "
                                  "run.generated_tokens is not reached); 0: no end round", ge=0)
@@ -39,8 +59,10 @@ class MoeConfig:
     kv_reserve_tokens: int = param(4096, doc="KV tokens reserved in GPU memory (memory split)", unit="tokens",
                                    ge=0, source="assumption: one 4k-token context")
     cache_capacity: float = param(0.25, doc="expert-cache capacity, in the unit of cache_capacity_unit", ge=0)
-    cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB",
-                                     choices=("fraction", "experts", "gib"))
+    cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB; auto: every "
+                                     "expert that fits the GPU memory left after the dense weights, the drafter, "
+                                     "the KV reserve and the workspace (cache_capacity ignored)",
+                                     choices=("fraction", "experts", "gib", "auto"))
     cache_policy: str = param("lru", doc="eviction policy (activation: MoE-Infinity-style activation-aware, "
                               "lowest decayed per-pass activation count evicted first)",
                               choices=("lru", "lfu", "activation", "static"),

@@ -29,6 +29,7 @@ from ...moe.cost import MoeCostModel, schedule_verify
 from ...moe.drafter import eagle_head_spec, head_weight_bytes, resolve_kind
 from ...moe.predictor import LearnedPredictor, RecallPredictor
 from ...moe.stats import window_samples
+from ...moe.synthetic import synthetic_trace
 from ...moe.tree import (DraftTree, TreeView, accepted_length, accepted_path, expert_union, is_ancestor_closed,
                          reroot)
 from ...policies.tree_base import TreePolicy
@@ -95,6 +96,12 @@ class MoeOffloadMode(Mode):
             raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
         target = get_model(cfg.run.target_model)
+        if mc.routing == "synthetic":
+            if not target.is_moe:
+                raise ConfigError(cfg.source_of("run.target_model"), "run.target_model",
+                                  f"'{target.name}' is dense; synthetic routing needs a MoE target")
+            self.tt = synthetic_trace(self.tt, target.n_layers, target.n_experts, target.n_active_experts,
+                                      mc.synthetic_locality, mc.synthetic_zipf_s, mc.synthetic_seed)
         tt = self.tt
         if not target.is_moe:
             raise ConfigError(cfg.source_of("run.target_model"), "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
@@ -133,8 +140,10 @@ class MoeOffloadMode(Mode):
             cap = int(round(mc.cache_capacity * total))
         elif mc.cache_capacity_unit == "experts":
             cap = int(mc.cache_capacity)
-        else:
+        elif mc.cache_capacity_unit == "gib":
             cap = int(mc.cache_capacity * GIB // self.cm.expert_bytes)
+        else:      # auto: what the memory left after everything else holds
+            cap = int(max(0.0, self._memory_left_bytes()) // self.cm.expert_bytes)
         cap = min(cap, total)
         self.memory_split = self._memory_split(cap)
         self.start_round = int(mc.trace_start_round)
@@ -174,24 +183,35 @@ class MoeOffloadMode(Mode):
         self.layer_log: list = []
 
     # ------------------------------------------------------------------ setup helpers
+    def _drafter_bytes(self) -> float:
+        mc = self.ctx.cfg.moe
+        if self.drafter_kind == "head":
+            return head_weight_bytes(self.draft)
+        return self.draft.weight_bytes() if mc.drafter_device == "gpu" and self.policy.drafts else 0.0
+
+    def _memory_left_bytes(self) -> float:
+        """GPU memory for the expert cache: usable - dense weights - drafter - KV reserve - workspace."""
+        mc = self.ctx.cfg.moe
+        return (self.ctx.platform.gpu.usable_memory_bytes - self.cm.dense_weight_bytes() - self._drafter_bytes()
+                - self.target.kv_bytes_per_token() * mc.kv_reserve_tokens - mc.workspace_gib * GIB)
+
     def _memory_split(self, cap: int) -> dict:
         cfg = self.ctx.cfg
         gpu = self.ctx.platform.gpu
         mc = self.ctx.cfg.moe
         dense = self.cm.dense_weight_bytes()
-        if self.drafter_kind == "head":
-            drafter = head_weight_bytes(self.draft)
-        else:
-            drafter = self.draft.weight_bytes() if mc.drafter_device == "gpu" and self.policy.drafts else 0.0
+        drafter = self._drafter_bytes()
         kv = self.target.kv_bytes_per_token() * mc.kv_reserve_tokens
+        ws = mc.workspace_gib * GIB
         cache = cap * self.cm.expert_bytes
         usable = gpu.usable_memory_bytes
-        if dense + drafter + kv + cache > usable:
+        if dense + drafter + kv + ws + cache > usable:
             raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
                               f"GPU memory: dense {dense / GIB:.2f} + drafter {drafter / GIB:.2f} + KV "
-                              f"{kv / GIB:.2f} + expert cache {cache / GIB:.2f} GiB exceed the usable "
-                              f"{usable / GIB:.2f} GiB of {gpu.cfg.name}")
+                              f"{kv / GIB:.2f} + workspace {ws / GIB:.2f} + expert cache {cache / GIB:.2f} GiB "
+                              f"exceed the usable {usable / GIB:.2f} GiB of {gpu.cfg.name}")
         return {"dense_weights_gib": dense / GIB, "drafter_weights_gib": drafter / GIB, "kv_reserve_gib": kv / GIB,
+                "workspace_gib": ws / GIB,
                 "expert_cache_gib": cache / GIB, "usable_gib": usable / GIB, "all_experts_gib":
                 self.cm.all_expert_bytes() / GIB, "expert_bytes": self.cm.expert_bytes,
                 "cache_capacity_experts": cap, "total_experts": self.tt.n_layers * self.tt.n_experts}
@@ -435,6 +455,7 @@ class MoeOffloadMode(Mode):
         return {
             "tree_trace": self.tree_trace_path,
             "tree_trace_label": m.get("label", ""),
+            "routing": ("synthetic" if self.ctx.cfg.moe.routing == "synthetic" else "recorded in the tree trace"),
             "tree_trace_constructed_example": bool(tt.header.get("constructed_example", False)),
             "tree_trace_sha256": _sha256(self.tt.path),
             "rounds": len(self.rounds),
