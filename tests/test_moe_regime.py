@@ -214,3 +214,61 @@ def test_no_policy_reads_the_routing_of_an_unverified_node(trace_path, monkeypat
     verified = set()                      # the test can fail: scrambling every node changes the run
     c = run_simulation(_cfg(trace_path, *sets)).summary
     assert c["decode_makespan_s"] != a["decode_makespan_s"]
+
+
+# ------------------------------------------------------------------ CPU experts
+def _qwen3_cm(*sets):
+    cfg = load_config(ROOT / "hw_configs" / "moe_offload_qwen3_laptop.yaml",
+                      ["moe.weight_bytes_per_param=2", *sets])
+    target = with_precision(get_model("qwen3-30b-a3b"), 2.0, 2.0)
+    return MoeCostModel(Platform.build(cfg), target, target, cfg.moe, cpu=cfg.host_cpu), cfg
+
+
+def test_cpu_expert_time_is_bytes_over_ddr_bandwidth_for_one_expert():
+    """Qwen3-30B-A3B BF16 expert: 3 x 2048 x 768 x 2 B = 9,437,184 B. Dual-channel DDR5-5600 peak
+    89.6 GB/s x 0.75 = 67.2 GB/s -> 140.43 us at one token (9.44 MFLOP / 600 GFLOP/s = 15.7 us
+    does not bind). At 64 tokens the FLOPs bind: 64 x 2 x 4,718,592 / 600e9 = 1006.6 us."""
+    cm, cfg = _qwen3_cm()
+    assert cm.expert_bytes == 3 * 2048 * 768 * 2
+    assert cm.cpu_expert_time_s(1) == cm.expert_bytes / (89.6e9 * 0.75)
+    assert cm.cpu_expert_time_s(1) == pytest.approx(140.43e-6, rel=1e-4)
+    assert cm.cpu_expert_time_s(64) == 64 * 2 * 4_718_592 / 600e9
+
+
+def test_cpu_experts_run_the_misses_on_the_cpu_in_parallel_with_the_gpu():
+    """One layer used (the rest empty), 1 token, union {0, 1, 2}, expert 0 resident: the GPU runs
+    expert 0 after the dense part; the CPU runs 1 and 2 after the hand-off, one after another:
+    layer end = dense + max(GPU expert time(1 expert, 1 pair), hand-off + 2 x CPU expert time).
+    Nothing is copied; the cache is unchanged."""
+    from ahasd_sim.moe.cache import ExpertCache
+    from ahasd_sim.moe.cost import schedule_verify
+    cm, _ = _qwen3_cm("moe.expert_execution=cpu")
+    pop = np.zeros((48, 128))
+    pop[0, 0] = 1.0
+    cache = ExpertCache(48, 128, 48, "lru", "per_layer", pop, fill=True)
+    unions = [np.array([0, 1, 2])] + [np.array([], dtype=int)] * 47
+    res = schedule_verify(cm, cache, unions, 1, 100, 0.0, 0.0, execution="cpu", token_counts=[{0: 1, 1: 1, 2: 1}] + [{}] * 47)
+    dense, head = cm.dense_times(1, 100)
+    cpu = cm.cpu_handoff_s(1) + 2 * cm.cpu_expert_time_s(1)
+    layer0 = dense + max(cm.expert_time_s(1, 1, 1), cpu)
+    assert res.copied_experts == 0 and res.cpu_experts == 2 and (res.hits, res.misses) == (1, 2)
+    assert res.end_s == pytest.approx(layer0 + 47 * dense + head, rel=1e-12)
+    assert res.cpu_busy_s == pytest.approx(2 * cm.cpu_expert_time_s(1), rel=1e-12)
+
+
+def test_mixed_execution_copies_only_where_a_copy_beats_the_cpu():
+    """INT4 expert 2.36 MB: a copy at ~23 GB/s (~110 us) never beats the CPU's 35 us at 1 token;
+    with 400 tokens on one expert the CPU needs 400 x 9.44 MFLOP / 600 GFLOP/s = 6.3 ms, so mixed
+    copies it."""
+    from ahasd_sim.moe.cache import ExpertCache
+    from ahasd_sim.moe.cost import schedule_verify
+    cfg = load_config(ROOT / "hw_configs" / "moe_offload_qwen3_laptop.yaml", ["moe.expert_execution=mixed"])
+    target = with_precision(get_model("qwen3-30b-a3b"), 0.5, 2.0)
+    cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe, cpu=cfg.host_cpu)
+    assert cm.copy_s > cm.cpu_expert_time_s(1) and cm.copy_s < cm.cpu_expert_time_s(400)
+    for n, copies in ((1, 0), (400, 1)):
+        cache = ExpertCache(48, 128, 480, "lru", "per_layer", None, fill=False)
+        unions = [np.array([5])] + [np.array([], dtype=int)] * 47
+        res = schedule_verify(cm, cache, unions, n, 100, 0.0, 0.0, execution="mixed",
+                              token_counts=[{5: n}] + [{}] * 47)
+        assert (res.copied_experts, res.cpu_experts) == (copies, 1 - copies)

@@ -84,6 +84,13 @@ class MoeConfig:
                          "next_layer: copies for layer l+1 start with layer l (routing known one layer "
                          "ahead, a pre-gating oracle)", choices=("none", "next_layer"),
                          source="[R] per-layer copy/compute overlap (Pre-gated MoE / SP-MoE style)")
+    expert_execution: str = param("gpu", doc="where a verification's non-resident experts run: gpu (copied "
+                                  "over H2D into the cache, then run on the GPU), cpu (run on the host CPU from "
+                                  "host memory, host_cpu section; the cache keeps its initial popular experts), "
+                                  "mixed (per expert, the cheaper of a copy and the CPU run, by the cost model)",
+                                  choices=("gpu", "cpu", "mixed"),
+                                  source="[R] llama.cpp --n-cpu-moe, Fiddler (https://arxiv.org/abs/2402.07033), "
+                                  "kTransformers")
     prefetch: bool = param(False, doc="during drafting, copy the experts the predictor expects for new "
                            "draft nodes (draft-guided prefetch, SP-MoE style)")
     prefetch_max_experts_per_round: int = param(64, doc="cap on prefetched experts per round", ge=0)
@@ -115,6 +122,29 @@ class MoeConfig:
     drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
                                 "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))
     ci_windows: int = param(8, doc="contiguous windows of rounds used as samples for the 95% CIs", ge=2)
+
+
+@config_section("host_cpu")
+@dataclass
+class HostCpuConfig:
+    """The host CPU that runs non-resident experts (``moe.expert_execution`` cpu / mixed), as
+    llama.cpp ``--n-cpu-moe``, kTransformers and Fiddler do. Default: a laptop with dual-channel
+    DDR5-5600 (the RTX 4090 Laptop class)."""
+
+    name: str = param("DDR5-5600 dual-channel laptop CPU", doc="label")
+    mem_bw_gb_s: float = param(89.6, doc="peak DRAM bandwidth", unit="GB/s", gt=0, le=10_000,
+                               source="derived: DDR5-5600 x 2 channels x 8 B = 89.6 GB/s (JEDEC JESD79-5 speed bin)")
+    bandwidth_efficiency: float = param(0.75, doc="achieved / peak DRAM bandwidth of the expert GEMV threads", gt=0,
+                                        le=1, source="[C] assumption: STREAM-class reads reach 70-80% of peak on "
+                                        "client DDR5 (a 9.44 MB expert in ~140 us)")
+    effective_gflops: float = param(600.0, doc="achieved expert-FFN throughput of the CPU threads (AVX2/AVX-512 "
+                                    "dot products on dequantised weights)", unit="GFLOP/s", gt=0, le=1e6,
+                                    source="[C] assumption: ~16 threads x ~40 GFLOP/s achieved")
+    sync_latency_us: float = param(10.0, doc="per layer with CPU experts: GPU->CPU->GPU hand-off of the hidden "
+                                   "states beyond their transfer time (stream sync, thread wake-up)", unit="us",
+                                   ge=0, le=10_000, source="[C] assumption: two stream syncs of ~5 us")
+    active_power_w: float = param(45.0, doc="CPU package power above idle while it runs experts", unit="W", ge=0,
+                                  le=2000, source="[C] assumption: laptop HX-class CPU under an all-core load")
 
 
 @dataclass

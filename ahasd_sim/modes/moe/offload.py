@@ -131,7 +131,8 @@ class MoeOffloadMode(Mode):
         else:
             self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param,
                                         mc.kv_bytes_per_elem)
-        self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
+        self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens,
+                               cpu=cfg.host_cpu)
         L, E = tt.n_layers, tt.n_experts
         total = L * E
         if mc.cache_capacity_unit == "fraction":
@@ -175,6 +176,7 @@ class MoeOffloadMode(Mode):
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
         self.passes = 0
+        self.cpu_expert_runs = 0
         self.pass_distinct: list[int] = []
         self.verified_nodes: set[int] = set()
         self.verify_model_error: list[float] = []
@@ -373,8 +375,19 @@ class MoeOffloadMode(Mode):
         if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
             def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
                 return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
+        counts = None
+        if mc.expert_execution != "gpu":      # tokens per expert: the CPU's work grows with them
+            sub = tree.experts[rows]
+            counts = [dict(zip(*(x.tolist() for x in np.unique(sub[:, layer], return_counts=True))))
+                      for layer in range(sub.shape[1])]
         res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
-                              self.h2d_free_s, mc.overlap, guess)
+                              self.h2d_free_s, mc.overlap if mc.expert_execution == "gpu" else "none", guess,
+                              mc.expert_execution, counts)
+        for a, b in res.cpu_intervals or ():
+            col.busy("cpu", a, b, "cpu_experts")
+        if res.cpu_busy_s:
+            col.energy("cpu", self.cm.cpu_energy_j(res.cpu_busy_s), "cpu_experts")
+        self.cpu_expert_runs += res.cpu_experts
         self.wasted_guesses += res.wasted_prefetch
         if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
             if mc.predictor == "learned":
@@ -443,6 +456,7 @@ class MoeOffloadMode(Mode):
             "accepted_length_per_round": (self.col.counters.accepted_tokens / self.passes) if self.passes else 0.0,
             "verify_passes": self.passes,
             "expert_copy_stall_s": self.copy_stall_s,
+            "cpu_expert_runs": self.cpu_expert_runs,
             # combined by simulation.combine_windows into the project-wide *_ci95 fields
             "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",
                              "n": len(w["throughput_tok_s"]), **w, **_window_totals(rounds, self.ctx.cfg.moe.ci_windows),
@@ -469,6 +483,7 @@ class MoeOffloadMode(Mode):
             "cost_calibration": self.calib.stats() if self.calib else {"kind": "none"},
             "drafter": {"kind": self.drafter_kind, "model": self.draft.name},
             "overlap": self.ctx.cfg.moe.overlap,
+            "expert_execution": self.ctx.cfg.moe.expert_execution,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,
             "verify_time_model_error": _err_stats(self.verify_model_error),
