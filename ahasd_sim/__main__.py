@@ -264,7 +264,12 @@ def cmd_compare(args) -> int:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
         OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
-        table, _tune, out = run_compare_moe(cfg, args.out)
+        def progress(done, total, label):   # the tuning grid runs for a minute or more
+            print(f"\rmoe compare: {done + 1}/{total} {label[:60]:<60}", end="" if sys.stderr.isatty() else "\n",
+                  file=sys.stderr, flush=True)
+        table, _tune, out = run_compare_moe(cfg, args.out, progress=progress)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
         print(format_compare_moe(table))
         print(f"results: {out}")
         return 0
