@@ -69,15 +69,19 @@ REPORTED = [("specfit_default", ["run.policy=specfit"]), ("ecospec_default", ["r
             ("eagle_dynamic_default", ["run.policy=eagle_dynamic"])]
 
 
-def split_rounds(cfg, tt, tune_fraction: float) -> dict[str, tuple[int, int]]:
+def split_rounds(cfg, tt, tune_fraction: float, max_rounds: int = 0) -> dict[str, tuple[int, int]]:
+    """``max_rounds`` > 0: only the first max_rounds rounds are tuned on and reported (the profile
+    rounds stay the trace's last)."""
     n, p = len(tt), int(cfg.moe.profile_rounds)
     avail = n - p
+    if max_rounds:
+        avail = min(avail, int(max_rounds))
     n_tune = int(round(avail * tune_fraction))
     if avail - n_tune < 2 * cfg.moe.ci_windows or n_tune < 4:
         raise ConfigError(cfg.source_file, "moe.profile_rounds",
                           f"the tree trace's {n} rounds leave too few for tuning ({n_tune}) and reporting "
                           f"({avail - n_tune}) after {p} profile rounds")
-    return {"reported": (0, avail - n_tune), "tuning": (avail - n_tune, avail), "profile": (avail, n)}
+    return {"reported": (0, avail - n_tune), "tuning": (avail - n_tune, avail), "profile": (n - p, n)}
 
 
 def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
@@ -88,25 +92,35 @@ def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
 
 
 def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000,
-                    progress=None):
-    """(table, tuning table, output dir). ``progress(done, total, label)`` is called before each run."""
+                    progress=None, grid: dict | None = None, max_rounds: int = 0, references: bool = True):
+    """(table, tuning table, output dir). ``progress(done, total, label)`` is called before each run;
+    ``grid``: families -> candidates instead of :func:`candidates` (must hold autoregressive and
+    specfit_blind_tuned); ``max_rounds``: see :func:`split_rounds`; ``references``: the default-
+    parameter reference rows too."""
     from .compare import default_compare_dir
     from .modes.moe.offload import load_tree_trace_cached
     from .outdir import OutputFolder
     from .output import atomic_write, write_run
     from .simulation import resolve_data_path, run_simulation
     tt = load_tree_trace_cached(resolve_data_path(cfg.moe.tree_trace, cfg.source_file))
-    parts = split_rounds(cfg, tt, tune_fraction)
+    parts = split_rounds(cfg, tt, tune_fraction, max_rounds)
     tune_o = _slice_overrides(tt, *parts["tuning"], parts["profile"])
     rep_o = _slice_overrides(tt, *parts["reported"], parts["profile"])
     out_dir = Path(out) if out else default_compare_dir(cfg)
     with OutputFolder(out_dir, "compare") as folder:
         tuning, best = [], {}
-        cands_all = candidates()
-        total = sum(len(c) for c in cands_all.values()) + len(REPORTED) + len(cands_all)
+        cands_all = candidates() if grid is None else grid
+        reported = REPORTED if references else []
+        total = (sum(len(c) for c in cands_all.values() if len(c) > 1) + len(reported) + len(cands_all)
+                 + sum(1 for f, c in cands_all.items() if len(c) == 1 and f not in EXPERT_AWARE))
         done = 0
         for fam, cands in cands_all.items():
             for label, o in cands:
+                if len(cands) == 1:            # nothing to choose: no tuning run
+                    tuning.append({"family": fam, "config": label, "tuning_throughput_tok_s": float("nan"),
+                                   "overrides": " ".join(o)})
+                    best[fam] = (label, o, float("nan"))
+                    continue
                 if progress is not None:
                     progress(done, total, f"tuning {label}")
                 done += 1
@@ -117,8 +131,7 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
                 if fam not in best or tput > best[fam][2]:
                     best[fam] = (label, o, tput)
                 del w
-        best_fam = max((f for f in best if f not in EXPERT_AWARE), key=lambda f: best[f][2])
-        rows_spec = [(fam, best[fam][1]) for fam in best] + REPORTED
+        rows_spec = [(fam, best[fam][1]) for fam in best] + reported
         per_window = {}
         rows = []
         for label, o in rows_spec:
@@ -139,8 +152,19 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
                          "accepted_per_round": s.get("accepted_length_per_round", 0.0),
                          "expert_h2d_gb": s.get("expert_h2d_bytes", 0.0) / 1e9,
                          "hit_rate": s.get("expert_cache_hit_rate", 0.0), "windows": len(w)})
+        # the best baseline: the expert-blind family with the best throughput on the TUNING rounds
+        # (families with one candidate get a tuning run here for that comparison)
+        for fam in best:
+            if fam not in EXPERT_AWARE and best[fam][2] != best[fam][2]:
+                if progress is not None:
+                    progress(done, total, f"tuning {best[fam][0]}")
+                done += 1
+                s = run_simulation(cfg.replace(best[fam][1] + tune_o)).summary
+                best[fam] = (best[fam][0], best[fam][1], s["generated_tokens"] / s["decode_makespan_s"])
+                tuning[[t["family"] for t in tuning].index(fam)]["tuning_throughput_tok_s"] = best[fam][2]
+        best_fam = max((f for f in best if f not in EXPERT_AWARE), key=lambda f: best[f][2])
         ref = per_window[best_fam]
-        blind = per_window["specfit_blind_tuned"]
+        blind = per_window.get("specfit_blind_tuned")
         for r in rows:
             w = per_window[r["row"]]
             if list(w.first_round) != list(ref.first_round):
@@ -148,8 +172,8 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
             vs, vs_ci = paired_ratio_ci(w.generated_tokens, w.makespan_s, ref.generated_tokens, ref.makespan_s,
                                         n_resamples=n_boot)
             r["vs_best_baseline"], r["vs_best_baseline_ci95"] = vs, vs_ci or [float("nan")] * 2
-            vb, vb_ci = paired_ratio_ci(w.generated_tokens, w.makespan_s, blind.generated_tokens, blind.makespan_s,
-                                        n_resamples=n_boot)
+            vb, vb_ci = (paired_ratio_ci(w.generated_tokens, w.makespan_s, blind.generated_tokens, blind.makespan_s,
+                                         n_resamples=n_boot) if blind is not None else (float("nan"), None))
             r["vs_expert_blind"], r["vs_expert_blind_ci95"] = vb, vb_ci or [float("nan")] * 2
         table = pd.DataFrame(rows)
         table["best_baseline"] = f"{best_fam} ({best[best_fam][0]})"
