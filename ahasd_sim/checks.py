@@ -24,6 +24,9 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
+    if cfg.run.mode == "moe_offload" and cfg.moe.expert_execution != "gpu" and cfg.moe.overlap != "none":
+        out.append(f"{cfg.source_of('moe.overlap')}: moe.overlap {cfg.moe.overlap} does not apply with "
+                   f"moe.expert_execution {cfg.moe.expert_execution} (no next-layer copies are made)")
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
