@@ -272,3 +272,23 @@ def test_mixed_execution_copies_only_where_a_copy_beats_the_cpu():
         res = schedule_verify(cm, cache, unions, n, 100, 0.0, 0.0, execution="mixed",
                               token_counts=[{5: n}] + [{}] * 47)
         assert (res.copied_experts, res.cpu_experts) == (copies, 1 - copies)
+
+
+# ------------------------------------------------------------------ composed offloaded pass (measure moe --passes)
+def test_pass_points_and_the_model_of_a_composed_pass():
+    """The points cover a decode step and tree verifications, each with 0, a quarter and all of
+    the layer's experts missing. The model's pass with m missing experts per layer takes exactly
+    L x (one isolated + (m - 1) pipelined copies) longer than the all-resident pass (overlap none:
+    the expert compute of each layer waits for its copies; the next layer's copies find the
+    stream idle)."""
+    from ahasd_sim.measure.moe_gpu import pass_points
+    from ahasd_sim.validate_moe import model_pass_s
+    pts = pass_points(False, 8, 128)
+    assert {n for n, _, _ in pts} == {1, 8, 32} and all(m in (0, u // 4, u) for _, u, m in pts)
+    cfg_path = str(PLATFORM)
+    cfg = load_config(PLATFORM, ["moe.weight_bytes_per_param=2"])
+    target = with_precision(get_model("qwen3-30b-a3b"), 2.0, 2.0)
+    cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe)
+    base = model_pass_s(cfg_path, 8, 21, 0, 1024)
+    assert model_pass_s(cfg_path, 8, 21, 5, 1024) - base == pytest.approx(48 * (cm.copy_s + 4 * cm.copy_b2b_s),
+                                                                           rel=1e-9)
