@@ -14,8 +14,8 @@ Every policy is tuned on the tuning rounds, each over its own small grid: EAGLE 
 depth, fixed shapes), the expert budget, SpecFit (``max_nodes``), EcoSpec (``mu``), expert-blind
 SpecFit (``max_nodes``) and CPU-expert decoding (autoregressive or SpecFit, experts on the host
 CPU or mixed). Rows: each family's tuned configuration, autoregressive decoding (``no_draft``;
-every committed token decoded), and references at their defaults (SpecFit, EcoSpec, SpecFit
-without cost calibration, eagle_dynamic at 60 nodes). The best baseline is the best tuned
+every committed token decoded), and references at their defaults (SpecFit without cost
+calibration, eagle_dynamic at 60 nodes). The best baseline is the best tuned
 family that is not expert-aware (autoregressive, EAGLE, expert budget, expert-blind SpecFit,
 CPU experts). Throughput is a ratio estimator (total tokens / total time); 95% intervals by
 resampling whole windows, paired for ratios (to the best baseline and to expert-blind SpecFit:
@@ -33,8 +33,8 @@ from .config.errors import ConfigError
 from .metrics.stats import paired_ratio_ci, ratio_ci
 
 EAGLE_NODES = (4, 8, 16, 32, 64)
-EAGLE_DEPTHS = (4, 6)
-EAGLE_SHAPES = ([1, 1, 1, 1], [2, 2, 1, 1], [3, 2, 1, 1, 1])
+EAGLE_DEPTHS = (6,)
+EAGLE_SHAPES = ([1, 1, 1, 1], [2, 2, 1, 1])
 BUDGETS = (4, 8, 16, 32)
 SPECFIT_NODES = (8, 16, 32, 64)
 ECOSPEC_MU = (0.25, 1.0, 4.0, 16.0)
@@ -64,8 +64,7 @@ def candidates() -> dict[str, list[tuple[str, list[str]]]]:
             "specfit_blind_tuned": blind, "cpu_experts_tuned": cpu}
 
 
-REPORTED = [("specfit_default", ["run.policy=specfit"]), ("ecospec_default", ["run.policy=ecospec"]),
-            ("specfit_uncalibrated", ["run.policy=specfit", "moe.cost_calibration=none"]),
+REPORTED = [("specfit_uncalibrated", ["run.policy=specfit", "moe.cost_calibration=none"]),
             ("eagle_dynamic_default", ["run.policy=eagle_dynamic"])]
 
 

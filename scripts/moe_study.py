@@ -57,11 +57,12 @@ def candidates_by_label() -> dict:
 
 LAPTOP, H200Q = "moe_offload_qwen3_laptop.yaml", "moe_offload_qwen3_h200.yaml"
 BF16 = ["moe.weight_bytes_per_param=2"]
-# (label, config, overrides, grid, max_rounds): grid None = the full grid
+# (label, config, overrides, grid, max_rounds): grid None = the full grid; ordered so that --part 0
+# and --part 1 (every other setting) take about the same time
 SETTINGS = [
     ("MoEfied Qwen2.5-Coder-1.5B, H200 + PCIe Gen5, cache 25% (recorded routing)", "moe_offload.yaml", [], None, 0),
-    ("Qwen3-30B-A3B INT4, RTX 4090 Laptop 16 GB + PCIe Gen4, cache auto", LAPTOP, [], "small", 96),
     ("Qwen3-30B-A3B BF16, RTX 4090 Laptop 16 GB + PCIe Gen4, cache auto", LAPTOP, BF16, "small", 72),
+    ("Qwen3-30B-A3B INT4, RTX 4090 Laptop 16 GB + PCIe Gen4, cache auto", LAPTOP, [], "small", 96),
     ("Qwen3-30B-A3B BF16, H200 + PCIe Gen5, cache auto (fits: resident)", H200Q, [], "small", 96),
     ("sensitivity: laptop BF16, locality 0 (no consecutive-token reuse)", LAPTOP,
      BF16 + ["moe.synthetic_locality=0"], "sens", 48),

@@ -700,16 +700,16 @@ def test_tree_policy_sections_metadata_and_defaults():
 
 # ------------------------------------------------------------------ compare
 def test_compare_candidates_grid():
-    """Autoregressive 1; EAGLE: 5 node counts x 2 depths + 3 fixed shapes = 13; budgets 4; SpecFit
+    """Autoregressive 1; EAGLE: 5 node counts at depth 6 + 2 fixed shapes = 7; budgets 4; SpecFit
     max_nodes 4; EcoSpec mu 4; expert-blind SpecFit 4; CPU experts 2 policies x 2 executions."""
     c = mc.candidates()
     assert list(c) == ["autoregressive", "eagle_tuned", "expert_budget_tuned", "specfit_tuned", "ecospec_tuned",
                        "specfit_blind_tuned", "cpu_experts_tuned"]
-    assert [len(v) for v in c.values()] == [1, 13, 4, 4, 4, 4, 4]
-    assert c["eagle_tuned"][0] == ("eagle_dynamic N=4 depth=4", ["run.policy=eagle_dynamic",
-                                   "tree_policy.eagle_dynamic.total_nodes=4", "tree_policy.eagle_dynamic.max_depth=4"])
-    assert c["eagle_tuned"][9][0] == "eagle_dynamic N=64 depth=6"
-    assert c["eagle_tuned"][10] == ("eagle_fixed [1, 1, 1, 1]", ["run.policy=eagle_fixed",
+    assert [len(v) for v in c.values()] == [1, 7, 4, 4, 4, 4, 4]
+    assert c["eagle_tuned"][0] == ("eagle_dynamic N=4 depth=6", ["run.policy=eagle_dynamic",
+                                   "tree_policy.eagle_dynamic.total_nodes=4", "tree_policy.eagle_dynamic.max_depth=6"])
+    assert c["eagle_tuned"][4][0] == "eagle_dynamic N=64 depth=6"
+    assert c["eagle_tuned"][5] == ("eagle_fixed [1, 1, 1, 1]", ["run.policy=eagle_fixed",
                                     "tree_policy.eagle_fixed.branching=[1,1,1,1]"])
     assert c["expert_budget_tuned"][0] == ("expert_budget B=4", ["run.policy=expert_budget",
                                            "tree_policy.expert_budget.budget_experts_per_layer=4"])
@@ -784,15 +784,15 @@ class _Windows:
 def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     """The compare driver with stand-in simulations (the real ones are covered by
     test_moe_offload's compare test) and a small grid: autoregressive (one candidate), EAGLE
-    (N=8 depth=4, N=16 depth=6), expert budget (B=16, B=4), SpecFit (max_nodes 8, one candidate,
+    (N=8 depth=6, N=16 depth=6), expert budget (B=16, B=4), SpecFit (max_nodes 8, one candidate,
     expert-aware) and expert-blind SpecFit (max_nodes 16, one candidate). 30 rounds, 6 profile,
     a third of the other 24 tune: reported 0-16, tuning 16-24, profile 24-30; every round commits
     1 token, so the budgets are 8 + 1 = 9 (tuning) and 16 + 1 = 17 (reported). Tuning
-    throughput: eagle N=8 depth=4 30 tok/s, B=16 20, no_draft 5, every other run 10; one-candidate
+    throughput: eagle N=8 depth=6 30 tok/s, B=16 20, no_draft 5, every other run 10; one-candidate
     families are not tuned, but the expert-blind ones run once on the tuning rounds for the choice
     of the best baseline -> eagle_tuned (SpecFit, expert-aware, is not a baseline). Reported
     windows (3, 1 s each): the tuned EAGLE 30 tokens each; SpecFit rows with the expert term 45
-    each; ecospec 10, 50, 30; every other row 15 each (the expert-blind SpecFit too: SpecFit is
+    each; SpecFit uncalibrated 10, 50, 30; every other row 15 each (the expert-blind SpecFit too: SpecFit is
     3 x it)."""
     import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
@@ -819,18 +819,18 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
         sl = [x for x in cfg.o if x.startswith(slice_keys)]
         runs.append((own, sl))
         if "moe.trace_start_round=16" in sl:          # tuning
-            tput = {("tree_policy.eagle_dynamic.total_nodes=8", "tree_policy.eagle_dynamic.max_depth=4"): 30.0,
+            tput = {("tree_policy.eagle_dynamic.total_nodes=8", "tree_policy.eagle_dynamic.max_depth=6"): 30.0,
                     ("tree_policy.expert_budget.budget_experts_per_layer=16",): 20.0}.get(tuple(own[1:]), 10.0)
             if own == ["run.policy=no_draft"]:
                 tput = 5.0
             return NS(summary={"generated_tokens": 2 * tput, "decode_makespan_s": 2.0, "mode_windows": {}})
         if own == ["run.policy=eagle_dynamic", "tree_policy.eagle_dynamic.total_nodes=8",
-                   "tree_policy.eagle_dynamic.max_depth=4"]:
+                   "tree_policy.eagle_dynamic.max_depth=6"]:
             w = _Windows([30, 30, 30], [1, 1, 1])
         elif own[0] == "run.policy=specfit" and "tree_policy.specfit.expert_term=false" not in own \
                 and "moe.cost_calibration=none" not in own:
             w = _Windows([45, 45, 45], [1, 1, 1])
-        elif own == ["run.policy=ecospec"]:
+        elif own == ["run.policy=specfit", "moe.cost_calibration=none"]:
             w = _Windows([10, 50, 30], [1, 1, 1])
         else:
             w = _Windows([15, 15, 15], [1, 1, 1])
@@ -844,7 +844,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
         ("run", d.name, isinstance(res.windows, _Windows), cfg.o[-1], s >= 0)))
     c = mc.candidates()
     grid = {"autoregressive": c["autoregressive"],
-            "eagle_tuned": [x for x in c["eagle_tuned"] if x[0] in ("eagle_dynamic N=8 depth=4",
+            "eagle_tuned": [x for x in c["eagle_tuned"] if x[0] in ("eagle_dynamic N=8 depth=6",
                                                                   "eagle_dynamic N=16 depth=6")],
             "expert_budget_tuned": [x for x in c["expert_budget_tuned"] if x[0] in ("expert_budget B=16",
                                                                                   "expert_budget B=4")],
@@ -854,11 +854,11 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
                                           progress=lambda d, t, label: progress.append((d, t, label)))
 
     assert out == tmp_path / "cmp" and written[0] == ("trace", ("resolved", "t.npz", "c.yaml"))
-    # 4 tuning runs + 9 reported rows + 2 one-candidate baselines measured on the tuning rounds
-    assert [p[:2] for p in progress] == [(i, 15) for i in range(15)]
+    # 4 tuning runs + 7 reported rows + 2 one-candidate baselines measured on the tuning rounds
+    assert [p[:2] for p in progress] == [(i, 13) for i in range(13)]
     assert len(tune) == 7 and list(tune.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"]
     assert tune.set_index("config").tuning_throughput_tok_s.to_dict(into=dict) == pytest.approx({
-        "no_draft": 5.0, "eagle_dynamic N=8 depth=4": 30.0, "eagle_dynamic N=16 depth=6": 10.0,
+        "no_draft": 5.0, "eagle_dynamic N=8 depth=6": 30.0, "eagle_dynamic N=16 depth=6": 10.0,
         "expert_budget B=16": 20.0, "expert_budget B=4": 10.0, "specfit max_nodes=8": float("nan"),
         "specfit expert-blind max_nodes=16": 10.0}, nan_ok=True)
     assert runs[0][1] == ["moe.trace_start_round=16", "moe.trace_end_round=24", "moe.profile_start_round=24",
@@ -866,27 +866,27 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     assert runs[4][1] == ["moe.trace_start_round=0", "moe.trace_end_round=16", "moe.profile_start_round=24",
                           "moe.profile_rounds=6", "run.generated_tokens=17"]
     rows = ["autoregressive", "eagle_tuned", "expert_budget_tuned", "specfit_tuned", "specfit_blind_tuned",
-            "specfit_default", "ecospec_default", "specfit_uncalibrated", "eagle_dynamic_default"]
+            "specfit_uncalibrated", "eagle_dynamic_default"]
     assert table.row.tolist() == rows and [x[1] for x in written[1:]] == rows
     assert all(x[2:] == (True, "run.generated_tokens=17", True) for x in written[1:])   # each row's result and config
-    assert table.config.tolist()[:3] == ["no_draft", "eagle_dynamic N=8 depth=4", "expert_budget B=16"]
-    assert table.config[7] == "run.policy=specfit moe.cost_calibration=none"
-    assert table.throughput_tok_s.tolist() == [15.0, 30.0, 15.0, 45.0, 15.0, 45.0, 30.0, 15.0, 15.0]
-    assert table.vs_best_baseline.tolist() == [0.5, 1.0, 0.5, 1.5, 0.5, 1.5, 1.0, 0.5, 0.5]
-    assert table.vs_expert_blind.tolist() == [1.0, 2.0, 1.0, 3.0, 1.0, 3.0, 2.0, 1.0, 1.0]
+    assert table.config.tolist()[:3] == ["no_draft", "eagle_dynamic N=8 depth=6", "expert_budget B=16"]
+    assert table.config[5] == "run.policy=specfit moe.cost_calibration=none"
+    assert table.throughput_tok_s.tolist() == [15.0, 30.0, 15.0, 45.0, 15.0, 30.0, 15.0]
+    assert table.vs_best_baseline.tolist() == [0.5, 1.0, 0.5, 1.5, 0.5, 1.0, 0.5]
+    assert table.vs_expert_blind.tolist() == [1.0, 2.0, 1.0, 3.0, 1.0, 2.0, 1.0]
     assert table.ci95[3] == [45.0, 45.0] and table.vs_best_baseline_ci95[3] == [1.5, 1.5]
-    assert table.ci95[6] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
-    assert table.vs_best_baseline_ci95[6] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1],
+    assert table.ci95[5] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
+    assert table.vs_best_baseline_ci95[5] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1],
                                                              n_resamples=300)[1]
     r0 = table.iloc[0]
     assert (r0.nodes_verified, r0.accepted_per_round, r0.expert_h2d_gb, r0.hit_rate, r0.windows) == (
         7.0, 2.5, 3.0, 0.25, 3)
     assert (r0.best_baseline, r0.reported_rounds, r0.tuning_rounds, r0.profile_rounds, r0.routing) == (
-        "eagle_tuned (eagle_dynamic N=8 depth=4)", "0-16", "16-24", "24-30", "recorded")
+        "eagle_tuned (eagle_dynamic N=8 depth=6)", "0-16", "16-24", "24-30", "recorded")
     csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
     assert csv.row.tolist() == rows and csv.ci95_low[3] == 45.0 and csv.vs_best_baseline_ci95_high[3] == 1.5
-    assert csv.ci95_high[6] == table.ci95[6][1]
-    assert csv.vs_best_baseline_ci95_low[6] == table.vs_best_baseline_ci95[6][0]
+    assert csv.ci95_high[5] == table.ci95[5][1]
+    assert csv.vs_best_baseline_ci95_low[5] == table.vs_best_baseline_ci95[5][0]
     assert list(csv.columns) == ["row", "config", "throughput_tok_s", "nodes_verified", "accepted_per_round",
                                  "expert_h2d_gb", "hit_rate", "windows", "vs_best_baseline", "vs_expert_blind",
                                  "best_baseline", "reported_rounds", "tuning_rounds", "profile_rounds", "routing",
