@@ -11,9 +11,9 @@ block of docs/moe_offload.md from the csv. Settings: the MoEfied Qwen2.5-Coder-1
 BF16 on the H200 (synthetic routing, a small grid, fewer rounds); a sensitivity sweep of the
 synthetic routing's locality and balance on the laptop BF16 setting (four families, untuned).
 
-    python scripts/moe_study.py            # ~12 min of CPU
+    python scripts/moe_study.py            # one process: ~13 min
     python scripts/moe_study.py --part 0 & python scripts/moe_study.py --part 1; wait
-    python scripts/moe_study.py --merge
+    python scripts/moe_study.py --merge     # the two parts in parallel: 450 s on 2 (shared) cores
 """
 from __future__ import annotations
 
