@@ -122,4 +122,7 @@ def summary_trace_line(summary: dict) -> str:
     """Where the acceptance of a run came from (printed next to the model shapes)."""
     tm = summary.get("trace_models") or {}
     pair = f"{tm.get('drafter')} -> {tm.get('target')}" if tm.get("drafter") or tm.get("target") else "unknown pair"
-    return f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    line = f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    if (summary.get("mode_stats") or {}).get("routing") == "synthetic":
+        line += "\n  expert routing          SYNTHETIC (moe.routing synthetic: drawn on the trace's trees, not recorded)"
+    return line

@@ -292,3 +292,27 @@ def test_pass_points_and_the_model_of_a_composed_pass():
     base = model_pass_s(cfg_path, 8, 21, 0, 1024)
     assert model_pass_s(cfg_path, 8, 21, 5, 1024) - base == pytest.approx(48 * (cm.copy_s + 4 * cm.copy_b2b_s),
                                                                            rel=1e-9)
+
+
+def test_synthetic_routing_is_said_in_the_run_summary_and_keeps_the_trees():
+    """A run's console summary names synthetic routing; the synthetic trace keeps the recorded
+    trees (parents, verdicts, tokens) and draws top-k ids for the target's shape, distinct per
+    (node, layer), reproducibly."""
+    from ahasd_sim.checks import summary_trace_line
+    from ahasd_sim.moe.synthetic import synthetic_routing
+    assert "SYNTHETIC" in summary_trace_line({"trace": "t.npz", "mode_stats": {"routing": "synthetic"}})
+    assert "SYNTHETIC" not in summary_trace_line({"trace": "t.npz", "mode_stats": {"routing": "recorded"}})
+    h, c = example_tree_trace(n_prompts=1, n_rounds=4, depth=2, top_k=2, drf_top_k=2, n_layers=2, moe_k=2,
+                              n_experts=4, seed=1)
+    from ahasd_sim.traces.tree import TreeTrace
+    tt = TreeTrace(c, h)
+    a = synthetic_routing(tt, 3, 16, 4, 0.5, 0.45, 7)
+    assert a.shape == (len(c["node_tok"]), 3, 4) and np.array_equal(a, synthetic_routing(tt, 3, 16, 4, 0.5, 0.45, 7))
+    assert all(len(set(row)) == 4 for row in a.reshape(-1, 4).tolist()) and a.min() >= 0 and a.max() < 16
+    full = synthetic_routing(tt, 3, 16, 4, 1.0, 0.45, 7)      # locality 1: a child repeats its parent's experts
+    par = c["node_parent"].astype(int)
+    off = c["round_node_offset"].astype(int)
+    for r in range(len(off)):
+        o, n = int(off[r]), int(c["round_n_nodes"][r])
+        for j in range(1, n):
+            assert sorted(full[o + j, 0]) == sorted(full[o + par[o + j], 0])
