@@ -327,13 +327,12 @@ def cmd_compare(args) -> int:
             print(f"  {len(plan)} runs checked\n  output folder {out}: usable\n"
                   "dry run: nothing was simulated; no results are reported")
             return 0
-        from .compare_moe import n_simulations
-        from .sweep.progress import Progress
-        prog = Progress(n_simulations(), desc="compare (tuning each baseline, then the reported rounds)")
-        try:
-            table, _tune, out = run_compare_moe(cfg, args.out, progress=prog)
-        finally:
-            prog.close()
+        def progress(done, total, label):   # the tuning grid runs for a minute or more
+            print(f"\rmoe compare: {done + 1}/{total} {label[:60]:<60}", end="" if sys.stderr.isatty() else "\n",
+                  file=sys.stderr, flush=True)
+        table, _tune, out = run_compare_moe(cfg, args.out, progress=progress)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
         print(format_compare_moe(table))
         print(f"results: {out}")
         return 0

@@ -26,12 +26,15 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     out += trace_pair_warnings(cfg)
     out += unused_setting_warnings(cfg)
     out += pim_unit_warnings(cfg)
+    if cfg.run.mode == "moe_offload" and cfg.moe.expert_execution != "gpu" and cfg.moe.overlap != "none":
+        out.append(f"{cfg.source_of('moe.overlap')}: moe.overlap {cfg.moe.overlap} does not apply with "
+                   f"moe.expert_execution {cfg.moe.expert_execution} (no next-layer copies are made)")
     if cfg.run.drafter in ("head", "lookup"):
         from .modes import MODES
         fam = getattr(MODES.get(cfg.run.mode), "family", "soc")
-        if fam != "soc":
+        if fam not in ("soc", "moe"):
             out.append(f"{cfg.source_of('run.drafter')}: run.drafter {cfg.run.drafter} is modelled on the mobile "
-                       f"SoC modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
+                       f"SoC and MoE modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
     if cfg.run.drafter not in ("head", "lookup") and draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
@@ -228,4 +231,6 @@ def summary_trace_line(summary: dict) -> str:
     kind = summary.get("drafter")
     if kind and kind != "model":     # a head's acceptance is a what-if, a lookup's is exact: say which
         line += f"\n  drafter                 {kind}: {summary.get('acceptance_source')}"
+    if (summary.get("mode_stats") or {}).get("routing") == "synthetic":
+        line += "\n  expert routing          SYNTHETIC (moe.routing synthetic: drawn on the trace's trees, not recorded)"
     return line

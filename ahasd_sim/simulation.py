@@ -413,7 +413,8 @@ def run_model(cfg: SimConfig, name: str):
 
 def drafter_kind(cfg: SimConfig, mode_cls=None) -> str:
     """``run.drafter`` resolved for the run's mode: ``auto`` is ``model`` here; head and lookup
-    are modelled on the mobile SoC modes (other families keep their own drafter)."""
+    are modelled on the mobile SoC modes (moe_offload resolves its own, the mobile-cloud modes
+    draft with their model)."""
     if mode_cls is None:
         mode_cls = get_mode(cfg.run.mode)
     if getattr(mode_cls, "family", "") != "soc":
@@ -781,7 +782,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     # meets the limit (a rate limiter over a window longer than a token)
     dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
     makespan *= dilation
-    kind = drafter_kind(cfg, type(mode))
+    # a mode that resolves its own drafter kind (moe_offload: a head for EAGLE-family policies) says so
+    kind = getattr(mode, "drafter_kind", None) or drafter_kind(cfg, type(mode))
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()

@@ -103,6 +103,11 @@ RULES: list[tuple[str, Any]] = [
     ("mode_stats.edc_idle_waits", SUM), ("mode_stats.mapping_draft_len", FIRST),
     # MoE offload
     ("mode_stats.rounds", SUM), ("mode_stats.first_round", FIRST), ("mode_stats.memory_split.*", FIRST),
+    # each window calibrates its own expert-cost estimate from its own verified passes
+    ("mode_stats.cost_calibration.union_scale", MEAN), ("mode_stats.cost_calibration.miss_scale", MEAN),
+    ("mode_stats.cost_calibration.passes", SUM), ("mode_stats.cost_calibration.kind", FIRST),
+    ("mode_stats.drafter.*", FIRST), ("mode_stats.expert_execution", FIRST), ("mode_stats.routing", FIRST),
+    ("verify_passes", SUM), ("cpu_expert_runs", SUM),
     ("mode_stats.cache.capacity_experts", FIRST), ("mode_stats.cache.resident_at_end", LAST),
     ("mode_stats.cache.hit_rate", ratio("mode_stats.cache.hits", ("mode_stats.cache.hits", "mode_stats.cache.misses"))),
     ("mode_stats.cache.*", SUM), ("mode_stats.profile.tokens", SUM), ("mode_stats.next_layer_wasted_copies", SUM),
