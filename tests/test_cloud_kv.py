@@ -116,3 +116,53 @@ def test_open_arrivals_start_the_other_phones_at_poisson_times():
     w0 = build_window(cfg0, load_run_windows(cfg0)[0][1])
     w0.env.run(until=w0.mode.start())
     assert [p.started_s for p in w0.mode.peers] == [0.0, 0.0]
+
+
+def test_kv_preemption_frees_the_latest_phone_and_charges_its_recompute():
+    """cloud.kv_admission = preempt, a pool of 4 blocks of 1 token, every iteration 1 ms.
+    t = 0: phones 0 and 1 each verify 1 token at context 1 (2 blocks each: the pool is full), one
+    iteration 0-1 ms. t = 1 ms: phone 0 verifies 2 tokens at context 2 (4 blocks: 2 more); none
+    free, so phone 1 (the latest admitted, idle) is preempted: its 2 blocks freed. Phone 0 runs
+    1-2 ms and leaves at 2 ms. Phone 1 returns at 1.5 ms to verify 1 token at context 2: it waits
+    (FIFO) until 2 ms, then recomputes its 2 context tokens (2-3 ms, label kv_recompute) and runs
+    its verify 3-4 ms. Under reserve, nobody is preempted."""
+    import numpy as np
+    import simpy
+    from types import SimpleNamespace
+
+    from ahasd_sim.hw.cloud import CloudServer
+
+    def run(policy):
+        cfg = load_config(BIG, [f"cloud.kv_admission={policy}", "cloud.kv_block_tokens=1"]).cloud
+        env = simpy.Environment()
+        srv = CloudServer(env, cfg, lambda kind, n, kv: SimpleNamespace(duration_s=1e-3, energy_j={}),
+                          np.random.default_rng(0))
+        srv.use_kv_blocks(4)
+        spans = {}
+
+        def phone0():
+            srv.attach(0)
+            spans["0a"] = yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+            spans["0b"] = yield from srv.run(0, "verify", 2, 2, "v", new_call=False)
+            srv.release(0)
+
+        def phone1():
+            srv.attach(1)
+            spans["1a"] = yield from srv.run(1, "verify", 1, 1, "v", new_call=False)
+            yield env.timeout(1.5e-3 - env.now)
+            spans["1b"] = yield from srv.run(1, "verify", 1, 2, "v", new_call=False)
+        env.process(phone0())
+        env.process(phone1())
+        env.run()
+        return srv, spans
+    srv, spans = run("preempt")
+    assert spans["0a"] == spans["1a"] == pytest.approx((0.0, 1e-3))
+    assert spans["0b"] == pytest.approx((1e-3, 2e-3))
+    assert srv.preemptions == 1 and srv.recompute_tokens == 2
+    led = srv.ledgers[1]
+    assert led.by_task_s["kv_recompute"] == pytest.approx(1e-3) and led.tokens_processed == 1 + 2 + 1
+    assert led.admission_wait_s == pytest.approx(0.5e-3)
+    assert spans["1b"] == pytest.approx((3e-3, 4e-3))
+    assert srv.kv.held == {1: 3}                 # context 2 + 1 token, after phone 0 left
+    srv, spans = run("reserve")
+    assert srv.preemptions == 0 and "kv_recompute" not in srv.ledgers[1].by_task_s

@@ -132,6 +132,8 @@ RULES: list[tuple[str, Any]] = [
     ("cloud_fleet.user_tpot_p50_ms", pct("cloud_fleet.user_tpot_ms", 50)),
     ("cloud_fleet.user_tpot_p90_ms", pct("cloud_fleet.user_tpot_ms", 90)),
     ("cloud_fleet.user_tpot_p99_ms", pct("cloud_fleet.user_tpot_ms", 99)),
+    ("cloud_fleet.user_ttft_ms", CONCAT), ("cloud_fleet.user_ttft_p90_ms", MAX),
+    ("cloud_fleet.kv_preemptions", SUM), ("cloud_fleet.kv_recompute_tokens", SUM),
     ("cloud_fleet.slo_attainment", wmean("cloud_fleet.phones_per_gpu")),
     ("cloud_fleet.gpu_utilization", wmean("makespan_s")), ("cloud_fleet.iterations", SUM),
     ("cloud_fleet.mean_batch_forwards", wmean("cloud_fleet.iterations")),

@@ -356,12 +356,15 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     users = [primary, *primary.peers]
     tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
     tpots = tpots[np.isfinite(tpots)]
+    ttfts = np.array([u.commit_log[0][0] - getattr(u, "started_s", 0.0) for u in users if u.commit_log], dtype=float)
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
     kv = getattr(srv, "kv", None)
     pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
     # each entry's combination over windows is declared in metrics.combine.RULES
     return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
             "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
+            "user_ttft_ms": (ttfts * 1e3).tolist(),
+            "user_ttft_p90_ms": float(np.percentile(ttfts, 90)) * 1e3 if ttfts.size else float("nan"),
             "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
             "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
             "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
@@ -369,6 +372,7 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
             "user_tokens_committed": [u.committed for u in users],
             "kv_blocks_total": kv.total_blocks if kv else 0, "kv_peak_blocks": kv.peak_blocks if kv else 0,
             "kv_refusals": kv.refusals if kv else 0,
+            "kv_preemptions": getattr(srv, "preemptions", 0), "kv_recompute_tokens": getattr(srv, "recompute_tokens", 0),
             "admission_wait_p90_ms": float(np.percentile([srv.ledgers[u.owner].admission_wait_s for u in users], 90))
             * 1e3 if kv else 0.0}
 
