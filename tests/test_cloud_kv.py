@@ -166,3 +166,36 @@ def test_kv_preemption_frees_the_latest_phone_and_charges_its_recompute():
     assert srv.kv.held == {1: 3}                 # context 2 + 1 token, after phone 0 left
     srv, spans = run("reserve")
     assert srv.preemptions == 0 and "kv_recompute" not in srv.ledgers[1].by_task_s
+
+
+def test_open_arrivals_repeat_sessions_after_exponential_think_times():
+    """cloud.sessions_per_phone = 3, cloud.think_time_s = 0.05: the other phone arrives at its
+    Poisson time and runs 3 sessions; session s starts exactly at session s - 1's last commit
+    plus the s-th Exponential(0.05 s) draw of the generator seeded [run.seed, 0x7417, replay
+    seed, 1], as server owners 1, 3, 5 (k + s x phones_per_gpu). Each session generates its own
+    run.generated_tokens; one session: no further phone objects."""
+    import numpy as np
+
+    from ahasd_sim.checks import config_warnings
+    from ahasd_sim.simulation import build_window, load_run_windows
+    cfg = load_config(BIG, ["run.mode=cloud_autoregressive", "run.generated_tokens=32", "cloud.phones_per_gpu=2",
+                            "cloud.arrival_rate_per_s=20", "cloud.sessions_per_phone=3", "cloud.think_time_s=0.05"])
+    assert not [w for w in config_warnings(cfg) if "sessions_per_phone" in w]
+    w = build_window(cfg, load_run_windows(cfg)[0][1])
+    w.mode.start()
+    w.env.run()                                   # to the end of every session, not only the run's phone
+    m = w.mode
+    assert [p.owner for p in m.peers] == [1, 3, 5]
+    think = np.random.default_rng([cfg.run.seed, 0x7417, m.replay.seed, 1]).exponential(0.05, size=2)
+    for s in (1, 2):
+        prev, cur = m.peers[s - 1], m.peers[s]
+        assert prev.committed == 32 and cur.committed == 32
+        assert cur.started_s == pytest.approx(prev.commit_log[-1][0] + think[s - 1], rel=1e-12)
+    one = cfg.replace(["cloud.sessions_per_phone=1", "cloud.think_time_s=0"])
+    w1 = build_window(one, load_run_windows(one)[0][1])
+    w1.mode.start()
+    w1.env.run()
+    assert [p.owner for p in w1.mode.peers] == [1]
+    assert w1.mode.peers[0].started_s == m.peers[0].started_s      # the first session's arrival does not move
+    closed = cfg.replace(["cloud.arrival_rate_per_s=0"])
+    assert any("sessions_per_phone" in x for x in config_warnings(closed))

@@ -75,6 +75,14 @@ class CloudConfig:
                                       "t = 0; each phone's TPOT counts from its arrival (0 = closed fleet, in step)",
                                       unit="1/s", ge=0, le=1e6, source="[R] Poisson session arrivals",
                                       bound_reason="a million phone arrivals per second on one GPU is no fleet")
+    sessions_per_phone: int = param(1, doc="open arrivals: sessions each other phone runs, one after another, "
+                                    "each of run.generated_tokens tokens with its own trace window (1 = one session)",
+                                    ge=1, le=1000, source="[R] closed-loop user model: sessions separated by think "
+                                    "times", bound_reason="each session is simulated")
+    think_time_s: float = param(0.0, doc="open arrivals: mean of the Exponential think time between one session's "
+                                "last token and the phone's next session (0 = none)", unit="s", ge=0, le=86400,
+                                source="[R] exponential think times of a closed-loop user model",
+                                bound_reason="a day between sessions is no longer one fleet")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
     batch_window_ms: float = param(0.0, doc="batching window: an idle GPU waits this long after the first "
