@@ -199,3 +199,12 @@ def test_open_arrivals_repeat_sessions_after_exponential_think_times():
     assert w1.mode.peers[0].started_s == m.peers[0].started_s      # the first session's arrival does not move
     closed = cfg.replace(["cloud.arrival_rate_per_s=0"])
     assert any("sessions_per_phone" in x for x in config_warnings(closed))
+
+
+def test_kv_admission_without_a_kv_limit_warns():
+    from ahasd_sim.checks import config_warnings
+    warn = [w for w in config_warnings(load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_cache_gib=0"]))
+            if "kv_admission" in w]
+    assert len(warn) == 1 and "no effect" in warn[0]
+    assert not [w for w in config_warnings(load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_cache_gib=-1"]))
+                if "kv_admission" in w]
