@@ -342,9 +342,10 @@ def capacity_search_table(cap) -> list[str]:
         ok = v == v and v is not None
         val = ("< 1" if not ok else (f">= {v:g}" if r["at_cap"] else f"{v:g}")) + f" {unit}"
         tp = r["user_tpot_p90_ms_at_capacity"] if r["process"] == "closed" else r["user_decode_tpot_p90_ms_at_capacity"]
+        fmt = lambda x, d: "-" if x is None or x != x else f"{x:.{d}f}"     # noqa: E731 - NaN: no passing load
         out.append(f"| {r['target']} | {r['variant']} | {r['process']} | {val} | "
-                   f"{'-' if f != f or f is None else f'{f:g}'} | {tp:.1f} | {r['user_ttft_p90_ms_at_capacity']:.0f} | "
-                   f"{len(json.loads(r['probes']))} |")
+                   f"{'-' if f is None or f != f else f'{f:g}'} | {fmt(tp, 1)} | "
+                   f"{fmt(r['user_ttft_p90_ms_at_capacity'], 0)} | {len(json.loads(r['probes']))} |")
     return out + [""]
 
 
