@@ -208,3 +208,42 @@ def test_kv_admission_without_a_kv_limit_warns():
     assert len(warn) == 1 and "no effect" in warn[0]
     assert not [w for w in config_warnings(load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_cache_gib=-1"]))
                 if "kv_admission" in w]
+
+
+def test_kv_preemption_of_a_phone_waiting_to_grow():
+    """preempt, 5 blocks of 1 token, every iteration 1 ms. t = 0: phones 0 and 1 verify 1 token at
+    context 1 (2 blocks each, 1 free; 0-1 ms). t = 1 ms: phone 0 verifies again (no growth, in flight
+    1-2 ms); phone 1 asks for 3 tokens at context 1 (4 blocks: 2 more, 1 free) and no other phone is
+    idle, so it waits. t = 2 ms: phone 0 asks for 2 tokens at context 2 (4 blocks) and preempts the
+    waiting phone 1. Phone 0 runs 2-3 ms and leaves; phone 1 is re-admitted (4 blocks), recomputes
+    its 1 context token (3-4 ms) and runs 4-5 ms. (Were it to keep waiting as if admitted, it
+    would run 3-4 ms with no recompute.)"""
+    import numpy as np
+    import simpy
+    from types import SimpleNamespace
+
+    from ahasd_sim.hw.cloud import CloudServer
+    cfg = load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_block_tokens=1"]).cloud
+    env = simpy.Environment()
+    srv = CloudServer(env, cfg, lambda kind, n, kv: SimpleNamespace(duration_s=1e-3, energy_j={}),
+                      np.random.default_rng(0))
+    srv.use_kv_blocks(5)
+    spans = {}
+
+    def phone0():
+        srv.attach(0)
+        yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+        yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+        spans[0] = yield from srv.run(0, "verify", 2, 2, "v", new_call=False)
+        srv.release(0)
+
+    def phone1():
+        srv.attach(1)
+        yield from srv.run(1, "verify", 1, 1, "v", new_call=False)
+        spans[1] = yield from srv.run(1, "verify", 3, 1, "v", new_call=False)
+    env.process(phone0())
+    env.process(phone1())
+    env.run()
+    assert spans[0] == pytest.approx((2e-3, 3e-3))
+    assert srv.preemptions == 1 and srv.recompute_tokens == 1
+    assert spans[1] == pytest.approx((4e-3, 5e-3)) and srv.kv.held == {1: 4}

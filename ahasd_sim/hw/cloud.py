@@ -280,6 +280,9 @@ class CloudServer:
                 if self._kv_changed is None or self._kv_changed.triggered:    # one event for every waiter
                     self._kv_changed = self.env.event()
                 yield self._kv_changed
+                if owner not in self.admitted:       # preempted while it waited: re-admit, recompute
+                    yield from self._grow(owner, kv_len, tokens)
+                    return
                 continue
             kv.release(victim)
             self.admitted.discard(victim)
