@@ -31,7 +31,8 @@ meets ``cloud.user_tpot_slo_ms``, and the largest Poisson arrival rate (``cloud.
 prompt upload + cloud prefill on) whose p90 per-phone TPOT after the first token meets it and
 whose p90 TTFT meets ``cloud.user_ttft_slo_ms``. An open-arrival probe at rate r simulates
 1 + ceil(r x tokens x TPOT SLO) phones: every arrival while the run's own phone, at the SLO,
-is still generating. Each probe is ``--cap-windows`` trace windows of ``--cap-tokens`` tokens;
+is still generating. The searches start at 10 phones (open: the rate that brings 10), as a p90 over fewer phones is
+their slowest one's. Each probe is ``--cap-windows`` trace windows of ``--cap-tokens`` tokens;
 its p90 is over every phone of the fleet (each replaying its own trace window), averaged over
 the probe's windows. The search assumes latency grows with load; every probe is in the CSV.
 
@@ -76,6 +77,8 @@ VARIANTS = {
 LOCAL = {"device_only_1.5B": ["run.mode=device_only", "run.target_model=qwen2.5-coder-1.5b"]}
 TRACES = {"TMobile-LTE-short": "TMobile-LTE-short", "ATT-LTE-driving-2016": "ATT-LTE-driving-2016"}
 CONSTANT = "LTE 6/13 Mbit/s"
+#: smallest fleet a capacity search probes: a p90 over fewer phones is their slowest one's
+MIN_PHONES = 10
 #: variants whose open-arrival capacity is searched too (the costliest searches; the rest closed only)
 OPEN_VARIANTS = ("cloud_autoregressive", "split", "hybrid_rtt_aware")
 BASE = ["run.timeline=false", "run.windows=1", "network.jitter_ms=5", "network.rtt_ms=50", "cloud.kv_cache_gib=-1"]
@@ -198,10 +201,15 @@ def run_capacity(job: dict) -> dict:
     def meets(load):
         seen[load] = probe(job, load)
         return seen[load][0]
+    # a p90 over fewer than MIN_PHONES phones is their slowest one's (prompt spread, not load): the
+    # searches start where the fleet has MIN_PHONES phones
     if job["process"] == "closed":
-        c = largest_int(meets, lo=1, cap=job["cap"], rel_tol=job["tol"])
+        c = largest_int(meets, lo=MIN_PHONES, cap=job["cap"], rel_tol=job["tol"])
     else:
-        c = largest_real(meets, lo=1.0, cap=float(job["cap"]), rel_tol=job["tol"])
+        from ahasd_sim.config import load_config
+        slo_s = load_config(LARGE, job["set"]).cloud.user_tpot_slo_ms * 1e-3
+        lo = (MIN_PHONES - 1) / (job["tokens"] * slo_s)        # 1 + ceil(lo x tokens x SLO) = MIN_PHONES
+        c = largest_real(meets, lo=lo, cap=float(job["cap"]), rel_tol=job["tol"])
     row = {k: job[k] for k in ("target", "variant", "process", "tokens")}
     row.update(windows=len(job["prompts"]), capacity=c.value, failed_at=c.failed_at, at_cap=c.at_cap,
                probes=json.dumps([[x, ok] for x, ok in c.probes]))
@@ -332,15 +340,17 @@ def capacity_search_table(cap) -> list[str]:
            f"{c.user_tpot_slo_ms:g} ms (`cloud.user_tpot_slo_ms`). Open arrivals: the highest Poisson arrival rate "
            f"(prompt upload + cloud prefill on) whose p90 per-phone TPOT after the first token is at most "
            f"{c.user_tpot_slo_ms:g} ms and p90 TTFT at most {c.user_ttft_slo_ms:g} ms (`cloud.user_ttft_slo_ms`). "
-           "Doubling then bisection; `>=` where the search's cap passed; `< 1` where one phone (or 1 arrival/s) "
-           "already misses. Bracket: the smallest load probed that missed.", "",
+           f"Doubling then bisection from {MIN_PHONES} phones (open: the rate that brings {MIN_PHONES}; a p90 over "
+           "fewer phones is their slowest one's, the spread of acceptance between prompts rather than load); `>=` "
+           "where the search's cap passed; `<` where the first probe already misses. Missed at: the smallest "
+           "load probed that missed.", "",
            "| target | variant | arrivals | capacity | missed at | p90 TPOT ms there | p90 TTFT ms there | probes |",
            "|---|---|---|---|---|---|---|---|"]
     for r in cap.to_dict("records"):
         unit = "phones" if r["process"] == "closed" else "/s"
         v, f = r["capacity"], r["failed_at"]
         ok = v == v and v is not None
-        val = ("< 1" if not ok else (f">= {v:g}" if r["at_cap"] else f"{v:g}")) + f" {unit}"
+        val = (f"< {f:.3g}" if not ok else (f">= {v:g}" if r["at_cap"] else f"{v:.3g}")) + f" {unit}"
         tp = r["user_tpot_p90_ms_at_capacity"] if r["process"] == "closed" else r["user_decode_tpot_p90_ms_at_capacity"]
         fmt = lambda x, d: "-" if x is None or x != x else f"{x:.{d}f}"     # noqa: E731 - NaN: no passing load
         out.append(f"| {r['target']} | {r['variant']} | {r['process']} | {val} | "
