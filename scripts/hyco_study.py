@@ -354,7 +354,7 @@ def capacity_search_table(cap) -> list[str]:
         tp = r["user_tpot_p90_ms_at_capacity"] if r["process"] == "closed" else r["user_decode_tpot_p90_ms_at_capacity"]
         fmt = lambda x, d: "-" if x is None or x != x else f"{x:.{d}f}"     # noqa: E731 - NaN: no passing load
         out.append(f"| {r['target']} | {r['variant']} | {r['process']} | {val} | "
-                   f"{'-' if f is None or f != f else f'{f:g}'} | {fmt(tp, 1)} | "
+                   f"{'-' if f is None or f != f else f'{f:.3g}'} | {fmt(tp, 1)} | "
                    f"{fmt(r['user_ttft_p90_ms_at_capacity'], 0)} | {len(json.loads(r['probes']))} |")
     return out + [""]
 
