@@ -344,8 +344,8 @@ def capacity_search_table(cap) -> list[str]:
            "fewer phones is their slowest one's, the spread of acceptance between prompts rather than load); `>=` "
            "where the search's cap passed; `<` where the first probe already misses. Missed at: the smallest "
            "load probed that missed.", "",
-           "| target | variant | arrivals | capacity | missed at | p90 TPOT ms there | p90 TTFT ms there | probes |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| target | variant | arrivals | capacity | missed at | p90 TPOT ms there | p90 TTFT ms there | "
+           "KV refusals there | probes |", "|---|---|---|---|---|---|---|---|---|"]
     for r in cap.to_dict("records"):
         unit = "phones" if r["process"] == "closed" else "/s"
         v, f = r["capacity"], r["failed_at"]
@@ -355,7 +355,8 @@ def capacity_search_table(cap) -> list[str]:
         fmt = lambda x, d: "-" if x is None or x != x else f"{x:.{d}f}"     # noqa: E731 - NaN: no passing load
         out.append(f"| {r['target']} | {r['variant']} | {r['process']} | {val} | "
                    f"{'-' if f is None or f != f else f'{f:.3g}'} | {fmt(tp, 1)} | "
-                   f"{fmt(r['user_ttft_p90_ms_at_capacity'], 0)} | {len(json.loads(r['probes']))} |")
+                   f"{fmt(r['user_ttft_p90_ms_at_capacity'], 0)} | {fmt(r['kv_refusals_at_capacity'], 0)} | "
+                   f"{len(json.loads(r['probes']))} |")
     return out + [""]
 
 
