@@ -39,6 +39,17 @@ def config_warnings(cfg: SimConfig) -> list[str]:
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
+    c = cfg.cloud
+    if c.kv_admission != "reserve" and c.kv_cache_gib == 0:
+        out.append(f"{cfg.source_of('cloud.kv_admission')}: cloud.kv_admission {c.kv_admission} has no effect: "
+                   "cloud.kv_cache_gib is 0 (no KV limit)")
+    if (c.sessions_per_phone > 1 or c.think_time_s > 0) and (c.arrival_rate_per_s == 0 or c.phones_per_gpu == 1):
+        out.append(f"{cfg.source_of('cloud.sessions_per_phone')}: cloud.sessions_per_phone / cloud.think_time_s have "
+                   "no effect: they apply to the other phones of open arrivals (cloud.arrival_rate_per_s > 0, "
+                   "cloud.phones_per_gpu > 1)")
+    if c.sessions_per_phone == 1 and c.think_time_s > 0:
+        out.append(f"{cfg.source_of('cloud.think_time_s')}: cloud.think_time_s has no effect with "
+                   "cloud.sessions_per_phone 1 (no next session)")
     p = cfg.pim
     if p.enabled and p.dram_power_limit_w is None and p.power_limit_kind != "instantaneous":
         out.append(f"{cfg.source_of('pim.power_limit_kind')}: pim.power_limit_kind {p.power_limit_kind} has no effect: "

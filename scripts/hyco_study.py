@@ -10,7 +10,7 @@ trace's Qwen2.5-Coder 0.5B -> 1.5B pair: a what-if for these targets. device_onl
 either target; its row is the phone running the trace's own 1.5B target (another model).
 
 Writes ``docs/studies/hyco/windows.csv`` (one row per run: one trace window of one mode, link
-and phones-per-GPU), the figure ``docs/figures/hyco_mobile_cloud.png`` and regenerates the
+and phones-per-GPU), ``docs/studies/hyco/capacity.csv`` (one row per capacity search), the figure ``docs/figures/hyco_mobile_cloud.png`` and regenerates the
 generated blocks of ``docs/mobile_cloud.md`` (``python scripts/docs.py`` renders them from
 the CSV; its ``hyco-smoke`` block is a fresh cheap run that ``scripts/docs.py --check``
 compares with the doc).
@@ -23,6 +23,18 @@ tokens, total USD / total tokens, total J / total tokens) with 95% percentile in
 resampling whole windows (2000 bootstrap resamples, seeded). Fronts: the variants not
 dominated in (TPOT, cloud USD per 1k tokens under the pricing, phone mJ per token) within one
 (link, phones per GPU, pricing); never pooled across configurations.
+
+Capacity at the SLO (``ahasd_sim.metrics.capacity``): per target and variant on the constant
+link, a doubling + bisection search (to ``--cap-tol`` of the boundary, at most ``--cap-max``)
+for the largest closed fleet (phones per GPU, all arriving at t = 0) whose p90 per-phone TPOT
+meets ``cloud.user_tpot_slo_ms``, and the largest Poisson arrival rate (``cloud.arrival_rate_per_s``,
+prompt upload + cloud prefill on) whose p90 per-phone TPOT after the first token meets it and
+whose p90 TTFT meets ``cloud.user_ttft_slo_ms``. An open-arrival probe at rate r simulates
+1 + ceil(r x tokens x TPOT SLO) phones: every arrival while the run's own phone, at the SLO,
+is still generating. The searches start at 10 phones (open: the rate that brings 10), as a p90 over fewer phones is
+their slowest one's. Each probe is ``--cap-windows`` trace windows of ``--cap-tokens`` tokens;
+its p90 is over every phone of the fleet (each replaying its own trace window), averaged over
+the probe's windows. The search assumes latency grows with load; every probe is in the CSV.
 
 Real traces: mahimahi's public cellular traces (GPL-3.0 data, not shipped; where to get them:
 docs/references.md, [mahimahi]), read from --traces DIR, else $AHASD_SIM_NETWORK_TRACES; without
@@ -65,6 +77,10 @@ VARIANTS = {
 LOCAL = {"device_only_1.5B": ["run.mode=device_only", "run.target_model=qwen2.5-coder-1.5b"]}
 TRACES = {"TMobile-LTE-short": "TMobile-LTE-short", "ATT-LTE-driving-2016": "ATT-LTE-driving-2016"}
 CONSTANT = "LTE 6/13 Mbit/s"
+#: smallest fleet a capacity search probes: a p90 over fewer phones is their slowest one's
+MIN_PHONES = 10
+#: variants whose open-arrival capacity is searched too (the costliest searches; the rest closed only)
+OPEN_VARIANTS = ("cloud_autoregressive", "split", "hybrid_rtt_aware")
 BASE = ["run.timeline=false", "run.windows=1", "network.jitter_ms=5", "network.rtt_ms=50", "cloud.kv_cache_gib=-1"]
 
 
@@ -135,6 +151,74 @@ def run_one(job: dict) -> dict:
     return row
 
 
+# ------------------------------------------------------------------ capacity at the SLO
+def capacity_jobs(n_windows: int, tokens: int, cap: int, tol: float, targets=tuple(TARGETS),
+                  variants=tuple(VARIANTS), open_variants=OPEN_VARIANTS) -> list[dict]:
+    """One job per (target, variant, arrival process) search, on the constant link."""
+    prompts = window_prompts(n_windows, tokens)
+    out = []
+    for t in targets:
+        for v in variants:
+            for process in ("closed", "open") if v in open_variants else ("closed",):
+                out.append({"target": t, "variant": v, "process": process, "prompts": prompts, "tokens": tokens,
+                            "cap": cap, "tol": tol, "set": [*BASE, *TARGETS[t], *VARIANTS[v],
+                                                            f"run.generated_tokens={tokens}"]})
+    return out
+
+
+def probe(job: dict, load) -> tuple[bool, dict]:
+    """Run ``job`` at ``load`` (phones, or arrivals per second) on each of its windows: (meets the
+    SLO, the mean over windows of the fleet's p90s)."""
+    from ahasd_sim.config import load_config
+    from ahasd_sim.simulation import run_simulation
+    base = load_config(LARGE, job["set"])
+    slo_tpot, slo_ttft = base.cloud.user_tpot_slo_ms, base.cloud.user_ttft_slo_ms
+    if job["process"] == "closed":
+        sets = [f"cloud.phones_per_gpu={int(load)}"]
+    else:
+        n = min(4096, 1 + int(np.ceil(load * job["tokens"] * slo_tpot * 1e-3)))
+        sets = [f"cloud.phones_per_gpu={n}", f"cloud.arrival_rate_per_s={load!r}", "hyco.cloud_prefill=true"]
+    keys = ("user_tpot_p90_ms", "user_decode_tpot_p90_ms", "user_ttft_p90_ms", "kv_refusals", "phones_per_gpu")
+    got = {k: [] for k in keys}
+    for w, p in enumerate(job["prompts"]):
+        f = run_simulation(load_config(LARGE, [*job["set"], *sets, f"run.trace_start_prompt={p}",
+                                               f"run.seed={w}"])).summary["cloud_fleet"]
+        for k in keys:
+            got[k].append(f[k])
+    m = {k: float(np.mean(v)) for k, v in got.items()}
+    if job["process"] == "closed":
+        ok = m["user_tpot_p90_ms"] <= slo_tpot
+    else:
+        ok = m["user_decode_tpot_p90_ms"] <= slo_tpot and m["user_ttft_p90_ms"] <= slo_ttft
+    return ok, m
+
+
+def run_capacity(job: dict) -> dict:
+    """One capacity search: its result, the fleet figures at the capacity, and every probe."""
+    from ahasd_sim.metrics.capacity import largest_int, largest_real
+    seen = {}
+
+    def meets(load):
+        seen[load] = probe(job, load)
+        return seen[load][0]
+    # a p90 over fewer than MIN_PHONES phones is their slowest one's (prompt spread, not load): the
+    # searches start where the fleet has MIN_PHONES phones
+    if job["process"] == "closed":
+        c = largest_int(meets, lo=MIN_PHONES, cap=job["cap"], rel_tol=job["tol"])
+    else:
+        from ahasd_sim.config import load_config
+        slo_s = load_config(LARGE, job["set"]).cloud.user_tpot_slo_ms * 1e-3
+        lo = (MIN_PHONES - 1) / (job["tokens"] * slo_s)        # 1 + ceil(lo x tokens x SLO) = MIN_PHONES
+        c = largest_real(meets, lo=lo, cap=float(job["cap"]), rel_tol=job["tol"])
+    row = {k: job[k] for k in ("target", "variant", "process", "tokens")}
+    row.update(windows=len(job["prompts"]), capacity=c.value, failed_at=c.failed_at, at_cap=c.at_cap,
+               probes=json.dumps([[x, ok] for x, ok in c.probes]))
+    at = seen[c.value][1] if c.value is not None else {}
+    for k in ("user_tpot_p90_ms", "user_decode_tpot_p90_ms", "user_ttft_p90_ms", "kv_refusals", "phones_per_gpu"):
+        row[f"{k}_at_capacity"] = at.get(k, float("nan"))
+    return row
+
+
 # ------------------------------------------------------------------ statistics
 def ratio_ci(num, den, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """sum(num) / sum(den) over windows and its 95% percentile interval over resampled windows."""
@@ -185,7 +269,7 @@ def _c(v, d=2) -> str:
 
 
 # ------------------------------------------------------------------ rendering
-def render_study(df) -> str:
+def render_study(df, cap=None) -> str:
     """The doc's tables from the study's windows table (python scripts/docs.py calls this)."""
     summ = summarize(df)
     local = summ[summ.link == "-"]
@@ -221,7 +305,7 @@ def render_study(df) -> str:
             lines.append(f"| {phones} | " + " | ".join(", ".join(front(rows, p)) for p in PRICINGS) + " |")
         lines.append("")
     lines += user_front_lines(main, local)
-    lines += capacity_table(main)
+    lines += capacity_search_table(cap) if cap is not None else capacity_table(main)
     if len(knob):
         lines += ["#### Cost-latency knob (hybrid, `hyco.tpot_slo_ms`; constant link, 1 phone, shared_busy)", "",
                   "| target | TPOT target ms | TPOT ms | milli-USD / 1k tok | mJ/tok |", "|---|---|---|---|---|"]
@@ -242,6 +326,37 @@ def user_front_lines(main, local) -> list[str]:
         ours = [v for v in fr if v.startswith(("split", "hybrid"))]
         out.append(f"- {target}, {link}: front = {', '.join(fr)}; "
                    + (f"split/hybrid on it: {', '.join(ours)}." if ours else "no split or hybrid variant on it."))
+    return out + [""]
+
+
+def capacity_search_table(cap) -> list[str]:
+    """Capacity at the SLO from the searches (capacity.csv)."""
+    from ahasd_sim.config import load_config
+    c = load_config(LARGE).cloud
+    r0 = cap.iloc[0]
+    out = [f"#### Capacity at the SLO (searched; constant link, KV admission on; {int(r0['windows'])} trace window(s) "
+           f"of {int(r0['tokens'])} tokens per probe)", "",
+           f"Closed fleet: the most phones per GPU, all arriving at t = 0, whose p90 per-phone TPOT is at most "
+           f"{c.user_tpot_slo_ms:g} ms (`cloud.user_tpot_slo_ms`). Open arrivals: the highest Poisson arrival rate "
+           f"(prompt upload + cloud prefill on) whose p90 per-phone TPOT after the first token is at most "
+           f"{c.user_tpot_slo_ms:g} ms and p90 TTFT at most {c.user_ttft_slo_ms:g} ms (`cloud.user_ttft_slo_ms`). "
+           f"Doubling then bisection from {MIN_PHONES} phones (open: the rate that brings {MIN_PHONES}; a p90 over "
+           "fewer phones is their slowest one's, the spread of acceptance between prompts rather than load); `>=` "
+           "where the search's cap passed; `<` where the first probe already misses. Missed at: the smallest "
+           "load probed that missed.", "",
+           "| target | variant | arrivals | capacity | missed at | p90 TPOT ms there | p90 TTFT ms there | "
+           "KV refusals there | probes |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in cap.to_dict("records"):
+        unit = "phones" if r["process"] == "closed" else "/s"
+        v, f = r["capacity"], r["failed_at"]
+        ok = v == v and v is not None
+        val = (f"< {f:.3g}" if not ok else (f">= {v:g}" if r["at_cap"] else f"{v:.3g}")) + f" {unit}"
+        tp = r["user_tpot_p90_ms_at_capacity"] if r["process"] == "closed" else r["user_decode_tpot_p90_ms_at_capacity"]
+        fmt = lambda x, d: "-" if x is None or x != x else f"{x:.{d}f}"     # noqa: E731 - NaN: no passing load
+        out.append(f"| {r['target']} | {r['variant']} | {r['process']} | {val} | "
+                   f"{'-' if f is None or f != f else f'{f:.3g}'} | {fmt(tp, 1)} | "
+                   f"{fmt(r['user_ttft_p90_ms_at_capacity'], 0)} | {fmt(r['kv_refusals_at_capacity'], 0)} | "
+                   f"{len(json.loads(r['probes']))} |")
     return out + [""]
 
 
@@ -312,7 +427,8 @@ def study_block() -> str:
     f = STUDY / "windows.csv"
     if not f.is_file():
         raise InputError(f"docs: {f} is missing; run python scripts/hyco_study.py")
-    return render_study(pd.read_csv(f))
+    c = STUDY / "capacity.csv"
+    return render_study(pd.read_csv(f), pd.read_csv(c) if c.is_file() else None)
 
 
 def figure(df, path: Path) -> None:
@@ -350,6 +466,11 @@ def figure(df, path: Path) -> None:
     plt.close(fig)
 
 
+def _run_any(task):
+    kind, job = task
+    return run_capacity(job) if kind == "cap" else run_one(job)
+
+
 def parser():
     from ahasd_sim.cli_common import script_parser
     p = script_parser(__doc__.split("\n")[0])
@@ -358,6 +479,12 @@ def parser():
                         "default: $AHASD_SIM_NETWORK_TRACES; without them only the constant LTE link runs)")
     p.add_argument("--windows", type=int, default=6, help="trace windows per cell (samples, >= 2)")
     p.add_argument("--tokens", type=int, default=256, help="tokens per window (>= 16)")
+    p.add_argument("--cap-windows", type=int, default=1, help="trace windows per capacity-search probe (>= 1)")
+    p.add_argument("--cap-tokens", type=int, default=128, help="tokens per window of a capacity-search probe (>= 16)")
+    p.add_argument("--cap-max", type=int, default=2048, help="largest phones per GPU (closed) or arrivals per "
+                   "second (open) a capacity search probes (1..4096)")
+    p.add_argument("--cap-tol", type=float, default=0.125, help="capacity searches stop within this fraction of "
+                   "the boundary (0: exact phones; open arrivals need > 0)")
     p.add_argument("--workers", type=int, default=2, help="parallel worker processes (>= 1)")
     p.add_argument("--out", default=str(STUDY), help="folder of windows.csv (the doc is regenerated only for the "
                    "default, docs/studies/hyco)")
@@ -387,12 +514,20 @@ def body(a) -> int:
     else:
         env = os.environ.get("AHASD_SIM_NETWORK_TRACES")
         tdir = Path(env) if env and Path(env).is_dir() else None
+    if a.cap_windows < 1 or a.cap_tokens < 16 or not 1 <= a.cap_max <= 4096 or not 0 < a.cap_tol < 1:
+        raise InputError(f"--cap-windows {a.cap_windows} / --cap-tokens {a.cap_tokens} / --cap-max {a.cap_max} / "
+                         f"--cap-tol {a.cap_tol}: expected >= 1, >= 16, 1..4096 and a fraction in (0, 1)")
     js = jobs(a.windows, a.tokens, tdir)
-    df = pd.DataFrame(fork_map(run_one, js, a.workers))
+    cjs = capacity_jobs(a.cap_windows, a.cap_tokens, a.cap_max, a.cap_tol)
+    # the searches first (the longest tasks), then the windows, over one pool
+    res = fork_map(_run_any, [("cap", j) for j in cjs] + [("run", j) for j in js], a.workers)
+    cap = pd.DataFrame(res[:len(cjs)])
+    df = pd.DataFrame(res[len(cjs):])
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "windows.csv", df.to_csv(index=False))
+    atomic_write_text(out / "capacity.csv", cap.to_csv(index=False))
     figure(df, Path(a.figure))
-    msg = f"{len(js)} runs; wrote {out / 'windows.csv'}, {a.figure}"
+    msg = f"{len(js)} runs, {len(cjs)} capacity searches; wrote {out / 'windows.csv'}, {out / 'capacity.csv'}, {a.figure}"
     if out.resolve() == STUDY.resolve():
         import importlib.util
         spec = importlib.util.spec_from_file_location("docs_script", ROOT / "scripts" / "docs.py")

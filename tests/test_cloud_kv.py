@@ -116,3 +116,134 @@ def test_open_arrivals_start_the_other_phones_at_poisson_times():
     w0 = build_window(cfg0, load_run_windows(cfg0)[0][1])
     w0.env.run(until=w0.mode.start())
     assert [p.started_s for p in w0.mode.peers] == [0.0, 0.0]
+
+
+def test_kv_preemption_frees_the_latest_phone_and_charges_its_recompute():
+    """cloud.kv_admission = preempt, a pool of 4 blocks of 1 token, every iteration 1 ms.
+    t = 0: phones 0 and 1 each verify 1 token at context 1 (2 blocks each: the pool is full), one
+    iteration 0-1 ms. t = 1 ms: phone 0 verifies 2 tokens at context 2 (4 blocks: 2 more); none
+    free, so phone 1 (the latest admitted, idle) is preempted: its 2 blocks freed. Phone 0 runs
+    1-2 ms and leaves at 2 ms. Phone 1 returns at 1.5 ms to verify 1 token at context 2: it waits
+    (FIFO) until 2 ms, then recomputes its 2 context tokens (2-3 ms, label kv_recompute) and runs
+    its verify 3-4 ms. Under reserve, nobody is preempted."""
+    import numpy as np
+    import simpy
+    from types import SimpleNamespace
+
+    from ahasd_sim.hw.cloud import CloudServer
+
+    def run(policy):
+        cfg = load_config(BIG, [f"cloud.kv_admission={policy}", "cloud.kv_block_tokens=1"]).cloud
+        env = simpy.Environment()
+        srv = CloudServer(env, cfg, lambda kind, n, kv: SimpleNamespace(duration_s=1e-3, energy_j={}),
+                          np.random.default_rng(0))
+        srv.use_kv_blocks(4)
+        spans = {}
+
+        def phone0():
+            srv.attach(0)
+            spans["0a"] = yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+            spans["0b"] = yield from srv.run(0, "verify", 2, 2, "v", new_call=False)
+            srv.release(0)
+
+        def phone1():
+            srv.attach(1)
+            spans["1a"] = yield from srv.run(1, "verify", 1, 1, "v", new_call=False)
+            yield env.timeout(1.5e-3 - env.now)
+            spans["1b"] = yield from srv.run(1, "verify", 1, 2, "v", new_call=False)
+        env.process(phone0())
+        env.process(phone1())
+        env.run()
+        return srv, spans
+    srv, spans = run("preempt")
+    assert spans["0a"] == spans["1a"] == pytest.approx((0.0, 1e-3))
+    assert spans["0b"] == pytest.approx((1e-3, 2e-3))
+    assert srv.preemptions == 1 and srv.recompute_tokens == 2
+    led = srv.ledgers[1]
+    assert led.by_task_s["kv_recompute"] == pytest.approx(1e-3) and led.tokens_processed == 1 + 2 + 1
+    assert led.admission_wait_s == pytest.approx(0.5e-3)
+    assert spans["1b"] == pytest.approx((3e-3, 4e-3))
+    assert srv.kv.held == {1: 3}                 # context 2 + 1 token, after phone 0 left
+    srv, spans = run("reserve")
+    assert srv.preemptions == 0 and "kv_recompute" not in srv.ledgers[1].by_task_s
+
+
+def test_open_arrivals_repeat_sessions_after_exponential_think_times():
+    """cloud.sessions_per_phone = 3, cloud.think_time_s = 0.05: the other phone arrives at its
+    Poisson time and runs 3 sessions; session s starts exactly at session s - 1's last commit
+    plus the s-th Exponential(0.05 s) draw of the generator seeded [run.seed, 0x7417, replay
+    seed, 1], as server owners 1, 3, 5 (k + s x phones_per_gpu). Each session generates its own
+    run.generated_tokens; one session: no further phone objects."""
+    import numpy as np
+
+    from ahasd_sim.checks import config_warnings
+    from ahasd_sim.simulation import build_window, load_run_windows
+    cfg = load_config(BIG, ["run.mode=cloud_autoregressive", "run.generated_tokens=32", "cloud.phones_per_gpu=2",
+                            "cloud.arrival_rate_per_s=20", "cloud.sessions_per_phone=3", "cloud.think_time_s=0.05"])
+    assert not [w for w in config_warnings(cfg) if "sessions_per_phone" in w]
+    w = build_window(cfg, load_run_windows(cfg)[0][1])
+    w.mode.start()
+    w.env.run()                                   # to the end of every session, not only the run's phone
+    m = w.mode
+    assert [p.owner for p in m.peers] == [1, 3, 5]
+    think = np.random.default_rng([cfg.run.seed, 0x7417, m.replay.seed, 1]).exponential(0.05, size=2)
+    for s in (1, 2):
+        prev, cur = m.peers[s - 1], m.peers[s]
+        assert prev.committed == 32 and cur.committed == 32
+        assert cur.started_s == pytest.approx(prev.commit_log[-1][0] + think[s - 1], rel=1e-12)
+    one = cfg.replace(["cloud.sessions_per_phone=1", "cloud.think_time_s=0"])
+    w1 = build_window(one, load_run_windows(one)[0][1])
+    w1.mode.start()
+    w1.env.run()
+    assert [p.owner for p in w1.mode.peers] == [1]
+    assert w1.mode.peers[0].started_s == m.peers[0].started_s      # the first session's arrival does not move
+    closed = cfg.replace(["cloud.arrival_rate_per_s=0"])
+    assert any("sessions_per_phone" in x for x in config_warnings(closed))
+
+
+def test_kv_admission_without_a_kv_limit_warns():
+    from ahasd_sim.checks import config_warnings
+    warn = [w for w in config_warnings(load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_cache_gib=0"]))
+            if "kv_admission" in w]
+    assert len(warn) == 1 and "no effect" in warn[0]
+    assert not [w for w in config_warnings(load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_cache_gib=-1"]))
+                if "kv_admission" in w]
+
+
+def test_kv_preemption_of_a_phone_waiting_to_grow():
+    """preempt, 5 blocks of 1 token, every iteration 1 ms. t = 0: phones 0 and 1 verify 1 token at
+    context 1 (2 blocks each, 1 free; 0-1 ms). t = 1 ms: phone 0 verifies again (no growth, in flight
+    1-2 ms); phone 1 asks for 3 tokens at context 1 (4 blocks: 2 more, 1 free) and no other phone is
+    idle, so it waits. t = 2 ms: phone 0 asks for 2 tokens at context 2 (4 blocks) and preempts the
+    waiting phone 1. Phone 0 runs 2-3 ms and leaves; phone 1 is re-admitted (4 blocks), recomputes
+    its 1 context token (3-4 ms) and runs 4-5 ms. (Were it to keep waiting as if admitted, it
+    would run 3-4 ms with no recompute.)"""
+    import numpy as np
+    import simpy
+    from types import SimpleNamespace
+
+    from ahasd_sim.hw.cloud import CloudServer
+    cfg = load_config(BIG, ["cloud.kv_admission=preempt", "cloud.kv_block_tokens=1"]).cloud
+    env = simpy.Environment()
+    srv = CloudServer(env, cfg, lambda kind, n, kv: SimpleNamespace(duration_s=1e-3, energy_j={}),
+                      np.random.default_rng(0))
+    srv.use_kv_blocks(5)
+    spans = {}
+
+    def phone0():
+        srv.attach(0)
+        yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+        yield from srv.run(0, "verify", 1, 1, "v", new_call=False)
+        spans[0] = yield from srv.run(0, "verify", 2, 2, "v", new_call=False)
+        srv.release(0)
+
+    def phone1():
+        srv.attach(1)
+        yield from srv.run(1, "verify", 1, 1, "v", new_call=False)
+        spans[1] = yield from srv.run(1, "verify", 3, 1, "v", new_call=False)
+    env.process(phone0())
+    env.process(phone1())
+    env.run()
+    assert spans[0] == pytest.approx((2e-3, 3e-3))
+    assert srv.preemptions == 1 and srv.recompute_tokens == 1
+    assert spans[1] == pytest.approx((4e-3, 5e-3)) and srv.kv.held == {1: 4}

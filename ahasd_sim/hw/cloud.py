@@ -75,6 +75,14 @@ class CloudConfig:
                                       "t = 0; each phone's TPOT counts from its arrival (0 = closed fleet, in step)",
                                       unit="1/s", ge=0, le=1e6, source="[R] Poisson session arrivals",
                                       bound_reason="a million phone arrivals per second on one GPU is no fleet")
+    sessions_per_phone: int = param(1, doc="open arrivals: sessions each other phone runs, one after another, "
+                                    "each of run.generated_tokens tokens with its own trace window (1 = one session)",
+                                    ge=1, le=1000, source="[R] closed-loop user model: sessions separated by think "
+                                    "times", bound_reason="each session is simulated")
+    think_time_s: float = param(0.0, doc="open arrivals: mean of the Exponential think time between one session's "
+                                "last token and the phone's next session (0 = none)", unit="s", ge=0, le=86400,
+                                source="[R] exponential think times of a closed-loop user model",
+                                bound_reason="a day between sessions is no longer one fleet")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
     batch_window_ms: float = param(0.0, doc="batching window: an idle GPU waits this long after the first "
@@ -88,10 +96,22 @@ class CloudConfig:
                                 "(FIFO) until a finished phone releases its blocks", unit="GiB", ge=-1.0,
                                 low_reason="write -1 for the derived size", source="[R] reservation-based admission "
                                 "(no preemption); paged blocks as in vLLM, Kwon et al., SOSP 2023")
+    kv_admission: str = param("reserve", doc="what happens when the KV pool (cloud.kv_cache_gib != 0) is full: "
+                              "reserve = a phone is admitted only when blocks for its whole context are free (FIFO, "
+                              "never preempted); preempt = blocks are taken as the context grows, and when a "
+                              "forward's blocks do not fit, the most recently admitted phone with no forward in "
+                              "flight is preempted: its blocks are freed, it re-queues (FIFO) and its next forward "
+                              "first recomputes its whole context (one prefill forward over it)",
+                              choices=("reserve", "preempt"),
+                              source="[R] recompute preemption of the most recent request, as vLLM (Kwon et al., "
+                              "SOSP 2023, section 4.5)")
     kv_block_tokens: int = param(16, doc="tokens per KV-cache block (paged allocation)", unit="tokens", ge=1,
                                  source="vLLM's default block_size = 16")
     user_tpot_slo_ms: float = param(50.0, doc="per-user TPOT target for SLO attainment with shared GPUs",
                                     unit="ms", gt=0, source="assumption: 20 tok/s, faster than reading")
+    user_ttft_slo_ms: float = param(1000.0, doc="per-user time-to-first-token target (capacity searches apply it "
+                                    "where hyco.cloud_prefill is on)", unit="ms", gt=0,
+                                    source="assumption: a first token within 1 s keeps a chat interactive")
 
 
 @dataclass
@@ -181,6 +201,13 @@ class CloudServer:
         self.kv_tokens: dict[int, int] = {}        # per owner: tokens to reserve at admission
         self.admitted: set[int] = set()
         self._admission: list = []                 # (owner, event) waiting for blocks, FIFO
+        # kv_admission = preempt: admission order, forwards in flight, owners to recompute
+        self._order: list[int] = []
+        self._inflight: dict[int, int] = {}
+        self.preempted: set[int] = set()
+        self.preemptions = 0
+        self.recompute_tokens = 0
+        self._kv_changed = None
         env.process(self._loop())
 
     def use_kv_blocks(self, total_blocks: int) -> None:
@@ -205,12 +232,77 @@ class CloudServer:
             return
         self.kv.release(owner)
         self.admitted.discard(owner)
+        if owner in self._order:
+            self._order.remove(owner)
+        self._notify_kv()
         while self._admission:
             o, ev = self._admission[0]
             if not self.kv.try_reserve(o, self.kv_tokens.get(o, 0)):
                 break
             self._admission.pop(0)
             ev.succeed()
+
+    def _notify_kv(self) -> None:
+        if self._kv_changed is not None and not self._kv_changed.triggered:
+            self._kv_changed.succeed()
+
+    def _grow(self, owner: int, kv_len: int, tokens: int):
+        """SimPy process body (``kv_admission = preempt``): make ``owner``'s blocks cover
+        ``tokens``. Not admitted (first request, or preempted): wait FIFO for blocks of
+        ``tokens``, then (if preempted) recompute its ``kv_len`` context tokens with one
+        prefill forward. Admitted: take the blocks it lacks, preempting the most recently
+        admitted other owner with no forward in flight while they do not fit (none: wait until
+        a forward ends or an owner leaves)."""
+        kv, led = self.kv, self.ledgers[owner]
+        if owner not in self.admitted:
+            self.kv_tokens[owner] = tokens
+            t0 = self.env.now
+            if self._admission or not kv.try_reserve(owner, tokens):
+                ev = self.env.event()
+                self._admission.append((owner, ev))
+                yield ev
+            self.admitted.add(owner)
+            self._order.append(owner)
+            led.admission_wait_s += self.env.now - t0
+            if owner in self.preempted and kv_len > 0:
+                self.preempted.discard(owner)
+                self.recompute_tokens += int(kv_len)
+                yield from self._forward(owner, "verify", int(kv_len), 0, "kv_recompute")
+            self.preempted.discard(owner)
+            return
+        while True:
+            need = kv.blocks_for(tokens) - kv.held.get(owner, 0)
+            if need <= kv.free_blocks:
+                break
+            victim = next((o for o in reversed(self._order) if o != owner and not self._inflight.get(o)), None)
+            if victim is None:
+                kv.refusals += 1
+                if self._kv_changed is None or self._kv_changed.triggered:    # one event for every waiter
+                    self._kv_changed = self.env.event()
+                yield self._kv_changed
+                if owner not in self.admitted:       # preempted while it waited: re-admit, recompute
+                    yield from self._grow(owner, kv_len, tokens)
+                    return
+                continue
+            kv.release(victim)
+            self.admitted.discard(victim)
+            self._order.remove(victim)
+            self.preempted.add(victim)
+            self.preemptions += 1
+        if need > 0:
+            kv.held[owner] = kv.held.get(owner, 0) + need
+            kv.peak_blocks = max(kv.peak_blocks, sum(kv.held.values()))
+
+    def _forward(self, owner: int, kind: str, n_tokens: int, kv_len: int, label: str):
+        f = _Forward(owner, kind, int(n_tokens), int(kv_len), label, self.env.event(), self.env.now)
+        self.queue.append(f)
+        self._inflight[owner] = self._inflight.get(owner, 0) + 1
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+        start, end = yield f.done
+        self._inflight[owner] -= 1
+        self._notify_kv()
+        return start, end
 
     def attach(self, owner: int, collector=None) -> CloudLedger:
         self.ledgers[owner] = CloudLedger()
@@ -242,7 +334,10 @@ class CloudServer:
         """SimPy process body: one forward of ``owner``; ``new_call``: it starts a request (waits
         once, counted as a call). Returns (start, end) of the iteration that ran it."""
         led = self.ledgers[owner]
-        if self.kv is not None and owner not in self.admitted:
+        preempt = self.kv is not None and self.cfg.kv_admission == "preempt"
+        if preempt:
+            yield from self._grow(owner, kv_len, kv_len + n_tokens)
+        elif self.kv is not None and owner not in self.admitted:
             yield from self.admit(owner)
         if new_call:
             wait = self.queue_wait_s(self.forward_cost(kind, n_tokens, kv_len).duration_s)
@@ -250,12 +345,7 @@ class CloudServer:
             led.calls += 1
             if wait > 0:
                 yield self.env.timeout(wait)
-        f = _Forward(owner, kind, int(n_tokens), int(kv_len), label, self.env.event(), self.env.now)
-        self.queue.append(f)
-        if self._wake is not None and not self._wake.triggered:
-            self._wake.succeed()
-        start, end = yield f.done
-        return start, end
+        return (yield from self._forward(owner, kind, n_tokens, kv_len, label))
 
     def _loop(self):
         env, cap = self.env, self.cfg.max_batch

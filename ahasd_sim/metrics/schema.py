@@ -293,6 +293,8 @@ SUMMARY_KEYS: dict[str, tuple[str, str, str]] = {
     "tokens_not_uploaded": (I, "tokens", "tokens committed at the phone without cloud verification"),
     "unverified_mismatch_tokens": (I, "tokens", "of those, tokens the target would have rejected"),
     "cloud_fleet.phones_per_gpu": (I, "phones", "phones sharing the cloud GPU"),
+    "cloud_fleet.user_sessions": (I, "1", "sessions the phones ran (cloud.sessions_per_phone; the per-user "
+                                  "figures are per session)"),
     "cloud_fleet.kv_blocks_total": (I, "blocks", "KV-cache blocks of the cloud GPU's pool (cloud.kv_cache_gib; 0: no limit)"),
     "cloud_fleet.kv_peak_blocks": (I, "blocks", "most KV-cache blocks in use at once"),
     "cloud_fleet.kv_refusals": (I, "1", "requests the KV admission made wait for blocks"),
@@ -301,6 +303,12 @@ SUMMARY_KEYS: dict[str, tuple[str, str, str]] = {
     "cloud_fleet.user_tpot_p90_ms": (N, "ms", "90th percentile per-phone TPOT"),
     "cloud_fleet.user_tpot_p99_ms": (N, "ms", "99th percentile per-phone TPOT"),
     "cloud_fleet.user_tpot_ms": (A, "ms", "TPOT of each phone on the cloud GPU"),
+    "cloud_fleet.user_ttft_ms": (A, "ms", "time to first token of each phone on the cloud GPU (from its arrival)"),
+    "cloud_fleet.user_ttft_p90_ms": (N, "ms", "90th percentile per-phone time to first token (over windows: the worst window's)"),
+    "cloud_fleet.user_decode_tpot_p90_ms": (N, "ms", "90th percentile per-phone time per token after its first "
+                                            "(first token excluded; over windows: the worst window's)"),
+    "cloud_fleet.kv_preemptions": (I, "1", "phones preempted to free KV blocks (cloud.kv_admission = preempt)"),
+    "cloud_fleet.kv_recompute_tokens": (I, "tokens", "context tokens the preempted phones recomputed on return"),
     "cloud_fleet.user_tokens_committed": (A, "tokens", "tokens each phone committed"),
     "cloud_fleet.slo_tpot_ms": (N, "ms", "TPOT service-level objective"),
     "cloud_fleet.slo_attainment": (N, "1", "phones meeting the SLO / phones"),

@@ -357,12 +357,21 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     users = [primary, *primary.peers]
     tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
     tpots = tpots[np.isfinite(tpots)]
+    ttfts = np.array([u.commit_log[0][0] - getattr(u, "started_s", 0.0) for u in users if getattr(u, "commit_log", None)], dtype=float)
+    decode = []                 # time per token after the first commit (TTFT excluded), phones with 2+ commits
+    for u in users:
+        got = [(t, c) for t, c in getattr(u, "commit_log", []) if c > 0]
+        if got and got[-1][1] > got[0][1]:
+            decode.append((got[-1][0] - got[0][0]) / (got[-1][1] - got[0][1]))
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
     kv = getattr(srv, "kv", None)
     pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
     # each entry's combination over windows is declared in metrics.combine.RULES
-    return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
+    return {"phones_per_gpu": len(users) - getattr(primary, "extra_sessions", 0), "user_sessions": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
             "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
+            "user_ttft_ms": (ttfts * 1e3).tolist(),
+            "user_decode_tpot_p90_ms": float(np.percentile(decode, 90)) * 1e3 if decode else float("nan"),
+            "user_ttft_p90_ms": float(np.percentile(ttfts, 90)) * 1e3 if ttfts.size else float("nan"),
             "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
             "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
             "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
@@ -370,6 +379,7 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
             "user_tokens_committed": [u.committed for u in users],
             "kv_blocks_total": kv.total_blocks if kv else 0, "kv_peak_blocks": kv.peak_blocks if kv else 0,
             "kv_refusals": kv.refusals if kv else 0,
+            "kv_preemptions": getattr(srv, "preemptions", 0), "kv_recompute_tokens": getattr(srv, "recompute_tokens", 0),
             "admission_wait_p90_ms": float(np.percentile([srv.ledgers[u.owner].admission_wait_s for u in users], 90))
             * 1e3 if kv else 0.0}
 
@@ -378,11 +388,7 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
     """The other ``cloud.phones_per_gpu - 1`` phones: the same mode, each on a trace window
     drawn (seeded by the run's seed and window) from the prompts where a window fits, with
     its own replay, policy, link and collector; they share the primary's cloud server."""
-    from ...metrics.collector import Collector
-    from ...policies import make_policy, policy_needs_fit_data
-    from ...traces.load import load_full_trace as _load_full_trace, load_run_trace
-    from ..base import RunContext
-    from ..replay import TraceReplay
+    from ...traces.load import load_full_trace as _load_full_trace
 
     cfg, run = ctx.cfg, ctx.cfg.run
     full = _load_full_trace(cfg) if run.trace else None
@@ -391,22 +397,40 @@ def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
     if full is not None:
         n = len(full)
         fits = [i for i, b in enumerate(full.prompt_bounds()) if n - int(b[0]) >= run.generated_tokens]
-    peers = []
-    for k in range(1, cfg.cloud.phones_per_gpu):
-        if fits:
-            _, sim, held = load_run_trace(cfg, int(rng.choice(fits)), full)
-        else:                                   # a trace handed in directly: every phone replays it
-            sim, held = primary.replay.trace, None
-        prng = np.random.default_rng([run.seed, 0x9EE5, primary.replay.seed, k])
-        policy = make_policy(run.policy, cfg.policy, prng, held if policy_needs_fit_data(run.policy) else None)
-        col = Collector(devices=sorted(ctx.platform.devices()), keep_intervals=False,
-                        keep_events=ctx.collector.keep_events)
-        pctx = RunContext(cfg=cfg, platform=ctx.platform, costs=ctx.costs,
-                          replay=TraceReplay(sim, ctx.n_tokens, primary.replay.seed * 7919 + k), policy=policy,
-                          collector=col, rng=prng, n_tokens=ctx.n_tokens,
-                          extras={"peer": k, "cloud": (primary.cloud_costs, primary.cloud)}, audit=ctx.audit)
-        peers.append(type(primary)(env, pctx))
-    return peers
+    primary._peer_source = (full, fits)
+    return [_build_peer(primary, env, ctx, k, k, rng) for k in range(1, cfg.cloud.phones_per_gpu)]
+
+
+def session_peer(primary: "MobileCloudBase", env, ctx, k: int, session: int) -> "MobileCloudBase":
+    """Phone ``k``'s session ``session`` (>= 1; open arrivals with cloud.sessions_per_phone > 1):
+    a fresh phone object on its own trace window (drawn from a stream of its own, so the first
+    sessions' draws do not move), server owner ``k + session x phones_per_gpu``."""
+    rng = np.random.default_rng([ctx.cfg.run.seed, 0x5E55, primary.replay.seed, k, session])
+    return _build_peer(primary, env, ctx, k, k + session * ctx.cfg.cloud.phones_per_gpu, rng)
+
+
+def _build_peer(primary, env, ctx, k: int, owner: int, rng) -> "MobileCloudBase":
+    from ...metrics.collector import Collector
+    from ...policies import make_policy, policy_needs_fit_data
+    from ...traces.load import load_run_trace
+    from ..base import RunContext
+    from ..replay import TraceReplay
+
+    cfg, run = ctx.cfg, ctx.cfg.run
+    full, fits = primary._peer_source
+    if fits:
+        _, sim, held = load_run_trace(cfg, int(rng.choice(fits)), full)
+    else:                                   # a trace handed in directly: every phone replays it
+        sim, held = primary.replay.trace, None
+    prng = np.random.default_rng([run.seed, 0x9EE5, primary.replay.seed, owner])
+    policy = make_policy(run.policy, cfg.policy, prng, held if policy_needs_fit_data(run.policy) else None)
+    col = Collector(devices=sorted(ctx.platform.devices()), keep_intervals=False,
+                    keep_events=ctx.collector.keep_events)
+    pctx = RunContext(cfg=cfg, platform=ctx.platform, costs=ctx.costs,
+                      replay=TraceReplay(sim, ctx.n_tokens, primary.replay.seed * 7919 + owner), policy=policy,
+                      collector=col, rng=prng, n_tokens=ctx.n_tokens,
+                      extras={"peer": owner, "cloud": (primary.cloud_costs, primary.cloud)}, audit=ctx.audit)
+    return type(primary)(env, pctx)
 
 
 # ------------------------------------------------------------------ the engine
@@ -514,16 +538,28 @@ class MobileCloudEngine(MobileCloudBase):
             # and window), not all at t = 0 in step
             rng = np.random.default_rng([self.ctx.cfg.run.seed, 0xA771, self.replay.seed])
             at = np.cumsum(rng.exponential(1.0 / rate, size=len(self.peers)))
-            for peer, t in zip(self.peers, at):
-                self.env.process(self._arrive(peer, float(t)))
+            for k, (peer, t) in enumerate(zip(list(self.peers), at), start=1):
+                self.env.process(self._phone(k, peer, float(t)))
         else:
             for peer in self.peers:
                 peer.start()
         return self.done
 
-    def _arrive(self, peer, at_s: float):
+    def _phone(self, k: int, peer, at_s: float):
+        """Open arrivals: phone ``k`` arrives at ``at_s`` and runs cloud.sessions_per_phone
+        sessions of run.generated_tokens tokens, with an Exponential(cloud.think_time_s) think
+        time (seeded per phone) between one session's last token and the next one's start."""
+        c = self.ctx.cfg.cloud
         yield self.env.timeout(at_s)
         peer.start()
+        think = np.random.default_rng([self.ctx.cfg.run.seed, 0x7417, self.replay.seed, k])
+        for s in range(1, c.sessions_per_phone):
+            yield peer.done
+            yield self.env.timeout(float(think.exponential(c.think_time_s)) if c.think_time_s > 0 else 0.0)
+            peer = session_peer(self, self.env, self.ctx, k, s)
+            self.peers.append(peer)
+            self.extra_sessions = getattr(self, "extra_sessions", 0) + 1
+            peer.start()
 
     def _device(self):
         nxt = None
