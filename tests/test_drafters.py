@@ -164,6 +164,8 @@ def test_dry_run_names_the_drafter_and_a_non_soc_mode_warns():
     lines = dry_run(load_config(PLATFORM, ["run.drafter=lookup", f"run.trace={SMOKE_TRACE}",
                                            "run.generated_tokens=48", "pim.partition_policy=striped"]))
     assert any("draft lookup(n=1..3)" in x and "run.drafter lookup" in x for x in lines)
-    moe = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.drafter=lookup"])
-    assert any("modelled on the mobile SoC modes" in w for w in config_warnings(moe))
+    cloud = load_config(ROOT / "hw_configs" / "hyco_mobile_cloud.yaml", ["run.drafter=lookup"])
+    assert any("modelled on the mobile SoC and MoE modes" in w for w in config_warnings(cloud))
+    moe = load_config(ROOT / "hw_configs" / "moe_offload.yaml", ["run.drafter=head"])
+    assert not any("modelled on the mobile SoC" in w for w in config_warnings(moe))   # the MoE path has heads
     assert not any("mobile SoC" in w for w in config_warnings(load_config(PLATFORM, ["run.drafter=head"])))
