@@ -42,8 +42,8 @@ PLANE_KEYS = ("axes", "model_pairs", "combine", "title", "labels")
 #: separator of decoder and tuning in a variant name (folder-safe, not in decoder names)
 SEP = "~"
 #: the fewest report windows a cell's intervals need (a bootstrap over fewer has too few distinct
-#: resamples to give a 95% interval: 3 windows have 10 distinct means)
-MIN_REPORT_WINDOWS = 4
+#: resamples to give a 95% interval: 4 windows have 35 distinct resamples)
+MIN_REPORT_WINDOWS = 5
 
 
 def _err(src: Path, key: str, msg: str) -> ConfigError:
@@ -341,6 +341,7 @@ def cells_table(spec: MapSpec, per_decoder: pd.DataFrame, plane: Plane) -> pd.Da
                    if any(not _same(first.get(k), spec.base_values.get(k)) for k in keys)]
         row["changed_from_base"] = ";".join(changed)
         row["n_changed"] = len(changed)
+        row["changed_from_base_label"] = "; ".join(plane.labels.get(c, c) for c in changed)
         row["decoders_failed"] = ";".join(f"{r.decoder}: {r.error}" for r in grp.itertuples() if r.status != "ok")
         if ok.empty:
             row["best_decoder"] = ""
@@ -351,6 +352,7 @@ def cells_table(spec: MapSpec, per_decoder: pd.DataFrame, plane: Plane) -> pd.Da
                    best_throughput_tok_s_ci95_low=best["throughput_tok_s_ci95_low"], best_throughput_tok_s_ci95_high=best["throughput_tok_s_ci95_high"],
                    best_tokens_per_j=best["tokens_per_j"], best_tokens_per_j_ci95_low=best["tokens_per_j_ci95_low"],
                    best_tokens_per_j_ci95_high=best["tokens_per_j_ci95_high"], pim_logic_area_mm2=best["pim_logic_area_mm2"])
+        row["best_decoder_label"] = spec.decoders[best["decoder"]].label
         eff = ok.sort_values("tokens_per_j", ascending=False).iloc[0]
         row["best_efficiency_decoder"] = eff["decoder"]
         if len(ok) > 1:
@@ -362,6 +364,7 @@ def cells_table(spec: MapSpec, per_decoder: pd.DataFrame, plane: Plane) -> pd.Da
         if not spec_ok.empty:
             bs = spec_ok.iloc[0]
             row["best_speculative"] = bs["decoder"]
+            row["best_speculative_label"] = spec.decoders[bs["decoder"]].label
             row["best_speculative_throughput_tok_s"] = bs["throughput_tok_s"]
             if not ref.empty:
                 m, lo, hi = _paired(bs["_windows"], ref.iloc[0]["_windows"], "throughput_tok_s")
