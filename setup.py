@@ -12,8 +12,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-DATA_DIRS = ("hw_configs", "traces", "validation")
-DATA_SUFFIXES = {".yaml", ".yml", ".npz", ".json", ".csv", ".md"}
+DATA_DIRS = ("hw_configs", "traces", "validation", "scripts")   # scripts: the tools (ahasd_sim.tools)
+DATA_SUFFIXES = {".yaml", ".yml", ".npz", ".json", ".csv", ".md", ".py"}
 
 
 class build_py_with_data(build_py):
@@ -27,7 +27,7 @@ class build_py_with_data(build_py):
             if not src.is_dir():
                 continue
             for f in src.rglob("*"):
-                if f.is_file() and f.suffix in DATA_SUFFIXES:
+                if f.is_file() and f.suffix in DATA_SUFFIXES and "__pycache__" not in f.parts:
                     dest = dest_root / f.relative_to(ROOT)
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, dest)

@@ -1,7 +1,9 @@
 """Command line: ``python -m ahasd_sim [run] --config FILE [--set KEY=VALUE]... [--out DIR] [--seed N]``.
 
-Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
-``validate``, ``measure gpu|moe``, ``list``, ``config-reference``. Bad input exits with code 2 and one line on
+Subcommands: ``run`` (the default), ``compare``, ``sweep``, ``prune``, ``optimize``, ``sensitivity``, ``area``, ``traces stats``,
+``validate``, ``measure gpu|moe``, ``list``, ``config-reference``, ``results-schema``,
+``prune``; the tools ``reproduce``, ``hyco-study``, ``moe-study``, ``bench``, ``bench-sweep`` and ``plot KIND``
+(:mod:`ahasd_sim.tools`: the shipped scripts). Bad input exits with code 2 and one line on
 stderr (``--debug`` shows the traceback); see :mod:`ahasd_sim.cli_common`.
 
 Adding a subcommand: write ``_add_NAME(sub)`` (its parser) and ``cmd_NAME(args)`` (its body,
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, positive_int, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, positive_float, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -72,11 +74,16 @@ def _add_compare(sub) -> None:
     _config_options(c)
     c.add_argument("--modes", default=None, metavar="M1,M2,...",
                    help="comma-separated mode names, each once (see `list`); autoregressive runs on every "
-                        "device of the platform, autoregressive@npu/pim/gpu on one (default: autoregressive, "
-                        "gpu_only, operator_sync, async, ahasd, those the platform supports)")
+                        "device of the platform, autoregressive@npu/pim/gpu on one (default: every registered "
+                        "mobile-SoC mode the platform supports: autoregressive, gpu_only, operator_sync, "
+                        "task_sync, async, ahasd, ...)")
     c.add_argument("--policies", default=None, metavar="P1,P2,...",
                    help="instead of --modes: drafting policies run with the config's mode, e.g. "
                         "eagle_fixed,eagle_dynamic,specfit,ecospec (moe_offload: same cache for all)")
+    c.add_argument("--duration-min", type=positive_float, default=None, metavar="MIN",
+                   help="run each mode for MIN minutes on the config's phone (section thermal: RC network and "
+                        "skin-temperature governor) and rank them by sustained throughput and energy per token; "
+                        "one repetition per trace window (run.windows)")
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")
@@ -102,11 +109,26 @@ def _add_sweep(sub) -> None:
     s.add_argument("--whole-points", action="store_true",
                    help="one point per worker task (default: a point's tuning runs and trace "
                         "windows are spread over the workers; the same files)")
+    s.add_argument("--recompute", action="store_true",
+                   help="compute every point again, finished ones too (default: a finished point whose "
+                        "resolved config, trace, seed, model shapes and simulator code are unchanged is reused)")
     s.add_argument("--full-points", action="store_true",
                    help="also write each point's events.csv (default: the files a sweep reads: summary.json, "
                         "windows.csv, energy_breakdown.csv, config.resolved.yaml, meta.json)")
     _dry(s, "sweep: every point")
     _debug(s)
+
+
+def _add_prune(sub) -> None:
+    p = _sub(sub, "prune", "list (or --delete) sweep point folders that no current point references",
+             "A sweep keeps one folder per resolved point; an edit of the spec, a config, a trace or the "
+             "simulator code a run executes leaves the old folders behind. List those no point of the "
+             "sweep references now (dry run), or delete them with --delete.")
+    p.add_argument("folders", nargs="+", metavar="SWEEP_DIR", help="sweep output folder(s)")
+    p.add_argument("--config", default=None, metavar="SWEEP.yaml",
+                   help="the sweep file (default: the one the folder was last run from, per sweep.json)")
+    p.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
+    _debug(p)
 
 
 def _add_optimize(sub) -> None:
@@ -195,6 +217,13 @@ def _add_config_reference(sub) -> None:
     cr.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/config-reference.md)")
 
 
+def _add_results_schema(sub) -> None:
+    rs = _sub(sub, "results-schema", "print every summary.json key / results.csv column with type, unit and meaning")
+    g = rs.add_mutually_exclusive_group()
+    g.add_argument("--markdown", action="store_true", help="as Markdown (docs/results-schema.md)")
+    g.add_argument("--json", action="store_true", help="as JSON Schema (docs/results-schema.json)")
+
+
 # ---------------------------------------------------------------- bodies
 def _load(args):
     from .config.loader import load_config
@@ -231,6 +260,14 @@ def _fmt_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
+def _terminal_progress(total: int, desc: str):
+    """A progress bar on stderr when it is a terminal (a log or a pipe gets none), else None."""
+    if not getattr(sys.stderr, "isatty", lambda: False)():
+        return None
+    from .sweep.progress import Progress
+    return Progress(total, desc=desc, min_interval_s=0.5)
+
+
 def cmd_run(args) -> int:
     from .outdir import OutputFolder
     from .output import default_out_dir, write_run
@@ -247,7 +284,12 @@ def cmd_run(args) -> int:
         return 0
     with OutputFolder(out, "run") as folder:   # checked and locked before simulating
         t0 = time.perf_counter()
-        result = run_simulation(cfg, workers=jobs)
+        prog = _terminal_progress(cfg.run.windows or 1, "run: trace windows")
+        try:
+            result = run_simulation(cfg, workers=jobs, progress=prog)
+        finally:
+            if prog is not None:
+                prog.close()
         wall = time.perf_counter() - t0
         write_run(result, cfg, folder.stage, wall)
         folder.commit()
@@ -260,17 +302,28 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import default_compare_dir, parse_modes, run_compare
     cfg = _load(args)
+    if args.duration_min is not None and cfg.run.mode == "moe_offload":
+        raise InputError("compare: --duration-min runs a phone's decoders (section thermal); run.mode moe_offload "
+                         "is a GPU server")
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
         OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
-        table, _tune, out = run_compare_moe(cfg, args.out)
+        from .compare_moe import n_simulations
+        from .sweep.progress import Progress
+        prog = Progress(n_simulations(), desc="compare (tuning each baseline, then the reported rounds)")
+        try:
+            table, _tune, out = run_compare_moe(cfg, args.out, progress=prog)
+        finally:
+            prog.close()
         print(format_compare_moe(table))
         print(f"results: {out}")
         return 0
     if args.policies is not None:
         if args.modes is not None:
             raise InputError("compare: give --modes or --policies, not both")
+        if args.duration_min is not None:
+            raise InputError("compare: --duration-min runs modes (--modes), not --policies")
         from .compare import default_compare_dir, parse_policies, run_compare_policies
         pols, base = parse_policies(args.policies, args.baseline)
         if args.dry_run:
@@ -287,6 +340,15 @@ def cmd_compare(args) -> int:
         print(f"results: {out}")
         return 0
     from .compare import expand_modes, format_compare
+    if args.duration_min is not None and args.baseline is not None:
+        raise InputError("compare: --baseline does not apply with --duration-min (decoders are ranked by sustained "
+                         "throughput and energy per token)")
+    if args.duration_min is not None and not args.dry_run:
+        from .compare import format_compare_sustained, run_compare_sustained
+        table, out = run_compare_sustained(cfg, args.modes, args.duration_min * 60.0, args.out)
+        print(format_compare_sustained(table))
+        print(f"results: {out}")
+        return 0
     modes, base = parse_modes(args.modes, args.baseline)
     if args.dry_run:
         from .checks import dry_run
@@ -306,6 +368,11 @@ def cmd_compare(args) -> int:
 def cmd_sweep(args) -> int:
     from .sweep.runner import run_sweep_cli
     return run_sweep_cli(args)
+
+
+def cmd_prune(args) -> int:
+    from .sweep.runner import prune_cli
+    return prune_cli(args)
 
 
 def cmd_optimize(args) -> int:
@@ -456,10 +523,23 @@ def cmd_config_reference(args) -> int:
 
 
 #: name -> (parser builder, body); the order is the order of `--help`
+def cmd_results_schema(args) -> int:
+    from .metrics import schema
+    if args.markdown:
+        sys.stdout.write(schema.markdown())
+    elif args.json:
+        sys.stdout.write(schema.json_schema())
+    else:
+        for k, (t, u, m) in {**schema.SUMMARY_KEYS, **schema.RESULTS_COLUMNS}.items():
+            print(f"{k:58s} {t:8s} {u or '-':14s} {m}")
+    return 0
+
+
 SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "run": (_add_run, cmd_run),
     "compare": (_add_compare, cmd_compare),
     "sweep": (_add_sweep, cmd_sweep),
+    "prune": (_add_prune, cmd_prune),
     "optimize": (_add_optimize, cmd_optimize),
     "sensitivity": (_add_sensitivity, cmd_sensitivity),
     "area": (_add_area, cmd_area),
@@ -468,6 +548,7 @@ SUBCOMMANDS: dict[str, tuple[Callable, Callable]] = {
     "measure": (_add_measure, cmd_measure),
     "list": (_add_list, cmd_list),
     "config-reference": (_add_config_reference, cmd_config_reference),
+    "results-schema": (_add_results_schema, cmd_results_schema),
 }
 COMMANDS: dict[str, Callable] = {name: body for name, (_add, body) in SUBCOMMANDS.items()}
 
@@ -481,17 +562,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for add, _body in SUBCOMMANDS.values():
         add(sub)
+    from .tools import PLOTS, TOOLS
+    for name, (_script, text) in TOOLS.items():     # listed here; main() hands them their arguments
+        sub.add_parser(name, help=text, add_help=False)
+    sub.add_parser("plot", help="figures: plot " + "|".join(PLOTS) + " (plot KIND --help)", add_help=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from .tools import TOOLS, run_tool
+    if argv and (argv[0] in TOOLS or argv[0] == "plot"):     # they parse their own options
+        return run_guarded(lambda: run_tool(argv[0], argv[1:]))
     if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
         # a word that is no command (`frobnicate`, `version`): name it, not run's missing --config
         from .config.errors import did_you_mean
         hint = " (did you mean --version?)" if argv[0] == "version" else did_you_mean(argv[0], SUBCOMMANDS)
         print(f"error: python -m ahasd_sim: unknown command '{argv[0]}'{hint}; commands: "
-              f"{', '.join(SUBCOMMANDS)} (see python -m ahasd_sim --help)", file=sys.stderr)
+              f"{', '.join([*SUBCOMMANDS, *TOOLS, 'plot'])} (see python -m ahasd_sim --help)", file=sys.stderr)
         return 2
     if argv and argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]

@@ -20,14 +20,28 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     from .workload.models import get_model
     out = []
     try:
-        draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
+        draft, target = get_model(cfg.run.draft_model, cfg.source_file), get_model(cfg.run.target_model, cfg.source_file)
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
+    if cfg.run.drafter in ("head", "lookup"):
+        from .modes import MODES
+        fam = getattr(MODES.get(cfg.run.mode), "family", "soc")
+        if fam != "soc":
+            out.append(f"{cfg.source_of('run.drafter')}: run.drafter {cfg.run.drafter} is modelled on the mobile "
+                       f"SoC modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
+        return out                       # run.draft_model is not the drafter
     if draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
+    p = cfg.pim
+    if p.enabled and p.dram_power_limit_w is None and p.power_limit_kind != "instantaneous":
+        out.append(f"{cfg.source_of('pim.power_limit_kind')}: pim.power_limit_kind {p.power_limit_kind} has no effect: "
+                   "pim.dram_power_limit_w is null (no limit)")
+    if not p.enabled and cfg.memory.reserved_gib and cfg.gpu.enabled and not cfg.npu.enabled:
+        out.append(f"{cfg.source_of('memory.reserved_gib')}: memory.reserved_gib has no effect on a GPU platform "
+                   "(the GPU checks its own memory)")
     return out
 
 
@@ -104,11 +118,14 @@ def dry_run(cfg: SimConfig) -> list[str]:
     return [
         f"config {cfg.source_file}: OK (resolved, every section and hardware value checked)",
         f"  mode {run.mode}, policy {run.policy}, seed {run.seed}",
-        f"  model shapes: draft {run.draft_model} ({d.param_count() / 1e9:.2f} B parameters), "
+        f"  model shapes: draft {d.name} ({d.param_count() / 1e9:.2f} B parameters; run.drafter {run.drafter}), "
         f"target {run.target_model} ({t.param_count() / 1e9:.2f} B)",
         f"  trace {resolve_data_path(run.trace, cfg.source_file)}: {len(starts)} disjoint window(s) of "
         f"{run.generated_tokens} tokens from prompt(s) {', '.join(map(str, starts[:8]))}"
         f"{' ...' if len(starts) > 8 else ''}; acceptance recorded with {tm['drafter']} -> {tm['target']}",
+        *([f"  mode {run.mode} replays the tree trace {cfg.soc_tree.trace} ({len(w.mode.tt)} rounds), not "
+           f"run.trace's windows"] if getattr(w.mode, "tt", None) is not None and hasattr(cfg, "soc_tree")
+          and getattr(w.mode, "family", "") == "soc" else []),
         f"  devices: {devices}",
         *place_lines,
         "dry run: nothing was simulated; no results are reported",
@@ -119,4 +136,8 @@ def summary_trace_line(summary: dict) -> str:
     """Where the acceptance of a run came from (printed next to the model shapes)."""
     tm = summary.get("trace_models") or {}
     pair = f"{tm.get('drafter')} -> {tm.get('target')}" if tm.get("drafter") or tm.get("target") else "unknown pair"
-    return f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    line = f"  acceptance from trace   {Path(str(summary.get('trace'))).name} ({pair})"
+    kind = summary.get("drafter")
+    if kind and kind != "model":     # a head's acceptance is a what-if, a lookup's is exact: say which
+        line += f"\n  drafter                 {kind}: {summary.get('acceptance_source')}"
+    return line

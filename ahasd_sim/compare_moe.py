@@ -68,8 +68,17 @@ def _slice_overrides(tt, lo: int, hi: int, prof: tuple[int, int]) -> list[str]:
             f"moe.profile_rounds={prof[1] - prof[0]}", f"run.generated_tokens={cap}"]
 
 
-def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000):
-    """(table, tuning table, output dir)."""
+def n_simulations() -> int:
+    """Simulations of :func:`run_compare_moe`: every tuning candidate, then the reported rows
+    (the fixed ones and each family's best)."""
+    cands = candidates()
+    return sum(len(c) for c in cands.values()) + len(REPORTED) + len(cands)
+
+
+def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n_boot: int = 4000,
+                    progress=None):
+    """(table, tuning table, output dir). ``progress``: an object with ``update(status)``, told
+    of each simulation (its ``total`` is :func:`n_simulations`)."""
     from .compare import default_compare_dir
     from .modes.moe.offload import load_tree_trace_cached
     from .outdir import OutputFolder
@@ -85,6 +94,8 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
         for fam, cands in candidates().items():
             for label, o in cands:
                 s = run_simulation(cfg.replace(o + tune_o)).summary
+                if progress is not None:
+                    progress.update("ok")
                 w = s["mode_windows"] if "mode_windows" in s else None
                 tput = s["generated_tokens"] / s["decode_makespan_s"]
                 tuning.append({"family": fam, "config": label, "tuning_throughput_tok_s": tput, "overrides": " ".join(o)})
@@ -99,6 +110,8 @@ def run_compare_moe(cfg, out: str | Path | None, tune_fraction: float = 1 / 3, n
             mcfg = cfg.replace(o + rep_o)
             t0 = time.perf_counter()
             res = run_simulation(mcfg)
+            if progress is not None:
+                progress.update("ok")
             write_run(res, mcfg, folder.stage / label, time.perf_counter() - t0)
             w = res.windows
             per_window[label] = w

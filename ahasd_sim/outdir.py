@@ -18,14 +18,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .config.errors import OutputError
+
+try:                    # POSIX: flock(2) on the lock file
+    import fcntl
+except ImportError:     # Windows: the filelock package (a dependency there), see _portable_lock
+    fcntl = None
 
 #: refuse to start when the file system has less free space than this
 MIN_FREE_BYTES = 16 * 1024 * 1024
@@ -33,7 +38,7 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 #: what identifies an existing folder as one of ours, per kind (one file that kind always writes)
 SIGNATURES: dict[str, Callable[[Path], bool]] = {
     "run": lambda p: (p / "meta.json").is_file() or (p / "summary.json").is_file(),
-    "compare": lambda p: (p / "compare.csv").is_file(),
+    "compare": lambda p: (p / "compare.csv").is_file() or (p / "compare_sustained.csv").is_file(),
     "validate": lambda p: (p / "validation_errors.csv").is_file(),
     "trace-stats": lambda p: any(p.glob("*_stats.png")) or any(p.glob("*_accept_len.csv")),
 }
@@ -116,9 +121,45 @@ def _lock_file(target: Path) -> Path:
     return target.parent / f".{target.name}.lock"
 
 
+def _in_use(what: str, holder: str = "") -> OutputError:
+    who = f" (process {holder})" if holder else ""
+    return OutputError(f"{what}: in use by another ahasd_sim command{who}; wait for it or use another "
+                       "output folder")
+
+
+@contextlib.contextmanager
+def _portable_lock(lock_path: Path, what: str) -> Iterator[None]:
+    """The lock where ``fcntl`` is missing (Windows): the ``filelock`` package's OS lock, taken
+    without waiting; the lock file is removed on release where the OS lets us."""
+    try:
+        import filelock
+    except ImportError:
+        raise OutputError(f"{what}: this platform has no fcntl; install the filelock package "
+                          "(pip install filelock) to lock output folders") from None
+    lock = filelock.FileLock(str(lock_path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise _in_use(what) from None
+    except OSError as exc:
+        raise OutputError(f"{what}: cannot create the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+        try:
+            os.unlink(lock_path)
+        except OSError:
+            pass
+
+
 @contextlib.contextmanager
 def _flock(lock_path: Path, what: str) -> Iterator[None]:
     """Exclusive, non-blocking lock on ``lock_path`` (created, and removed on release)."""
+    if fcntl is None:
+        with _portable_lock(lock_path, what):
+            yield
+        return
     while True:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~umask())
@@ -132,9 +173,7 @@ def _flock(lock_path: Path, what: str) -> Iterator[None]:
             except OSError:
                 holder = ""
             os.close(fd)
-            who = f" (process {holder})" if holder else ""
-            raise OutputError(f"{what}: in use by another ahasd_sim command{who}; wait for it or use another "
-                              "output folder") from None
+            raise _in_use(what, holder) from None
         # The file may have been unlinked by its previous holder between our open and flock.
         try:
             same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
@@ -179,11 +218,14 @@ _RENAME_EXCHANGE = 2
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported (another
+    OS, an old C library, a file system without it): the caller then renames twice."""
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     AT_FDCWD = -100
     rc = fn(AT_FDCWD, os.fsencode(str(a)), AT_FDCWD, os.fsencode(str(b)), _RENAME_EXCHANGE)

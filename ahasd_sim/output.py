@@ -150,20 +150,93 @@ def write_csv(table, path: Path) -> None:
 
 
 _CODE_FP: str | None = None
+_RUN_CODE_FP: str | None = None
 _FILE_FP: dict[tuple[str, float, int], str] = {}
+
+#: the modules that run one simulation and write its files (a sweep point included); the code a
+#: run executes is these and every package module they import, at any depth
+RUN_ROOT_MODULES = ("ahasd_sim.simulation", "ahasd_sim.config.loader", "ahasd_sim.output",
+                    "ahasd_sim.sweep.worker", "ahasd_sim.sweep.split")
 
 
 def code_fingerprint() -> str:
-    """sha256 (12 hex) of the simulator's own source files: results depend on the code too."""
+    """sha256 (12 hex) of every source file of the package (provenance in meta.json)."""
     global _CODE_FP
     if _CODE_FP is None:
         h = hashlib.sha256(__version__.encode())
         pkg = Path(__file__).resolve().parent
         for f in sorted(pkg.rglob("*.py")):
+            if "_data" in f.relative_to(pkg).parts:     # an installed copy's shipped scripts
+                continue
             h.update(str(f.relative_to(pkg)).encode())
             h.update(f.read_bytes())
         _CODE_FP = h.hexdigest()[:12]
     return _CODE_FP
+
+
+def run_modules(roots=RUN_ROOT_MODULES) -> list[Path]:
+    """Source files of the package modules a run executes: ``roots`` and, transitively, every
+    ``ahasd_sim`` module they import (at module level or inside a function, and the dotted
+    module names a registry imports by string). Read from the source (no import), so a module no
+    run imports -- a new policy not registered yet, a plot, the sweep's scheduler -- is not among
+    them and editing it keeps every cached result. The ``__init__`` of each package on the way to
+    a module counts too (Python runs it), but what it imports is followed only where a run imports
+    that package by name (the registries of modes and policies): ``ahasd_sim.sweep``'s re-exports
+    the scheduler, which decides no result."""
+    import ast
+    pkg = Path(__file__).resolve().parent
+    top = pkg.name
+
+    def source(name: str) -> Path | None:
+        p = pkg.joinpath(*name.split(".")[1:])
+        if (p / "__init__.py").is_file():
+            return p / "__init__.py"
+        f = p.with_suffix(".py")
+        return f if f.is_file() else None
+
+    seen: dict[str, Path] = {}
+    passed: set[Path] = set()
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        if name in seen or not (name == top or name.startswith(top + ".")):
+            continue
+        f = source(name)
+        if f is None:          # a name imported from a module (a class, a function), not a module
+            continue
+        seen[name] = f
+        parts = name.split(".")
+        for i in range(1, len(parts)):     # the packages Python runs on the way: hashed, not followed
+            parent = source(".".join(parts[:i]))
+            if parent is not None:
+                passed.add(parent)
+        here = parts if f.name == "__init__.py" else parts[:-1]
+        for node in ast.walk(ast.parse(f.read_bytes(), str(f))):
+            if isinstance(node, ast.Import):
+                stack.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = (".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else []))
+                        if node.level else node.module or "")
+                stack.append(base)
+                stack.extend(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and node.value.startswith(top + ".") and node.value.replace(".", "").replace("_", "").isalnum():
+                stack.append(node.value)       # importlib.import_module("ahasd_sim.modes")
+    return sorted(set(seen.values()) | passed)
+
+
+def run_code_fingerprint() -> str:
+    """sha256 (12 hex) of the version and the source of :func:`run_modules`: the code that decides
+    a run's results. Cached sweep points are keyed on it, not on every file of the package."""
+    global _RUN_CODE_FP
+    if _RUN_CODE_FP is None:
+        h = hashlib.sha256(__version__.encode())
+        pkg = Path(__file__).resolve().parent
+        for f in run_modules():
+            h.update(str(f.relative_to(pkg).as_posix()).encode())
+            h.update(f.read_bytes())
+        _RUN_CODE_FP = h.hexdigest()[:12]
+    return _RUN_CODE_FP
 
 
 def file_fingerprint(path: str | Path) -> str:
@@ -180,13 +253,16 @@ def file_fingerprint(path: str | Path) -> str:
 
 
 def run_identity_hash(cfg: SimConfig) -> str:
-    """Identity of a run's results: resolved config + simulator code + trace file contents.
+    """Identity of a run's results: resolved config (with the shapes of the models it names, which
+    may come from model files) + the code a run executes (:func:`run_code_fingerprint`) + trace
+    file contents.
 
-    Sweeps name point folders by it, so a finished point is reused only when none of the
-    three changed."""
+    Sweeps name point folders by it, so a finished point is reused only when none of these
+    changed; an edit to a module no run imports keeps every point."""
     from .simulation import resolve_data_path
+    from .workload.models import models_identity
     trace = file_fingerprint(resolve_data_path(cfg.run.trace, cfg.source_file))
-    text = config_text(cfg) + code_fingerprint() + trace
+    text = config_text(cfg) + run_code_fingerprint() + trace + models_identity(cfg)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -256,6 +332,7 @@ def _write_run(result, cfg: SimConfig, out_dir: Path, wall_time_s: float, events
             "config_file": cfg.source_file,
             "config_sha256_12": config_hash(cfg),
             "code_sha256_12": code_fingerprint(),
+            "run_code_sha256_12": run_code_fingerprint(),
             "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "wall_time_s": wall_time_s,
             "python": _platform.python_version(),

@@ -80,7 +80,8 @@ EXPERIMENTS_KEY = "experiment definitions (scripts/reproduce_paper.py --experime
 
 def shipped_files() -> dict[str, list[str]]:
     """Shipped configs, sweep/study files, traces and validation data, as relative names."""
-    out: dict[str, list[str]] = {"configs": [], "sweeps and studies": [], "SoC presets (validate --mobile)": [],
+    out: dict[str, list[str]] = {"configs": [], "model files (docs/models.md)": [], "sweeps and studies": [],
+                                 "SoC presets (validate --mobile)": [],
                                  EXPERIMENTS_KEY: [], "traces": [], "validation data": []}
     seen: set[str] = set()
     for root in data_roots():
@@ -90,7 +91,8 @@ def shipped_files() -> dict[str, list[str]]:
                 continue
             seen.add(rel)
             parent = f.parent.name
-            key = ("configs" if parent == "hw_configs" else "SoC presets (validate --mobile)" if parent == "soc"
+            key = ("configs" if parent == "hw_configs" else "model files (docs/models.md)" if parent == "models"
+                   else "SoC presets (validate --mobile)" if parent == "soc"
                    else EXPERIMENTS_KEY if rel in EXPERIMENT_FILES else "sweeps and studies")
             out[key].append(rel)
         for sub, key, pat in (("traces", "traces", "*.npz"), ("validation", "validation data", "*.csv"),

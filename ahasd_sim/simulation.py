@@ -23,11 +23,13 @@ from .errors import reported_in_one_line
 from .config.loader import SimConfig
 from .hw.platform import Platform
 from .metrics.collector import Collector
-from .metrics.timeline import chrome_trace
+from .metrics.combine import merge_summaries
+from .metrics.timeline import chrome_trace, merge_windows
 from .modes import RunContext, get_mode
 from .modes.costs import StepCosts
 from .modes.replay import TraceReplay
 from .policies import make_policy, policy_needs_fit_data
+from .workload.drafters import describe_acceptance, make_drafter, resolve_kind
 from .workload.models import get_model
 from .traces.format import Trace
 from .paths import resolve_data_path  # noqa: F401 - re-exported (callers import it from here)
@@ -83,6 +85,14 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    if platform.npu is not None and cfg.run.precision != "w8a8":
+        from .workload.precision import get_precision
+        prec = get_precision(cfg.run.precision)
+        # weights stored narrower than the array type are widened on the vector unit
+        platform.npu.dequant_ops_per_weight = prec.dequant_ops_per_weight if prec.dequant else 0.0
+    if platform.pim is not None:
+        # the package power cap keeps host I/O only for a mode whose host streams while PIM computes
+        platform.pim.apply_power_cap(bool(getattr(mode_cls, "pim_overlaps_host", False)))
     return platform
 
 
@@ -175,7 +185,7 @@ def _window_worker_init(parent_pid: int | None = None) -> None:
     try:   # Linux: the kernel sends SIGTERM (default action: exit, no traceback) when the parent dies
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):    # not Linux (Windows: CDLL(None) is a TypeError)
         pass
     if parent_pid is not None and os.getppid() != parent_pid:   # died before prctl took effect
         os._exit(1)
@@ -186,30 +196,70 @@ def _fork_job(i: int):
     return fn(arg)
 
 
-def fork_map(fn, args: list, workers: int) -> list:
+def _fork_context():
+    """multiprocessing's fork context, or None where the platform has no fork (Windows) or
+    ``AHASD_SIM_START_METHOD=spawn`` asks for none (macOS, where forking a process that loaded
+    system frameworks can crash)."""
+    import multiprocessing as mp
+    import os
+    if os.environ.get("AHASD_SIM_START_METHOD", "fork") == "spawn":
+        return None
+    try:
+        return mp.get_context("fork")
+    except ValueError:
+        return None
+
+
+def fork_map(fn, args: list, workers: int, on_result=None) -> list:
     """``[fn(a) for a in args]``, in up to ``workers`` forked processes when there are several
     (the function and arguments reach the children by fork, never pickled; only the results
-    travel back). Serial where fork is not available. Each call must be a pure function of its
-    argument, so the results are those of the serial loop."""
+    travel back). Without fork, a spawn pool when ``fn`` and the arguments pickle (a module-level
+    function or a :func:`functools.partial` of one), else serially. Each call must be a pure
+    function of its argument, so the results are those of the serial loop. ``on_result(r)`` is
+    called as each result arrives (in order; progress)."""
+    def serial():
+        out = []
+        for a in args:
+            out.append(fn(a))
+            if on_result is not None:
+                on_result(out[-1])
+        return out
+
+    def collect(results):
+        out = []
+        for r in results:
+            out.append(r)
+            if on_result is not None:
+                on_result(r)
+        return out
+
     if workers > 1 and len(args) > 1:
         import multiprocessing as mp
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:        # no fork on this platform: run serially
-            ctx = None
+        ctx = _fork_context()
+        if ctx is None:
+            import pickle
+            try:
+                pickle.dumps(fn)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                return serial()
+            with mp.get_context("spawn").Pool(min(workers, len(args)), initializer=_window_worker_init) as pool:
+                out = collect(pool.imap(fn, args, chunksize=1))
+                pool.close()
+                pool.join()
+            return out
         if ctx is not None:
             _FORK_JOBS[:] = [(fn, a) for a in args]
             try:
                 import os
                 with ctx.Pool(min(workers, len(args)), initializer=_window_worker_init,
                               initargs=(os.getpid(),)) as pool:
-                    out = pool.map(_fork_job, range(len(args)), chunksize=1)
+                    out = collect(pool.imap(_fork_job, range(len(args)), chunksize=1))
                     pool.close()
                     pool.join()
                 return out
             finally:
                 _FORK_JOBS.clear()
-    return [fn(a) for a in args]
+    return serial()
 
 
 def replayed_windows(cfg: SimConfig, windows: list) -> list:
@@ -222,7 +272,7 @@ def replayed_windows(cfg: SimConfig, windows: list) -> list:
 
 
 def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals: bool = True,
-                   audit: bool = True, events: bool = True) -> RunResult:
+                   audit: bool = True, events: bool = True, progress=None) -> RunResult:
     """Run every trace window of ``cfg`` (``run.windows``) and combine them (mean and 95% CI over
     windows). ``trace_parts``: the result of :func:`load_run_windows` (reused across modes), or
     one window's :func:`load_run_trace` tuple (a single window). ``workers`` > 1 runs windows in
@@ -233,7 +283,8 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
     audit, 6.6% of a one-process ``pim_design_space`` sweep; ``kv_causality_violations`` None),
     for the same runs. ``events=False``: the per-step event rows (events.csv) are not built, for
     runs that write no events.csv (a sweep point by default, placement tuning); the result's
-    ``events`` then raises."""
+    ``events`` then raises. ``progress``: told the number of windows (``set_total``) and each
+    finished one (``update``)."""
     if trace_parts is None:
         windows = load_run_windows(cfg)
     elif isinstance(trace_parts, tuple):
@@ -249,11 +300,21 @@ def run_simulation(cfg: SimConfig, trace_parts=None, workers: int = 1, intervals
         except ConfigError as exc:
             raise _in_config_file(cfg, exc) from None
     windows = replayed_windows(cfg, windows)
+    if audit and cfg.pim.enabled:   # once, here: not per forked worker, not for placement tuning
+        _warn_kv_beyond_reserve(cfg, [parts[1] for _p, parts in windows])
+    if progress is not None:
+        progress.set_total(len(windows))
     # each window's event and energy rows come back as plain lists (tables are framed in the
     # parent, and only when used: CombinedRun)
-    results = fork_map(lambda job: _run_window_rows(cfg, job[1], job[0], audit, events),
-                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers)
+    results = fork_map(functools.partial(_window_job, cfg, audit, events),
+                       [(i, parts) for i, (_p, parts) in enumerate(windows)], workers,
+                       None if progress is None else (lambda _r: progress.update("ok")))
     return combine_windows(cfg, results, [p for p, _ in windows], intervals)
+
+
+def _window_job(cfg: SimConfig, audit: bool, events: bool, job: tuple):
+    """One window of :func:`run_simulation` (module level: a spawn pool pickles it)."""
+    return _run_window_rows(cfg, job[1], job[0], audit, events)
 
 
 @contextmanager
@@ -317,12 +378,44 @@ def mode_and_models(cfg: SimConfig):
     except ValueError as exc:
         raise _config_error(cfg, "run.mode", str(exc)) from None
     models = []
+    kind = drafter_kind(cfg, mode_cls)
     for key in ("draft_model", "target_model"):
+        if key == "draft_model" and kind != "model":
+            continue       # the head is derived from the target; lookup has no model
         try:
-            models.append(get_model(getattr(run, key)))
+            models.append(run_model(cfg, getattr(run, key)))
         except ValueError as exc:
             raise _config_error(cfg, f"run.{key}", str(exc).strip('"')) from None
+    if kind == "lookup" and cfg.lookup.min_ngram > cfg.lookup.max_ngram:
+        raise _config_error(cfg, "lookup.min_ngram", f"is {cfg.lookup.min_ngram}, above lookup.max_ngram "
+                            f"{cfg.lookup.max_ngram}; expected min_ngram <= max_ngram")
+    if kind != "model":
+        models.insert(0, make_drafter(kind, run.draft_model, models[0], cfg.lookup))
     return mode_cls, models[0], models[1]
+
+
+def run_model(cfg: SimConfig, name: str):
+    """The shape of model ``name`` at the run's precision (``run.precision``)."""
+    spec = get_model(name, cfg.source_file)
+    if cfg.run.precision == "w8a8":       # the model zoo's own widths
+        return spec
+    from .workload.precision import apply_precision
+    return apply_precision(spec, cfg.run.precision)
+
+
+def drafter_kind(cfg: SimConfig, mode_cls=None) -> str:
+    """``run.drafter`` resolved for the run's mode: ``auto`` is ``model`` here; head and lookup
+    are modelled on the mobile SoC modes (other families keep their own drafter)."""
+    if mode_cls is None:
+        mode_cls = get_mode(cfg.run.mode)
+    if getattr(mode_cls, "family", "") != "soc":
+        return "model"
+    return resolve_kind(cfg.run.drafter)
+
+
+def acceptance_source(cfg: SimConfig, kind: str, trace) -> str:
+    """Where the run's acceptance comes from, in words (summary.json and the printed summary)."""
+    return describe_acceptance(kind, trace_models(trace).get("drafter"))
 
 
 def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft, target) -> None:
@@ -333,16 +426,19 @@ def check_models_fit_memory(cfg: SimConfig, platform: Platform, mode_cls, draft,
         return
     if getattr(mode_cls, "uses_cloud", False):
         held = [draft]                       # the target runs in the cloud
-    elif mode_cls.name == "autoregressive":
+    elif not getattr(mode_cls, "loads_drafter", True):
         held = [target]                      # no drafter
     else:
         held = [draft, target]
     need = sum(m.weight_bytes() for m in held)
-    cap = platform.memory.capacity_bytes
+    cap = platform.memory.model_capacity_bytes
     if need > cap:
         names = " + ".join(f"{m.name} {m.weight_bytes() / 2**30:.1f} GiB" for m in held)
+        reserve = cfg.memory.reserved_gib
+        left = f" ({reserve:g} GiB of it held by the OS and apps, memory.reserved_gib)" if reserve else ""
         raise _config_error(cfg, "memory.capacity_gib", f"the weights ({names}) do not fit the "
-                            f"{cap / 2**30:g} GiB of LPDDR5 of this platform without PIM")
+                            f"{platform.memory.capacity_bytes / 2**30:g} GiB of LPDDR5{left} of this platform "
+                            "without PIM")
 
 
 class WindowEnvironment(simpy.Environment):
@@ -393,6 +489,14 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     platform = build_platform(cfg, mode_cls)
     check_models_fit_memory(cfg, platform, mode_cls, draft, target)
     _full, sim_trace, heldout = trace_parts
+    if run.extra_context_tokens:                      # a long-context what-if: longer KV, longer prefill
+        from .traces.format import with_extra_context
+        sim_trace = with_extra_context(sim_trace, run.extra_context_tokens)
+    if getattr(draft, "kind", "model") == "lookup":    # the lookup's exact verdicts on the same tokens
+        from .traces.lookup import lookup_trace
+        lc = cfg.lookup
+        sim_trace = lookup_trace(sim_trace, lc.max_ngram, lc.min_ngram)
+        heldout = None if heldout is None else lookup_trace(heldout, lc.max_ngram, lc.min_ngram)
     seed = run.seed if index == 0 else np.random.SeedSequence([run.seed, index])
     rng = np.random.default_rng(seed)
     try:
@@ -405,7 +509,7 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ValueError as exc:
         raise _config_error(cfg, "run.policy", str(exc)) from None
 
-    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline and index == 0,
+    collector = Collector(devices=sorted(platform.devices()), keep_intervals=run.timeline,
                           keep_events=events)
     replay = TraceReplay(sim_trace, run.generated_tokens, run.seed * 1_000_003 + index)
     env = WindowEnvironment()
@@ -416,6 +520,29 @@ def build_window(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | None],
     except ConfigError as exc:
         raise _in_config_file(cfg, exc) from None
     return WindowSetup(env, mode, platform, collector, policy, draft, target, sim_trace)
+
+
+_KV_WARNED: set[str] = set()
+
+
+def _warn_kv_beyond_reserve(cfg: SimConfig, sim_traces) -> None:
+    """Warn (once per config) when a window's context outgrows the KV the capacity check kept
+    beside each model in the PIM ranks (``pim.kv_reserve_tokens``): the memory check then holds
+    less KV than the run reads."""
+    longest = 0
+    for tr in sim_traces:
+        replay = TraceReplay(tr, cfg.run.generated_tokens)
+        if replay.n_positions:
+            longest = max(longest, max(replay.kv_len_at(p) for p in range(replay.n_positions)) + 1
+                          + cfg.run.extra_context_tokens)
+    reserve = cfg.pim.kv_reserve_tokens
+    key = cfg.fingerprint()
+    if longest > reserve and key not in _KV_WARNED:
+        _KV_WARNED.add(key)
+        from .cli_common import warn
+        warn(f"{cfg.source_of('pim.kv_reserve_tokens')}: pim.kv_reserve_tokens is {reserve}, but the run's context "
+             f"reaches {longest} tokens: the capacity check reserved KV for fewer tokens than the run holds; "
+             "raise pim.kv_reserve_tokens")
 
 
 @_window_collected
@@ -450,7 +577,7 @@ def _run_window_rows(cfg: SimConfig, trace_parts: tuple[Trace, Trace, Trace | No
             "is too slow for this run: raise run.max_sim_time_s, or check the hardware values")
     makespan = env.now
     mode.finalize()
-    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace)
+    result = _assemble(cfg, platform, collector, mode, policy, makespan, draft, target, sim_trace, index)
     env.release()
     return result
 
@@ -467,35 +594,6 @@ WINDOW_RATES = ("throughput_tok_s", "tokens_per_j", "energy_per_token_j", "throu
 _POOLED = ("acceptance_rate", "mean_accepted_per_verify", "preverify_accepted_tokens")
 
 
-#: integer summary entries that are a size or a peak, not a count: the largest window's value
-_MAXIMA = ("capacity", "max_occupancy")
-
-#: summary dicts whose every number is a total (seconds, joules, bytes) to add over windows
-_ADDITIVE_DICTS = ("device_busy_s", "energy_breakdown_j", "dynamic_energy_by_task_j", "offchip_bytes_by_task",
-                   "draft_length_histogram")
-
-
-def _merge(values: list[Any], key: str = "", additive: bool = False) -> Any:
-    """Combine one summary entry over windows: counts, seconds and joules add up, other numbers
-    (rates, means, fractions) are averaged, sizes and peaks (``_MAXIMA``) take the largest,
-    strings and lists come from the first window."""
-    first = values[0]
-    if isinstance(first, dict):
-        add = additive or key in _ADDITIVE_DICTS
-        keys = list(dict.fromkeys(k for v in values if isinstance(v, dict) for k in v))
-        return {k: _merge([v.get(k) for v in values if isinstance(v, dict) and k in v], k, add) for k in keys}
-    if isinstance(first, bool) or not isinstance(first, (int, float)) or any(
-            not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
-        return first
-    if key in _MAXIMA:
-        return max(values)
-    additive = additive or isinstance(first, int) or key.endswith(("_s", "_j", "bytes", "_tokens")) or key in (
-        "dynamic", "static")
-    if additive:
-        return sum(values)
-    return float(np.mean(values))
-
-
 def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: list[int],
                     intervals: bool = True) -> RunResult:
     """One result for the run: totals over windows, rates as ratios of the totals with bootstrap
@@ -508,7 +606,8 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
     if len(results) == 1:
         summary = dict(results[0].summary)
     else:
-        summary = _merge([r.summary for r in results])
+        # every entry combined by its declared rule (metrics.combine.RULES)
+        summary = merge_summaries([r.summary for r in results])
         for k in ("generated_tokens", "makespan_s", "energy_j"):
             summary[k] = sum(r.summary[k] for r in results)
         mk = summary["makespan_s"]
@@ -548,7 +647,7 @@ def combine_windows(cfg: SimConfig, results: list[RunResult], start_prompts: lis
         summary.update(ci_fields(k, point if own is None else summary[k], ci))
     summary["ci_method"] = METHOD if intervals else "none"
     return CombinedRun(summary, [r.events for r in results], [r.energy for r in results], rows, own_table,
-                       results[0].timeline, summary["policy_stats"])
+                       merge_windows([r.timeline for r in results]), summary["policy_stats"])
 
 
 class CombinedRun(RunResult):
@@ -644,32 +743,37 @@ def describe_platform(platform, mode) -> dict[str, Any]:
     placement = getattr(mode.costs, "placement", None)
     if placement is not None:
         out["pim_placement"] = placement.as_dict()
-    if platform.pim is not None:
-        out["pim_throttle"] = platform.pim.throttle
     return out
 
 
-#: devices whose energy is spent inside the memory package (DRAM background and I/O, PIM, AAU, GTS)
-_DRAM_DEVICES = ("lpddr5", "pim", "aau", "gts")
-
-
-def _dram_power(platform, breakdown: dict, pim_busy_s: float, makespan: float) -> dict:
-    """The memory package's power against ``pim.dram_power_limit_w``: the static budget, the mean
-    over the run (its energy / makespan) and the PIM time the throttle added."""
+def _dram_power(platform, breakdown: dict, makespan: float, dilation: float) -> dict:
+    """The memory package's power against ``pim.dram_power_limit_w``: the budget the cap set (W),
+    the bound on the package's power at any moment (instantaneous caps), the mean over the run
+    (its energy / makespan) and the factor a mean cap slowed the run by."""
+    from .hw.pim import PACKAGE_DEVICES
     b = platform.pim.power_budget()
-    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in _DRAM_DEVICES)
-    # PIM busy time at throttle f is GEMV time / f: the share (1 - f) of it is what throttling added
-    # (op overheads and AAU work, which the throttle does not slow, are counted in the busy time too:
-    # an upper bound)
-    return {"limit_w": b["limit_w"], "pim_throttle": b["pim_throttle"], "pim_full_rate_w": b["pim_full_rate_w"],
-            "background_w": b["background_w"], "host_io_full_rate_w": b["host_io_full_rate_w"],
-            "peak_bound_w": b["peak_bound_w"], "mean_w": e / makespan if makespan > 0 else 0.0,
-            "throttled_time_s": pim_busy_s * (1.0 - b["pim_throttle"])}
+    e = sum(v["dynamic"] + v["static"] for d, v in breakdown.items() if d in PACKAGE_DEVICES)
+    out = {k: b[k] for k in ("limit_w", "kind", "static_w", "background_w", "host_io_w", "pim_achieved_w",
+                             "pim_full_rate_w", "host_overlaps_pim", "pim_budget_w", "host_io_budget_w",
+                             "host_rate_fraction")}
+    peak = None
+    if b["pim_budget_w"] is not None:
+        both = b["pim_budget_w"] + b["host_io_budget_w"]
+        peak = b["static_w"] + (both if b["host_overlaps_pim"] else max(b["pim_budget_w"], b["host_io_budget_w"]))
+    out.update({"peak_bound_w": peak, "mean_w": e / makespan if makespan > 0 else 0.0,
+                "mean_dilation": dilation})
+    return out
 
 
-def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace) -> RunResult:
+def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, target, trace,
+              index: int = 0) -> RunResult:
     run = cfg.run
     ctr = col.counters
+    # a mean package power cap slows the whole run uniformly until its energy over its makespan
+    # meets the limit (a rate limiter over a window longer than a token)
+    dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
+    makespan *= dilation
+    kind = drafter_kind(cfg, type(mode))
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()
@@ -687,7 +791,7 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     busy = {d: col.busy_s(d) for d in busy_devices}
     n = ctr.committed_tokens
     # Prefill (all devices wait for it): decode-only figures leave out its time and energy.
-    prefill_s = float(getattr(mode, "prefill_s", 0.0))
+    prefill_s = float(getattr(mode, "prefill_s", 0.0)) * dilation
     prefill_dyn_j = sum(e for (_d, lab), e in col.dynamic_energy_by_label_j.items() if lab.startswith("prefill"))
     prefill_j = prefill_dyn_j + sum(static_w.values()) * prefill_s
     decode_s = makespan - prefill_s
@@ -697,8 +801,10 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "ahasd_sim_version": __version__,
         "mode": run.mode,
         "policy": run.policy,
-        "draft_model": run.draft_model,
+        "draft_model": run.draft_model if kind == "model" else draft.name,
         "target_model": run.target_model,
+        "drafter": kind,
+        "acceptance_source": acceptance_source(cfg, kind, trace),
         "trace": run.trace,
         "trace_sha256": (trace.header.get("sha256") or trace.header.get("file_sha256")
                          or getattr(trace, "file_sha256", None)),
@@ -749,11 +855,12 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
         "platform": describe_platform(platform, mode),
     }
     if platform.pim is not None:
-        summary["dram_power"] = _dram_power(platform, breakdown, busy.get("pim", 0.0), makespan)
+        summary["dram_power"] = _dram_power(platform, breakdown, makespan, dilation)
     extra = getattr(mode, "summary_fields", None)   # mode-specific top-level metrics (mobile-cloud)
     if extra is not None:
         summary.update(extra(summary))
-    timeline = chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}") if col.keep_intervals else None
+    timeline = (chrome_trace(col.busy_intervals, f"{run.mode}/{run.policy}", col.task_marks, index)
+                if col.keep_intervals else None)
     # the rows as lists: framed by run_window, or on first use of a combined run's tables
     return RunResult(summary, col.events if col.keep_events else None, rows, timeline, policy.stats())
 

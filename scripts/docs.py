@@ -67,6 +67,8 @@ STAMPED = {
     "docs/moe-offload/moe_baselines.md": "python scripts/moe_study.py",
     "docs/reproduction/report.md": "python scripts/reproduce_paper.py; python scripts/docs.py --reproduction DIR",
     "docs/studies/where_ahasd_wins.md": "docs/studies/intros/where_ahasd_wins.md lists the commands",
+    "docs/studies/sustained_phone.md": "python scripts/sustained_study.py",
+    "docs/studies/modern_speculation.md": "python scripts/study_modern_speculation.py",
     "docs/studies/speculation_map.md": "python scripts/speculation_map.py",
 }
 BEGIN = re.compile(r"^<!-- generated: (?P<name>[a-z0-9-]+) \((?P<cmd>[^)]*)\) -->$")

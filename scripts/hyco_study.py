@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Mobile-cloud study: every mode on links x phones per GPU x trace windows, fronts per pricing.
+"""Mobile-cloud study: targets the phone cannot hold, every mode on links x phones per GPU x windows.
 
-  python scripts/hyco_study.py [--traces DIR] [--windows 8] [--tokens 512] [--workers 2]
+  python scripts/hyco_study.py [--traces DIR] [--windows 6] [--tokens 256] [--workers 2]
+
+Setting (hw_configs/hyco_large_target.yaml): a 12 GiB phone (NPU, no PIM) drafting with the
+Qwen2.5-Coder-0.5B shape; cloud targets LLaMA2-13B and LLaMA2-70B on the H200, whose KV-cache
+memory limits admission (cloud.kv_cache_gib = -1, derived). Acceptance is replayed from the
+trace's Qwen2.5-Coder 0.5B -> 1.5B pair: a what-if for these targets. device_only cannot hold
+either target; its row is the phone running the trace's own 1.5B target (another model).
 
 Writes ``docs/studies/hyco/windows.csv`` (one row per run: one trace window of one mode, link
 and phones-per-GPU), the figure ``docs/figures/hyco_mobile_cloud.png`` and regenerates the
@@ -42,22 +48,28 @@ STUDY = ROOT / "docs" / "studies" / "hyco"
 FIGURE = ROOT / "docs" / "figures" / "hyco_mobile_cloud.png"
 DOC = ROOT / "docs" / "mobile_cloud.md"
 PRICINGS = ("shared_busy", "dedicated_wall", "per_token_api")
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+LARGE = ROOT / "hw_configs" / "hyco_large_target.yaml"
 PHONES = (1, 8, 64)
-SLOS_MS = (4, 6, 8, 12, 20, 40)
+SLOS_MS = (10, 20, 40)
+TARGETS = {"LLaMA2-13B": ["run.target_model=llama2-13b"], "LLaMA2-70B": ["run.target_model=llama2-70b"]}
 VARIANTS = {
     "cloud_autoregressive": ["run.mode=cloud_autoregressive"],
     "cloud_speculative": ["run.mode=hybrid", "hyco.options=[cloud_sd]"],
-    "device_draft_cloud_verify": ["run.mode=device_draft_cloud_verify"],
+    "split": ["run.mode=device_draft_cloud_verify"],
+    "split_rtt_aware": ["run.mode=device_draft_cloud_verify", "run.policy=rtt_aware"],
     "hybrid": ["run.mode=hybrid"],
-    "hybrid_slo8ms": ["run.mode=hybrid", "hyco.tpot_slo_ms=8"],
+    "hybrid_rtt_aware": ["run.mode=hybrid", "run.policy=rtt_aware"],
 }
-LOCAL = {"device_only": ["run.mode=device_only"], "ahasd_on_device": ["run.mode=ahasd"]}
+#: the phone alone: it cannot hold either target, so it runs the trace's own 1.5B target
+LOCAL = {"device_only_1.5B": ["run.mode=device_only", "run.target_model=qwen2.5-coder-1.5b"]}
 TRACES = {"TMobile-LTE-short": "TMobile-LTE-short", "ATT-LTE-driving-2016": "ATT-LTE-driving-2016"}
-BASE = ["run.timeline=false", "run.windows=1", "network.jitter_ms=5", "network.rtt_ms=50"]
+CONSTANT = "LTE 6/13 Mbit/s"
+BASE = ["run.timeline=false", "run.windows=1", "network.jitter_ms=5", "network.rtt_ms=50", "cloud.kv_cache_gib=-1"]
 
 
 def links(traces: Path | None) -> dict[str, list[str]]:
-    out = {"LTE 6/13 Mbit/s": []}
+    out = {CONSTANT: []}
     if traces is not None:
         for label, name in TRACES.items():
             up, down = traces / f"{name}.up", traces / f"{name}.down"
@@ -73,31 +85,36 @@ def window_prompts(n_windows: int, tokens: int) -> list[int]:
     return window_start_prompts(cfg, _load_full_trace(cfg))
 
 
-def jobs(n_windows: int, tokens: int, traces: Path | None, phones=PHONES, slos=SLOS_MS) -> list[dict]:
-    """Every run of the study: (variant, link, phones, window) with its overrides."""
+def jobs(n_windows: int, tokens: int, traces: Path | None, phones=PHONES, slos=SLOS_MS,
+         targets=tuple(TARGETS)) -> list[dict]:
+    """Every run of the study: (target, variant, link, phones, window) with its overrides. Fleets of
+    several phones run on the constant link only (their cost grows with the phones simulated)."""
     prompts = window_prompts(n_windows, tokens)
     out = []
     for w, p in enumerate(prompts):
         win = [*BASE, f"run.generated_tokens={tokens}", f"run.trace_start_prompt={p}", f"run.seed={w}"]
         for v, sets in LOCAL.items():                  # no link, no cloud: one run per window
-            out.append({"variant": v, "link": "-", "phones": 1, "window": w, "prompt": p, "set": [*win, *sets]})
-        for link, lsets in links(traces).items():
-            for n in phones:
-                for v, sets in VARIANTS.items():
-                    out.append({"variant": v, "link": link, "phones": n, "window": w, "prompt": p,
-                                "set": [*win, *lsets, *sets, f"cloud.phones_per_gpu={n}"]})
-        for slo in slos:                                # the cost-latency knob, constant link, 1 phone
-            out.append({"variant": f"hybrid_slo_{slo}ms", "link": "LTE 6/13 Mbit/s", "phones": 1, "window": w,
-                        "prompt": p, "set": [*win, "run.mode=hybrid", f"hyco.tpot_slo_ms={slo}"]})
+            out.append({"target": "-", "variant": v, "link": "-", "phones": 1, "window": w, "prompt": p,
+                        "set": [*win, *sets]})
+        for t in targets:
+            tsets = TARGETS[t]
+            for link, lsets in links(traces).items():
+                for n in (phones if link == CONSTANT else (1,)):
+                    for v, sets in VARIANTS.items():
+                        out.append({"target": t, "variant": v, "link": link, "phones": n, "window": w, "prompt": p,
+                                    "set": [*win, *tsets, *lsets, *sets, f"cloud.phones_per_gpu={n}"]})
+            for slo in slos:                            # the cost-latency knob, constant link, 1 phone
+                out.append({"target": t, "variant": f"hybrid_slo_{slo}ms", "link": CONSTANT, "phones": 1, "window": w,
+                            "prompt": p, "set": [*win, *tsets, "run.mode=hybrid", f"hyco.tpot_slo_ms={slo}"]})
     return out
 
 
 def run_one(job: dict) -> dict:
     from ahasd_sim.config import load_config
     from ahasd_sim.simulation import run_simulation
-    s = run_simulation(load_config(HYCO, job["set"])).summary
+    s = run_simulation(load_config(LARGE, job["set"])).summary
     n = s["generated_tokens"]
-    row = {k: job[k] for k in ("variant", "link", "phones", "window", "prompt")}
+    row = {k: job[k] for k in ("target", "variant", "link", "phones", "window", "prompt")}
     row.update(tokens=n, time_s=s["makespan_s"], energy_j=s["energy_j"],
                acceptance=s["acceptance_rate"], uplink_bytes=s.get("uplink_bytes", 0),
                round_trips=s.get("round_trips", 0), radio_j=s["energy_breakdown_j"].get("network", {}).get("dynamic", 0.0),
@@ -113,6 +130,8 @@ def run_one(job: dict) -> dict:
     row["slo_attainment"] = f.get("slo_attainment", float(s["makespan_s"] / n <= 0.05))
     row["mean_batch"] = f.get("mean_batch_forwards", 0.0)
     row["gpu_utilization"] = f.get("gpu_utilization", 0.0)
+    row["kv_refusals"] = f.get("kv_refusals", 0)
+    row["admission_wait_p90_s"] = f.get("admission_wait_p90_ms", 0.0) * 1e-3
     return row
 
 
@@ -133,8 +152,10 @@ def summarize(df):
     """Per (link, phones, variant): TPOT ms, phone mJ/token, USD/1k tokens per pricing (est, lo, hi)."""
     import pandas as pd
     rows = []
-    for (link, phones, variant), g in df.groupby(["link", "phones", "variant"], sort=False):
-        r = {"link": link, "phones": phones, "variant": variant, "windows": len(g)}
+    if "target" not in df:
+        df = df.assign(target="-")
+    for (target, link, phones, variant), g in df.groupby(["target", "link", "phones", "variant"], sort=False):
+        r = {"target": target, "link": link, "phones": phones, "variant": variant, "windows": len(g)}
         r["tpot_ms"] = ratio_ci(g.time_s * 1e3, g.tokens)
         r["mj_per_token"] = ratio_ci(g.energy_j * 1e3, g.tokens)
         for p in PRICINGS:
@@ -142,6 +163,8 @@ def summarize(df):
         r["user_tpot_p90_ms"] = ratio_ci(g.user_tpot_p90_s * 1e3, np.ones(len(g)))
         r["slo_attainment"] = float(g.slo_attainment.mean())
         r["mean_batch"] = float(g.mean_batch.mean())
+        r["kv_refusals"] = float(g.kv_refusals.mean()) if "kv_refusals" in g else 0.0
+        r["gpu_s_per_token"] = ratio_ci(g.cloud_gpu_share_s, g.tokens)
         rows.append(r)
     return pd.DataFrame(rows)
 
@@ -171,11 +194,15 @@ def render_study(df) -> str:
     lines = [f"{n_win} trace windows of {tokens} tokens per cell (windows = samples; ratio estimators; "
              "95% intervals from 2000 resamples of whole windows). TPOT and energy are the run's own phone; "
              "p90 is over all phones on the GPU. Cost in milli-USD per 1k tokens; energy in mJ per token "
-             "(phone: compute, memory, radio with promotion and the tail after the last message).", ""]
+             "(phone: compute, memory, radio; the radio's promotion and tail charged per session of 512 tokens). "
+             "**Acceptance is a what-if** for both targets: the trace's Qwen2.5-Coder 0.5B -> 1.5B pair replayed "
+             "with the time and energy of the LLaMA2 shapes. The server's KV memory is the H200's usable "
+             "memory minus the weights (admission by reservation). `device_only_1.5B`: the phone cannot hold "
+             "either target; it runs the trace's own 1.5B target instead (another model, for reference).", ""]
     knob = summ[summ.variant.str.startswith("hybrid_slo_")]
     main = summ[~summ.variant.str.startswith("hybrid_slo_") & (summ.link != "-")]
-    for link, gl in main.groupby("link", sort=False):
-        lines += [f"#### {link}, RTT 50 ms", "",
+    for (target, link), gl in main.groupby(["target", "link"], sort=False):
+        lines += [f"#### {target}, {link}, RTT 50 ms", "",
                   "| phones/GPU | variant | TPOT ms | user p90 ms | mJ/tok | shared_busy | dedicated_wall | per_token_api | batch |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for (phones, g) in gl.groupby("phones", sort=False):
@@ -186,49 +213,89 @@ def render_study(df) -> str:
                              f"{_c(r['musd_1k_dedicated_wall'], 3)} | {_c(r['musd_1k_per_token_api'], 3)} | "
                              f"{r['mean_batch']:.1f} |")
         lines.append("")
-        lines += ["On the latency-cost-energy front (not dominated in TPOT, cost under the pricing, phone energy):", "",
+        lines += ["On the latency-cost-energy front (not dominated in TPOT, cost under the pricing, phone energy; "
+                  "per_token_api is the front a user paying per token chooses from):", "",
                   "| phones/GPU | shared_busy | dedicated_wall | per_token_api |", "|---|---|---|---|"]
         for phones, g in gl.groupby("phones", sort=False):
             rows = [*g.to_dict("records"), *local.to_dict("records")]
             lines.append(f"| {phones} | " + " | ".join(", ".join(front(rows, p)) for p in PRICINGS) + " |")
         lines.append("")
+    lines += user_front_lines(main, local)
+    lines += capacity_table(main)
     if len(knob):
-        lines += ["#### Cost-latency knob (hybrid, `hyco.tpot_slo_ms`; LTE 6/13 Mbit/s, 1 phone, shared_busy)", "",
-                  "| target ms | TPOT ms | milli-USD / 1k tok | mJ/tok |", "|---|---|---|---|"]
-        for r in sorted(knob.to_dict("records"), key=lambda r: int(r["variant"].split("_")[2][:-2])):
-            lines.append(f"| {r['variant'].split('_')[2][:-2]} | {_c(r['tpot_ms'])} | "
+        lines += ["#### Cost-latency knob (hybrid, `hyco.tpot_slo_ms`; constant link, 1 phone, shared_busy)", "",
+                  "| target | TPOT target ms | TPOT ms | milli-USD / 1k tok | mJ/tok |", "|---|---|---|---|---|"]
+        for r in sorted(knob.to_dict("records"), key=lambda r: (r["target"], int(r["variant"].split("_")[2][:-2]))):
+            lines.append(f"| {r['target']} | {r['variant'].split('_')[2][:-2]} | {_c(r['tpot_ms'])} | "
                          f"{_c(r['musd_1k_shared_busy'], 3)} | {_c(r['mj_per_token'], 1)} |")
         lines.append("")
     lines += capacity_lines(df)
     return "\n".join(lines).rstrip()
 
 
+def user_front_lines(main, local) -> list[str]:
+    """Where split or hybrid sits on the per-token-pricing front (what a user chooses from)."""
+    out = ["#### Does split or hybrid reach the user's front? (per_token_api pricing, 1 phone)", ""]
+    for (target, link), g in main[main.phones == 1].groupby(["target", "link"], sort=False):
+        rows = [*g.to_dict("records"), *local.to_dict("records")]
+        fr = front(rows, "per_token_api")
+        ours = [v for v in fr if v.startswith(("split", "hybrid"))]
+        out.append(f"- {target}, {link}: front = {', '.join(fr)}; "
+                   + (f"split/hybrid on it: {', '.join(ours)}." if ours else "no split or hybrid variant on it."))
+    return out + [""]
+
+
+def capacity_table(main) -> list[str]:
+    """Capacity at the per-user SLO: the most phones per GPU (of those simulated) whose p90 TPOT meets it."""
+    out = ["#### Capacity at the SLO (p90 per-user TPOT <= 50 ms, cloud.user_tpot_slo_ms; phones simulated: "
+           + ", ".join(map(str, PHONES)) + "; constant link; KV admission on)", "",
+           "| target | variant | capacity (phones/GPU) | GPU ms per token at the largest fleet | KV refusals there |",
+           "|---|---|---|---|---|"]
+    const = main[main.link == CONSTANT]
+    for (target, variant), g in const.groupby(["target", "variant"], sort=False):
+        ok = [int(r["phones"]) for r in g.to_dict("records") if r["user_tpot_p90_ms"][0] <= 50.0]
+        big = g[g.phones == g.phones.max()].to_dict("records")[0]
+        top = int(g.phones.max())
+        cap = (f">= {top}" if max(ok) == top else str(max(ok))) if ok else "< 1"
+        gpu = tuple(x * 1e3 for x in big["gpu_s_per_token"])
+        out.append(f"| {target} | {variant} | {cap} | {_c(gpu, 3)} | {big['kv_refusals']:.0f} |")
+    return out + [""]
+
+
 def capacity_lines(df) -> list[str]:
-    """Server capacity: the SaaD factor 1 + gamma t_d / t_v vs the measured GPU time per token."""
+    """Server capacity: the SaaD factor 1 + gamma t_d / t_v vs the measured GPU time per token, per
+    target and fleet size (under the KV limit)."""
     from ahasd_sim.config import load_config
     from ahasd_sim.modes.mobile_cloud.engine import build_cloud_costs
     from ahasd_sim.workload.models import get_model
-    one = df[(df.phones == 1) & (df.link == "LTE 6/13 Mbit/s")]
-    sd, sp = one[one.variant == "cloud_speculative"], one[one.variant == "device_draft_cloud_verify"]
-    if sd.empty or sp.empty:
+    if "target" not in df:
         return []
-    cfg = load_config(HYCO)
-    cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
-    gamma = float(sd.drafted.sum() / sd.verifications.sum())
-    g = max(1, round(gamma))
-    t_d, t_v = cc.gpu_draft_token(512).duration_s, cc.gpu_verify(g + 1, 512).duration_s
-    meas = ratio_ci(sd.cloud_gpu_share_s / sd.tokens, sp.cloud_gpu_share_s.to_numpy() / sp.tokens.to_numpy())
-    return ["#### Server capacity freed by split drafting (1 phone, LTE link)", "",
-            f"GPU time per output token, cloud speculative / split: measured {_c(meas)} (summed per-token GPU "
-            f"times of the paired windows); \"Speculation at a Distance\" predicts 1 + gamma t_d / t_v = {1 + gamma * t_d / t_v:.2f} with "
-            f"gamma = {gamma:.2f} drafts per cloud round, t_d = {t_d * 1e3:.3f} ms, t_v = {t_v * 1e3:.3f} ms "
-            f"(acceptance differs between the two, so the measured ratio also carries the tokens per round).", ""]
+    out = ["#### Server capacity freed by split drafting (constant link, KV admission on)", "",
+           "GPU time per output token, cloud speculative / split (the server capacity split drafting frees), "
+           "measured over paired windows, against \"Speculation at a Distance\"'s 1 + gamma t_d / t_v (gamma: "
+           "drafts per cloud round; t_d, t_v from the GPU model at KV 512; acceptance differs between the two, so "
+           "the measured ratio also carries the tokens per round):", "",
+           "| target | phones/GPU | measured | predicted |", "|---|---|---|---|"]
+    for target in [t for t in dict.fromkeys(df.target) if t in TARGETS]:
+        cfg = load_config(LARGE, TARGETS[target])
+        cc = build_cloud_costs(cfg, get_model(cfg.run.draft_model), get_model(cfg.run.target_model))
+        for n in sorted(df[(df.target == target) & (df.link == CONSTANT)].phones.unique()):
+            one = df[(df.phones == n) & (df.link == CONSTANT) & (df.target == target)]
+            sd, sp = one[one.variant == "cloud_speculative"], one[one.variant == "split"]
+            if sd.empty or sp.empty:
+                continue
+            gamma = float(sd.drafted.sum() / sd.verifications.sum())
+            g = max(1, round(gamma))
+            t_d, t_v = cc.gpu_draft_token(512).duration_s, cc.gpu_verify(g + 1, 512).duration_s
+            meas = ratio_ci(sd.cloud_gpu_share_s / sd.tokens, sp.cloud_gpu_share_s.to_numpy() / sp.tokens.to_numpy())
+            out.append(f"| {target} | {n} | {_c(meas)} | {1 + gamma * t_d / t_v:.2f} |")
+    return out + [""]
 
 
 def render_smoke() -> str:
     """A fresh cheap study (2 windows x 128 tokens, constant link, 1 phone): checked by docs.py --check."""
     import pandas as pd
-    js = [j for j in jobs(2, 128, None, phones=(1,), slos=()) if j["link"] in ("-", "LTE 6/13 Mbit/s")]
+    js = [j for j in jobs(2, 128, None, phones=(1,), slos=(), targets=("LLaMA2-13B",)) if j["link"] in ("-", CONSTANT)]
     df = pd.DataFrame([run_one(j) for j in js])
     summ = summarize(df)
     lines = ["| variant | TPOT ms | mJ/tok | shared_busy | dedicated_wall | per_token_api |", "|---|---|---|---|---|---|"]
@@ -253,32 +320,27 @@ def figure(df, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     summ = summarize(df)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    main = summ[(summ.link == "LTE 6/13 Mbit/s") & ~summ.variant.str.startswith("hybrid_slo_")]
+    targets = [t for t in dict.fromkeys(summ.target) if t in TARGETS]
+    fig, axes = plt.subplots(1, max(1, len(targets)), figsize=(6 * max(1, len(targets)), 4.6), squeeze=False)
     marks = {1: "o", 8: "s", 64: "^"}
-    for i, v in enumerate(dict.fromkeys(main.variant)):
-        for r in main[main.variant == v].to_dict("records"):
-            t, c = r["tpot_ms"], r["musd_1k_shared_busy"]
-            axes[0].errorbar(c[0], t[0], xerr=[[c[0] - c[1]], [c[2] - c[0]]], yerr=[[t[0] - t[1]], [t[2] - t[0]]],
-                             marker=marks.get(r["phones"], "o"), color=f"C{i}", capsize=2,
-                             label=v if r["phones"] == 1 else None)
-    axes[0].set_xscale("log")
-    axes[0].set_xlabel("cloud milli-USD / 1k tokens (shared_busy)")
-    axes[0].set_ylabel("TPOT (ms)")
-    axes[0].set_title("LTE 6/13 Mbit/s, RTT 50 ms; o / s / ^ = 1 / 8 / 64 phones per GPU", fontsize=9)
-    axes[0].legend(fontsize=7)
-    knob = summ[summ.variant.str.startswith("hybrid_slo_")]
-    if len(knob):
-        k = sorted(knob.to_dict("records"), key=lambda r: r["tpot_ms"][0])
-        axes[1].plot([r["musd_1k_shared_busy"][0] for r in k], [r["tpot_ms"][0] for r in k], "o-")
-        for r in k:
-            axes[1].annotate(r["variant"].split("_")[2], (r["musd_1k_shared_busy"][0], r["tpot_ms"][0]), fontsize=7)
-    axes[1].set_xlabel("cloud milli-USD / 1k tokens (shared_busy)")
-    axes[1].set_ylabel("TPOT (ms)")
-    axes[1].set_title("hybrid, hyco.tpot_slo_ms swept (1 phone)", fontsize=9)
-    for ax in axes:
+    local = summ[summ.link == "-"]
+    for ax, target in zip(axes[0], targets):
+        main = summ[(summ.link == CONSTANT) & (summ.target == target) & ~summ.variant.str.startswith("hybrid_slo_")]
+        for i, v in enumerate(dict.fromkeys(main.variant)):
+            for r in main[main.variant == v].to_dict("records"):
+                t, c = r["tpot_ms"], r["musd_1k_per_token_api"]
+                ax.errorbar(c[0], t[0], xerr=[[c[0] - c[1]], [c[2] - c[0]]], yerr=[[t[0] - t[1]], [t[2] - t[0]]],
+                            marker=marks.get(r["phones"], "o"), color=f"C{i}", capsize=2,
+                            label=v if r["phones"] == 1 else None)
+        for r in local.to_dict("records"):
+            ax.axhline(r["tpot_ms"][0], color="grey", ls=":", lw=1, label=f"{r['variant']} (free)")
+        ax.set_xlabel("cloud milli-USD / 1k tokens (per_token_api: what a user pays)")
+        ax.set_ylabel("TPOT (ms)")
+        ax.set_title(f"{target} (acceptance: what-if), LTE 6/13 Mbit/s, RTT 50 ms; o / s / ^ = 1 / 8 / 64 phones",
+                     fontsize=8)
         ax.grid(alpha=0.3)
-    fig.suptitle("Mobile-cloud speculative decoding, Qwen2.5-Coder 0.5B drafter / 1.5B target; 95% CIs over windows",
+        ax.legend(fontsize=7)
+    fig.suptitle("Mobile-cloud speculative decoding, Qwen2.5-Coder-0.5B drafter on a 12 GiB phone; 95% CIs over windows",
                  fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -294,8 +356,8 @@ def parser():
     p.add_argument("--traces", default=None,
                    help="folder with mahimahi cellular traces (where to get them: docs/references.md, [mahimahi]; "
                         "default: $AHASD_SIM_NETWORK_TRACES; without them only the constant LTE link runs)")
-    p.add_argument("--windows", type=int, default=8, help="trace windows per cell (samples, >= 2)")
-    p.add_argument("--tokens", type=int, default=512, help="tokens per window (>= 16)")
+    p.add_argument("--windows", type=int, default=6, help="trace windows per cell (samples, >= 2)")
+    p.add_argument("--tokens", type=int, default=256, help="tokens per window (>= 16)")
     p.add_argument("--workers", type=int, default=2, help="parallel worker processes (>= 1)")
     p.add_argument("--out", default=str(STUDY), help="folder of windows.csv (the doc is regenerated only for the "
                    "default, docs/studies/hyco)")
@@ -315,6 +377,9 @@ def body(a) -> int:
     out = Path(a.out)
     check_writable_dir(out)                       # every output location before any work
     check_output_file(a.figure, flag="--figure")
+    if Path(a.figure).suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"--figure {a.figure}: expected a file name ending in {', '.join(FIGURE_SUFFIXES)} "
+                         "(the suffix picks the image format)")
     if a.traces:
         tdir = Path(a.traces)
         if not tdir.is_dir():

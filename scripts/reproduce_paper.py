@@ -72,6 +72,9 @@ def _parser():
     p.add_argument("--timeline-tokens", type=int, default=96, help="tokens of the timeline runs (Gantt figure)")
     p.add_argument("--no-figures", action="store_true", help="skip the timeline sweep and the figures")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--smoke", action="store_true",
+                   help="a check that the pipeline runs, not a result: one model pair (LLaMA2) and one "
+                        "drafting algorithm (AdaEDL), 32 tokens, one window, no regimes, no figures")
     return p
 
 
@@ -106,6 +109,8 @@ def _check_args(args) -> None:
 
 
 def body(args, argv=None) -> int:
+    if args.smoke:
+        args.tokens, args.windows, args.no_regimes, args.no_figures = 32, 1, True, True
     _check_args(args)
     exp = load_experiments(args.experiments, args.spec)   # bad files are reported before --out is touched
     with lock_dir(Path(args.out)):
@@ -132,6 +137,8 @@ def _reproduce(exp, args, argv) -> int:
     overrides = [f"run.trace={trace}", f"run.generated_tokens={tokens}", "run.timeline=false",
                  f"run.windows={args.windows}"]
     main_spec = with_overrides(spec, overrides)
+    if args.smoke:
+        main_spec = restrict(main_spec, model_pairs=["llama2-7b/llama2-13b"], policies=["adaedl"])
     tl_spec = restrict(with_overrides(spec, [f"run.trace={trace}", f"run.generated_tokens={args.timeline_tokens}",
                                              "run.timeline=true",
                                              # a timeline comes from window 0 only

@@ -25,12 +25,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("policies", {"policies"}),
     ("modes", {"modes"}),
     ("engine", {"simulation"}),
-    ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe"}),
+    ("runs", {"output", "checks", "fingerprint", "compare", "compare_moe", "sustained"}),
     ("plots", {"plots"}),
-    ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers", "measure"}),
+    ("studies", {"sweep", "validate", "validate_mobile", "validate_moe", "validate_peers", "validate_thermal",
+                 "measure"}),
     ("experiments", {"paper"}),
     ("dse", {"dse"}),
-    ("cli", {"__main__"}),
+    ("api", {"api"}),
+    ("cli", {"__main__", "tools"}),
 ]
 LAYER_OF = {place: i for i, (_name, places) in enumerate(LAYERS) for place in places}
 ROOT_NAMES = {"__init__", "__version__"}   # ahasd_sim/__init__.py holds only the version

@@ -112,7 +112,7 @@ def _err(tmp_path, text, overrides=(), seed=None) -> str:
     ("npu: {chipz: 2}\n", "FILE: npu.chipz: unknown key (did you mean 'chips'?); valid keys: "
      "array_cols, array_rows, attention_score_ops_per_element, chips, dataflow, dma_pj_per_byte, dram_bw_fraction, enabled, "
      "fold_model, freq_ghz, gelu_ops_per_element, layernorm_ops_per_element, matrix_util, min_stream_cycles, "
-     "op_overhead_ns, pj_per_mac, reduction_ops_per_element, softmax_ops_per_element, spm_bytes, "
+     "op_overhead_ns, pj_per_mac, reduction_ops_per_element, soc_rest_power_w, softmax_ops_per_element, spm_bytes, "
      "spm_pj_per_bit, static_power_w, vector_macs_per_cycle, vector_pipeline_cycles, vector_pj_per_op, vector_util, "
      "weight_preload_hidden"),
     ("npu: 3\n", "FILE: npu: expected a mapping (section), got 3"),

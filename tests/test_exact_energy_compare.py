@@ -65,7 +65,7 @@ def _recording_run(monkeypatch, mode, n=32, extra=()):
     return cfg, res, tasks, modes        # one mode instance per trace window
 
 
-@pytest.mark.parametrize("mode", ["operator_sync", "async", "ahasd"])
+@pytest.mark.parametrize("mode", ["operator_sync", "task_sync", "async", "ahasd"])
 def test_energy_is_static_power_times_makespan_plus_task_energies(monkeypatch, mode):
     cfg, res, tasks, ms = _recording_run(monkeypatch, mode)
     s = res.summary
@@ -180,7 +180,8 @@ def test_compare_ratios_are_mode_over_baseline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, baseline, expected", [
     ("ahasd, async", None, (["ahasd", "async"], "best")),                # the best decoder of the rows
-    (None, None, (["autoregressive", "gpu_only", "operator_sync", "async", "ahasd"], "best")),
+    (None, None, (["autoregressive", "gpu_only", "npu_sync", "operator_sync", "task_sync", "async", "ahasd", "tree_sync",
+                      "tree_pim"], "best")),
     ("ahasd, async", "best", (["ahasd", "async"], "best")),
     (["ahasd", "async"], "operator_sync", (["operator_sync", "ahasd", "async"], "operator_sync")),
     ("ahasd,async", "async", (["ahasd", "async"], "async")),
@@ -396,8 +397,8 @@ def test_run_errors_name_the_file_and_key(tmp_path):
     assert err("run.draft_model=gpt-9").startswith(f"{f}: run.draft_model: ")
     assert err("run.target_model=gpt-9").startswith(f"{f}: run.target_model: ")
     assert err("run.policy=oracle9") == (f"{f}: run.policy: unknown policy 'oracle9'; valid policies: adaedl, "
-                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, "
-                                         "no_draft, specdecpp, specfit, svip")
+                                         "banditspec, eagle_dynamic, eagle_fixed, ecospec, expert_budget, fixed, hw_tree, "
+                                         "no_draft, rtt_aware, specdecpp, specfit, svip")
     assert err("run.mode=async", "pim.enabled=false") == (
         f"{f}: run.mode: mode 'async' needs device(s) pim, which this platform does not enable "
         "(set pim.enabled: true)")
@@ -423,14 +424,14 @@ def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, p
         "verifications": verifs, "acceptance_rate": 0.123, "mean_accepted_per_verify": 9.9,
         "device_busy_s": busy, "device_idle_s": {}, "device_utilization": {},
         "energy_breakdown_j": {"npu": {"dynamic": energy / 2, "static": energy / 2}},
-        "mode_stats": {"some_rate": float(i + 1), "some_count": 10 * (i + 1), "label": f"w{i}", "flag": bool(i)},
+        "mode_stats": {"some_rate": float(i + 1), "queue_ops": 10 * (i + 1), "label": f"w{i}", "flag": bool(i)},
         "trace_sha256": f"sha{i}", "policy": "fixed", "mode": "async", "seed": 5 + i, "platform": {"x": i},
-        "policy_stats": {"k": i}, "draft_length_histogram": {"2": 1 + i}, "drafted_tokens": acc + rej + killed,
+        "policy_stats": {"k": i, "draft_length_histogram": {"2": 1 + i}}, "drafted_tokens": acc + rej + killed,
     })
     ev = pd.DataFrame({"t": [float(i)]})
     en = pd.DataFrame({"device": ["npu", "npu", "aau"], "kind": ["dynamic", "static", "dynamic"],
                        "energy_j": [energy / 2, energy / 2, 0.25]})
-    return sim.RunResult(summary, ev, en, {"window": i}, {"k": i})
+    return sim.RunResult(summary, ev, en, {"traceEvents": [{"name": f"w{i}"}], "displayTimeUnit": "ms"}, {"k": i})
 
 
 def test_combine_windows_totals_pooled_rates_and_intervals():
@@ -460,15 +461,17 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
     assert s["throughput_tok_s_ci95"] == [8.0, 16 / 1.5]
     assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (8.0, 16 / 1.5)
     assert s["tokens_per_j_ci95"] == [16 / 4.5, 16 / 3.0] and s["ci_method"].startswith("ratio of totals")
-    # other entries: numbers by name (rates averaged, counts/seconds/joules added), strings and
-    # flags from the first window, the first window's identity
-    assert s["mode_stats"] == {"some_rate": 1.5, "some_count": 30, "label": "w0", "flag": False}
-    assert s["draft_length_histogram"] == {"2": 3}
+    # other entries: numbers by their declared rule (metrics.combine.RULES: counts add; an
+    # undeclared number is averaged), strings and flags from the first window, its identity
+    assert s["mode_stats"] == {"some_rate": 1.5, "queue_ops": 30, "label": "w0", "flag": False}
+    assert s["policy_stats"]["draft_length_histogram"] == {"2": 3}
     assert s["energy_breakdown_j"] == {"npu": {"dynamic": 5.0, "static": 5.0}}
     assert (s["trace_sha256"], s["seed"], s["platform"], s["policy"], s["mode"]) == ("sha0", 5, {"x": 0}, "fixed",
                                                                                     "async")
     assert (s["windows"], s["window_tokens"], s["window_start_prompts"]) == (2, 16, [0, 2])
-    assert res.policy_stats == {"k": 1} and res.timeline == {"window": 0}
+    # k is a setting: the first window's (a name-based merge added it up)
+    assert res.policy_stats == {"k": 0, "draft_length_histogram": {"2": 3}} and res.timeline == {
+        "traceEvents": [{"name": "w0"}, {"name": "w1"}], "displayTimeUnit": "ms"}   # every window's trace
     # windows.csv: one row per window, in WINDOW_COLUMNS order
     assert list(res.windows.columns) == sim.WINDOW_COLUMNS
     assert list(res.windows["start_prompt"]) == [0, 2] and list(res.windows["throughput_tok_s"]) == [10.0, 14.0]
@@ -522,18 +525,21 @@ def test_combine_one_window_and_a_mode_with_its_own_windows():
 
 
 def test_merge_rules():
-    m = sim._merge
-    assert m([1, 2, 3]) == 6                                   # integers are counts
-    assert m([1.0, 2.0]) == 1.5                                # other floats are rates: mean
-    for key in ("busy_s", "x_j", "offchip_bytes", "drafted_tokens", "dynamic", "static"):
-        assert m([1.0, 2.0], key) == 3.0, key
-    assert m([1.0, 2.0], "ratio_jx") == 1.5
-    assert m([True, False]) is True and m(["a", "b"]) == "a" and m([[1], [2]]) == [1]
-    assert m([1.0, "x"]) == 1.0 and m([1, True]) == 1          # mixed: the first window's value
-    assert m([{"a": 1.0, "b": 2}, {"a": 3.0, "c": 4.0}]) == {"a": 2.0, "b": 2, "c": 4.0}
-    assert m([{"a": 1.0}, {"a": 3.0}], "device_busy_s") == {"a": 4.0}
-    assert m([{"n": {"a": 1.0}}, {"n": {"a": 3.0}}], "energy_breakdown_j") == {"n": {"a": 4.0}}
-    assert m([{"a": 1.0}, None]) == {"a": 1.0}
+    """Each entry combines by its declared rule (metrics.combine.RULES), not by its name's suffix."""
+    from ahasd_sim.metrics.combine import merge_summaries as m
+    assert m([{"drafted_tokens": 1}, {"drafted_tokens": 2}]) == {"drafted_tokens": 3}         # a count
+    assert m([{"makespan_s": 1.0}, {"makespan_s": 2.0}]) == {"makespan_s": 3.0}               # a total
+    assert m([{"tpot_s": 1.0, "generated_tokens": 1}, {"tpot_s": 2.0, "generated_tokens": 3}])["tpot_s"] == 1.75
+    assert m([{"mode": "a"}, {"mode": "b"}]) == {"mode": "a"}
+    assert m([{"window_start_prompts": [1]}, {"window_start_prompts": [2]}]) == {"window_start_prompts": [1]}
+    assert m([{"device_busy_s": {"a": 1.0}}, {"device_busy_s": {"a": 3.0, "b": 4.0}}]) == {
+        "device_busy_s": {"a": 4.0, "b": 4.0}}
+    assert m([{"energy_breakdown_j": {"n": {"a": 1.0}}}, {"energy_breakdown_j": {"n": {"a": 3.0}}}]) == {
+        "energy_breakdown_j": {"n": {"a": 4.0}}}
+    assert m([{"mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 1}}}},
+              {"mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 3}}}}]) == {
+        "mode_stats": {"queues": {"q": {"capacity": 4, "max_occupancy": 3}}}}
+    assert m([{"drafted_tokens": 1.0}, {"drafted_tokens": "x"}]) == {"drafted_tokens": 1.0}   # mixed: the first
 
 
 def test_trace_models_and_by_task():
@@ -588,9 +594,10 @@ def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
             t.loc["ahasd", "energy_efficiency_vs_async_ci95_high"]] == pytest.approx([0.5, 1.0], rel=1e-12, abs=0)
     assert list(t.loc["async", ["throughput_vs_async", "throughput_vs_async_ci95_low",
                                 "throughput_vs_async_ci95_high"]]) == [1.0, 1.0, 1.0]
-    assert list(table.columns) == cmp.COLUMNS + ["pim_placement"] + [
+    assert list(table.columns) == cmp.COLUMNS + ["pim_placement", "not_run"] + [
         f"{n}_vs_{b}{s}" for b in ("best", "async") for n in ("throughput", "energy_efficiency")
-        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder"]
+        for s in ("", "_ci95_low", "_ci95_high")] + ["best_throughput_decoder", "best_efficiency_decoder",
+                                                  "window_basis"]
     # the best decoder by each metric: ahasd is faster (20 / (7/6) s vs 20 / 1.5 s), async more efficient
     assert table["best_throughput_decoder"].iloc[0] == "ahasd" and table["best_efficiency_decoder"].iloc[0] == "async"
     csv = pd.read_csv(out / "compare.csv")
@@ -631,7 +638,7 @@ def test_describe_platform_and_hardware_errors_attributed_to_the_config_file():
                  "memory_effective_bandwidth_gb_s": pytest.approx(p.memory.effective_bandwidth_bytes_s / 1e9,
                                                                   rel=1e-12, abs=0),
                  "npu_peak_tops": pytest.approx(2 * 64 * 64 * 2 * 1e9 / 1e12, rel=1e-12, abs=0),
-                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0, "pim_throttle": 1.0}
+                 "pim_draft_ranks": 3, "pim_target_ranks": 5, "pim_shared_ranks": 0}
     gpu = Platform.build(_smoke_cfg("gpu.enabled=true", "npu.enabled=false", "pim.enabled=false"))
     d = sim.describe_platform(gpu, SimpleNamespace(costs=SimpleNamespace()))
     assert set(d) == {"memory_peak_bandwidth_gb_s", "memory_effective_bandwidth_gb_s", "gpu_effective_bandwidth_gb_s"}

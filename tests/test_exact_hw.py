@@ -625,7 +625,7 @@ def test_partition_reserves_inputs_and_limits():
         p.partition(2 * gib, 2.5 * gib, 0.25 * gib)
     assert ei.value.source == "" and ei.value.key_path == "pim.ranks"
     assert ei.value.message == ("draft model 2.15 GB + target model 2.68 GB (+ KV reserve 0.54 GB) need 3 + 3 ranks "
-                                "of 1 GiB in distinct ranks, but the device has 4 ranks (4.3 GB)")
+                                "of 1.07 GB free in distinct ranks, but the device has 4 ranks (4.3 GB)")
 
 
 def test_pim_reads_of_ops_without_token_or_write_attributes():

@@ -1147,7 +1147,7 @@ def test_finalize_books_the_radio_energy_and_user_tpot_before_a_commit():
     m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6, start=False)
     assert math.isnan(m.user_tpot_s())
     m, env = _mode("device_draft_cloud_verify", np.ones(20, bool), 6)
-    want = m.net.radio_energy_j(env.now)
+    want = m.net.radio_energy_j(env.now, m.radio_sessions())   # its share of a session's tail
     got = []
     m.col.energy = lambda dev, e, label: got.append((dev, e, label))
     m.finalize()
@@ -1183,7 +1183,8 @@ def test_split_and_session_events():
                                               "window_cloud_sd": m.est.window_cloud_sd,
                                               "tokens_per_split": m.est.tokens_per_split,
                                               "tokens_per_cloud_sd": m.est.tokens_per_cloud_sd,
-                                              "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s}}
+                                              "net_rt_s": m.est.net_rt_s, "ar_interval_s": m.est.ar_interval_s,
+                                              "cloud_verify_s": m.est.cloud_verify_s}}
 
 
 def _record_outcomes(m):
@@ -1264,11 +1265,20 @@ def test_continuation_sessions_are_pipelined_round_trips():
     """hybrid, [cloud_sd], sessions of 3 tokens, 9 tokens. Session 1: request arrives 10.016,
     2 drafts + verify end 22.016, chunk arrives 32.024 ms. There the phone sends the next
     request at once (42.040 ms at the cloud): 54.040, chunk 64.048; the third: 96.072 ms.
-    Three sessions, three round trips, three calls."""
-    m, env = _mode("hybrid", np.ones(20, bool), 9, ["hyco.options=[cloud_sd]", "hyco.cloud_session_tokens=3"])
+    Three sessions, three round trips, three calls. (A hybrid with one option streams without
+    sessions, below; the sessions are those of a hybrid that keeps deciding, forced here.)"""
+    m, env = _mode("hybrid", np.ones(20, bool), 9, ["hyco.options=[cloud_sd]", "hyco.cloud_session_tokens=3"],
+                   start=False)
+    m.session_tokens = None       # sessions of hyco.cloud_session_tokens, as with several options
+    done = m.start()
+    env.run(until=done)
     assert m.commit_log == [(ex(32.024e-3), 3), (ex(64.048e-3), 6), (ex(96.072e-3), 9)]
     assert (m.round_trips, m.sessions, m.cloud.ledgers[0].calls) == (3, 3, 3)
     assert m.rounds_by_option["cloud_sd"] == 3
+    # one option: one continuous stream, a chunk every cloud round (12 ms: 2 drafts + verify)
+    m, env = _mode("hybrid", np.ones(20, bool), 9, ["hyco.options=[cloud_sd]", "hyco.cloud_session_tokens=3"])
+    assert m.commit_log == [(ex(32.024e-3), 3), (ex(44.024e-3), 6), (ex(56.024e-3), 9)]
+    assert (m.round_trips, m.sessions, m.cloud.ledgers[0].calls) == (1, 1, 1)
 
 
 def test_peers_replay_their_own_windows_with_their_own_generators():

@@ -836,7 +836,7 @@ def test_a_tree_policy_in_a_chain_mode_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError) as e:
         get_mode("async")(simpy.Environment(), ctx)
     assert e.value.key_path == "run.policy" and e.value.source == str(p)
-    assert e.value.message == (f"policy '{cfg.run.policy}' selects draft trees; use it with run.mode moe_offload, "
+    assert e.value.message == (f"policy '{cfg.run.policy}' selects draft trees; use it with run.mode moe_offload, tree_pim, tree_sync, "
                                f"not 'async'")
 
 

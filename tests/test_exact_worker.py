@@ -484,7 +484,7 @@ def test_run_sweep_cli_passes_its_options_and_reports_interrupts(tmp_path, monke
     monkeypatch.setattr(r, "run_sweep", run_sweep)
     assert r.run_sweep_cli(_cli_args(src, "o", workers=3, no_progress=False)) == 1      # a point is pending
     assert seen == {"workers": 3, "executor": "local", "scheduler": None, "progress": True, "out": "o", "name": "rs",
-                    "split_points": True, "full_points": False}
+                    "split_points": True, "full_points": False, "recompute": False}
     # Ctrl-C: the message points at the folder when results.csv was written, and the interrupt goes on
     monkeypatch.chdir(tmp_path)
 

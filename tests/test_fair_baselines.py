@@ -237,7 +237,15 @@ def test_compare_runs_every_decoder_and_normalises_to_the_best(tmp_path):
     rows = [r for r, _ in expand_modes(cfg, ["autoregressive", "operator_sync", "ahasd"])]
     assert rows == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "ahasd"]
     table, _ = run_compare(cfg, None, None, tmp_path / "cmp")
-    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "operator_sync", "async", "ahasd"]
+    trees = [f"{m}/{p}" for m in ("tree_sync", "tree_pim") for p in ("eagle_fixed", "eagle_dynamic", "hw_tree")]
+    assert list(table["mode"]) == ["autoregressive@npu", "autoregressive@pim", "npu_sync", "operator_sync",
+                                  "task_sync", "async", "ahasd", *trees]
+    # tree rows replay the tree trace's windows: their ratios are to the best tree row only
+    tree_rows = table[table["mode"].isin(trees)]
+    assert tree_rows["window_basis"].nunique() == 1 and tree_rows["window_basis"].iloc[0] != table["window_basis"].iloc[0]
+    assert set(tree_rows["best_throughput_decoder"]) <= set(trees)
+    assert (tree_rows["throughput_vs_best"] <= 1.0 + 1e-9).all()
+    table = table[~table["mode"].isin(trees)]
     best = table["best_throughput_decoder"].iloc[0]
     row = table.set_index("mode")
     assert row.loc[best, "throughput_vs_best"] == pytest.approx(1.0)

@@ -23,6 +23,7 @@ CASES = [
     ("platform_mobile_npu_lpddr5_pim.yaml", "async", "adaedl"),
     ("platform_mobile_npu_lpddr5_pim.yaml", "operator_sync", "adaedl"),
     ("platform_mobile_npu_lpddr5_pim.yaml", "operator_sync", "fixed"),
+    ("platform_mobile_npu_lpddr5_pim.yaml", "task_sync", "adaedl"),
     ("platform_mobile_npu_lpddr5.yaml", "autoregressive", "fixed"),
     ("platform_laptop_rtx4090.yaml", "gpu_only", "adaedl"),
     ("platform_laptop_rtx4090.yaml", "gpu_only", "svip"),
@@ -61,10 +62,10 @@ def test_invariants(platform, mode, policy):
     assert s["prefills"] == 2 and s["prefill_s"] > 0       # the 48 tokens span 2 prompts of the smoke trace
     # no device in two tasks at once (the collector also checks while recording)
     tl = res.timeline["traceEvents"]
-    by_tid: dict[int, list] = {}
+    by_tid: dict[tuple[int, int], list] = {}
     for e in tl:
-        if e["ph"] == "X":
-            by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+        if e["ph"] == "X":          # one process per trace window, one thread per device
+            by_tid.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for spans in by_tid.values():
         spans.sort()
         for (a0, a1), (b0, b1) in zip(spans, spans[1:]):

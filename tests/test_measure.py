@@ -362,3 +362,19 @@ def test_cpu_moe_smoke_run(tmp_path):
         if r["kind"] == "moe_step_loop":   # the fused layer agrees with the loop
             assert float(r["notes"].split("max rel diff to fused ")[1].split(";")[0]) < 1e-5
     assert not any(math.isnan(float(r["latency_s_p90"])) for r in rows)
+
+
+@pytest.mark.parametrize("target", ["gpu", "moe"])
+def test_a_shipped_file_is_not_overwritten_without_force(target, capsys, monkeypatch):
+    """measure's default --out (gpu) is the shipped H200 file: refused before torch is needed, and
+    the file is untouched; --force passes the check (then the missing torch stops the run here)."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    shipped = REPO_ROOT / "validation" / "h200_measured.csv"
+    before = shipped.read_bytes()
+    argv = ["measure", target, "--out", str(shipped)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is a file shipped with ahasd_sim" in err and "--force" in err and "\n" not in err.strip()
+    assert main([*argv, "--force"]) == 2
+    assert "needs PyTorch" in capsys.readouterr().err
+    assert shipped.read_bytes() == before

@@ -242,10 +242,14 @@ def test_radio_promotion_and_tail_after_the_last_message():
     assert e["radio_promotion"] == pytest.approx(2 * 0.2601 * c.radio_promotion_power_w)
     assert e["radio_active"] == pytest.approx(3 * 0.001 * c.radio_active_power_w)
     assert e["radio_tail"] == pytest.approx(((5.0 - 0.2611) + 2 * c.radio_tail_s) * c.radio_tail_power_w)
-    # a run's summary carries the tail after its last message (cloud AR: ~12.3 J, not 0)
-    res = _run("cloud_autoregressive")
+    # a run's summary carries the tail after its last message (cloud AR: ~12.3 J, not 0), its token
+    # share of it when runs are charged per session (96 of 512 tokens)
+    res = _run("cloud_autoregressive", ["network.radio_session_tokens=0"])
     tail = res.summary["dynamic_energy_by_task_j"]["radio_tail"]["network"]
     assert tail >= c.radio_tail_s * c.radio_tail_power_w
+    res = _run("cloud_autoregressive")
+    tail = res.summary["dynamic_energy_by_task_j"]["radio_tail"]["network"]
+    assert tail >= 96 / 512 * c.radio_tail_s * c.radio_tail_power_w
 
 
 def test_time_varying_rtt_from_an_rtt_trace(tmp_path):

@@ -323,3 +323,27 @@ def test_forward_is_fast():
         forward_totals(m, 1, 5000 + L)
     assert time.perf_counter() - t0 < 5.0
     assert math.isfinite(forward_totals(m, 1, 6023).flops)
+
+
+def test_extra_context_tokens_lengthen_every_kv_read_and_prefill_by_exactly_that():
+    """run.extra_context_tokens = E: every replayed position's KV length is prompt_len + position in
+    the response + E (E more than without), the trace's other columns are the same arrays, and
+    plain decoding on PIM, whose attention reads the whole KV, gets slower."""
+    from pathlib import Path
+    from ahasd_sim.config.loader import load_config
+    from ahasd_sim.modes.replay import TraceReplay
+    from ahasd_sim.simulation import run_simulation
+    from ahasd_sim.traces.format import load_trace, with_extra_context
+    root = Path(__file__).resolve().parent.parent
+    tr = load_trace(root / "traces" / "qwc-0.5b-1.5b_greedy_smoke.npz")
+    longer = with_extra_context(tr, 1000)
+    assert longer is with_extra_context(tr, 1000)            # one copy per amount
+    a, b = TraceReplay(tr, 64), TraceReplay(longer, 64)
+    assert all(b.kv_len_at(p) == a.kv_len_at(p) + 1000 for p in range(a.n_positions))
+    assert longer.tgt_tok is tr.tgt_tok and longer.accept is tr.accept
+    short = ["run.mode=autoregressive", "baseline.device=pim", "run.generated_tokens=32", "run.windows=1",
+             "run.timeline=false", f"run.trace={root / 'traces' / 'qwc-0.5b-1.5b_greedy_smoke.npz'}"]
+    cfg = load_config(root / "hw_configs" / "ahasd_mobile.yaml", short)
+    t0 = run_simulation(cfg).summary["throughput_tok_s"]
+    t1 = run_simulation(cfg.replace(["run.extra_context_tokens=8192"])).summary["throughput_tok_s"]
+    assert t1 < t0

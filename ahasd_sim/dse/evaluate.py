@@ -93,11 +93,11 @@ def memory_shortfall_ranks(cfg) -> float | None:
     when the run places no models in PIM ranks (PIM disabled, or a mode without placement)."""
     from ..hw.platform import Platform
     from ..modes.placement import CANDIDATES, mode_uses_placement, place_models
-    from ..workload.models import get_model
     if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
         return None
     try:
-        draft, target = get_model(cfg.run.draft_model), get_model(cfg.run.target_model)
+        from ..simulation import run_model
+        draft, target = run_model(cfg, cfg.run.draft_model), run_model(cfg, cfg.run.target_model)
     except ValueError:
         return None                      # reported by the run itself, with its file and key
     pim = Platform.build(cfg).pim

@@ -260,10 +260,10 @@ def derived_values(cfg: SimConfig, names: set[str]) -> dict[str, float]:
         out["added_area_mm2"] = float(tot["area_mm2"])
         out["added_area_pct_of_die"] = float(tot["pct_of_die"])
     if names & {"draft_weights_gb", "target_weights_gb"}:
-        from ..workload.models import get_model
+        from ..simulation import run_model     # at the run's precision (run.precision)
         try:
-            out["draft_weights_gb"] = get_model(cfg.run.draft_model).weight_bytes() / 1e9
-            out["target_weights_gb"] = get_model(cfg.run.target_model).weight_bytes() / 1e9
+            out["draft_weights_gb"] = run_model(cfg, cfg.run.draft_model).weight_bytes() / 1e9
+            out["target_weights_gb"] = run_model(cfg, cfg.run.target_model).weight_bytes() / 1e9
         except ValueError as exc:
             raise InputError(str(exc)) from None
     if "pim_capacity_gb" in names:

@@ -8,7 +8,8 @@ run the same mode on other trace windows, :mod:`ahasd_sim.modes.mobile_cloud`).
 Continuous batching (iteration-level scheduling, Orca, OSDI 2022): forwards wait in one
 FIFO queue; each iteration takes every waiting forward of the head request's model (at
 most ``max_batch``) and runs them as one batched forward; a forward that arrives during an
-iteration joins the next. Batched forward time, from the GPU model: one forward over all
+iteration joins the next (``batch_window_ms`` > 0: an idle GPU waits until the head forward
+has waited that long, so later arrivals join its iteration). Batched forward time, from the GPU model: one forward over all
 the batch's tokens with an empty KV cache (weights read once, FLOPs of every token) plus,
 per forward, its own KV-dependent attention time (its forward at its KV length minus the
 same forward at the shortest KV). A batch of one is exactly the single forward.
@@ -69,8 +70,26 @@ class CloudConfig:
     phones_per_gpu: int = param(1, doc="phones sharing one server GPU (the run's phone + others running the same "
                                 "mode on other trace windows)", ge=1, le=4096,
                                 bound_reason="each phone is simulated; 4096 is 16x vLLM's default batch of 256")
+    arrival_rate_per_s: float = param(0.0, doc="open arrivals: the other phones_per_gpu - 1 phones arrive as a "
+                                      "Poisson process of this rate (seeded per run and window) instead of all at "
+                                      "t = 0; each phone's TPOT counts from its arrival (0 = closed fleet, in step)",
+                                      unit="1/s", ge=0, le=1e6, source="[R] Poisson session arrivals",
+                                      bound_reason="a million phone arrivals per second on one GPU is no fleet")
     max_batch: int = param(256, doc="most forwards in one continuous-batching iteration (1 = no batching)", ge=1,
                            source="vLLM's default max_num_seqs = 256")
+    batch_window_ms: float = param(0.0, doc="batching window: an idle GPU waits this long after the first "
+                                   "forward arrives before forming the iteration (0 = greedy: start at once)",
+                                   unit="ms", ge=0, source="[R] timed batching as in Triton's dynamic batcher "
+                                   "max_queue_delay; 0 keeps iteration-level scheduling (Orca, OSDI 2022)")
+    kv_cache_gib: float = param(0.0, doc="KV-cache memory of the server for admission control: 0 = unlimited; "
+                                "> 0 = this many GiB; -1 = derived: the GPU's usable memory minus the weights of the "
+                                "models it serves. A phone is admitted at its first request when blocks for its whole "
+                                "context (prompt + tokens to generate + one draft window) are free, else it waits "
+                                "(FIFO) until a finished phone releases its blocks", unit="GiB", ge=-1.0,
+                                low_reason="write -1 for the derived size", source="[R] reservation-based admission "
+                                "(no preemption); paged blocks as in vLLM, Kwon et al., SOSP 2023")
+    kv_block_tokens: int = param(16, doc="tokens per KV-cache block (paged allocation)", unit="tokens", ge=1,
+                                 source="vLLM's default block_size = 16")
     user_tpot_slo_ms: float = param(50.0, doc="per-user TPOT target for SLO attainment with shared GPUs",
                                     unit="ms", gt=0, source="assumption: 20 tok/s, faster than reading")
 
@@ -87,7 +106,43 @@ class CloudLedger:
     forwards: int = 0
     tokens_processed: int = 0
     energy_j: float = 0.0          # its share of the GPU's dynamic energy
+    admission_wait_s: float = 0.0  # waiting for KV blocks before its first request
     by_task_s: dict = field(default_factory=dict)
+
+
+class KvBlocks:
+    """Paged KV memory: ``total_blocks`` blocks of ``block_tokens`` tokens, reserved per owner.
+
+    A reservation for ``tokens`` takes ceil(tokens / block_tokens) blocks; it succeeds exactly
+    when that many blocks are free (nothing is taken otherwise)."""
+
+    def __init__(self, total_blocks: int, block_tokens: int):
+        if total_blocks < 0 or block_tokens < 1:
+            raise ValueError("need total_blocks >= 0 and block_tokens >= 1")
+        self.total_blocks = int(total_blocks)
+        self.block_tokens = int(block_tokens)
+        self.held: dict[int, int] = {}
+        self.refusals = 0
+        self.peak_blocks = 0
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-int(tokens) // self.block_tokens)
+
+    @property
+    def free_blocks(self) -> int:
+        return self.total_blocks - sum(self.held.values())
+
+    def try_reserve(self, owner: int, tokens: int) -> bool:
+        need = self.blocks_for(tokens)
+        if need > self.free_blocks:
+            self.refusals += 1
+            return False
+        self.held[owner] = self.held.get(owner, 0) + need
+        self.peak_blocks = max(self.peak_blocks, sum(self.held.values()))
+        return True
+
+    def release(self, owner: int) -> int:
+        return self.held.pop(owner, 0)
 
 
 @dataclass
@@ -122,7 +177,40 @@ class CloudServer:
         self.iterations = 0
         self.batched_forwards = 0
         self.batched_tokens = 0
+        self.kv: KvBlocks | None = None            # set by use_kv_blocks (cloud.kv_cache_gib != 0)
+        self.kv_tokens: dict[int, int] = {}        # per owner: tokens to reserve at admission
+        self.admitted: set[int] = set()
+        self._admission: list = []                 # (owner, event) waiting for blocks, FIFO
         env.process(self._loop())
+
+    def use_kv_blocks(self, total_blocks: int) -> None:
+        self.kv = KvBlocks(total_blocks, self.cfg.kv_block_tokens)
+
+    def admit(self, owner: int):
+        """SimPy process body: wait (FIFO) until ``owner``'s KV reservation fits (no-op without
+        a KV limit or once admitted)."""
+        if self.kv is None or owner in self.admitted:
+            return
+        t0 = self.env.now
+        if self._admission or not self.kv.try_reserve(owner, self.kv_tokens.get(owner, 0)):
+            ev = self.env.event()
+            self._admission.append((owner, ev))
+            yield ev
+        self.admitted.add(owner)
+        self.ledgers[owner].admission_wait_s += self.env.now - t0
+
+    def release(self, owner: int) -> None:
+        """``owner`` is done: free its blocks and admit waiting owners in order while they fit."""
+        if self.kv is None or owner not in self.admitted:
+            return
+        self.kv.release(owner)
+        self.admitted.discard(owner)
+        while self._admission:
+            o, ev = self._admission[0]
+            if not self.kv.try_reserve(o, self.kv_tokens.get(o, 0)):
+                break
+            self._admission.pop(0)
+            ev.succeed()
 
     def attach(self, owner: int, collector=None) -> CloudLedger:
         self.ledgers[owner] = CloudLedger()
@@ -154,6 +242,8 @@ class CloudServer:
         """SimPy process body: one forward of ``owner``; ``new_call``: it starts a request (waits
         once, counted as a call). Returns (start, end) of the iteration that ran it."""
         led = self.ledgers[owner]
+        if self.kv is not None and owner not in self.admitted:
+            yield from self.admit(owner)
         if new_call:
             wait = self.queue_wait_s(self.forward_cost(kind, n_tokens, kv_len).duration_s)
             led.queue_wait_s += wait
@@ -174,6 +264,11 @@ class CloudServer:
                 self._wake = env.event()
                 yield self._wake
                 continue
+            win = self.cfg.batch_window_ms * 1e-3
+            if win > 0:        # hold the iteration until the head forward has waited the window
+                wait = self.queue[0].enqueued_s + win - env.now
+                if wait > 0:
+                    yield env.timeout(wait)
             kind = self.queue[0].kind
             batch = [f for f in self.queue if f.kind == kind][:cap]
             taken = set(map(id, batch))

@@ -92,6 +92,13 @@ class MemoryConfig:
                                    ge=1, source="assumption: bank/bank-group interleaved address mapping")
     capacity_gib: float = param(64.0, doc="total DRAM capacity (GiB = 2^30 B)", unit="GiB", gt=0,
                                 source="AHASD Table 2: 4 GB/rank x 16 ranks")
+    reserved_gib: float = param(0.0, doc="memory the OS and other apps hold (kernel, system services, GPU/modem "
+                                "carve-outs), taken off the top before any model is placed; on a PIM platform it "
+                                "is spread over the ranks (the address map interleaves pages over channels and "
+                                "ranks)", unit="GiB", ge=0,
+                                source="0 = the AHASD paper's platform, which holds the models alone; a phone "
+                                "keeps 4-6 GB in use by the system (docs/references.md, 'Phone memory and "
+                                "power envelope'): the phone presets set 4 GiB")
     trcd_ns: float = param(20.0, doc="ACT to column command", unit="ns", gt=0, source=_AHASD_T + ": 32 nCK")
     trp_ns: float = param(20.0, doc="precharge period", unit="ns", gt=0, source=_AHASD_T + ": 32 nCK")
     tras_ns: float = param(40.0, doc="ACT to PRE minimum", unit="ns", gt=0, source=_AHASD_T + ": 64 nCK")
@@ -124,6 +131,14 @@ class MemoryConfig:
                               source="JESD209-5B Table 235, 16 Gb: 140 ns [Ram2]")
     trefi_ns: float = param(3900.0, doc="average all-bank refresh interval tREFI", unit="ns", gt=0,
                             source=_AHASD_T + ": 6240 nCK = 3.9 us (JEDEC 3906 ns)")
+    dram_temperature_c: float = param(45.0, doc="DRAM case temperature: above 85 C the refresh rate doubles "
+                                      "(tREFI halved) in the bandwidth and the PIM command sequence (runs of a "
+                                      "duration set it from the thermal model's package node)", unit="C",
+                                      ge=-40.0, le=125.0, bound_reason="LPDDR5 is specified to 105 C (extended "
+                                      "grade 125 C)",
+                                      source="JESD209-5 temperature derating: 2x refresh rate above 85 C "
+                                      "(docs/references.md 'Phone memory and power envelope'); 45 C: a cool phone's "
+                                      "package (grade C)")
     refresh_mode: str = param("all_bank", doc="all-bank refresh (REFab) or per-bank refresh (REFpb)",
                               choices=("all_bank", "per_bank"), source="JESD209-5B section 7.4 (REFab / REFpb)")
     traffic_class: str = param("sequential_read", doc="traffic class whose bandwidth the simulator's bulk "
@@ -160,7 +175,18 @@ class MemoryConfig:
                                              source="15-30 mW per active x16 channel, assumption (grade C; "
                                              "calibrate with DRAMPower)")
 
+    refresh_mw_per_channel: float = param(0.0, doc="the part of background_mw_per_channel that refresh draws at "
+                                          "the normal rate; it doubles above 85 C with the refresh rate "
+                                          "(memory.dram_temperature_c)", unit="mW", ge=0, le=1000.0,
+                                          bound_reason="as background_mw_per_channel",
+                                          source="0 = not split (the AHASD platform's 20 mW assumption); the phone "
+                                          "presets: 2 active dies x ~6 mW (IDD5 over tRFC / tREFI, Micron LPDDR4 "
+                                          "memspec in DRAMSys; docs/references.md 'Phone memory and power envelope')")
+
     def validate(self) -> None:
+        if self.refresh_mw_per_channel > self.background_mw_per_channel:
+            raise ValueError(f"refresh_mw_per_channel ({self.refresh_mw_per_channel:g}) is part of "
+                             f"background_mw_per_channel ({self.background_mw_per_channel:g}) and cannot exceed it")
         if self.standard == "LPDDR5" and self.data_rate_mts > 6400:
             raise ValueError(f"LPDDR5 tops out at 6400 MT/s, got data_rate_mts={self.data_rate_mts} "
                              "(set standard: LPDDR5X)")
@@ -169,14 +195,27 @@ class MemoryConfig:
         if self.interleaved_banks > self.banks_per_channel:
             raise ValueError(f"interleaved_banks ({self.interleaved_banks}) > banks_per_channel "
                              f"({self.banks_per_channel})")
+        if self.reserved_gib >= self.capacity_gib:
+            raise ValueError(f"reserved_gib ({self.reserved_gib:g}) must be < capacity_gib ({self.capacity_gib:g}): "
+                             "nothing would be left for the models")
         if self.trfc_ns >= self.trefi_ns:
             raise ValueError(f"trfc_ns ({self.trfc_ns}) must be < trefi_ns ({self.trefi_ns})")
         if self.trfc_pb_ns >= self.trefi_ns / self.banks_per_channel:
             raise ValueError(f"trfc_pb_ns ({self.trfc_pb_ns}) must be < trefi_ns / banks_per_channel "
                              f"({self.trefi_ns / self.banks_per_channel:g})")
+        if self.dram_temperature_c > REFRESH_DERATING_ABOVE_C:
+            hot = self.trefi_ns / 2.0   # JEDEC's doubled refresh rate must still leave the bank time
+            per_bank = self.refresh_mode == "per_bank"
+            busy, interval = ((self.trfc_pb_ns, hot / self.banks_per_channel) if per_bank else (self.trfc_ns, hot))
+            if busy >= interval:
+                raise ValueError(f"dram_temperature_c {self.dram_temperature_c:g} C halves tREFI: "
+                                 f"{'trfc_pb_ns' if per_bank else 'trfc_ns'} ({busy:g}) must be < {interval:g} ns")
 
 
 TRAFFIC_CLASSES = ("sequential_read", "mixed", "random")
+
+#: above this DRAM temperature JEDEC doubles the refresh rate (JESD209-5 temperature derating)
+REFRESH_DERATING_ABOVE_C = 85.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +274,16 @@ class Lpddr5Memory:
         return self.cfg.burst_bytes / self.channel_peak_bytes_s * 1e9
 
     @property
+    def refresh_derated(self) -> bool:
+        """Whether the DRAM is above 85 C, where tREFI is halved (JESD209-5)."""
+        return self.cfg.dram_temperature_c > REFRESH_DERATING_ABOVE_C
+
+    @property
+    def trefi_ns(self) -> float:
+        """The refresh interval at ``memory.dram_temperature_c``: tREFI, halved above 85 C."""
+        return self.cfg.trefi_ns / (2.0 if self.refresh_derated else 1.0)
+
+    @property
     def trc_ns(self) -> float:
         """Row cycle tRC = tRAS + tRP (derived, JESD209-5B)."""
         return self.cfg.tras_ns + self.cfg.trp_ns
@@ -244,8 +293,8 @@ class Lpddr5Memory:
         c = self.cfg
         if c.refresh_mode == "per_bank":
             # one bank out for tRFCpb every tREFI / banks; the stream loses that bank's share
-            return 1.0 - c.trfc_pb_ns / (c.trefi_ns / c.banks_per_channel) / c.banks_per_channel
-        return 1.0 - c.trfc_ns / c.trefi_ns
+            return 1.0 - c.trfc_pb_ns / (self.trefi_ns / c.banks_per_channel) / c.banks_per_channel
+        return 1.0 - c.trfc_ns / self.trefi_ns
 
     def _stream_terms(self) -> tuple[float, float, float]:
         """(row data time ns, column efficiency, row efficiency) of a read stream."""
@@ -312,9 +361,19 @@ class Lpddr5Memory:
     def class_bandwidth_bytes_s(self, traffic: str) -> float:
         return self.class_breakdown(traffic).effective_bytes_s
 
+    #: share of the sustained bandwidth the host's streams may use under a package power cap
+    #: (``pim.dram_power_limit_w``; set by :meth:`ahasd_sim.hw.pim.PimMemory.apply_power_cap`)
+    host_rate_fraction: float = 1.0
+
     @property
     def effective_bandwidth_bytes_s(self) -> float:
-        """Sustained bandwidth (B/s) of ``traffic_class``; always <= peak."""
+        """Sustained bandwidth (B/s) of ``traffic_class``, at the rate a package power cap allows;
+        always <= peak."""
+        return self._bw.effective_bytes_s * self.host_rate_fraction
+
+    @property
+    def uncapped_bandwidth_bytes_s(self) -> float:
+        """Sustained bandwidth (B/s) of ``traffic_class`` without a power cap."""
         return self._bw.effective_bytes_s
 
     def stream_time_s(self, nbytes: float) -> float:
@@ -341,7 +400,7 @@ class Lpddr5Memory:
         """Fraction of unloaded random reads that find their bank closed (all-bank refresh
         since the bank's last access); per-bank refresh closes one bank at a time, same rate."""
         c = self.cfg
-        return min(1.0, c.banks_per_channel * interval_ns / c.trefi_ns)
+        return min(1.0, c.banks_per_channel * interval_ns / self.trefi_ns)
 
     def random_read_latency_ns(self) -> float:
         """Mean unloaded latency of dependent random reads (pointer chasing), open-page policy."""
@@ -369,7 +428,10 @@ class Lpddr5Memory:
 
     @property
     def background_power_w(self) -> float:
-        return self.cfg.channels * self.cfg.background_mw_per_channel * 1e-3
+        """Standby + refresh power; above 85 C the refresh part doubles with the refresh rate."""
+        c = self.cfg
+        extra = c.refresh_mw_per_channel if self.refresh_derated else 0.0
+        return c.channels * (c.background_mw_per_channel + extra) * 1e-3
 
     @property
     def static_power_w(self) -> float:
@@ -378,3 +440,13 @@ class Lpddr5Memory:
     @property
     def capacity_bytes(self) -> int:
         return int(round(self.cfg.capacity_gib * 2**30))
+
+    @property
+    def reserved_bytes(self) -> int:
+        """What the OS and other apps hold (``memory.reserved_gib``)."""
+        return int(round(self.cfg.reserved_gib * 2**30))
+
+    @property
+    def model_capacity_bytes(self) -> int:
+        """Capacity left for the models: the total less the OS/app reserve."""
+        return self.capacity_bytes - self.reserved_bytes

@@ -90,6 +90,12 @@ class NetworkConfig:
                                      unit="s", ge=0, source=f"LTE T_pro = 260.1 ms, Table 3 of {HUANG12}")
     radio_promotion_power_w: float = param(1.2107, doc="radio power during an RRC promotion", unit="W", ge=0,
                                            source=f"LTE P_pro = 1210.7 mW, Table 3 of {HUANG12}")
+    radio_session_tokens: int = param(512, doc="output tokens of one user session (one answer): the radio tail after "
+                                      "a session's last message is charged once per session, so a run of N tokens "
+                                      "pays N / radio_session_tokens tails (0: the run is one session, one whole "
+                                      "tail after its last message, whatever its length)", unit="tokens", ge=0,
+                                      source="[R] assumption: one chat answer of 512 tokens (the mobile-cloud "
+                                      "study's window)")
     rtt_trace: str = param("", doc="time-varying RTT: a text file of 'time_s rtt_ms' lines (piecewise constant, "
                            "looping with the last time as period, read at the same offset as the traces; "
                            "empty: constant rtt_ms)")
@@ -310,6 +316,7 @@ class Delivery:
     service_start_s: float
     depart_s: float
     arrive_s: float
+    promotion_s: float = 0.0     # RRC promotion it waited for (the phone knows its radio was idle)
 
 
 class _Direction:
@@ -401,7 +408,7 @@ class NetworkSession:
         d.last_arrive_s = arrive
         self.bytes[direction] += nbytes
         self.messages[direction] += 1
-        rec = Delivery(direction, nbytes, now, start, depart, arrive)
+        rec = Delivery(direction, nbytes, now, start, depart, arrive, promo)
         self.deliveries.append(rec)
         if direction == "up":      # the phone holds the bytes from enqueue (after promotion) until they leave
             busy = (now + promo, depart)
@@ -446,10 +453,12 @@ class NetworkSession:
         return total
 
     # ------------------------------------------------------------ energy
-    def radio_energy_j(self, end_s: float) -> dict[str, float]:
+    def radio_energy_j(self, end_s: float, last_tail_share: float = 1.0) -> dict[str, float]:
         """Radio energy by component: tx, rx, active, promotion, tail. Activity after ``end_s``
-        is cut; the tail after the last activity is charged whole (the radio stays connected
-        ``radio_tail_s`` after the run's last message, whoever looks at it)."""
+        is cut; the tail after the last activity (the radio stays connected ``radio_tail_s``
+        after the last message, whoever looks at it) and the first promotion (the one that opened
+        the session) are charged ``last_tail_share`` times: 1 for a run that is one session,
+        tokens / session tokens for a run charged per session."""
         c = self.cfg
         out = {"radio_tx": self.bytes["up"] * 8 * c.radio_tx_nj_per_bit * 1e-9,
                "radio_rx": self.bytes["down"] * 8 * c.radio_rx_nj_per_bit * 1e-9,
@@ -463,12 +472,17 @@ class NetworkSession:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
-        promo = sum(min(end_s, b) - max(0.0, a) for a, b in self._promotions if b > 0 and a < end_s)
+        spans = [min(end_s, b) - max(0.0, a) for a, b in self._promotions if b > 0 and a < end_s]
+        promo = sum(spans)
         active = sum(b - a for a, b in merged) - promo
+        if spans:    # the session's opening promotion, like its closing tail, is charged per session
+            promo += spans[0] * (last_tail_share - 1.0)
         tail = 0.0
         for i, (_a, b) in enumerate(merged):
-            gap = merged[i + 1][0] - b if i + 1 < len(merged) else math.inf
-            tail += min(max(0.0, gap), c.radio_tail_s)
+            if i + 1 < len(merged):
+                tail += min(max(0.0, merged[i + 1][0] - b), c.radio_tail_s)
+            else:
+                tail += c.radio_tail_s * last_tail_share
         out["radio_active"] = active * c.radio_active_power_w
         out["radio_promotion"] = promo * c.radio_promotion_power_w
         out["radio_tail"] = tail * c.radio_tail_power_w

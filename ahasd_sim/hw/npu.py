@@ -154,6 +154,14 @@ class NpuConfig:
     static_power_w: float = param(0.14, doc="NPU leakage / idle power", unit="W", ge=0,
                                   source="0.10 x active power 1.39 W (= 8192 MAC/ns x 0.17 pJ/MAC), "
                                   "references.md#derived-defaults idle_frac_of_active 0.10")
+    soc_rest_power_w: float = param(0.0, doc="power the rest of the SoC draws while the NPU decoder runs (the "
+                                    "CPU core running the runtime's token loop and sampling, the fabric/NoC and "
+                                    "memory controller kept awake): charged for the whole run as device 'soc'",
+                                    unit="W", ge=0, le=10.0,
+                                    bound_reason="10 W is twice a phone's sustained SoC budget",
+                                    source="0 = the AHASD paper's accounting (NPU and memory only); the phone "
+                                    "presets set 0.6 W (docs/references.md, 'Phone memory and power envelope', "
+                                    "grade C)")
 
     def validate(self) -> None:
         if self.spm_bytes < self.chips * self.array_rows * self.array_cols * 2:
@@ -263,6 +271,12 @@ class Npu:
             passes, cycles = self.array_cycles(op, n)
             compute_s = cycles / (f_hz * c.matrix_util)
             chunks = max(1, math.ceil(act_ws / act_budget)) if float(op.weight_bytes) > 0 else 1
+            deq = self.dequant_ops(op, chunks)
+            if deq:
+                # narrow weights are widened by the vector unit as the array consumes them: the
+                # slower of the two sets the pace
+                deq_s = math.ceil(deq / (c.chips * c.vector_macs_per_cycle)) / (f_hz * c.vector_util)
+                compute_s = max(compute_s, deq_s)
             bus = float(op.weight_bytes) * chunks + kv + act_bus
             return NpuOpBreakdown("array", passes, cycles, compute_s, bus / mem_bw_bytes_s, bus, chunks)
         if kind in ELEMENTWISE_KINDS or kind in MATRIX_KINDS:
@@ -273,6 +287,19 @@ class Npu:
             bus = float(op.weight_bytes) + kv + act_bus
             return NpuOpBreakdown("vector", 0, cycles, compute_s, bus / mem_bw_bytes_s, bus, 1)
         raise ValueError(f"NPU cannot run op kind {kind!r}")
+
+    #: vector ops that widen one stored weight to the array's type (0: the array consumes the stored
+    #: weights, e.g. Hexagon's HMX on INT4); set from ``run.precision`` (workload/precision.py) when
+    #: the platform is built for a run
+    dequant_ops_per_weight: float = 0.0
+
+    def dequant_ops(self, op: object, weight_reads: int = 1) -> float:
+        """Vector ops that widen ``op``'s stored weights (``weight_reads`` times read) to the
+        array's type under the run's precision."""
+        shape = tuple(getattr(op, "pim_gemv", ()) or ())
+        if not self.dequant_ops_per_weight or not shape or float(op.weight_bytes) <= 0:
+            return 0.0
+        return float(op.weight_bytes) / float(shape[3]) * weight_reads * self.dequant_ops_per_weight
 
     def op_cost(self, op: object, mem_bw_bytes_s: float) -> OpCost:
         """Cost of ONE occurrence of ``op`` (multiply by ``op.layer_repeat`` for a forward)."""
@@ -286,7 +313,7 @@ class Npu:
             # SPM traffic: fill from DRAM, weights into the array, activation rows streamed
             # into each pass (INT8: rows bytes per token per pass), outputs written once.
             spm = b.bus_bytes + float(op.weight_bytes) * b.weight_reads + b.passes * n * c.array_rows + act_out
-            compute_j = macs * c.pj_per_mac * 1e-12
+            compute_j = macs * c.pj_per_mac * 1e-12 + self.dequant_ops(op, b.weight_reads) * c.vector_pj_per_op * 1e-12
         else:
             macs = 0.0
             elems = float(getattr(op, "elements", 0) or 0)

@@ -145,17 +145,30 @@ class PimConfig:
     clock_ghz: float = param(0.8, doc="PIM clock (AAU/GTS cycles)", unit="GHz", gt=0, le=5.0,
                              bound_reason="logic in a DRAM process runs below ~1 GHz; 5 GHz is past any",
                              source="AHASD artifact: 800 MHz, 1.25 ns cycle")
-    dram_power_limit_w: float | None = param(None, doc="power limit of the memory package (PIM units at work + "
-                                             "PIM leakage + DRAM background + host I/O); when PIM at full rate "
-                                             "would exceed it, the PIM units are throttled (static derating: the "
-                                             "budget reserves the background and the host's I/O power at the full "
-                                             "bus rate, and PIM GEMVs run at the rate that keeps that worst case "
-                                             "under the limit; docs/modeling.md 'DRAM power budget'); null = no limit",
+    dram_power_limit_w: float | None = param(None, doc="power limit of the memory package (DRAM background + "
+                                             "PIM, AAU and GTS leakage + PIM GEMVs + the host's I/O), enforced on "
+                                             "the power a run actually draws: every PIM GEMV runs no faster than "
+                                             "its own energy over its ranks' share of the PIM budget, and the "
+                                             "host's streams no faster than their I/O budget (docs/modeling.md "
+                                             "'DRAM power budget'); null = no limit",
                                              unit="W", gt=0,
                                              source="no sourced limit for a phone LPDDR5(-PIM) package was found "
                                              "(JEDEC JESD209-5 specifies currents, not a package limit): null by "
-                                             "default; sweep it (a phone SoC draws 5-8 W in total, "
-                                             "references.md#hardware-parameters)")
+                                             "default; sweep it (a whole phone sustains 3-5 W, docs/references.md "
+                                             "'Phone memory and power envelope')")
+    power_limit_kind: str = param("instantaneous", doc="what dram_power_limit_w bounds: instantaneous = the "
+                                  "package power at every moment, at the grain of one PIM operator (the "
+                                  "concurrent host stream keeps a share of the budget only in modes where it "
+                                  "overlaps PIM compute); mean = the package's mean power over the run (a rate "
+                                  "limiter over a window longer than a token: the run is slowed uniformly until "
+                                  "its energy over its makespan meets the limit)",
+                                  choices=("instantaneous", "mean"),
+                                  source="instantaneous: a package's current limit (power delivery, arXiv "
+                                  "2604.04773); mean: a sustained (thermal) budget, RAPL-style")
+    dvfs_rate_fraction: float = param(1.0, doc="DVFS state of the PIM units: their command and MAC rate as a "
+                                      "fraction of the full rate (GEMVs take 1/this as long, same energy); set "
+                                      "by a thermal governor's state (thermal.pim_rate_fractions)", gt=0, le=1,
+                                      source="1 = full rate; the governor's ladder: thermal.pim_rate_fractions")
     gemv_timing: str = param("command_sequence", doc="how a PIM GEMV is timed: command_sequence = the ISR "
                              "sequence a PIM driver issues on pim.preset's timings (WR_GB per input chunk; "
                              "WR_BIAS, MAC_ABK with its mode switch/PREA/ACT, blocking RD_MAC per output group; "
@@ -253,11 +266,11 @@ class RankPartition:
 
     @property
     def draft_shared_fraction(self) -> float:
-        return self.shared_ranks / self.draft_ranks
+        return self.shared_ranks / self.draft_ranks if self.draft_ranks else 0.0
 
     @property
     def draft_fill(self) -> float:
-        return self.draft_bytes / (self.draft_ranks * self.rank_capacity_bytes)
+        return self.draft_bytes / (self.draft_ranks * self.rank_capacity_bytes) if self.draft_ranks else 0.0
 
     @property
     def target_fill(self) -> float:
@@ -266,12 +279,30 @@ class RankPartition:
     @property
     def max_rank_fill(self) -> float:
         """Fill of the fullest rank (a shared rank holds a slice of each model)."""
-        both = self.draft_bytes / self.draft_ranks + self.target_bytes / self.target_ranks
-        return (both if self.shared_ranks else max(self.draft_bytes / self.draft_ranks,
-                                                     self.target_bytes / self.target_ranks)) / self.rank_capacity_bytes
+        d = self.draft_bytes / self.draft_ranks if self.draft_ranks else 0.0
+        t = self.target_bytes / self.target_ranks
+        return (d + t if self.shared_ranks else max(d, t)) / self.rank_capacity_bytes
 
 
 # ============================================================== models
+#: devices whose energy is spent inside the memory package (DRAM background and I/O, PIM, AAU, GTS)
+PACKAGE_DEVICES = ("lpddr5", "pim", "aau", "gts")
+
+
+@dataclass(frozen=True)
+class _ReferenceGemv:
+    """The INT8 4096 x 4096 single-vector GEMV on which :attr:`PimMemory.achieved_power_w` is measured."""
+
+    name: str = "reference_gemv"
+    kind: str = "gemv"
+    macs: float = 4096.0 * 4096.0
+    weight_bytes: float = 4096.0 * 4096.0
+    kv_bytes: float = 0.0
+    kv_write_bytes: float = 0.0
+    n_tokens: int = 1
+    pim_gemv: tuple = (4096, 4096, 1, 1.0)
+
+
 class PimMemory:
     """Analytic LPDDR5-PIM model (bank-level GEMV engines in every rank)."""
 
@@ -283,11 +314,15 @@ class PimMemory:
         #: the AAUs (check ``aau.enabled``) and the GTS of this device
         self.aau = Aau(cfg.aau, n_units=cfg.ranks)
         self.gts = Gts(cfg.gts, cfg.clock_ghz)
-        #: GEMV rate fraction under ``pim.dram_power_limit_w`` (1 = unthrottled); an impossible limit
-        #: is a ConfigError here, when the device is built, before any run
-        self.throttle = self.power_budget()["pim_throttle"]
         #: command-sequence specs per (element bytes, vectors held), built on first use
         self._seq_specs: dict[tuple, "_spec.PimSpec"] = {}
+        #: the dynamic power PIM GEMVs may draw on all ranks together under an instantaneous
+        #: ``pim.dram_power_limit_w`` (None = no limit); set by :meth:`apply_power_cap`
+        self.pim_budget_w: float | None = None
+        self._budget: dict = {}
+        # an impossible limit is a ConfigError here, when the device is built, before any run;
+        # until a mode says otherwise the host is taken to stream while PIM computes (the safe side)
+        self.apply_power_cap(host_overlaps_pim=True)
 
     # ------------------------------------------------- offload (AAU disabled)
     def offload_transfer_bytes(self, op: object) -> float:
@@ -352,6 +387,35 @@ class PimMemory:
     def static_power_w(self) -> float:
         return self.cfg.ranks * self.cfg.static_mw_per_rank * 1e-3
 
+    @property
+    def model_rank_capacity_bytes(self) -> float:
+        """A rank's bytes left for the models: its capacity less its share of the OS/app reserve
+        (``memory.reserved_gib``) that the plain, non-PIM part of the memory cannot hold (the
+        address map interleaves the system's pages over every rank)."""
+        cap = float(self.rank_capacity_bytes)
+        if self.memory is None:
+            return cap
+        plain = max(0, self.memory.capacity_bytes - self.capacity_bytes)
+        spill = max(0, self.memory.reserved_bytes - plain)
+        return cap - spill / self.cfg.ranks
+
+    def place_target(self, target_bytes: float, kv_reserve_bytes: float = 0.0) -> RankPartition:
+        """The target model alone (a mode that loads no drafter) striped over every rank, with its
+        KV reserve; a :class:`ConfigError` (file left empty) if it does not fit."""
+        need = float(target_bytes) + float(kv_reserve_bytes)
+        cap, ranks = self.model_rank_capacity_bytes, self.cfg.ranks
+        if need > ranks * cap * (1.0 + 1e-12):
+            raise ConfigError(
+                "", "pim.ranks",
+                f"target model {target_bytes / 1e9:.2f} GB (+ KV reserve {kv_reserve_bytes / 1e9:.2f} GB) needs "
+                f"{math.ceil(need / cap)} ranks of {cap / 1e9:.2f} GB free{self._reserve_note()}, but the device "
+                f"has {ranks} ranks")
+        return RankPartition(0, ranks, 0, 0.0, need, cap)
+
+    def _reserve_note(self) -> str:
+        r = self.memory.cfg.reserved_gib if self.memory is not None else 0.0
+        return f" (after the {r:g} GiB memory.reserved_gib)" if r else ""
+
     # ---------------------------------------------------------------- partition
     def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
                   target_kv_reserve_bytes: float | None = None, policy: str | None = None) -> RankPartition:
@@ -370,7 +434,7 @@ class PimMemory:
         need_t = float(target_bytes) + float(t_kv)
         if need_d <= 0 or need_t <= 0:
             raise ValueError("partition needs positive draft and target sizes")
-        cap = float(self.rank_capacity_bytes)
+        cap = self.model_rank_capacity_bytes
         rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
         ranks = self.cfg.ranks
         if policy == "all_ranks":
@@ -386,8 +450,8 @@ class PimMemory:
                 "", "pim.ranks",
                 f"draft model {draft_bytes / 1e9:.2f} GB + target model {target_bytes / 1e9:.2f} GB "
                 f"(+ KV reserve {(kv_reserve_bytes + t_kv) / 1e9:.2f} GB) need {rd} + {rt} ranks of "
-                f"{self.cfg.rank_capacity_gib:g} GiB in distinct ranks, but the device has {ranks} ranks "
-                f"({self.capacity_bytes / 1e9:.1f} GB)")
+                f"{cap / 1e9:.2f} GB free{self._reserve_note()} in distinct ranks, but the device has {ranks} "
+                f"ranks ({self.capacity_bytes / 1e9:.1f} GB)")
         if policy == "striped":
             # each model over every rank the other does not need for itself; the middle is shared
             sd, st = ranks - rt, ranks - rd
@@ -430,26 +494,89 @@ class PimMemory:
         macs_s = min(self.total_internal_bw_bytes_s, self.total_ops_s / OPS_PER_MAC)
         return macs_s * (self.energy_per_byte_j + self.cfg.pj_per_mac * 1e-12)
 
-    def power_budget(self) -> dict:
-        """The static derating of ``pim.dram_power_limit_w`` (all in W; ``throttle`` in (0, 1])."""
+    @property
+    def package_static_w(self) -> float:
+        """Power the memory package draws whatever it does: DRAM background + PIM, AAU, GTS leakage."""
         bg = self.memory.background_power_w if self.memory is not None else 0.0
-        io = (self.memory.effective_bandwidth_bytes_s * self.memory.read_energy_j(1.0)
-              if self.memory is not None else 0.0)
-        full = self.full_rate_power_w
+        aau = self.aau.static_power_w if self.aau.enabled else 0.0
+        return bg + self.static_power_w + aau + self.gts.static_power_w
+
+    @property
+    def host_io_w(self) -> float:
+        """I/O power of the host's streams unthrottled: the memory's sustained rate (the bound on
+        what the host can pull) x read energy per byte."""
+        if self.memory is None:
+            return 0.0
+        return self.memory.uncapped_bandwidth_bytes_s * self.memory.read_energy_j(1.0)
+
+    @property
+    def achieved_power_w(self) -> float:
+        """Dynamic power of every PIM unit on a large INT8 weight GEMV (4096 x 4096, one vector)
+        at the rate the command sequence achieves: what PIM draws when it computes, unthrottled
+        (below :attr:`full_rate_power_w`, the bank-rate bound)."""
+        op = _ReferenceGemv()
+        return self._gemv_energy_j(op) / self._unthrottled_time_s(op, self.cfg.ranks)
+
+    def apply_power_cap(self, host_overlaps_pim: bool) -> dict:
+        """Split ``pim.dram_power_limit_w`` between PIM and the host's streams, on the power a run
+        draws. The dynamic budget is the limit less the package's static power. Where the host
+        streams while PIM computes (``host_overlaps_pim``), the two share it in proportion to their
+        unthrottled powers when both together would exceed it; otherwise each has all of it.
+        PIM GEMVs then run no faster than their energy over their ranks' share of the PIM budget;
+        the host's streams at the fraction of their rate their budget allows
+        (``memory.host_rate_fraction``). A ``mean`` limit is applied to the whole run instead
+        (:func:`mean_power_dilation`): no per-operator budget. Returns the budget (W)."""
         limit = self.cfg.dram_power_limit_w
-        throttle = 1.0
+        static = self.package_static_w
+        host = self.host_io_w
+        pim = self.achieved_power_w
+        b = {"limit_w": limit, "kind": self.cfg.power_limit_kind, "static_w": static,
+             "background_w": self.memory.background_power_w if self.memory is not None else 0.0,
+             "host_io_w": host, "pim_achieved_w": pim, "pim_full_rate_w": self.full_rate_power_w,
+             "host_overlaps_pim": bool(host_overlaps_pim), "pim_budget_w": None, "host_io_budget_w": None,
+             "host_rate_fraction": 1.0}
+        self.pim_budget_w = None
+        if self.memory is not None:
+            self.memory.host_rate_fraction = 1.0
         if limit is not None:
-            room = limit - bg - io - self.static_power_w
+            room = limit - static
             if room <= 0:
                 raise ConfigError("", "pim.dram_power_limit_w",
-                                  f"{limit:g} W leaves no power for PIM: DRAM background {bg:.2f} W + host I/O at "
-                                  f"the full bus rate {io:.2f} W + PIM leakage {self.static_power_w:.2f} W already "
-                                  f"reach it; raise it or set it to null")
-            throttle = min(1.0, room / full) if full > 0 else 1.0
-        return {"limit_w": limit, "background_w": bg, "host_io_full_rate_w": io, "pim_static_w": self.static_power_w,
-                "pim_full_rate_w": full, "pim_throttle": throttle,
-                "peak_bound_w": bg + io + self.static_power_w + throttle * full}
+                                  f"{limit:g} W is at or below the package's static power {static:.3f} W (DRAM "
+                                  f"background {b['background_w']:.3f} W + PIM/AAU/GTS leakage): nothing could run; "
+                                  "raise it or set it to null")
+            if self.cfg.power_limit_kind == "instantaneous":
+                if host_overlaps_pim and host + pim > room:
+                    host_b, pim_b = room * host / (host + pim), room * pim / (host + pim)
+                else:
+                    host_b, pim_b = min(host, room), room
+                b["pim_budget_w"], b["host_io_budget_w"] = pim_b, host_b
+                b["host_rate_fraction"] = min(1.0, host_b / host) if host > 0 else 1.0
+                self.pim_budget_w = pim_b
+                if self.memory is not None:
+                    self.memory.host_rate_fraction = b["host_rate_fraction"]
+        self._budget = b
+        return dict(b)
 
+    def power_budget(self) -> dict:
+        """The budget :meth:`apply_power_cap` last set (all power in W)."""
+        return dict(self._budget)
+
+    def mean_power_dilation(self, dynamic_j_by_device: dict, makespan_s: float) -> float:
+        """Under a ``mean`` ``pim.dram_power_limit_w``: the factor (>= 1) a run of ``makespan_s`` is
+        slowed by so that the package's energy over its makespan meets the limit (its dynamic
+        energy is the same work, its static power is drawn for longer):
+        k = max(1, E_dyn / ((limit - static) x makespan)); 1 without such a limit."""
+        limit = self.cfg.dram_power_limit_w
+        if limit is None or self.cfg.power_limit_kind != "mean" or makespan_s <= 0:
+            return 1.0
+        e_dyn = sum(float(dynamic_j_by_device.get(d, 0.0)) for d in PACKAGE_DEVICES)
+        return max(1.0, e_dyn / ((limit - self.package_static_w) * makespan_s))
+
+    def cap_key(self) -> str:
+        """Text that differs between two caps that cost an operator differently (for cost caches)."""
+        b = self._budget
+        return f"cap:{b.get('pim_budget_w')!r}:{b.get('host_rate_fraction')!r}"
 
     def gemv_cost(self, op: object, ranks: int) -> OpCost:
         """Cost of ONE occurrence of a GEMV/GEMM/attention ``op`` on ``ranks`` ranks' PIM units.
@@ -466,20 +593,34 @@ class PimMemory:
             raise ValueError(f"PIM GEMV engines run gemm/gemv/attention ops, not {kind!r} "
                              f"({getattr(op, 'name', '')}); send it to the AAU or the host")
         ranks = self._check_ranks(ranks)
-        nbytes = self.bytes_read(op)
-        macs = float(op.macs)
+        busy = self._unthrottled_time_s(op, ranks)
+        energy = self._gemv_energy_j(op)
+        duration = busy
+        if self.pim_budget_w is not None:
+            # under an instantaneous cap a GEMV on r ranks runs no faster than its energy over the
+            # r ranks' share of the PIM budget (same work and energy, longer): GEMVs on disjoint
+            # ranks running at once stay within the budget together
+            duration = max(busy, energy / (self.pim_budget_w * ranks / self.cfg.ranks))
+        return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=float(op.macs))
+
+    def _unthrottled_time_s(self, op: object, ranks: int) -> float:
+        """A GEMV's time at the DVFS state's rate (``pim.dvfs_rate_fraction``), before a power cap."""
         if self.cfg.gemv_timing == "roofline":
+            nbytes = self.bytes_read(op)
             t_bw = nbytes / (ranks * self.rank_internal_bw_bytes_s)
-            t_cmp = OPS_PER_MAC * macs / (ranks * self.rank_ops_s)
-            busy = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
+            t_cmp = OPS_PER_MAC * float(op.macs) / (ranks * self.rank_ops_s)
+            t = max(t_bw, t_cmp) + self.cfg.op_overhead_ns * 1e-9
         else:
-            busy = self._sequence_time_s(op, ranks)
-        # a power-capped device runs its GEMVs at the throttled rate (same work and energy, longer)
-        duration = busy / self.throttle
-        energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + macs * self.cfg.pj_per_mac * 1e-12
+            t = self._sequence_time_s(op, ranks)
+        return t / self.cfg.dvfs_rate_fraction
+
+    def _gemv_energy_j(self, op: object) -> float:
+        """Dynamic energy of one GEMV: bank column accesses, row activations, MACs."""
+        nbytes = self.bytes_read(op)
+        energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + float(op.macs) * self.cfg.pj_per_mac * 1e-12
         if self.memory is not None:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
-        return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=macs)
+        return energy
 
     # ------------------------------------------------------------- command sequence
     def gemv_layout(self, op: object) -> tuple[int, int, int, float]:
@@ -508,8 +649,12 @@ class PimMemory:
                 # a unit holding k vectors does k MACs per element it reads: k x the MAC time per column
                 macs = typed_macs if typed_macs is not None else self.derived_rates.macs_s_per_die
                 typed_macs = macs / vectors_held
-            sp = cache[key] = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
-                                               macs_s_per_die=typed_macs)
+            sp = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
+                                  macs_s_per_die=typed_macs)
+            if self.memory is not None and self.memory.refresh_derated:
+                # above 85 C JEDEC doubles the refresh rate: the ranks are blocked twice as often
+                sp = dataclasses.replace(sp, timings=dataclasses.replace(sp.timings, n_refi=sp.timings.n_refi // 2))
+            cache[key] = sp
         return sp
 
     def _passes(self, vectors: int) -> tuple[int, int]:

@@ -63,6 +63,10 @@ class Platform:
                                   f"{cfg.pim.ranks} ranks x {cfg.pim.rank_capacity_gib:g} GiB = "
                                   f"{pim.capacity_bytes / 2**30:g} GiB of PIM exceed memory.capacity_gib "
                                   f"{cfg.memory.capacity_gib:g} GiB (the PIM ranks are the main memory)")
+            if pim.model_rank_capacity_bytes <= 0:
+                raise ConfigError(src, "memory.reserved_gib",
+                                  f"{cfg.memory.reserved_gib:g} GiB held by the OS and apps leave no room for "
+                                  f"models in the {pim.capacity_bytes / 2**30:g} GiB of PIM ranks")
             aau = pim.aau            # present even when disabled: check aau.enabled
             gts = pim.gts
         h2d = Link(cfg.h2d, "h2d") if cfg.h2d.enabled else None
@@ -83,6 +87,8 @@ class Platform:
         for unit in (self.npu, self.pim, aau, self.gts, self.gpu, self.h2d, self.network):
             if unit is not None:
                 out[unit.device] = unit.static_power_w
+        if self.npu is not None and self.npu.cfg.soc_rest_power_w > 0:
+            out["soc"] = self.npu.cfg.soc_rest_power_w      # CPU runtime + fabric while decoding
         return out
 
     def device_names(self) -> list[str]:

@@ -23,6 +23,8 @@ TARGETS = {
 
 def _debug(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    p.add_argument("--force", action="store_true",
+                   help="allow --out to replace a file shipped with ahasd_sim (validation/...); refused otherwise")
 
 
 def gpu_arguments(p: argparse.ArgumentParser) -> None:

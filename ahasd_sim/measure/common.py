@@ -22,6 +22,25 @@ ENV_COLUMNS = ["gpu_name", "driver", "torch_version", "cuda_version", "date_utc"
 MIN_REPS_UNDER_CAP = 5   # time_fn never cuts the repetitions of a point below this
 
 
+def refuse_shipped_out(command: str, out: str, force: bool) -> None:
+    """Refuse to overwrite a file shipped with the package (the reference measurements
+    ``validate`` reads) unless ``--force``: a measurement on another GPU would silently replace
+    the H200 data."""
+    from pathlib import Path
+
+    from ..paths import DATA_DIRS, data_roots
+    target = Path(out).resolve()
+    if force or not target.exists():
+        return
+    for root in data_roots():
+        for d in DATA_DIRS:
+            folder = (root / d).resolve()
+            if folder in target.parents:
+                raise InputError(f"{command}: --out {out}: is a file shipped with ahasd_sim (reference data "
+                                 "that validate reads); refusing to overwrite it: write elsewhere with --out, "
+                                 "or add --force to replace it")
+
+
 def require_torch(command: str):
     """The ``torch`` module, or a one-line :class:`InputError` saying how to install it."""
     try:

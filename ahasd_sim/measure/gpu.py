@@ -261,7 +261,8 @@ def step_points(kv_lens, ks, modes) -> list[tuple[str, int, int, bool]]:
 def run_measure_gpu(args) -> int:
     """Body of ``measure gpu``: check the options, then measure (needs torch)."""
     plan = plan_gpu(args)
-    from .common import require_torch
+    from .common import refuse_shipped_out, require_torch
+    refuse_shipped_out(COMMAND, plan.out, getattr(args, "force", False))
     require_torch(COMMAND)
     from .gpu_torch import measure
     return measure(plan)

@@ -104,7 +104,8 @@ def plan_moe(args) -> MoePlan:
 def run_measure_moe(args) -> int:
     """Body of ``measure moe``: check the options, then measure (needs torch)."""
     plan = plan_moe(args)
-    from .common import require_torch
+    from .common import refuse_shipped_out, require_torch
+    refuse_shipped_out(COMMAND, plan.out, getattr(args, "force", False))
     require_torch(COMMAND)
     from .moe_torch import measure
     return measure(plan)

@@ -79,6 +79,9 @@ class Collector:
     keep_events: bool = True
 
     def __post_init__(self):
+        #: with ``keep_intervals``: per task (start_s, {device: end_s}, {device: energy_j}, offchip bytes),
+        #: the timeline's power and bandwidth counters
+        self.task_marks: list[tuple[float, dict[str, float], dict[str, float], float]] = []
         self._busy_s: dict[str, float] = defaultdict(float)
         #: tasks still running: token -> (start_s, {device: busy_s}); read when a run hits its time limit
         self.in_flight: dict[object, tuple[float, dict[str, float]]] = {}
@@ -123,6 +126,9 @@ class Collector:
             busy_s[dev] += end_s - start_s
             if self.keep_intervals:
                 self.busy_intervals[dev].append((start_s, end_s, label))
+        if self.keep_intervals:
+            self.task_marks.append((start_s, {dev: start_s + busy * scale for dev, busy in plan[2]},
+                                    cost.energy_j, cost.offchip_bytes or 0.0))
         total, by_label = self.dynamic_energy_j, self.dynamic_energy_by_label_j
         for dev, key, e in plan[3]:
             total[dev] += e
@@ -168,6 +174,9 @@ class Collector:
                 end = intervals[-1][1]
             last_end[dev] = end
             self._busy_s[dev] += (start_s + busy) - start_s    # the sum task() adds
+        if self.keep_intervals:
+            self.task_marks.append((intervals[0][0], {dev: intervals[-1][1] for dev, b in cost.busy_s.items() if b > 0},
+                                    cost.energy_j, cost.offchip_bytes or 0.0))
         self.energy_map(cost.energy_j, label)
         if cost.offchip_bytes:
             self.offchip(label, cost.offchip_bytes)

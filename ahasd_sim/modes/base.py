@@ -26,10 +26,19 @@ MODES: dict[str, type["Mode"]] = {}
 def register_mode(name: str) -> Callable[[type["Mode"]], type["Mode"]]:
     def deco(cls: type[Mode]) -> type[Mode]:
         cls.name = name
+        # the platform family is the folder of the mode's module (modes/soc/, modes/moe/, ...)
+        parts = cls.__module__.split(".")
+        cls.family = parts[parts.index("modes") + 1] if "modes" in parts[:-2] else ""
         MODES[name] = cls
         return cls
 
     return deco
+
+
+def family_modes(family: str) -> tuple[str, ...]:
+    """Registered modes of a platform family (``soc``, ``mobile_cloud``, ``moe``), in
+    registration order (the family's ``__init__`` lists them from the simplest up)."""
+    return tuple(n for n, c in MODES.items() if c.family == family)
 
 
 def get_mode(name: str) -> type["Mode"]:
@@ -115,11 +124,19 @@ class Mode:
     """Base class of execution modes; owns the shared commit logic."""
 
     name: ClassVar[str] = "base"
+    #: platform family (the mode's folder under ``modes/``; set by :func:`register_mode`)
+    family: ClassVar[str] = ""
     #: devices that must be present on the platform (names from Platform.devices())
     required_devices: ClassVar[tuple[str, ...]] = ()
     #: the mode places a draft and a target model on PIM ranks (``pim.partition_policy: auto``
     #: then chooses its placement on the tuning data, :mod:`ahasd_sim.modes.placement`)
     uses_pim_placement: ClassVar[bool] = False
+    #: the mode loads the draft model next to the target (memory capacity is checked for what a
+    #: mode loads: the autoregressive modes hold the target alone)
+    loads_drafter: ClassVar[bool] = True
+    #: the host streams from memory while PIM computes (a package power cap then splits its budget
+    #: between the two: ``pim.dram_power_limit_w``)
+    pim_overlaps_host: ClassVar[bool] = False
     #: True for modes that replay their whole trace in one run and report their own windows
     #: (summary field ``mode_windows``); ``run.windows`` then gives one simulation, not many
     replays_own_windows: ClassVar[bool] = False

@@ -137,3 +137,50 @@ class TuningConfig:
     objective: str = param("throughput_tok_s", doc="what the best choice maximises",
                            choices=("throughput_tok_s", "tokens_per_j"),
                            source="throughput: the headline metric of the AHASD paper")
+
+
+@config_section("lookup")
+@dataclass
+class LookupConfig:
+    """The model-free drafter (``run.drafter: lookup``): at every drafted position, the longest
+    suffix of the context (max_ngram down to min_ngram tokens) that occurred earlier proposes the
+    token that followed its latest occurrence (a suffix match re-taken per token). It runs on the
+    application CPU: each drafted token costs one hash probe per n-gram size tried."""
+
+    max_ngram: int = param(3, doc="longest context suffix matched", unit="tokens", ge=1, le=16,
+                           source="prompt lookup decoding's default max_ngram_size = 3, "
+                           "https://github.com/apoorvumang/prompt-lookup-decoding",
+                           bound_reason="longer suffixes rarely recur; 16 bounds the probes per token")
+    min_ngram: int = param(1, doc="shortest context suffix matched (below it: no proposal)", unit="tokens", ge=1,
+                           le=16, source="prompt lookup decoding tries sizes down to 1",
+                           bound_reason="at most max_ngram's ceiling")
+    probe_ns: float = param(100.0, doc="CPU time of one hash-table probe (an n-gram key, missing the caches)",
+                            unit="ns", ge=0,
+                            source="derivation: one LPDDR5 random read on a phone SoC, ~100 ns; the same order as "
+                            "the ~50-100 ns per control decision of modeling.md")
+    cpu_power_w: float = param(1.0, doc="power of the CPU core while it matches (dynamic energy = power x time)",
+                               unit="W", ge=0,
+                               source="assumption: one big core of a phone SoC at a moderate clock, order 1 W")
+
+
+@config_section("soc_tree")
+@dataclass
+class SocTreeConfig:
+    """Draft trees on the mobile SoC (modes ``tree_sync``, ``tree_pim``) and the hardware-aware
+    selector ``hw_tree`` (its parameters are the ones below)."""
+
+    trace: str = param("traces/qwc-0.5b-1.5b_tree_moe.npz",
+                       doc="tree trace the tree modes replay (per-node target verdicts; its MoE routing is not "
+                       "used on the SoC); relative paths as run.trace",
+                       source="the shipped EAGLE-2-style tree trace of the Qwen2.5-Coder 0.5B/1.5B pair: 24 of "
+                       "the chain trace's prompts, their first 48 tokens (traces/README.md)")
+    prompts_per_window: int = param(2, doc="consecutive prompts of the tree trace per window (one sample of the "
+                                    "95% CIs)", ge=1, source="GUIDE statistics: one trace window is one sample")
+    max_depth: int = param(6, doc="most draft levels of hw_tree", ge=1,
+                           source="the tree trace's recorded depth (header tree.depth = 6)")
+    max_nodes: int = param(64, doc="most verified draft nodes of hw_tree", ge=1,
+                           source="the tree trace's node budget (header tree.node_budget = 64)")
+    min_path_prob: float = param(0.0, doc="hw_tree prunes nodes whose cumulative draft confidence is below this "
+                                 "before its search (LP-Spec-like pruning; 0 = off)", ge=0, le=1,
+                                 source="LP-Spec (ICCAD'25): hardware-aware draft-tree pruning on LPDDR5-PIM; the "
+                                 "threshold form is ours", bound_reason="a probability")

@@ -65,6 +65,45 @@ def place_models(pim, draft, target, cfg, policy: str):
                          target_kv_reserve_bytes=target.kv_bytes_per_token() * tokens, policy=policy)
 
 
+def mode_loads_drafter(mode_name: str) -> bool:
+    """Whether ``mode_name`` keeps the draft model in memory next to the target."""
+    from . import MODES
+    return bool(getattr(MODES.get(mode_name), "loads_drafter", True))
+
+
+def place_for_mode(pim, draft, target, cfg, policy: str):
+    """The partition of what ``cfg.run.mode`` loads: the target alone (over every rank, with its KV
+    reserve) for a mode without a drafter, else :func:`place_models` under ``policy``."""
+    if not mode_loads_drafter(cfg.run.mode):
+        return pim.place_target(target.weight_bytes(), target.kv_bytes_per_token() * cfg.pim.kv_reserve_tokens)
+    return place_models(pim, draft, target, cfg, policy)
+
+
+#: the order in which a mode that does not tune its placement tries the layouts under
+#: ``pim.partition_policy: auto`` (striped first: it was the only layout before phone-sized memory)
+UNTUNED_ORDER = ("striped", "proportional", "min_fit", "all_ranks")
+
+
+def place_untuned(pim, draft, target, cfg, placement: "Placement"):
+    """(partition, placement) of a mode that does not tune its placement: the pinned policy, or
+    under ``auto`` the first layout of :data:`UNTUNED_ORDER` that holds what the mode loads (a
+    phone's ranks may not hold a striped pair that a 64 GiB platform does); the last layout's
+    error when none fits."""
+    if cfg.pim.partition_policy != "auto" or placement.chosen_by != "not used by this mode":
+        return place_for_mode(pim, draft, target, cfg, placement.policy), placement
+    from ..config.errors import ConfigError
+    err = None
+    for policy in UNTUNED_ORDER:
+        try:
+            part = place_for_mode(pim, draft, target, cfg, policy)
+        except ConfigError as exc:
+            err = exc
+            continue
+        return part, Placement(policy, placement.chosen_by if policy == "striped" else
+                               "not used by this mode (first layout that fits)")
+    raise err
+
+
 def mode_uses_placement(mode_name: str) -> bool:
     from . import MODES
     return bool(getattr(MODES.get(mode_name), "uses_pim_placement", False))
@@ -76,6 +115,7 @@ def resolve_placement(cfg, workers: int = 1) -> Placement:
     policy = cfg.pim.partition_policy
     if not cfg.pim.enabled or not mode_uses_placement(cfg.run.mode):
         # a mode that places no model pair on PIM ranks: any valid layout, never tuned
+        # (a mode without a drafter holds the target alone over every rank: place_for_mode)
         return Placement("striped" if policy == "auto" else policy, "not used by this mode")
     if policy != "auto":
         return Placement(policy, "pinned")

@@ -12,8 +12,9 @@ from .style import apply_style, colors_for, save_figure
 DEVICE_ORDER = ("gpu", "h2d", "npu", "pim", "cpu", "network")
 
 
-def load_timeline(path: str | Path) -> pd.DataFrame:
-    """Busy intervals of a timeline.json: columns device, task, start_s, end_s."""
+def load_timeline(path: str | Path, window: int = 0) -> pd.DataFrame:
+    """Busy intervals of a timeline.json: columns device, task, start_s, end_s; of trace window
+    ``window`` where the file has one process per window (each on its own clock)."""
     from ..config.errors import InputError
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -26,9 +27,12 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
             names[(e.get("pid", 0), e.get("tid", 0))] = e.get("args", {}).get("name", str(e.get("tid")))
+    windows = {e.get("pid", 0): e.get("args", {}).get("name", "") for e in events
+               if e.get("ph") == "M" and e.get("name") == "process_name"}
+    pid = next((p for p, n in windows.items() if str(n).startswith(f"window {window}:")), None)
     rows = []
     for e in events:
-        if e.get("ph") != "X":
+        if e.get("ph") != "X" or (pid is not None and e.get("pid", 0) != pid):
             continue
         dev = names.get((e.get("pid", 0), e.get("tid", 0)), e.get("cat") or str(e.get("tid")))
         start = float(e["ts"]) * 1e-6

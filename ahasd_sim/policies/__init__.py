@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import InputError, did_you_mean
-from . import adaedl, banditspec, fixed, specdecpp, svip  # noqa: F401  (register policies)
+from . import adaedl, banditspec, fixed, rtt_aware, specdecpp, svip  # noqa: F401  (register policies)
 from . import eagle_dynamic, eagle_fixed, ecospec, expert_budget, no_draft, specfit  # noqa: F401,E401  (tree policies, mode moe_offload)
+from . import hw_tree  # noqa: F401,E402  (hardware-aware tree selection, SoC tree modes)
 from .base import (POLICIES, Decision, DraftPolicy, DraftTokenView, RoundContext, RoundRecord,
                    VerifyOutcome, register_policy)
 from .config import PolicyConfig

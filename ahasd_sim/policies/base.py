@@ -128,6 +128,11 @@ class RoundContext:
     now_s: float
     min_tokens: int
     max_tokens: int
+    # split drafting (mobile-cloud) only, what the phone has measured: None elsewhere
+    round_trip_s: float | None = None     # network round trip of a verification (no cloud time)
+    draft_token_s: float | None = None    # one drafter forward
+    verify_s: float | None = None         # the cloud's time for one verification (queueing included)
+    predraft: bool = False                # the next window is drafted while the verdict is in flight
 
 
 @dataclass(slots=True)

@@ -154,6 +154,24 @@ class BanditSpecParams:
             raise ValueError(f"arms must not repeat, got {self.arms}")
 
 
+@dataclass
+class RttAwareParams:
+    """Round-trip-aware split draft length: argmax of expected tokens per round time (closed form)."""
+
+    prior_tokens: float = param(64.0, doc="weight, in pseudo-tokens, of the held-out trace part's acceptance in "
+                                "the acceptance estimate (observed verdicts add to it)", unit="tokens", ge=0,
+                                source="[R] assumption: about four rounds of 16 drafts")
+    alpha_without_fit: float = param(0.7, doc="per-token acceptance assumed when no held-out trace part is given",
+                                     gt=0, lt=1, source="[R] assumption (hyco.prior_acceptance's default)")
+    k_without_timing: int = param(4, doc="draft length when the mode measures no round trip (not split drafting)",
+                                  unit="tokens", ge=1, source="[R] policy.fixed.k's default")
+    confidence: str = param("entropy", doc="none: each round drafts the closed-form length of the pooled acceptance; "
+                            "entropy: per token, keep drafting while one more token raises the expected tokens per "
+                            "round time, each token's acceptance taken from AdaEDL's bound 1 - sqrt(gamma_ent H) "
+                            "(policy.adaedl.gamma_ent)", choices=("none", "entropy"),
+                            source="[R] one-step look-ahead on the closed form; bound from AdaEDL, arXiv 2410.18351")
+
+
 @config_section("policy")
 @dataclass
 class PolicyConfig:
@@ -169,6 +187,7 @@ class PolicyConfig:
     adaedl: AdaEdlParams = _section(AdaEdlParams, "AdaEDL entropy lower bound with adaptive threshold")
     specdecpp: SpecDecPPParams = _section(SpecDecPPParams, "SpecDec++ acceptance-predictor threshold")
     banditspec: BanditSpecParams = _section(BanditSpecParams, "BanditSpec draft-length bandit")
+    rtt_aware: RttAwareParams = _section(RttAwareParams, "round-trip-aware split draft length (mobile-cloud)")
 
     def validate(self) -> None:
         if self.min_tokens > self.max_tokens:

@@ -46,6 +46,7 @@ from .progress import Progress, fmt_duration
 from .results import build_table, write_table
 from .spec import SEED_COL, Point, SweepSpec, count_points, iter_points, load_sweep_spec, spec_identity
 from .worker import RUNNING as _WORKER_RUNNING
+from .worker import SUMMARY
 from .worker import error_record, is_done, one_line, materialise, run_point, run_point_files, task_config, write_error
 
 EXECUTORS = ("local", "dask")
@@ -154,8 +155,9 @@ class _TaskSource:
     resolve (which get their error.json here) are not tasks."""
 
     def __init__(self, spec: SweepSpec, out: Path, axis_cols: list[str], n_points: int, progress: bool, stream,
-                 limit: int | None, events: bool = False):
+                 limit: int | None, events: bool = False, recompute: bool = False):
         self.points: list[Point] = []
+        self.recompute = recompute
         self.cached = 0
         self.n_tasks = 0
         self.complete = False
@@ -215,8 +217,10 @@ class _TaskSource:
                         write_error(d, error_record(pt.error, tb=""))
                         continue
                     if is_done(d, events):
-                        self.cached += 1
-                        continue
+                        if not self.recompute:
+                            self.cached += 1
+                            continue
+                        (d / SUMMARY).unlink()    # unfinished until computed again (an interrupt keeps it so)
                     if limit is None or self.n_tasks < limit:
                         self.n_tasks += 1
                         yield {"hash": pt.hash, "dir": str(d), "config_path": str(pt.config_path),
@@ -324,7 +328,7 @@ def _worker_init(parent_pid: int) -> None:
     try:   # Linux: the kernel sends SIGTERM when the parent dies
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):    # not Linux (Windows: CDLL(None) is a TypeError)
         pass
     if os.getppid() != parent_pid:
         os._exit(1)
@@ -778,8 +782,8 @@ def announce(spec: SweepSpec, n_points: int, stream=None) -> None:
 def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *, workers: int | None = None,
               executor: str = "local", scheduler: str | None = None, progress: bool = True,
               limit: int | None = None, dask_client: Any = None, stream=None,
-              split_points: bool = True, full_points: bool = False) -> SweepResult:
-    """Run every unfinished point of ``spec`` and write ``results.csv``.
+              split_points: bool = True, full_points: bool = False, recompute: bool = False) -> SweepResult:
+    """Run every unfinished point of ``spec`` (``recompute``: every point) and write ``results.csv``.
 
     A point folder holds summary.json, windows.csv, energy_breakdown.csv, config.resolved.yaml,
     meta.json (and timeline.json with ``run.timeline``); ``full_points`` adds events.csv (a
@@ -817,7 +821,8 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
     try:
         return _run_locked(spec, out, points_dir, axis_cols, n_points, t0, workers=workers, executor=executor,
                            scheduler=scheduler, progress=progress, limit=limit, dask_client=dask_client,
-                           stream=stream, split_points=split_points, full_points=full_points)
+                           stream=stream, split_points=split_points, full_points=full_points,
+                           recompute=recompute)
     finally:
         if own_client is not None:
             own_client.close()
@@ -833,7 +838,8 @@ def _connect(scheduler: str):
 
 def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[str], n_points: int, t0: float, *,
                 workers: int, executor: str, scheduler: str | None, progress: bool, limit: int | None,
-                dask_client: Any, stream, split_points: bool = True, full_points: bool = False) -> SweepResult:
+                dask_client: Any, stream, split_points: bool = True, full_points: bool = False,
+                recompute: bool = False) -> SweepResult:
     with lock_dir(out):
         _check_folder(spec, out)   # again, under the lock
         _clean_stale(points_dir)
@@ -849,7 +855,8 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
         # split over several workers, the points are resolved as the workers need them (the
         # first units start at once); else all of them first, and the counts are printed
         lazy = split_points and (workers > 1 or executor == "dask")
-        src = _TaskSource(spec, out, axis_cols, n_points, progress and not lazy, stream, limit, full_points)
+        src = _TaskSource(spec, out, axis_cols, n_points, progress and not lazy, stream, limit, full_points,
+                          recompute)
         result.points = src.points
         try:
             tasks = src if lazy else src.rest()
@@ -863,7 +870,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
             # lazily: the number to run is not known yet (at most every point; the bar's total
             # is corrected when the last point is resolved)
             prog = Progress(len(tasks) if not lazy else (n_points if limit is None else min(n_points, limit)),
-                            enabled=progress, stream=stream, desc=spec.name)
+                            enabled=progress, stream=stream, desc=spec.name, bound=lazy)
 
             def on_done(res: dict) -> None:
                 nonlocal computed
@@ -974,7 +981,8 @@ def run_sweep_cli(args) -> int:
     try:
         res = run_sweep(spec, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
                         progress=not args.no_progress, split_points=not getattr(args, "whole_points", False),
-                        full_points=getattr(args, "full_points", False))
+                        full_points=getattr(args, "full_points", False),
+                        recompute=getattr(args, "recompute", False))
     except KeyboardInterrupt:
         out = Path(args.out) if args.out else default_out_dir(spec)
         if (out / "results.csv").is_file():
@@ -989,7 +997,50 @@ def run_sweep_cli(args) -> int:
     return 0 if res.n_failed == 0 and res.n_pending == 0 else 1
 
 
-__all__ = ["SweepResult", "run_sweep", "run_sweep_cli", "summarize", "default_out_dir", "EXECUTORS"]
+def stale_points(out: str | Path, spec: SweepSpec | str | Path | None = None) -> list[Path]:
+    """Point folders of the sweep folder ``out`` that no point of ``spec`` references at this code
+    (default spec: the file the folder was last run from, as sweep.json records it): left behind by
+    an edit of the spec, of a config or trace it reads, or of the simulator code a run executes."""
+    out = Path(out)
+    if not (out / SWEEP_JSON).is_file():
+        raise OutputError(f"{out}: not a sweep folder (no {SWEEP_JSON})")
+    if spec is None:
+        spec = json.loads((out / SWEEP_JSON).read_text()).get("spec_file")
+        if not spec or not Path(spec).is_file():
+            raise InputError(f"{out}: the sweep file it was run from ({spec}) is gone; give it with --config")
+    if not isinstance(spec, SweepSpec):
+        spec = load_sweep_spec(spec)
+    current = {pt.hash for pt in iter_points(spec, keep_config=False)}
+    points_dir = out / "points"
+    if not points_dir.is_dir():
+        return []
+    return sorted(d for d in points_dir.iterdir() if d.is_dir() and d.name not in current)
+
+
+def prune_cli(args) -> int:
+    """``python -m ahasd_sim prune SWEEP_DIR``: list (default) or ``--delete`` stale point folders."""
+    def size(d: Path) -> int:
+        return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+    total_n = total_b = 0
+    for folder in args.folders:
+        out = Path(folder)
+        with lock_dir(out, "prune"):      # no sweep may write into it meanwhile
+            stale = stale_points(out, args.config)
+            n_all = sum(1 for d in (out / "points").iterdir() if d.is_dir()) if (out / "points").is_dir() else 0
+            nbytes = sum(size(d) for d in stale)
+            for d in stale:
+                print(f"{'deleting' if args.delete else 'would delete'} {d}")
+                if args.delete:
+                    shutil.rmtree(d)
+        total_n += len(stale)
+        total_b += nbytes
+        print(f"{out}: {len(stale)} of {n_all} point folders unreferenced by the current spec and code "
+              f"({nbytes / 1e6:.1f} MB){'' if args.delete else '; nothing deleted (add --delete)'}")
+    return 0
+
+
+__all__ = ["SweepResult", "run_sweep", "run_sweep_cli", "summarize", "default_out_dir", "EXECUTORS",
+           "stale_points", "prune_cli"]
 
 
 def iter_point_dirs(result: SweepResult) -> Iterable[Path]:

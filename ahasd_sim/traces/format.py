@@ -568,3 +568,19 @@ def concat_columns(parts: Sequence[Dict[str, np.ndarray]]) -> Dict[str, np.ndarr
 __all__ = ["TraceError", "Trace", "load_trace", "write_trace", "validate_columns",
            "check_header", "replay_fixed_k", "concat_columns", "COLUMNS", "ROLLOUT_COLUMNS",
            "FORMAT_NAME", "FORMAT_VERSION"]
+
+
+def with_extra_context(trace: Trace, extra_tokens: int) -> Trace:
+    """``trace`` with ``extra_tokens`` more tokens of context before every prompt (``prompt_len``
+    grows by it; every other column is the same array): the KV length of every position and the
+    prefill of every prompt grow by ``extra_tokens`` (``run.extra_context_tokens``). Memoised on
+    the trace object per amount, so every replay of a window shares one copy."""
+    memo = trace.__dict__.setdefault("_extra_context", {})
+    got = memo.get(int(extra_tokens))
+    if got is None:
+        cols = dict(trace.columns)
+        longer = np.asarray(trace.prompt_len, dtype=np.int64) + int(extra_tokens)
+        longer.flags.writeable = False            # read-only like a file's columns (window caches rely on it)
+        cols["prompt_len"] = longer
+        got = memo[int(extra_tokens)] = Trace(cols, dict(trace.header), path=trace.path, file_sha256=trace.file_sha256)
+    return got

@@ -1,6 +1,12 @@
-"""LLM architecture specs (issue 4): the draft (DLM) and target (TLM) models.
+"""LLM architecture specs: the draft (DLM) and target (TLM) models.
 
-Every shipped model is a frozen, hashable :class:`ModelSpec` with its published
+A model is data: a YAML file of :class:`ModelSpec` fields, or a Hugging Face ``config.json``
+read directly (:func:`load_model_file`; dense and MoE decoders, GQA, tied embeddings, sliding
+window). The zoo is the files in ``hw_configs/models/`` (the shipped ones, and a
+``hw_configs/models/`` folder in the current directory, which wins); ``run.target_model`` may
+also name a model file by path. docs/models.md describes the format.
+
+Every model is a frozen, hashable :class:`ModelSpec` with its published
 shape and a source URL.  Parameter counts are *computed* from the shape
 (embeddings + every layer + untied LM head; all experts for MoE) and tested
 against the published size (3% tolerance, tests/test_workload.py).
@@ -67,6 +73,7 @@ Modelling decisions (documented here, tested in tests/test_workload.py):
 
 from __future__ import annotations
 
+import collections.abc as _abc
 import dataclasses
 import difflib
 import re
@@ -74,7 +81,7 @@ import types
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import reported_in_one_line
+from ..errors import InputError, reported_in_one_line
 
 __all__ = [
     "ModelSpec",
@@ -82,7 +89,11 @@ __all__ = [
     "PAPER_PAIRS",
     "UnknownModelError",
     "get_model",
+    "load_model_file",
+    "ModelFileError",
+    "spec_from_hf_config",
     "moefied",
+    "eagle_head",
     "with_precision",
 ]
 
@@ -127,6 +138,10 @@ class ModelSpec:
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
     n_pos_embeddings: int = 0  # learned absolute positional-embedding rows (OPT)
     max_context: int = 0  # max positions supported by the checkpoint (informational)
+    sliding_window: int = 0  # attention reads at most this many cached tokens (0: all; Mistral-7B: 4096)
+    #: EAGLE-style feature fusion: a linear layer (with bias) from [token embedding; the target's
+    #: hidden state] (2 d) to d runs before the first layer (:func:`eagle_head`)
+    feature_fusion: bool = False
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -214,9 +229,14 @@ class ModelSpec:
         """Separately stored LM-head parameters (0 when tied)."""
         return 0 if self.tied_embeddings else self.vocab_size * self.d_model
 
+    def fusion_params(self) -> int:
+        """Parameters of the EAGLE feature-fusion layer (2 d x d weights + d bias; 0 without)."""
+        return (2 * self.d_model * self.d_model + self.d_model) if self.feature_fusion else 0
+
     def param_count(self) -> int:
         return (
-            self.embedding_params()
+            self.fusion_params()
+            + self.embedding_params()
             + self.n_layers * self.layer_params()
             + self.norm_params()  # final norm
             + self.lm_head_params()
@@ -224,7 +244,8 @@ class ModelSpec:
 
     def active_param_count(self) -> int:
         return (
-            self.embedding_params()
+            self.fusion_params()
+            + self.embedding_params()
             + self.n_layers * self.layer_params(active_only=True)
             + self.norm_params()
             + self.lm_head_params()
@@ -259,154 +280,10 @@ def with_precision(
 # ---------------------------------------------------------------------------
 # Registry
 # ---------------------------------------------------------------------------
-_SPECS = (
-    ModelSpec(
-        name="opt-1.3b",
-        display_name="OPT-1.3B",
-        n_layers=24, d_model=2048, n_heads=32, n_kv_heads=32, head_dim=64, d_ffn=8192,
-        ffn_type="gelu", activation="relu", norm_type="layernorm", norm_bias=True,
-        linear_bias=True, vocab_size=50272, n_pos_embeddings=2048 + 2, tied_embeddings=True,
-        max_context=2048, published_params_b=1.3,
-        source="https://huggingface.co/facebook/opt-1.3b/blob/main/config.json",
-        notes="ReLU FFN, modelled in the AAU 'gelu' (pointwise activation) class.",
-    ),
-    ModelSpec(
-        name="opt-6.7b",
-        display_name="OPT-6.7B",
-        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, head_dim=128, d_ffn=16384,
-        ffn_type="gelu", activation="relu", norm_type="layernorm", norm_bias=True,
-        linear_bias=True, vocab_size=50272, n_pos_embeddings=2048 + 2, tied_embeddings=True,
-        max_context=2048, published_params_b=6.7,
-        source="https://huggingface.co/facebook/opt-6.7b/blob/main/config.json",
-        notes="ReLU FFN, modelled in the AAU 'gelu' (pointwise activation) class.",
-    ),
-    ModelSpec(
-        name="llama2-7b",
-        display_name="LLaMA2-7B",
-        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, head_dim=128, d_ffn=11008,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=32000, tied_embeddings=False, max_context=4096, published_params_b=6.74,
-        source="https://huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="llama2-13b",
-        display_name="LLaMA2-13B",
-        n_layers=40, d_model=5120, n_heads=40, n_kv_heads=40, head_dim=128, d_ffn=13824,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=32000, tied_embeddings=False, max_context=4096, published_params_b=13.0,
-        source="https://huggingface.co/meta-llama/Llama-2-13b-hf/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="palm-like-8b",
-        display_name="PaLM-Like-8B",
-        n_layers=32, d_model=4096, n_heads=16, n_kv_heads=16, head_dim=256, d_ffn=12288,
-        ffn_type="swiglu", activation="silu", norm_type="layernorm",
-        vocab_size=256000, tied_embeddings=True, max_context=2048, published_params_b=8.0,
-        source="https://arxiv.org/abs/2604.25326 (AHASD Sec. 5 shape); PaLM: https://arxiv.org/abs/2204.02311",
-        notes="Assumed shape: MHA (real PaLM is MQA), FFN 12288 = 3d chosen for ~8B "
-        "(real PaLM-8B: FFN 16384, 8.63B), tied 256k embedding, no biases.",
-    ),
-    ModelSpec(
-        name="palm-like-30b",
-        display_name="PaLM-Like-30B",
-        n_layers=36, d_model=8192, n_heads=64, n_kv_heads=64, head_dim=128, d_ffn=20480,
-        ffn_type="swiglu", activation="silu", norm_type="layernorm",
-        vocab_size=256000, tied_embeddings=True, max_context=2048, published_params_b=30.0,
-        source="https://arxiv.org/abs/2604.25326 (AHASD Sec. 5: d 8192 only); PaLM: https://arxiv.org/abs/2204.02311",
-        notes="Assumed shape: 36 layers, 64 heads x 128, MHA, FFN 20480 = 2.5d chosen for ~30B, "
-        "tied 256k embedding, no biases.",
-    ),
-    ModelSpec(
-        name="qwen2.5-coder-0.5b",
-        display_name="Qwen2.5-Coder-0.5B",
-        n_layers=24, d_model=896, n_heads=14, n_kv_heads=2, head_dim=64, d_ffn=4864,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
-        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=0.49,
-        source="https://huggingface.co/Qwen/Qwen2.5-Coder-0.5B/blob/main/config.json",
-        notes="Official checkpoint ties the LM head; the trace GGUF stores an untied output head.",
-    ),
-    ModelSpec(
-        name="qwen2.5-coder-1.5b",
-        display_name="Qwen2.5-Coder-1.5B",
-        n_layers=28, d_model=1536, n_heads=12, n_kv_heads=2, head_dim=128, d_ffn=8960,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
-        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=1.54,
-        source="https://huggingface.co/Qwen/Qwen2.5-Coder-1.5B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="qwen3-30b-a3b",
-        display_name="Qwen3-30B-A3B",
-        n_layers=48, d_model=2048, n_heads=32, n_kv_heads=4, head_dim=128, d_ffn=0,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qk_norm=True,
-        n_experts=128, n_active_experts=8, d_expert_ffn=768, n_shared_experts=0,
-        vocab_size=151936, tied_embeddings=False, max_context=40960,
-        published_params_b=30.5, published_active_params_b=3.3,
-        source="https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
-        notes="Every layer is MoE (decoder_sparse_step 1, no mlp_only_layers); dense "
-        "intermediate_size 6144 is unused.",
-    ),
-    # ---- mobile zoo (issue 29): shapes of the published HF configs (the URLs; not fetched here).
-    # Cross-checked where readable: NUM_LAYERS / HIDDEN_SIZE / NUM_ATTN_HEADS / NUM_KEY_VALUE_HEADS in
-    # quic/ai-hub-models@52c080d2 qai_hub_models/models/<id>/model.py for Llama-3-8B, 3.1-8B, 3.2-1B,
-    # 3.2-3B and Qwen2.5-1.5B (NUM_LAYERS only for Qwen2.5-7B); FFN width and vocabulary are checked
-    # through the parameter count against the published size (tests/test_workload.py, 3%).
-    ModelSpec(
-        name="llama3-8b",
-        display_name="Llama-3-8B",
-        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, d_ffn=14336,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=128256, tied_embeddings=False, max_context=8192, published_params_b=8.03,
-        source="https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="llama3.1-8b",
-        display_name="Llama-3.1-8B",
-        n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, d_ffn=14336,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=128256, tied_embeddings=False, max_context=131072, published_params_b=8.03,
-        source="https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json",
-        notes="Same shape as Llama-3-8B; RoPE scaling for 128k context (not modelled).",
-    ),
-    ModelSpec(
-        name="llama3.2-1b",
-        display_name="Llama-3.2-1B",
-        n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64, d_ffn=8192,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=128256, tied_embeddings=True, max_context=131072, published_params_b=1.24,
-        source="https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="llama3.2-3b",
-        display_name="Llama-3.2-3B",
-        n_layers=28, d_model=3072, n_heads=24, n_kv_heads=8, head_dim=128, d_ffn=8192,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
-        vocab_size=128256, tied_embeddings=True, max_context=131072, published_params_b=3.21,
-        source="https://huggingface.co/meta-llama/Llama-3.2-3B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="qwen2.5-0.5b",
-        display_name="Qwen2.5-0.5B",
-        n_layers=24, d_model=896, n_heads=14, n_kv_heads=2, head_dim=64, d_ffn=4864,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
-        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=0.49,
-        source="https://huggingface.co/Qwen/Qwen2.5-0.5B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="qwen2.5-1.5b",
-        display_name="Qwen2.5-1.5B",
-        n_layers=28, d_model=1536, n_heads=12, n_kv_heads=2, head_dim=128, d_ffn=8960,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
-        vocab_size=151936, tied_embeddings=True, max_context=32768, published_params_b=1.54,
-        source="https://huggingface.co/Qwen/Qwen2.5-1.5B/blob/main/config.json",
-    ),
-    ModelSpec(
-        name="qwen2.5-7b",
-        display_name="Qwen2.5-7B",
-        n_layers=28, d_model=3584, n_heads=28, n_kv_heads=4, head_dim=128, d_ffn=18944,
-        ffn_type="swiglu", activation="silu", norm_type="rmsnorm", qkv_bias=True,
-        vocab_size=152064, tied_embeddings=False, max_context=131072, published_params_b=7.61,
-        source="https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json",
-    ),
+#: models defined in Python (the zoo itself is data: hw_configs/models/*.yaml, read by
+#: :func:`load_model_file`); a model added here joins the zoo like a file would, and
+#: ``spec_to_yaml(spec)`` writes its file for hw_configs/models/
+_SPECS: tuple[ModelSpec, ...] = (
 )
 
 def moefied(spec: ModelSpec, n_experts: int, top_k: int) -> ModelSpec:
@@ -426,11 +303,6 @@ def moefied(spec: ModelSpec, n_experts: int, top_k: int) -> ModelSpec:
         notes=f"MoEfication of {spec.display_name}: FFN neurons partitioned into {n_experts} experts of "
         f"{spec.d_ffn // n_experts}; active params derived (no published figure). Partition is ours.")
 
-
-_SPECS = _SPECS + tuple(moefied(s, e, 8) for s in _SPECS if s.name == "qwen2.5-coder-1.5b" for e in (64, 128))
-
-MODELS: Mapping[str, ModelSpec] = types.MappingProxyType({s.name: s for s in _SPECS})
-"""Read-only registry, key -> spec."""
 
 PAPER_PAIRS: Mapping[str, tuple[str, str]] = types.MappingProxyType(
     {
@@ -455,22 +327,380 @@ def _normalize(name: str) -> str:
     return s.replace("llama-2", "llama2").replace("qwen-2.5", "qwen2.5").replace("qwen-3", "qwen3")
 
 
-_ALIASES: Mapping[str, str] = types.MappingProxyType(
-    {_normalize(s.display_name): s.name for s in _SPECS} | {_normalize(s.name): s.name for s in _SPECS}
-)
+
+# ---------------------------------------------------------------------------
+# Models as data: YAML model files and Hugging Face config.json
+# ---------------------------------------------------------------------------
+#: where the shipped model files live, relative to a data root (``ahasd_sim.paths``)
+MODELS_DIR = "hw_configs/models"
+MODEL_SUFFIXES = (".yaml", ".yml", ".json")
+
+_INT_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ffn", "vocab_size",
+               "n_experts", "n_active_experts", "d_expert_ffn", "n_shared_experts", "n_pos_embeddings",
+               "max_context", "sliding_window")
+_BOOL_FIELDS = ("tied_embeddings", "linear_bias", "qkv_bias", "norm_bias", "qk_norm")
+_FLOAT_FIELDS = ("published_params_b", "published_active_params_b", "weight_bytes_per_param",
+                 "kv_bytes_per_elem", "act_bytes_per_elem")
 
 
-def get_model(name: str) -> ModelSpec:
-    """Spec for ``name`` (case-, space- and underscore-insensitive; display
-    names such as "LLaMA2-7B" work).  Unknown names raise
-    :class:`UnknownModelError` listing the valid keys and the closest matches."""
+@reported_in_one_line
+class ModelFileError(UnknownModelError, InputError):
+    """A model file that cannot be read or describes an impossible shape (one line: file, key, why)."""
+
+
+def _bad(path, key: str | None, msg: str) -> ModelFileError:
+    return ModelFileError(f"{path}: {key + ': ' if key else ''}{msg}")
+
+
+def _typed(path, key: str, value):
+    if key in _INT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _bad(path, key, f"expected a non-negative integer, got {value!r}")
+    elif key in _BOOL_FIELDS:
+        if not isinstance(value, bool):
+            raise _bad(path, key, f"expected true or false, got {value!r}")
+    elif key in _FLOAT_FIELDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _bad(path, key, f"expected a number, got {value!r}")
+        value = float(value)
+    elif not isinstance(value, str):
+        raise _bad(path, key, f"expected a string, got {value!r}")
+    return value
+
+
+def spec_from_dict(data: Mapping, path: str = "<model>", default_name: str = "") -> ModelSpec:
+    """A :class:`ModelSpec` from a model file's mapping: the spec's fields (``name`` defaults to the
+    file's stem, ``display_name`` to the name, ``source`` to the file), or ``moefied: {model,
+    n_experts, top_k}`` for a MoEfied copy of another model. Bad input raises
+    :class:`ModelFileError` naming ``path`` and the key."""
+    if not isinstance(data, Mapping):
+        raise _bad(path, None, f"expected a mapping of model fields, got {type(data).__name__}")
+    if "moefied" in data:
+        m = data["moefied"]
+        extra = sorted(set(data) - {"moefied", "name", "display_name"})
+        if extra or not isinstance(m, Mapping) or set(m) != {"model", "n_experts", "top_k"}:
+            raise _bad(path, "moefied", "expected exactly {model: NAME, n_experts: N, top_k: K}"
+                       + (f" and no other keys (got {', '.join(extra)})" if extra else ""))
+        try:
+            spec = moefied(get_model(m["model"]), int(m["n_experts"]), int(m["top_k"]))
+        except (ValueError, TypeError) as exc:
+            raise _bad(path, "moefied", str(exc)) from None
+        ren = {k: data[k] for k in ("name", "display_name") if k in data}
+        return dataclasses.replace(spec, **ren) if ren else spec
+    fields = {f.name: f for f in dataclasses.fields(ModelSpec)}
+    kw = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+            raise _bad(path, str(key), "unknown model field" + (f" (did you mean '{close[0]}'?)" if close else "")
+                       + "; a Hugging Face config.json is read as .json")
+        kw[key] = _typed(path, key, value)
+    kw.setdefault("name", default_name)
+    kw.setdefault("display_name", kw["name"])
+    kw.setdefault("source", str(path))
+    kw.setdefault("published_params_b", 0.0)
+    missing = [f.name for f in fields.values() if f.default is dataclasses.MISSING and f.name not in kw]
+    if missing:
+        raise _bad(path, None, f"missing field(s): {', '.join(missing)}")
+    try:
+        return ModelSpec(**kw)
+    except ValueError as exc:
+        raise _bad(path, None, str(exc).removeprefix(f"{kw['name']}: ")) from None
+
+
+#: Hugging Face ``model_type`` -> what its config.json leaves implicit (the defaults of the
+#: transformers config class, and the layer layout of the architecture)
+HF_FAMILIES: Mapping[str, dict] = types.MappingProxyType({
+    # LLaMA layout: RMSNorm, SwiGLU, no biases unless attention_bias / mlp_bias
+    "llama": {"tie": False}, "mistral": {"tie": False}, "mixtral": {"tie": False, "moe": "mixtral"},
+    "qwen2": {"tie": False, "qkv_bias": True}, "qwen3": {"tie": False, "qk_norm": True},
+    "qwen3_moe": {"tie": False, "qk_norm": True, "moe": "qwen"},
+    "qwen2_moe": {"tie": False, "qkv_bias": True, "moe": "qwen"},
+    # OPT: LayerNorm with bias, 2-matrix ReLU FFN, biases everywhere, learned positions (+2 offset)
+    "opt": {"tie": True, "opt": True},
+})
+
+
+def spec_from_hf_config(cfg: Mapping, path: str = "<config.json>", name: str = "") -> ModelSpec:
+    """A :class:`ModelSpec` read from a Hugging Face ``config.json`` (decoder-only dense and MoE
+    models of :data:`HF_FAMILIES`): GQA (``num_key_value_heads``), ``head_dim``, tied embeddings,
+    biases, q/k norms, routed and shared experts, ``sliding_window`` where the model uses one.
+    Precision stays the simulator's INT8 default (the config's ``torch_dtype`` is the checkpoint's
+    storage, not the deployed precision). Anything the simulator cannot represent is refused."""
+    mt = cfg.get("model_type")
+    fam = HF_FAMILIES.get(mt)
+    if fam is None:
+        raise _bad(path, "model_type", f"{mt!r} is not a supported decoder family; supported: "
+                   f"{', '.join(sorted(HF_FAMILIES))} (or write a model YAML file)")
+
+    def need(key: str, *alts: str) -> int:
+        for k in (key, *alts):
+            v = cfg.get(k)
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                    raise _bad(path, k, f"expected a positive integer, got {v!r}")
+                return v
+        raise _bad(path, key, "missing")
+
+    d = need("hidden_size")
+    heads = need("num_attention_heads")
+    kv = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or None
+    if head_dim is None:
+        if d % heads:
+            raise _bad(path, "hidden_size", f"{d} is not a multiple of num_attention_heads {heads} "
+                       "and no head_dim is given")
+        head_dim = d // heads
+    if not isinstance(kv, int) or heads % kv:
+        raise _bad(path, "num_key_value_heads", f"num_attention_heads {heads} must be a multiple of it, got {kv!r}")
+    tie = cfg.get("tie_word_embeddings", fam["tie"])
+    kw = dict(name=name or str(cfg.get("_name_or_path") or mt).split("/")[-1].lower(),
+              n_layers=need("num_hidden_layers"), d_model=d, n_heads=heads, n_kv_heads=kv,
+              head_dim=head_dim, vocab_size=need("vocab_size"), tied_embeddings=bool(tie),
+              max_context=int(cfg.get("max_position_embeddings") or 0), source=str(path),
+              published_params_b=0.0)
+    kw["display_name"] = kw["name"]
+    if fam.get("opt"):
+        if cfg.get("word_embed_proj_dim", d) != d:
+            raise _bad(path, "word_embed_proj_dim", "OPT with an embedding projection is not modelled")
+        if not cfg.get("do_layer_norm_before", True):
+            raise _bad(path, "do_layer_norm_before", "post-norm OPT (350m) is not modelled")
+        act = cfg.get("activation_function", "relu")
+        kw.update(d_ffn=need("ffn_dim"), ffn_type="gelu", activation=act, norm_type="layernorm", norm_bias=True,
+                  linear_bias=bool(cfg.get("enable_bias", True)),
+                  n_pos_embeddings=kw["max_context"] + 2)   # OPTLearnedPositionalEmbedding's offset of 2
+    else:
+        act = cfg.get("hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise _bad(path, "hidden_act", f"expected silu (a SwiGLU FFN), got {act!r}")
+        if cfg.get("mlp_bias"):
+            raise _bad(path, "mlp_bias", "FFN biases on a SwiGLU model are not modelled")
+        kw.update(ffn_type="swiglu", activation="silu", norm_type="rmsnorm",
+                  qkv_bias=bool(cfg.get("attention_bias", fam.get("qkv_bias", False))),
+                  qk_norm=bool(fam.get("qk_norm")))
+        if cfg.get("attention_bias") and mt not in ("qwen2", "qwen2_moe"):
+            raise _bad(path, "attention_bias", "a bias on the output projection is not modelled")
+        moe = fam.get("moe")
+        if moe == "mixtral":
+            kw.update(d_ffn=0, n_experts=need("num_local_experts"), n_active_experts=need("num_experts_per_tok"),
+                      d_expert_ffn=need("intermediate_size"))
+        elif moe == "qwen":
+            if cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1:
+                raise _bad(path, "mlp_only_layers", "models with dense layers between MoE layers are not modelled")
+            e = need("moe_intermediate_size")
+            shared = cfg.get("shared_expert_intermediate_size") or 0
+            if shared % e:
+                raise _bad(path, "shared_expert_intermediate_size",
+                           f"{shared} is not a whole number of experts of {e}")
+            if shared:
+                raise _bad(path, "shared_expert_intermediate_size", "a gated shared expert is not modelled")
+            kw.update(d_ffn=0, n_experts=need("num_experts"), n_active_experts=need("num_experts_per_tok"),
+                      d_expert_ffn=e)
+        else:
+            kw["d_ffn"] = need("intermediate_size")
+        window = cfg.get("sliding_window")
+        if mt in ("mistral", "mixtral"):
+            if window:
+                kw["sliding_window"] = int(window)
+        elif window and cfg.get("use_sliding_window"):
+            raise _bad(path, "use_sliding_window", "a sliding window on some layers only is not modelled")
+    try:
+        return ModelSpec(**kw)
+    except ValueError as exc:
+        raise _bad(path, None, str(exc).removeprefix(f"{kw['name']}: ")) from None
+
+
+def spec_to_yaml(spec: ModelSpec) -> str:
+    """The text of a YAML model file for ``spec`` (fields left at their defaults omitted), as the
+    shipped files are written: ``load_model_file`` reads back an equal spec."""
+    import yaml
+    head = (f"# {spec.display_name}: model shape (a ModelSpec's fields; docs/models.md).\n"
+            f"# Parameter count computed from this shape: {spec.param_count():,}"
+            + (f" (active {spec.active_param_count():,})" if spec.is_moe else "") + "\n")
+    body = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)
+            if f.default is dataclasses.MISSING or getattr(spec, f.name) != f.default}
+    return head + yaml.safe_dump(body, sort_keys=False, width=110, allow_unicode=True)
+
+
+def _looks_like_hf(data) -> bool:
+    return isinstance(data, Mapping) and "model_type" in data and "hidden_size" in data
+
+
+def load_model_file(path) -> ModelSpec:
+    """Read a model file: a YAML model (the :class:`ModelSpec` fields, see ``hw_configs/models/``)
+    or a Hugging Face ``config.json``. The name defaults to the file's stem (a ``config.json``: its
+    folder's name)."""
+    import json
+    from pathlib import Path
+
+    import yaml
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _bad(p, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise _bad(p, None, f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
+                   f"{' '.join(str(exc).split())[:200]}") from None
+    stem = p.parent.name if p.name == "config.json" else p.stem
+    if _looks_like_hf(data):
+        return spec_from_hf_config(data, str(p), name=stem.lower())
+    return spec_from_dict(data, str(p), default_name=stem)
+
+
+def model_dirs() -> list:
+    """Folders searched for model files, first wins: ``./hw_configs/models`` (the user's), then the
+    shipped ones (``ahasd_sim.paths``)."""
+    from pathlib import Path
+
+    from ..paths import data_roots
+    dirs = [Path.cwd() / MODELS_DIR]
+    dirs += [r / MODELS_DIR for r in data_roots()]
+    out = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
+            out.append(d)
+    return out
+
+
+class _Zoo(_abc.Mapping):
+    """The model registry: every model file of :func:`model_dirs` plus :data:`_SPECS`, read once
+    on first use (a model file names its own key)."""
+
+    def __init__(self):
+        self._d: dict[str, ModelSpec] | None = None
+        self._files: dict[str, str] = {}
+        self._aliases: dict[str, str] | None = None
+
+    def _load(self) -> dict[str, ModelSpec]:
+        if self._d is None:
+            d: dict[str, ModelSpec] = {s.name: s for s in _SPECS}
+            files = []
+            for folder in reversed(model_dirs()):       # shipped first, the user's folder overrides
+                files += sorted(f for f in folder.iterdir() if f.suffix in MODEL_SUFFIXES)
+            pending = list(files)
+            self._d = d
+            for _ in range(3):       # a moefied file names another model: read it after that one
+                later = []
+                for f in pending:
+                    try:
+                        spec = load_model_file(f)
+                    except UnknownModelError:
+                        later.append(f)
+                        continue
+                    d[spec.name] = spec
+                    self._files[spec.name] = str(f)
+                    self._aliases = None
+                pending = later
+            for f in pending:                           # report the first that still fails
+                load_model_file(f)
+        return self._d
+
+    def file_of(self, name: str) -> str | None:
+        self._load()
+        return self._files.get(name)
+
+    def __getitem__(self, key: str) -> ModelSpec:
+        return self._load()[key]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+MODELS: Mapping[str, ModelSpec] = _Zoo()
+"""Read-only registry, key -> spec: the model files of :func:`model_dirs` and :data:`_SPECS` (read on
+first use)."""
+
+
+def _aliases() -> dict[str, str]:
+    if MODELS._aliases is None:
+        specs = list(MODELS.values())
+        MODELS._aliases = ({_normalize(s.display_name): s.name for s in specs}
+                           | {_normalize(s.name): s.name for s in specs})
+    return MODELS._aliases
+
+
+def _is_path(name: str) -> bool:
+    return str(name).endswith(MODEL_SUFFIXES) or "/" in str(name) or "\\" in str(name)
+
+
+_FILE_SPECS: dict[tuple, ModelSpec] = {}
+
+
+def get_model(name: str, relative_to: str | None = None) -> ModelSpec:
+    """Spec for ``name``: a zoo key (case-, space- and underscore-insensitive; display names such as
+    "LLaMA2-7B" work), or the path of a model file (``my/model.yaml``, a Hugging Face
+    ``config.json``, or a folder holding one). Unknown names raise :class:`UnknownModelError`
+    listing the valid keys and the closest matches. ``relative_to``: a config file, next to which
+    a relative model path is also looked for."""
     if isinstance(name, ModelSpec):
         return name
-    key = _ALIASES.get(_normalize(name))
+    key = _aliases().get(_normalize(name))
     if key is not None:
         return MODELS[key]
+    if _is_path(name):
+        from pathlib import Path
+
+        from ..paths import resolve_data_path
+        p = Path(name)
+        if p.is_dir():
+            p = p / "config.json"
+        p = resolve_data_path(p, relative_to)
+        if not p.is_file():
+            raise UnknownModelError(f"model file {name!r} not found (a path, or a name of: {', '.join(sorted(MODELS))})")
+        st = p.stat()
+        k = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+        if k not in _FILE_SPECS:
+            _FILE_SPECS[k] = load_model_file(p)
+        return _FILE_SPECS[k]
     close = difflib.get_close_matches(_normalize(name), list(MODELS), n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownModelError(
-        f"Unknown model {name!r}.{hint} Valid names: {', '.join(sorted(MODELS))}."
+        f"Unknown model {name!r}.{hint} Valid names: {', '.join(sorted(MODELS))}. "
+        f"Or add a model file to {MODELS_DIR}/ or give its path."
     )
+
+
+#: ModelSpec fields that describe a model but do not change a simulation
+_DESCRIPTIVE = ("name", "display_name", "source", "notes", "published_params_b", "published_active_params_b")
+
+
+def _shape_text(spec: ModelSpec) -> str:
+    return repr([(f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.name not in _DESCRIPTIVE])
+
+
+def models_identity(cfg) -> str:
+    """The shapes of the models a config names (``run.draft_model``, ``run.target_model``), as text:
+    part of a run's identity, since a model file can change while its name stays."""
+    out = []
+    for key in ("draft_model", "target_model"):
+        name = getattr(cfg.run, key, None)
+        try:
+            out.append(_shape_text(get_model(name, cfg.source_file)) if name else "")
+        except (UnknownModelError, ValueError, TypeError):
+            out.append(f"unknown:{name}")
+    return "\n".join(out)
+
+
+#: EAGLE draft head (Li et al., "EAGLE: Speculative Sampling Requires Rethinking Feature
+#: Uncertainty", ICML 2024, https://arxiv.org/abs/2401.15077, section 3: an embedding layer, a
+#: fusion layer FC(2d -> d), one decoder layer, and the target's LM head)
+EAGLE_SOURCE = "https://arxiv.org/abs/2401.15077 (EAGLE, section 3 and its reference code)"
+
+
+def eagle_head(target: ModelSpec) -> ModelSpec:
+    """An EAGLE-style draft head for ``target``, its shape derived from the target's: the fusion
+    layer FC([token embedding; target hidden state]) of 2 d -> d (with bias), ONE decoder layer of
+    the target's shape, a final norm, and the target's embedding and LM head (a copy held where
+    the head runs: the token embedding is gathered, the LM head streamed in every forward). Same
+    precision as the target. Its KV cache is that of one target layer."""
+    spec = dataclasses.replace(
+        target, name=f"eagle-head:{target.name}", display_name=f"EAGLE head of {target.display_name}",
+        n_layers=1, feature_fusion=True, published_params_b=0.0, source=EAGLE_SOURCE,
+        notes=f"derived from {target.name}: fusion FC + 1 decoder layer + the target's embedding/LM head")
+    return dataclasses.replace(spec, published_params_b=spec.param_count() / 1e9)

@@ -235,6 +235,10 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
     act_cls = "gelu"  # GELU, ReLU, SiLU/SwiGLU
     ops: list[Operator] = []
     t = 0
+    if m.feature_fusion:
+        # EAGLE head: FC([token embedding; target hidden state]) before its one decoder layer
+        ops.append(_weight_op(m, "feature_fc", n, 2 * d, d, t, bias=True, repeat=1, per_layer=False))
+        t += 1
 
     # --- attention block ---------------------------------------------------
     ops.append(_elementwise_op(m, "norm_attn", n, n * d, norm_cls, t, repeat=L,
@@ -252,6 +256,11 @@ def _build_ops(m: ModelSpec, n: int, kv_len: int, experts_touched: float) -> tup
         t += 1
 
     pairs = n * kv_len + n * (n + 1) // 2  # causal (query, key) pairs per head
+    if m.sliding_window and kv_len + n > m.sliding_window:
+        # sliding-window attention: query i sees its last W positions only, and the cache keeps W
+        w = m.sliding_window
+        pairs = sum(min(kv_len + i + 1, w) for i in range(n))
+        kv_len = min(kv_len, w)
     attn_macs = float(m.n_heads * m.head_dim * pairs)
     kv_one = m.kv_dim * kvb  # bytes of K (or V) of one token in one layer
     score_elems = m.n_heads * pairs

@@ -24,19 +24,24 @@ one class):
 * :mod:`.npu`: verification, layer splits, prefill on the host;
 * :mod:`.gpu`: GPU forwards with H2D weight streaming;
 * :mod:`.baseline`: the single-device autoregressive baselines (``baseline.device``);
-* :mod:`.operator_sync`: operator_sync's per-operator host/PIM assignment and tiers.
+* :mod:`.operator_sync`: operator_sync's per-operator host/PIM assignment and tiers;
+* :mod:`.drafter`: the model-free (lookup) drafter on the CPU;
+* :mod:`.tree`: draft trees (a level's drafter forward, one-pass tree verification).
 """
 from __future__ import annotations
 
 from .baseline import BaselineCosts
 from .common import CommonCosts
+from .drafter import DrafterCosts
 from .gpu import GpuCosts
 from .npu import NpuCosts
 from .operator_sync import OperatorSyncCosts
 from .pim import PimCosts
+from .tree import TreeCosts
 
 __all__ = ["StepCosts"]
 
 
-class StepCosts(NpuCosts, PimCosts, GpuCosts, BaselineCosts, OperatorSyncCosts, CommonCosts):
+class StepCosts(NpuCosts, PimCosts, GpuCosts, BaselineCosts, OperatorSyncCosts, DrafterCosts, TreeCosts,
+                CommonCosts):
     """Costs of the tasks a mode schedules, for one (platform, drafter, target)."""

@@ -55,9 +55,10 @@ class CommonCosts:
         self.placement = None
         self._auto_device: str | None = None     # baseline.device auto, once chosen
         if platform.pim is not None:
-            from ..placement import place_models, resolve_placement
-            self.placement = resolve_placement(cfg)      # pinned, or the mode's best on the tuning data
-            self.partition = place_models(platform.pim, draft_spec, target_spec, cfg, self.placement.policy)
+            from ..placement import place_untuned, resolve_placement
+            # pinned, or the mode's best on the tuning data (a mode that tunes none: the first that fits)
+            self.partition, self.placement = place_untuned(platform.pim, draft_spec, target_spec, cfg,
+                                                           resolve_placement(cfg))
         self._cache: dict[tuple, TaskCost] = _task_table((cfg.fingerprint(), repr(draft_spec), repr(target_spec)))
         # Memos by exact arguments (a task asked again skips the KV rounding and the key), kept in
         # the configuration's table like the costs themselves, so later windows start warm:
@@ -71,15 +72,22 @@ class CommonCosts:
         # Fingerprint of everything a unit cost depends on (the hardware sections; dataclass
         # reprs are complete and deterministic).
         self._hw_key = "|".join(repr(getattr(cfg, k)) for k in ("npu", "memory", "pim", "gpu", "h2d"))
+        # a package power cap's split depends on the mode (host streams overlap PIM or not)
+        cap = platform.pim.cap_key() if platform.pim is not None else ""
+        # ... and the precision's widening work on the NPU (two precisions can share operator shapes)
+        cap += f"|deq:{platform.npu.dequant_ops_per_weight!r}" if platform.npu is not None else ""
+        self._hw_key += "|" + cap
         # An NPU (GPU) operator's cost depends on the NPU (GPU) and the LPDDR5 it streams from
         # alone (Npu(cfg.npu, memory), Gpu(cfg.gpu, memory), the bus bandwidth from cfg.memory):
         # keyed by those, the configurations of a sweep over PIM, drafting or placement (and a
         # point's placement-tuning runs) share the host's operator costs and its verification
         # and prefill tables instead of building them again (issue 30).
-        self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory)
+        self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory) + "|" + cap
         self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
         self._npu_cache: dict[tuple, Any] = _task_table((self._npu_key, self.quantum, repr(draft_spec),
                                                          repr(target_spec)))
+        if getattr(draft_spec, "kind", "model") == "lookup":
+            self._install_lookup()
 
     def ops(self, model, n_tokens: int, kv: int):
         # a pass's cost, its layer split and the pre-verification over the same tokens all ask

@@ -23,6 +23,12 @@ class NpuCosts:
         c = self._memo[memo_key] = self._cached(("verify", n_tokens, kv), make, self._npu_cache)
         return c
 
+    def npu_draft_token(self, kv_len: int) -> TaskCost:
+        """One drafter forward (one token) on the NPU, its weights streamed over the bus."""
+        kv = self._kv(kv_len)
+        return self._cached(("npu_draft", kv), lambda: self._sequential(
+            self.ops(self.draft, 1, kv), lambda op: (self._op_on(op, "npu", "draft"), "npu")), self._npu_cache)
+
     def layer_split(self, task: str, n_tokens: int, kv_len: int) -> tuple[int, float, float]:
         """(layers, time of one layer, time of the head ops after the last layer) of a target pass
         on the NPU (``task="verify"``) or on the target's PIM ranks (``"preverify"``)."""

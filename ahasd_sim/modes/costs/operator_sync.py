@@ -65,6 +65,9 @@ class OperatorSyncCosts:
         out = {}
         for role, model, n in (("draft", self.draft, 1), ("target", self.target, draft_len + 1)):
             mapping: dict[str, str] = {}
+            if getattr(model, "kind", "model") == "lookup":    # no operators: it runs on the CPU
+                out[role] = mapping
+                continue
             for _key, ops in sorted(self._tiers(model, n, kv).items(), key=lambda kv_: kv_[0][1]):
                 best = None
                 for combo in itertools.product((self.host, "pim"), repeat=len(ops)):
@@ -90,6 +93,9 @@ class OperatorSyncCosts:
         kv = self._kv(self.quantum)
         gpu_bytes = {}
         for role, model in (("draft", self.draft), ("target", self.target)):
+            if getattr(model, "kind", "model") == "lookup":
+                gpu_bytes[role] = 0.0
+                continue
             gpu_bytes[role] = sum(op.weight_bytes * op.layer_repeat for op in self.ops(model, 1, kv)
                                   if mapping[role].get(op.name, self.host) == "gpu")
         total = sum(gpu_bytes.values())

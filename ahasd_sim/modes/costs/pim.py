@@ -94,9 +94,11 @@ class PimCosts:
         if c is None:
             f = self.partition.target_shared_fraction
             both = 1.0 if self.partition.shared_ranks else 0.0
+            # a lookup drafter runs on the CPU: its "drafts" use no rank time
+            d_both = 0.0 if getattr(self.draft, "kind", "model") == "lookup" else both
             c = self._memo[key] = {
                 "verify": FlowSpec("verify", {"shared": f, "target_only": 1.0 - f}, share),
-                "draft": FlowSpec("draft", {"shared": both}, 1.0 - share),
+                "draft": FlowSpec("draft", {"shared": d_both}, 1.0 - share),
                 "preverify": FlowSpec("preverify", {"shared": both, "target_only": 1.0}, 1.0 - share)}
         return c
 

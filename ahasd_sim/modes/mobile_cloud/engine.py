@@ -42,7 +42,7 @@ from ...config.fields import param
 from ...config.registry import config_section
 from ...hw.cloud import PRICINGS, CloudServer
 from ...metrics.stats import mean_t_interval
-from ...policies.base import Decision, VerifyOutcome
+from ...policies.base import Decision, RoundContext, VerifyOutcome
 from ..base import Mode, TaskCost
 
 OPTIONS = ("split", "cloud_sd", "cloud_ar")
@@ -85,6 +85,10 @@ class HycoConfig:
     ewma_alpha: float = param(0.3, doc="weight of the newest observation in the phone's estimates", gt=0, le=1)
     prior_acceptance: float = param(0.7, doc="acceptance the phone assumes before its first verdict", gt=0, lt=1,
                                     source="assumption")
+    cloud_prefill: bool = param(False, doc="the run's first cloud request uploads the prompt's token ids and the "
+                                "cloud prefills it (one forward over the prompt) before its first verification or "
+                                "decode step (ttft_s includes both); false: the cloud holds the prompt already",
+                                source="[R] a chat turn whose context the server does not cache")
     tpot_windows: int = param(8, doc="windows of equal token count for the TPOT confidence interval", ge=2)
 
 
@@ -191,8 +195,37 @@ class MobileCloudBase(Mode):
                 self.cloud = CloudServer(env, cfg.cloud, self._cloud_forward_cost,
                                          np.random.default_rng([cfg.run.seed, 0xC10D, self.replay.seed]))
             self.cloud.attach(self.owner, self.col)
+            self._reserve_kv(cfg)
+            self.done.callbacks.append(lambda _ev: self.cloud.release(self.owner))
             if self.owner == 0 and cfg.cloud.phones_per_gpu > 1:
                 self.peers = make_peers(self, env, ctx)
+
+    def _reserve_kv(self, cfg) -> None:
+        """This phone's KV reservation on the server (its whole context: prompt + tokens to
+        generate + one draft window; the drafter's KV too when the cloud may draft), and the
+        server's block pool the first time (``cloud.kv_cache_gib``; 0: no limit)."""
+        gib = cfg.cloud.kv_cache_gib
+        if gib == 0:
+            return
+        cc = self.cloud_costs
+        cloud_drafts = cfg.run.mode == "hybrid" and "cloud_sd" in cfg.hyco.options
+        per_tok = cc.target.kv_bytes_per_token() + (cc.draft.kv_bytes_per_token() if cloud_drafts else 0.0)
+        block_bytes = cfg.cloud.kv_block_tokens * per_tok
+        srv = self.cloud
+        if srv.kv is None:
+            if gib > 0:
+                pool = gib * 2**30
+            else:
+                pool = (cc.p.gpu.usable_memory_bytes - cc.target.weight_bytes()
+                        - (cc.draft.weight_bytes() if cloud_drafts else 0))
+            srv.use_kv_blocks(int(max(0.0, pool) // block_bytes))
+        tokens = self.replay.kv_len_at(0) + self.n_tokens + self.max_round_tokens + 1
+        srv.kv_tokens[self.owner] = tokens
+        if srv.kv.blocks_for(tokens) > srv.kv.total_blocks:
+            raise ConfigError(cfg.source_of("cloud.kv_cache_gib"), "cloud.kv_cache_gib",
+                              f"one phone's KV cache ({srv.kv.blocks_for(tokens)} blocks of {cfg.cloud.kv_block_tokens} "
+                              f"tokens, {tokens} tokens) does not fit the server's {srv.kv.total_blocks} blocks; "
+                              "raise it or use -1 (derived) or 0 (unlimited)")
 
     def _cloud_forward_cost(self, kind: str, n_tokens: int, kv_len: int) -> TaskCost:
         cc = self.cloud_costs
@@ -231,14 +264,25 @@ class MobileCloudBase(Mode):
     def device_task(self, cost: TaskCost, label: str):
         return (yield from self.run_task(cost, label, {"device": self.dev_lock}))
 
+    def radio_sessions(self) -> float:
+        """User sessions this run stands for: its tokens / ``network.radio_session_tokens`` (1
+        when that is 0: the run is one session)."""
+        per = self.net.cfg.radio_session_tokens if self.net is not None else 0
+        return self.committed / per if per > 0 else 1.0
+
     def finalize(self) -> None:
         if self.net is not None:
-            for label, e in self.net.radio_energy_j(self.env.now).items():
+            # the tail after a session's last message, once per session: energy per token does
+            # not depend on how long the simulated run is
+            for label, e in self.net.radio_energy_j(self.env.now, self.radio_sessions()).items():
                 self.col.energy(self.net.link.device, e, label)
 
     def user_tpot_s(self) -> float:
-        """This phone's time per output token so far: last commit time / tokens committed."""
-        return self.commit_log[-1][0] / self.committed if self.committed and self.commit_log else float("nan")
+        """This phone's time per output token so far: (last commit time - its arrival) / tokens
+        committed."""
+        if not (self.committed and self.commit_log):
+            return float("nan")
+        return (self.commit_log[-1][0] - getattr(self, "started_s", 0.0)) / self.committed
 
     def summary_fields(self, summary: dict[str, Any]) -> dict[str, Any]:
         n = int(summary["generated_tokens"])
@@ -250,7 +294,9 @@ class MobileCloudBase(Mode):
         led = self.cloud.ledgers[self.owner] if self.cloud else None
         net = self.net
         out = {
+            "acceptance_basis": acceptance_basis(summary),
             "tpot_s": tpot,
+            "ttft_s": self.commit_log[0][0] if self.commit_log else float("nan"),
             "tpot_ci95_s": ci,
             "tpot_window_s": wins,
             "cloud_pricing": self.cloud.cfg.pricing if self.cloud else "",
@@ -270,6 +316,7 @@ class MobileCloudBase(Mode):
             "uplink_messages": net.messages["up"] if net else 0,
             "downlink_messages": net.messages["down"] if net else 0,
             "radio_promotions": net.promotions if net else 0,
+            "radio_sessions": self.radio_sessions() if net else 0.0,
             "network_trace_offset_s": net.offset_s if net else 0.0,
             "round_trips": self.round_trips,
             "tokens_not_uploaded": self.tokens_not_uploaded,
@@ -278,6 +325,26 @@ class MobileCloudBase(Mode):
         if self.cloud is not None:
             out["cloud_fleet"] = fleet_stats(self, wall)
         return out
+
+
+def acceptance_basis(summary: dict[str, Any]) -> str:
+    """Whether the run's acceptance was measured with its own model pair or is a what-if: the
+    trace's pair replayed under other shapes (time and energy from the shapes)."""
+    from ...workload.models import get_model
+    tm = summary.get("trace_models") or {}
+    names = {"drafter": summary.get("draft_model"), "target": summary.get("target_model")}
+    same = True
+    for role, name in names.items():
+        rec = (tm.get(role) or "").lower()
+        try:
+            disp = get_model(name).display_name.lower() if name else ""
+        except Exception:               # an unknown name was refused earlier; be safe in reports
+            disp = str(name).lower()
+        same = same and bool(rec) and bool(disp) and rec.startswith(disp)
+    if same:
+        return "measured: the trace's own model pair"
+    return (f"what-if: acceptance of the trace's pair ({tm.get('drafter')} -> {tm.get('target')}) with the time and "
+            f"energy of the shapes {names['drafter']} -> {names['target']}")
 
 
 def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
@@ -290,15 +357,20 @@ def fleet_stats(primary: "MobileCloudBase", wall_s: float) -> dict[str, Any]:
     tpots = np.array([u.user_tpot_s() for u in users], dtype=float)
     tpots = tpots[np.isfinite(tpots)]
     slo = srv.cfg.user_tpot_slo_ms * 1e-3
+    kv = getattr(srv, "kv", None)
     pct = (lambda q: float(np.percentile(tpots, q)) * 1e3) if tpots.size else (lambda q: float("nan"))
-    # milliseconds: summary keys ending in _s add up over windows (simulation._merge)
+    # each entry's combination over windows is declared in metrics.combine.RULES
     return {"phones_per_gpu": len(users), "user_tpot_p50_ms": pct(50), "user_tpot_p90_ms": pct(90),
             "user_tpot_p99_ms": pct(99), "user_tpot_ms": (tpots * 1e3).tolist(),
             "slo_tpot_ms": slo * 1e3, "slo_attainment": float((tpots <= slo).mean()) if tpots.size else 0.0,
             "gpu_utilization": srv.busy_s / wall_s if wall_s > 0 else 0.0, "iterations": srv.iterations,
             "mean_batch_forwards": srv.batched_forwards / srv.iterations if srv.iterations else 0.0,
             "mean_batch_tokens": srv.batched_tokens / srv.iterations if srv.iterations else 0.0,
-            "user_tokens_committed": [u.committed for u in users]}
+            "user_tokens_committed": [u.committed for u in users],
+            "kv_blocks_total": kv.total_blocks if kv else 0, "kv_peak_blocks": kv.peak_blocks if kv else 0,
+            "kv_refusals": kv.refusals if kv else 0,
+            "admission_wait_p90_ms": float(np.percentile([srv.ledgers[u.owner].admission_wait_s for u in users], 90))
+            * 1e3 if kv else 0.0}
 
 
 def make_peers(primary: "MobileCloudBase", env, ctx) -> list["MobileCloudBase"]:
@@ -356,6 +428,7 @@ class _Session:
     last: simpy.Event = None
     sent_s: float = 0.0
     prev_arrive_s: float | None = None   # arrival of this session's previous chunk at the phone
+    prefill: int = 0                     # prompt tokens the cloud prefills before the session's first step
 
 
 @dataclass
@@ -369,6 +442,7 @@ class _Estimates:
     tokens_per_cloud_sd: float     # tokens committed per cloud speculative round
     net_rt_s: float
     ar_interval_s: float
+    cloud_verify_s: float          # the cloud's time per split verification (queueing included)
     observations: int = 0
     last_obs_s: float = 0.0
     history: list = field(default_factory=list)
@@ -386,6 +460,7 @@ class MobileCloudEngine(MobileCloudBase):
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
         self.configure()
+        self.prompt_pending = bool(self.hy.cloud_prefill)
         self.next_window: _Window | None = None
         self.pending_ids = 0          # skipped tokens whose ids have not reached the cloud yet
         self.cloud_pos = 0
@@ -412,7 +487,8 @@ class MobileCloudEngine(MobileCloudBase):
                               tokens_per_cloud_sd=t0,
                               net_rt_s=net.rtt_s + self._up_bytes(4) / net.rate_bytes_s("up")
                               + self._down_bytes(1) / net.rate_bytes_s("down"),
-                              ar_interval_s=self.cloud_costs.gpu_verify(1, kv0).duration_s)
+                              ar_interval_s=self.cloud_costs.gpu_verify(1, kv0).duration_s,
+                              cloud_verify_s=self.cloud_costs.gpu_verify(int(w0) + 1, kv0).duration_s)
 
     def configure(self) -> None:
         """Hook: set ``options``, ``predraft``, ``skip``, ``session_tokens`` per mode."""
@@ -428,11 +504,25 @@ class MobileCloudEngine(MobileCloudBase):
 
     # ------------------------------------------------------------ lifecycle
     def start(self):
+        self.started_s = self.env.now
         self.env.process(self._cloud_worker())
         self.env.process(self._device())
-        for peer in self.peers:
-            peer.start()
+        rate = self.ctx.cfg.cloud.arrival_rate_per_s
+        if rate > 0 and self.peers:
+            # open arrivals: the other phones arrive as a Poisson process (seeded by the run's seed
+            # and window), not all at t = 0 in step
+            rng = np.random.default_rng([self.ctx.cfg.run.seed, 0xA771, self.replay.seed])
+            at = np.cumsum(rng.exponential(1.0 / rate, size=len(self.peers)))
+            for peer, t in zip(self.peers, at):
+                self.env.process(self._arrive(peer, float(t)))
+        else:
+            for peer in self.peers:
+                peer.start()
         return self.done
+
+    def _arrive(self, peer, at_s: float):
+        yield self.env.timeout(at_s)
+        peer.start()
 
     def _device(self):
         nxt = None
@@ -539,7 +629,23 @@ class MobileCloudEngine(MobileCloudBase):
 
     # ------------------------------------------------------------ phone drafting
     def _new_window(self) -> _Window:
-        return _Window(self.policy.begin_round(self.round_context()))
+        return _Window(self.policy.begin_round(self.split_context()))
+
+    def split_context(self) -> RoundContext:
+        """A phone round's context with what the phone has measured (round-trip-aware policies)."""
+        kv = self.replay.kv_len_at(self.frontier)
+        e = self.est
+        return RoundContext(self.env._now, self.min_round_tokens, self.max_round_tokens, round_trip_s=e.net_rt_s,
+                            draft_token_s=self.dev_costs.draft(kv).duration_s, verify_s=e.cloud_verify_s,
+                            predraft=bool(self.predraft_now(self.committed)))
+
+    def cloud_context(self, kv: int) -> RoundContext:
+        """A cloud speculative round's context: drafter and verifier co-located (no round trip)."""
+        cc = self.cloud_costs
+        g = max(1, int(round(self.est.window_cloud_sd)))
+        return RoundContext(self.env._now, self.min_round_tokens, self.max_round_tokens, round_trip_s=0.0,
+                            draft_token_s=cc.gpu_draft_token(kv).duration_s,
+                            verify_s=cc.gpu_verify(g + 1, kv).duration_s)
 
     def _draft_into(self, w: _Window, stop: simpy.Event | None = None, skip: bool = False):
         """Draft tokens of window ``w`` until the policy stops it or ``stop`` has fired."""
@@ -602,7 +708,7 @@ class MobileCloudEngine(MobileCloudBase):
             yield from self._draft_into(w2, stop=verdict)
             self.next_window = w2
         yield verdict
-        new_c, cloud_s = verdict.value
+        new_c, cloud_s, promo_s = verdict.value
         gen = self.gen
         self.resolve(new_c)
         self.col.event(self.env.now, "commit", position=start, round_id=w.round_id, committed=self.committed)
@@ -615,26 +721,42 @@ class MobileCloudEngine(MobileCloudBase):
             self.next_window = None                    # pre-drafts were built on a rejected token
         self._observe(acceptance=(acc / n) if n else self.est.acceptance, window_split=float(max(n, 1)),
                       tokens_per_split=float(self.committed - round_start_committed),
-                      net_rt_s=max(0.0, self.env.now - sent - cloud_s))
+                      net_rt_s=max(0.0, self.env.now - sent - cloud_s - promo_s), cloud_verify_s=cloud_s)
+
+    def _take_prompt(self) -> int:
+        """Prompt tokens the next message carries (``hyco.cloud_prefill``: the run's first one only)."""
+        if not getattr(self, "prompt_pending", False):
+            return 0
+        self.prompt_pending = False
+        return int(self.replay.kv_len_at(0))
+
+    def _prefill(self, tokens: int):
+        """The cloud's forward over an uploaded prompt (starts the request: one call, one wait)."""
+        yield from self.cloud_run("verify", tokens, 0, "cloud_prefill")
 
     def _remote_verify(self, start: int, n: int, piggy: int, verdict: simpy.Event, round_id: int):
-        up = yield from self.net.send(self._up_bytes(n, piggy), "up")
+        prompt = self._take_prompt()
+        up = yield from self.net.send(self._up_bytes(n, piggy) + prompt * self.hy.token_id_bytes, "up")
         self.col.event(up.arrive_s, "uplink", position=start, round_id=round_id, sent_s=up.sent_s)
         t_in = self.env.now
         kv = self.replay.kv_len_at(start)
-        t0, t1 = yield from self.cloud_run("verify", n + 1 + piggy, kv, "cloud_verify")
+        if prompt:
+            yield from self._prefill(prompt)
+        t0, t1 = yield from self.cloud_run("verify", n + 1 + piggy, kv, "cloud_verify", new_call=not prompt)
         self.col.counters.verifications += 1
         new_c = self.verify_span(start, n)             # the cloud's verdict (target side)
         self.col.event(t0, "cloud_verify", position=start, round_id=round_id, end_s=t1, n_tokens=n)
         cloud_s = self.env.now - t_in
         down = yield from self.net.send(self._down_bytes(1), "down")
         self.col.event(down.arrive_s, "downlink", position=start, round_id=round_id, sent_s=down.sent_s)
-        verdict.succeed((new_c, cloud_s))
+        # the phone knows when its radio had to wake up: that wait is not the link's round trip
+        verdict.succeed((new_c, cloud_s, up.promotion_s + down.promotion_s))
 
     # ------------------------------------------------------------ cloud sessions
     def _request(self, s: _Session, piggy: int):
         s.sent_s = self.env.now
-        yield from self.net.send(self._up_bytes(0, piggy), "up")
+        s.prefill = self._take_prompt()
+        yield from self.net.send(self._up_bytes(0, piggy) + s.prefill * self.hy.token_id_bytes, "up")
         self.cloud_inbox.put(s)
 
     def _cloud_option(self, opt: str):
@@ -682,6 +804,9 @@ class MobileCloudEngine(MobileCloudBase):
                 self.cloud_pos = s.start
             produced = 0
             first_call = True
+            if s.prefill:
+                yield from self._prefill(s.prefill)
+                first_call = False
             while produced < s.budget and self.cloud_pos < self.n_tokens:
                 start = self.cloud_pos
                 kv = self.replay.kv_len_at(start)
@@ -691,7 +816,7 @@ class MobileCloudEngine(MobileCloudBase):
                     n, new_c = 0, start + 1
                 else:
                     pol = self.cloud_policy
-                    rid = pol.begin_round(self.round_context())
+                    rid = pol.begin_round(self.cloud_context(kv))
                     n, t_round = 0, self.env.now
                     while n < self.max_round_tokens:
                         view = self.replay.view(start + n, start, n, self.env.now)
@@ -760,4 +885,5 @@ class MobileCloudEngine(MobileCloudBase):
                                      "window_cloud_sd": self.est.window_cloud_sd,
                                      "tokens_per_split": self.est.tokens_per_split,
                                      "tokens_per_cloud_sd": self.est.tokens_per_cloud_sd,
-                                     "net_rt_s": self.est.net_rt_s, "ar_interval_s": self.est.ar_interval_s}}
+                                     "net_rt_s": self.est.net_rt_s, "ar_interval_s": self.est.ar_interval_s,
+                                     "cloud_verify_s": self.est.cloud_verify_s}}

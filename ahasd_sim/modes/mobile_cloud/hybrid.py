@@ -25,4 +25,8 @@ class HybridMode(MobileCloudEngine):
                               f"expected a non-empty list of {', '.join(OPTIONS)}, got {hy.options}")
         self.options = tuple(dict.fromkeys(hy.options))
         self.predraft = {"always": True, "never": False}.get(hy.predraft, "auto")
+        if len(self.options) == 1 and self.options[0] != "split":
+            # nothing to decide between: one continuous stream, not sessions the phone renews
+            # (a session boundary would idle the GPU for a round trip at long RTTs)
+            self.session_tokens = self.n_tokens
         self.skip = hy.skip_max_entropy_nats >= 0

@@ -90,7 +90,7 @@ class MoeOffloadMode(Mode):
             from ...traces.load import chosen_by
             raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
-        target = get_model(cfg.run.target_model)
+        target = get_model(cfg.run.target_model, cfg.source_file)
         tt = self.tt
         if not target.is_moe:
             raise ConfigError(cfg.source_of("run.target_model"), "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
@@ -106,7 +106,7 @@ class MoeOffloadMode(Mode):
             raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
                               f"(set {dev}.enabled: true)")
         self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
-        self.draft = with_precision(get_model(cfg.run.draft_model), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
+        self.draft = with_precision(get_model(cfg.run.draft_model, cfg.source_file), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
         self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
         L, E = tt.n_layers, tt.n_experts
         total = L * E

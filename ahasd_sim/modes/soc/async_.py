@@ -59,6 +59,7 @@ class AsyncMode(Mode):
 
     required_devices = ("npu", "pim")
     uses_pim_placement = True
+    pim_overlaps_host = True
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)

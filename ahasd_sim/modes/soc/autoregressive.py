@@ -9,6 +9,8 @@ from ..sync import SyncSpeculativeMode
 class AutoregressiveMode(SyncSpeculativeMode):
     """Plain decoding on one device (GPU if present, else NPU; ``baseline.device``)."""
 
+    loads_drafter = False
+
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
         self.max_round_tokens = 0   # no drafts: every round is one target forward

@@ -22,6 +22,7 @@ class OperatorSyncMode(SyncSpeculativeMode):
 
     required_devices = ("pim",)   # plus a host: the NPU, else the GPU (every platform has one)
     uses_pim_placement = True
+    pim_overlaps_host = True
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
