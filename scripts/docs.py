@@ -215,7 +215,7 @@ def block_map_headline() -> str:
     def cell_text(r):
         cols = [c for c in str(r["changed_from_base"]).split(";") if c in r.index]
         names = str(r["changed_from_base_label"]).split("; ")
-        return ", ".join(f"{n} {r[c]}" for c, n in zip(cols, names)) or "no change"
+        return ", ".join(n if c == "platform" else f"{n} {r[c]}" for c, n in zip(cols, names)) or "no change"
     wins = cells[cells["speculation_wins"].fillna(False).astype(bool)]
     planes = cells["plane"].nunique()
     text = (f"**Where speculation pays.** Over the {len(cells)} cells of the speculation map ({planes} planes of "

@@ -38,7 +38,7 @@ from ..sweep.spec import (SweepSpec, Variant, _parse_axes, _parse_model_pairs, c
 MAP_KEYS = ("name", "description", "base", "selection_windows", "reference", "decoders", "planes", "ladder")
 LADDER_KEYS = ("rungs",)
 DECODER_KEYS = ("set", "tunings", "speculative", "label")
-PLANE_KEYS = ("axes", "model_pairs", "combine", "title", "labels")
+PLANE_KEYS = ("axes", "model_pairs", "combine", "title", "labels", "config")
 #: separator of decoder and tuning in a variant name (folder-safe, not in decoder names)
 SEP = "~"
 #: the fewest report windows a cell's intervals need (a bootstrap over fewer has too few distinct
@@ -66,6 +66,8 @@ class Plane:
     spec: SweepSpec
     axis_cols: list[str]              # results.csv columns that identify a cell (one per axis)
     labels: dict[str, str] = field(default_factory=dict)   # axis column -> how tables and figures name it
+    platform: str = ""                # the plane's own base config (its file name) when not the map's
+    base_values: dict[str, Any] = field(default_factory=dict)   # axis key -> the plane's base value
 
     def axis_keys(self) -> list[tuple[str, tuple[str, ...]]]:
         """(cell column, config keys it sets) per axis, in order."""
@@ -167,8 +169,23 @@ def load_map_spec(path: str | Path) -> MapSpec:
         if not isinstance(body, dict):
             raise _err(src, where, "expected a mapping with 'axes' and/or 'model_pairs'")
         check_keys(src, where, body, PLANE_KEYS)
+        plane_cfg, plane_known, plane_resolved, platform = base_cfg, known, base_resolved, ""
+        if body.get("config") is not None:
+            if not isinstance(body["config"], str):
+                raise _err(src, f"{where}.config", "expected a config file name (relative to the map file)")
+            plane_cfg = src.parent / body["config"]
+            if not plane_cfg.is_file():
+                raise _err(src, f"{where}.config", f"config file '{body['config']}' not found (looked in {src.parent})")
+            from ..config.loader import load_config
+            try:
+                plain_plane = load_config(plane_cfg)
+            except ConfigError as exc:
+                raise _err(src, f"{where}.config", f"cannot load: {exc}") from None
+            plane_known = set(dotted_keys(plain_plane.to_dict()))
+            plane_resolved = plain_plane.replace(base_set, source=str(src)) if base_set else plain_plane
+            platform = Path(body["config"]).stem
         try:
-            axes = _parse_axes(src, body.get("axes"), known)
+            axes = _parse_axes(src, body.get("axes"), plane_known)
             shortcut = [_parse_model_pairs(src, body["model_pairs"])] if "model_pairs" in body else []
         except ConfigError as exc:
             raise _err(src, where, str(exc).split(": ", 2)[-1]) from None
@@ -183,19 +200,21 @@ def load_map_spec(path: str | Path) -> MapSpec:
                 if clash:
                     raise _err(src, f"{where}.axes", f"'{sorted(clash)[0]}' is set by decoder '{d.name}' too; "
                                "a key is either a decoder's or a plane axis")
+        plane_base = {}
         for ax in [*axes, *shortcut]:
             for k in ax.keys:
-                base_values[k] = _dotted(base_resolved.to_dict(), k)
-        spec = SweepSpec(name=f"{name}-{pname}", source=src, base_config=base_cfg, base_set=base_set, axes=axes,
+                plane_base[k] = _dotted(plane_resolved.to_dict(), k)
+                base_values.setdefault(k, _dotted(base_resolved.to_dict(), k))
+        spec = SweepSpec(name=f"{name}-{pname}", source=src, base_config=plane_cfg, base_set=base_set, axes=axes,
                          shortcut_axes=shortcut, combine=combine, variants=variants, description=desc,
                          raw={"base": raw.get("base"), "decoders": raw.get("decoders"),
-                              "plane": {k: body.get(k) for k in ("axes", "model_pairs", "combine")}})
+                              "plane": {k: body.get(k) for k in ("axes", "model_pairs", "combine", "config")}})
         cols = [ax.name for ax in [*shortcut, *axes]]
         title = body.get("title", pname)
         labels = body.get("labels") or {}
         if not isinstance(labels, dict) or any(k not in cols or not isinstance(v, str) for k, v in labels.items()):
             raise _err(src, f"{where}.labels", f"expected a mapping of this plane's axes ({', '.join(cols)}) to names")
-        planes[pname] = Plane(pname, str(title), spec, cols, dict(labels))
+        planes[pname] = Plane(pname, str(title), spec, cols, dict(labels), platform, plane_base)
     ladder: dict[str, list[str]] = {}
     if raw.get("ladder") is not None:
         lraw = raw["ladder"]
@@ -337,11 +356,15 @@ def cells_table(spec: MapSpec, per_decoder: pd.DataFrame, plane: Plane) -> pd.Da
             for k in keys:
                 if k not in row:
                     row[k] = first.get(k)
-        changed = [col for col, keys in plane.axis_keys()
-                   if any(not _same(first.get(k), spec.base_values.get(k)) for k in keys)]
+        # changes from the map's base platform: the plane's own platform (one change: a preset),
+        # then each axis whose value differs from that platform's
+        changed = (["platform"] if plane.platform else []) + [
+            col for col, keys in plane.axis_keys() if any(not _same(first.get(k), plane.base_values.get(k)) for k in keys)]
+        row["platform"] = plane.platform or "base"
         row["changed_from_base"] = ";".join(changed)
         row["n_changed"] = len(changed)
-        row["changed_from_base_label"] = "; ".join(plane.labels.get(c, c) for c in changed)
+        row["changed_from_base_label"] = "; ".join(
+            (f"platform {plane.platform}" if c == "platform" else plane.labels.get(c, c)) for c in changed)
         row["decoders_failed"] = ";".join(f"{r.decoder}: {r.error}" for r in grp.itertuples() if r.status != "ok")
         if ok.empty:
             row["best_decoder"] = ""
