@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .cli_common import ArgumentParser, add_version, positive_float, positive_int, run_guarded, warn
+from .cli_common import ArgumentParser, add_version, out_path, positive_float, positive_int, run_guarded, warn
 from .config.errors import InputError
 
 EPILOG = ("Exit codes: 0 ok, 1 some sweep points or study trials failed, 2 bad input or unusable --out, "
@@ -49,7 +49,9 @@ def _dry(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _sub(sub, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help, description=description or help, epilog=EPILOG)
+    p = sub.add_parser(name, help=help, description=description or help, epilog=EPILOG)
+    add_version(p)   # `run --version` answers the version, not "--config is required"
+    return p
 
 
 # ---------------------------------------------------------------- parsers
@@ -58,7 +60,7 @@ def _add_run(sub) -> None:
              "Run one simulation and write a run folder: summary.json, config.resolved.yaml, events.csv, "
              "energy_breakdown.csv, timeline.json, meta.json.")
     _config_options(r)
-    r.add_argument("--out", default=None, metavar="DIR",
+    r.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="run folder (default: a new folder under results/); an existing run folder is replaced "
                         "as a whole when the run finishes, any other existing folder is refused")
     r.add_argument("--quiet", action="store_true", help="do not print the summary table")
@@ -83,11 +85,12 @@ def _add_compare(sub) -> None:
     c.add_argument("--duration-min", type=positive_float, default=None, metavar="MIN",
                    help="run each mode for MIN minutes on the config's phone (section thermal: RC network and "
                         "skin-temperature governor) and rank them by sustained throughput and energy per token; "
-                        "one repetition per trace window (run.windows)")
+                        "repetitions decode consecutive trace windows (run.windows), the thermal state carried "
+                        "across them, one repetition starting at each window")
     c.add_argument("--baseline", default=None, metavar="MODE",
                    help="mode (or policy) to normalise against as well; every mode table is also normalised "
                         "to the best decoder of its rows (default 'best'; policies: default the first)")
-    c.add_argument("--out", default=None, metavar="DIR",
+    c.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="output folder (default: a new folder under results/); replaced as a whole")
     _dry(c, "comparison")
 
@@ -103,7 +106,7 @@ def _add_sweep(sub) -> None:
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
-    s.add_argument("--out", default=None, metavar="DIR",
+    s.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="sweep folder (default: sweeps/<name>); a folder of another sweep is refused")
     s.add_argument("--no-progress", action="store_true", help="no progress display")
     s.add_argument("--whole-points", action="store_true",
@@ -149,7 +152,9 @@ def _add_sensitivity(sub) -> None:
 
 def _add_area(sub) -> None:
     a = _sub(sub, "area", "print the area table of AHASD's added hardware",
-             "Print the area of EDC, TVC, the queues and the AAUs, and their share of the LPDDR5-PIM die.")
+             "Print the area of EDC, TVC, the queues and the AAUs, and their share of the LPDDR5-PIM die; then "
+             "the PIM unit logic per die (MAC lanes, global buffer, result registers) and the DRAM capacity it "
+             "displaces, for the configured unit and every unit preset.")
     _config_options(a)
 
 
@@ -162,7 +167,8 @@ def _add_traces(sub) -> None:
                                      "for a draft-tree trace: acceptance by tree size, routing statistics.",
                          epilog=EPILOG)
     ts.add_argument("file", metavar="TRACE.npz", help="trace file (a shipped one by its relative name works too)")
-    ts.add_argument("--out", default=None, metavar="DIR", help="also write the tables as CSV (and a plot) here")
+    ts.add_argument("--out", default=None, type=out_path, metavar="DIR",
+                    help="also write the tables as CSV (and a plot) here")
     ts.add_argument("--chain", default=None, metavar="CHAIN.npz",
                     help="tree traces: compare with this chain trace of the same model pair and prompts "
                          "(acceptance at equal node budgets, top-1 chain cross-check)")
@@ -182,7 +188,7 @@ def _add_validate(sub) -> None:
     v.add_argument("--config", default=None, metavar="FILE",
                    help="platform config (default hw_configs/platform_server_h200_pcie5.yaml)")
     v.add_argument("--measured", default=None, metavar="CSV", help="measured CSV (default validation/h200_measured.csv)")
-    v.add_argument("--out", default=None, metavar="DIR", help="write the error table and plot here")
+    v.add_argument("--out", default=None, type=out_path, metavar="DIR", help="write the error table and plot here")
     v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
     v.add_argument("--peers", action="store_true",
@@ -235,10 +241,11 @@ def _load(args):
 
 
 def _ci(s: dict, key: str) -> str:
+    from .metrics.stats import too_few
     ci = s.get(f"{key}_ci95")
     n = s.get("windows", 1)
     return (f"  95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (bootstrap over {n} windows)" if ci
-            else f"  ({n} window, no CI)")
+            else f"  (no CI: {n} window{'s' if n != 1 else ''}, {too_few(n) or 'no totals'})")
 
 
 def _fmt_summary(s: dict) -> str:
@@ -308,14 +315,24 @@ def cmd_compare(args) -> int:
     if cfg.run.mode == "moe_offload" and args.policies is None and args.modes is None:
         from .compare_moe import format_compare_moe, run_compare_moe
         from .outdir import OutputFolder
-        OutputFolder(Path(args.out) if args.out else default_compare_dir(cfg), "compare").check()
-        from .compare_moe import n_simulations
-        from .sweep.progress import Progress
-        prog = Progress(n_simulations(), desc="compare (tuning each baseline, then the reported rounds)")
-        try:
-            table, _tune, out = run_compare_moe(cfg, args.out, progress=prog)
-        finally:
-            prog.close()
+        out = Path(args.out) if args.out else default_compare_dir(cfg)
+        OutputFolder(out, "compare").check()
+        if args.dry_run:   # it ran the whole comparison
+            from .checks import dry_run
+            from .compare_moe import planned_configs
+            plan = planned_configs(cfg)
+            for i, (label, pcfg) in enumerate(plan):
+                lines = dry_run(pcfg)
+                print("\n".join(lines[:-1]) if i == 0 else f"  {label}: OK")
+            print(f"  {len(plan)} runs checked\n  output folder {out}: usable\n"
+                  "dry run: nothing was simulated; no results are reported")
+            return 0
+        def progress(done, total, label):   # the tuning grid runs for a minute or more
+            print(f"\rmoe compare: {done + 1}/{total} {label[:60]:<60}", end="" if sys.stderr.isatty() else "\n",
+                  file=sys.stderr, flush=True)
+        table, _tune, out = run_compare_moe(cfg, args.out, progress=progress)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
         print(format_compare_moe(table))
         print(f"results: {out}")
         return 0
@@ -390,6 +407,13 @@ def cmd_area(args) -> int:
     cfg = _load(args)
     table = area_table(cfg)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    from .hw.area import pim_unit_table
+    t = pim_unit_table(cfg)
+    print("\nPIM unit logic per die and the DRAM capacity it displaces (hw/pim_unit.py; published figure where "
+          "one exists)")
+    print(t.drop(columns=["basis"]).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    for _, r in t.iterrows():
+        print(f"  {r['unit']}: {r['basis']}")
     return 0
 
 
@@ -436,11 +460,22 @@ def cmd_traces(args) -> int:
         from .traces.tree_stats import run_tree_stats
         chain = str(resolve_input_file(args.chain, "--chain")) if args.chain is not None else None
         return int(run_tree_stats(path, args.out, chain) or 0)
+    if args.chain is not None:   # it was ignored without a word
+        raise InputError(f"traces stats: --chain compares a draft-tree trace with a chain trace, and {args.file} "
+                         "is a chain trace; drop --chain")
     from .traces.stats import run_stats
     return int(run_stats(path, args.out) or 0)
 
 
 def cmd_validate(args) -> int:
+    chosen = [f"--{k}" for k in ("mobile", "moe", "peers") if getattr(args, k, False)]
+    if len(chosen) > 1:   # one of them used to run and the others were dropped without a word
+        raise InputError(f"validate: {' and '.join(chosen)} are separate validations; give one of them per command")
+    if chosen and chosen[0] in ("--moe", "--peers") and getattr(args, "measured", None) is not None:
+        # it was ignored without a word: these validations read their own committed measurements
+        raise InputError(f"validate {chosen[0]}: --measured applies to validate and validate --mobile; "
+                         f"{chosen[0]} reads its committed measurements ("
+                         f"{'validation/h200_moe_*.csv' if chosen[0] == '--moe' else 'validation/peers/'})")
     if getattr(args, "mobile", False):
         from .validate_mobile import run_validate_mobile
         return run_validate_mobile(args)

@@ -24,14 +24,18 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     except ValueError:
         return out   # reported as an error by the run itself
     out += trace_pair_warnings(cfg)
+    out += unused_setting_warnings(cfg)
+    out += pim_unit_warnings(cfg)
+    if cfg.run.mode == "moe_offload" and cfg.moe.expert_execution != "gpu" and cfg.moe.overlap != "none":
+        out.append(f"{cfg.source_of('moe.overlap')}: moe.overlap {cfg.moe.overlap} does not apply with "
+                   f"moe.expert_execution {cfg.moe.expert_execution} (no next-layer copies are made)")
     if cfg.run.drafter in ("head", "lookup"):
         from .modes import MODES
         fam = getattr(MODES.get(cfg.run.mode), "family", "soc")
-        if fam != "soc":
+        if fam not in ("soc", "moe"):
             out.append(f"{cfg.source_of('run.drafter')}: run.drafter {cfg.run.drafter} is modelled on the mobile "
-                       f"SoC modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
-        return out                       # run.draft_model is not the drafter
-    if draft.param_count() >= target.param_count():
+                       f"SoC and MoE modes; mode {cfg.run.mode} drafts with run.draft_model {cfg.run.draft_model}")
+    if cfg.run.drafter not in ("head", "lookup") and draft.param_count() >= target.param_count():
         out.append(f"{cfg.source_file}: run.draft_model {cfg.run.draft_model} ({draft.param_count() / 1e9:.2f} B "
                    f"parameters) is not smaller than run.target_model {cfg.run.target_model} "
                    f"({target.param_count() / 1e9:.2f} B): speculative decoding needs a smaller drafter")
@@ -39,10 +43,97 @@ def config_warnings(cfg: SimConfig) -> list[str]:
     if p.enabled and p.dram_power_limit_w is None and p.power_limit_kind != "instantaneous":
         out.append(f"{cfg.source_of('pim.power_limit_kind')}: pim.power_limit_kind {p.power_limit_kind} has no effect: "
                    "pim.dram_power_limit_w is null (no limit)")
+    t = cfg.thermal
+    if t.voltage_scaling and not cfg.npu.enabled:
+        out.append(f"{cfg.source_of('thermal.voltage_scaling')}: thermal.voltage_scaling has no effect: the platform "
+                   "has no NPU (the PIM units' DRAM rails do not scale)")
     if not p.enabled and cfg.memory.reserved_gib and cfg.gpu.enabled and not cfg.npu.enabled:
         out.append(f"{cfg.source_of('memory.reserved_gib')}: memory.reserved_gib has no effect on a GPU platform "
                    "(the GPU checks its own memory)")
     return out
+
+
+#: cloud.utilization from which a warning is given: the M/M/1 wait of the unsimulated tenants is
+#: rho / (1 - rho) service times, 99 at 0.99 (the run then measures the queue, not the design)
+UTILIZATION_WARN = 0.99
+#: run.kv_len_quantum_tokens above which a warning is given: KV lengths are rounded up to a
+#: multiple of it before costing, and the shipped traces' prompts are about 100-500 tokens, so a
+#: larger quantum changes a step's KV length by more than half a prompt
+KV_QUANTUM_WARN_TOKENS = 256
+
+
+def _set_keys(cfg: SimConfig, prefix: str) -> list[str]:
+    """Keys under ``prefix`` (``cloud.``) that a config file or ``--set`` set explicitly."""
+    prov = getattr(cfg, "_provenance", {})
+    return sorted(k for k in prov if k.startswith(prefix) and k != prefix.rstrip(".") and "[" not in k)
+
+
+def _ignored(cfg: SimConfig, keys: list[str], why: str) -> list[str]:
+    """One warning per source that set some of ``keys``: they do not apply to this run."""
+    by_source: dict[str, list[str]] = {}
+    for k in keys:
+        by_source.setdefault(cfg.source_of(k), []).append(k)
+    out = []
+    for src, ks in by_source.items():
+        shown = ", ".join(ks[:4]) + (f" and {len(ks) - 4} more" if len(ks) > 4 else "")
+        out.append(f"{src}: {shown}: {'is' if len(ks) == 1 else 'are'} set, but {why}: ignored")
+    return out
+
+
+def unused_setting_warnings(cfg: SimConfig) -> list[str]:
+    """Settings that do not apply to this run (a trace for a link the run does not have, a power
+    limit of PIM the platform lacks, MoE options of a dense mode), and valid values that make the
+    run measure something else than the design (a saturated cloud queue, a coarse KV quantum)."""
+    from .modes import MODES
+    out = []
+    mode_cls = MODES.get(cfg.run.mode)
+    network = getattr(cfg, "network", None)
+    if network is not None and not network.enabled:
+        keys = [k for k in _set_keys(cfg, "network.") if k != "network.enabled"] + _set_keys(cfg, "cloud.")
+        out += _ignored(cfg, keys, "network.enabled is false (this run has no network and no cloud)")
+    elif network is not None and "network" not in getattr(mode_cls, "required_devices", ()):
+        keys = _set_keys(cfg, "cloud.")
+        out += _ignored(cfg, keys, f"mode '{cfg.run.mode}' uses no cloud server")
+    pim = getattr(cfg, "pim", None)
+    if pim is not None and pim.dram_power_limit_w is not None and not pim.enabled:
+        out += _ignored(cfg, ["pim.dram_power_limit_w"], "pim.enabled is false (the limit throttles PIM units, "
+                        "and this platform has none)")
+    if cfg.run.mode != "moe_offload":
+        keys = _set_keys(cfg, "moe.") + _set_keys(cfg, "tree_policy.")
+        out += _ignored(cfg, keys, f"mode '{cfg.run.mode}' is not moe_offload")
+    cloud = getattr(cfg, "cloud", None)
+    if cloud is not None and network is not None and network.enabled and cloud.utilization >= UTILIZATION_WARN:
+        rho = cloud.utilization
+        out.append(f"{cfg.source_of('cloud.utilization')}: cloud.utilization: {rho:g} makes every request wait "
+                   f"{rho / (1 - rho):.3g} service times (M/M/1): the run measures the queue of tenants it does "
+                   f"not simulate, not the design")
+    if pim is not None and pim.enabled and getattr(cfg, "memory", None) is not None:
+        from .hw import pim_spec
+        spec = pim_spec.PRESETS.get(pim.preset)
+        # LPDDR5X is electrically an LPDDR5 part: only another family (GDDR6, HBM2) is a mismatch
+        if spec is not None and not cfg.memory.standard.startswith(spec.standard):
+            out.append(f"{cfg.source_of('pim.preset')}: pim.preset: {pim.preset} is a {spec.standard} PIM device, "
+                       f"but memory.standard is {cfg.memory.standard}: the PIM rates and command timings are "
+                       f"{spec.standard}'s while the memory bus is {cfg.memory.standard}'s (not one package)")
+    q = cfg.run.kv_len_quantum_tokens
+    if q > KV_QUANTUM_WARN_TOKENS:
+        out.append(f"{cfg.source_of('run.kv_len_quantum_tokens')}: run.kv_len_quantum_tokens: {q} rounds every KV "
+                   f"length up by as many as {q - 1} tokens before costing (more than {KV_QUANTUM_WARN_TOKENS}: "
+                   "attention costs are those of a longer context)")
+    return out
+
+
+def pim_unit_warnings(cfg: SimConfig) -> list[str]:
+    """Keys of the PIM command sequence that a roofline-timed run does not use."""
+    import dataclasses as dc
+    p = cfg.pim
+    if not p.enabled or p.gemv_timing != "roofline":
+        return []
+    defaults = {f.name: f.default for f in dc.fields(p)}
+    return [f"{cfg.source_of('pim.' + k)}: pim.{k} ({getattr(p, k)}) applies to pim.gemv_timing: command_sequence "
+            "only; this run times PIM GEMVs by the roofline" for k in ("driver_order", "all_bank_act", "protocol_io",
+                                                                        "result_registers_per_bank")
+            if getattr(p, k) != defaults[k]]
 
 
 def _recorded_pair(cfg: SimConfig, key: str) -> dict | None:
@@ -140,4 +231,6 @@ def summary_trace_line(summary: dict) -> str:
     kind = summary.get("drafter")
     if kind and kind != "model":     # a head's acceptance is a what-if, a lookup's is exact: say which
         line += f"\n  drafter                 {kind}: {summary.get('acceptance_source')}"
+    if (summary.get("mode_stats") or {}).get("routing") == "synthetic":
+        line += "\n  expert routing          SYNTHETIC (moe.routing synthetic: drawn on the trace's trees, not recorded)"
     return line

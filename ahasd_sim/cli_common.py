@@ -35,15 +35,28 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+#: the most processes or trials a count option takes: 2^20 trials of even a 1 s simulation are
+#: 12 days of CPU, and 2^20 processes no machine runs
+MAX_COUNT = 2 ** 20
+
+
 def positive_int(text: str) -> int:
-    """argparse type of a count of processes or trials: an integer >= 1 (0 and -1 are refused:
-    they would silently mean 'all cores' or nothing)."""
+    """argparse type of a count of processes or trials: an integer in [1, MAX_COUNT] (0 and -1
+    are refused: they would silently mean 'all cores' or nothing; 1e20 is unbounded work)."""
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+        try:
+            f = float(text)
+        except ValueError:
+            f = None
+        if f is None or not f.is_integer():
+            raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+        n = int(f)   # 1e3 written for 1000
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {n}")
+    if n > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_COUNT} (2^20; more is no run that ends), got {text}")
     return n
 
 
@@ -56,6 +69,15 @@ def positive_float(text: str) -> float:
     if not (x > 0 and x < float("inf")):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
     return x
+
+
+def out_path(text: str) -> str:
+    """argparse type of an ``--out`` folder or file: a name (an empty one used to mean the default
+    folder without a word, so the results went somewhere the user did not name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder or file name, got an empty string (leave --out out "
+                                         "for the default place)")
+    return text
 
 
 def add_version(p: argparse.ArgumentParser) -> None:

@@ -131,10 +131,11 @@ def default_compare_dir(cfg) -> Path:
 
 
 def _paired_ratio(num, den, metric: str):
-    """(ratio, low, high) of ``metric`` between two runs' windows tables (aligned by window)."""
+    """(ratio, low, high) of ``metric`` between two runs' windows tables (aligned by window);
+    low and high NaN below the bootstrap's minimum window count (never a zero-width interval)."""
     num, den = num.align(den, join="inner", axis=0)
     m, ci = paired_metric_ci(num, den, metric)
-    return m, (ci[0] if ci else m), (ci[1] if ci else m)
+    return m, (ci[0] if ci else float("nan")), (ci[1] if ci else float("nan"))
 
 
 def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: str | Path | None):
@@ -143,7 +144,7 @@ def run_compare(cfg, modes: list[str] | str | None, baseline: str | None, out: s
 
     Every row gets its ratio to the **best decoder** of the table (max pooled throughput for the
     throughput ratio, max pooled tokens/J for the energy-efficiency ratio: every autoregressive
-    placement and every speculative mode the platform supports, issue 23), and to ``baseline``
+    placement and every speculative mode the platform supports: every competitor at its best), and to ``baseline``
     when one is named. The best is picked on the same windows the ratios are formed on, which
     can only favour the baseline."""
     modes, base_mode = parse_modes(modes, baseline)
@@ -223,10 +224,11 @@ def text_table(rows: list[list]) -> list[str]:
 def format_compare(table: pd.DataFrame, base_mode: str) -> str:
     """The printed compare table: per mode, throughput and tokens/J with 95% CIs and the ratios
     to the best decoder (and to ``base_mode`` when one was named)."""
-    from .metrics.stats import fmt_ci
+    from .metrics.stats import fmt_ci, too_few
 
     def cell(row, col):
-        return fmt_ci(row[col], [row[col + "_ci95_low"], row[col + "_ci95_high"]])
+        return fmt_ci(row[col], [row[col + "_ci95_low"], row[col + "_ci95_high"]],
+                      why=too_few(int(row["windows"])) if row.get("windows") == row.get("windows") else None)
     head = ["mode", "placement", "tok/s [95% CI]", "tok/J [95% CI]", "tok/s vs best", "tok/J vs best"]
     extra = [] if base_mode == BEST else [f"tok/s vs {base_mode}", f"tok/J vs {base_mode}"]
     lines = []
@@ -297,18 +299,20 @@ def run_compare_policies(cfg, policies: list[str] | str, baseline: str | None, o
 
 
 def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float, out: str | Path | None):
-    """Each mode for ``duration_s`` on the config's phone (section ``thermal``; one repetition per
-    trace window, :func:`ahasd_sim.sustained.run_sustained`); return (table, output dir). Rows
+    """Each mode for ``duration_s`` on the config's phone (section ``thermal``; repetitions through
+    consecutive trace windows, one starting at each window, :func:`ahasd_sim.sustained.run_sustained`);
+    return (table, output dir). Rows
     are ranked by sustained throughput, then by energy per token; a decoder whose models do not
     fit is a row saying why. Writes compare_sustained.csv (one row per mode: means and 95%
-    Student-t half-widths over repetitions) and series.csv (every repetition's time series)."""
+    Student-t half-widths over repetitions), series.csv (every repetition's time series) and
+    windows.csv (every window each repetition decoded: when, and the temperatures at its ends)."""
     from .sustained import FIGURES, run_sustained
     modes, _base = parse_modes(modes, None)
     rows_spec = expand_modes(cfg, modes)
     out_dir = Path(out) if out else default_compare_dir(cfg).with_name(default_compare_dir(cfg).name + "_sustained")
     windows = load_run_windows(cfg)
     with OutputFolder(out_dir, "compare") as folder:
-        rows, series = [], []
+        rows, series, windows_rows = [], [], []
         for label, overrides in rows_spec:
             mcfg = cfg.replace(overrides, source="--modes")
             try:
@@ -320,10 +324,11 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
                 continue
             rows.append({"mode": label, **res.summary(), "not_run": None})
             series.append(res.series.assign(mode=label))
+            windows_rows.append(res.windows.assign(mode=label))
         if not series:
             raise InputError("compare --duration-min: no decoder's models fit this platform")
         cols = ["mode", "duration_s", "repetitions", *[c for f in FIGURES for c in (f, f + "_ci95_half")],
-                "throttled_repetitions", "not_run"]
+                "throttled_repetitions", "windows_per_repetition", "repetitions_share_windows", "not_run"]
         table = pd.DataFrame(rows, columns=cols)
         table = table.sort_values(["sustained_tok_s", "energy_per_token_j"], ascending=[False, True],
                                   na_position="last", kind="stable").reset_index(drop=True)
@@ -332,6 +337,8 @@ def run_compare_sustained(cfg, modes: list[str] | str | None, duration_s: float,
         atomic_write(folder.stage / "compare_sustained.csv", lambda fh: table.to_csv(fh, index=False))
         allseries = pd.concat(series, ignore_index=True)
         atomic_write(folder.stage / "series.csv", lambda fh: allseries.to_csv(fh, index=False))
+        allwindows = pd.concat(windows_rows, ignore_index=True)
+        atomic_write(folder.stage / "windows.csv", lambda fh: allwindows.to_csv(fh, index=False))
         folder.commit()
     return table, out_dir
 
@@ -359,7 +366,14 @@ def format_compare_sustained(table: pd.DataFrame) -> str:
     text = text_table([head] + lines)
     ran = table[table["repetitions"].notna()].iloc[0]
     text.extend(notes)
-    text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions (one per "
-                "trace window); +/- is the 95% Student-t half-width over repetitions; sustained = the mean rate "
-                "over the last quarter of the run; first throttle over the repetitions that throttled")
+    shared = bool(table["repetitions_share_windows"].fillna(False).astype(bool).any())
+    per = table["windows_per_repetition"].dropna()
+    per_text = f"{per.min():.1f}" if per.min() == per.max() else f"{per.min():.1f}-{per.max():.1f}"
+    text.append(f"{ran['duration_s'] / 60:g} minutes from the ambient, {int(ran['repetitions'])} repetitions, each "
+                f"decoding consecutive trace windows from its own starting window ({per_text} windows each, "
+                "the thermal state carried across them); +/- is the 95% Student-t half-width over "
+                "repetitions; sustained = the mean rate over the last quarter of the run; first throttle over the "
+                "repetitions that throttled"
+                + ("; together the repetitions decode more windows than the run has, so they share windows: "
+                   "the interval reflects where in the trace each starts, not fresh trace content" if shared else ""))
     return "\n".join(text)

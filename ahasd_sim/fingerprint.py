@@ -1,4 +1,4 @@
-"""Result fingerprint: a hash of the outputs of a fixed set of small reference runs (issue 31).
+"""Result fingerprint: a hash of the outputs of a fixed set of small reference runs (docs/testing.md).
 
 It changes exactly when the simulator's results change: every execution-mode family, every
 pre-verification KV option, the EDC-stop options, placement tuning, the GPU, MoE-offload and

@@ -194,6 +194,29 @@ def _flock(lock_path: Path, what: str) -> Iterator[None]:
         os.close(fd)
 
 
+def check_not_locked(lock_path: Path, what: str) -> None:
+    """Raise the error :func:`_flock` would if another process holds ``lock_path``; takes no lock
+    and creates nothing (a dry run into a folder another command is writing is refused too)."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except OSError:
+        return   # no lock file: nobody holds it
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.read(fd, 64).decode(errors="replace").strip()
+            except OSError:
+                holder = ""
+            who = f" (process {holder})" if holder else ""
+            raise OutputError(f"{what}: in use by another ahasd_sim command{who}; wait for it or use another "
+                              "output folder") from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def lock_dir(path: Path, flag: str = "--out") -> Iterator[None]:
     """Exclusive lock for a folder that accumulates results (a sweep folder)."""
@@ -258,10 +281,21 @@ class OutputFolder:
     def label(self) -> str:
         return _label(self.given, self.flag)
 
-    def check(self) -> None:
-        """Raise OutputError if the folder cannot be used; creates nothing."""
+    def check(self, _under_own_lock: bool = False) -> None:
+        """Raise OutputError if the folder cannot be used (a file, read-only, full, foreign, or
+        held by another command); creates nothing."""
+        if self.given.is_symlink():
+            if self.path.exists() and not self.path.is_dir():
+                raise OutputError(f"{self.label()}: is a link to the file {self.path}, not to a folder")
+            if not self.path.exists() and not getattr(self, "_told_dangling", False):
+                from .cli_common import warn
+                self._told_dangling = True
+                warn(f"{self.label()}: is a link to {self.path}, which does not exist yet: the results are "
+                     "written there")
         check_writable_dir(self.path if self.given.is_symlink() else self.given, self.flag)
         p = self.path
+        if not _under_own_lock:
+            check_not_locked(_lock_file(p), self.label())
         cwd = Path.cwd()
         if p == cwd or p in cwd.parents or p == Path(p.anchor):
             raise OutputError(f"{self.label()}: is the current folder or one above it; name a folder for the "
@@ -278,7 +312,7 @@ class OutputFolder:
             lock = _flock(_lock_file(self.path), self.label())
             lock.__enter__()
             self._lock = lock
-            self.check()   # again, under the lock
+            self.check(_under_own_lock=True)   # again, under the lock
             for stale in self.path.parent.glob(f".{self.path.name}.staging-*"):   # left by a killed run
                 shutil.rmtree(stale, ignore_errors=True)
             for stale in self.path.parent.glob(f".{self.path.name}.old-*"):

@@ -85,6 +85,14 @@ def build_platform(cfg: SimConfig, mode_cls) -> Platform:
     if missing:
         raise _config_error(cfg, "run.mode", f"mode '{cfg.run.mode}' needs device(s) {', '.join(missing)}, "
                             f"which this platform does not enable (set {missing[0]}.enabled: true)")
+    dev = cfg.baseline.device
+    if getattr(mode_cls, "uses_baseline_device", False):
+        # here, not when the first step is costed, so the dry run refuses it with the run's line
+        if dev != "auto" and getattr(platform, dev, None) is None:
+            raise _config_error(cfg, "baseline.device", f"is {dev}, but this platform has no {dev.upper()} "
+                                f"({dev}.enabled is false); use auto or a device the platform has")
+        if dev == "auto" and not any(getattr(platform, d, None) is not None for d in ("gpu", "npu", "pim")):
+            raise _config_error(cfg, "baseline.device", "autoregressive decoding needs a GPU, an NPU or PIM")
     if platform.npu is not None and cfg.run.precision != "w8a8":
         from .workload.precision import get_precision
         prec = get_precision(cfg.run.precision)
@@ -337,7 +345,7 @@ def _window_collected(fn):
     the young generation once, before the collector is back on. What is left of a finished
     window after :meth:`WindowEnvironment.release` is young; collections triggered while the
     window is still referenced (assembling the result) would walk all of it and promote it, and
-    older generations walk it again: about a tenth of a sweep point's time before (issue 30).
+    older generations walk it again: about a tenth of a sweep point's time before (docs/performance.md, sweeps).
     Switched on first, the collector would be set off by the next allocation (its counter is
     far past the threshold after a window), often for an older generation."""
     @functools.wraps(fn)
@@ -405,7 +413,8 @@ def run_model(cfg: SimConfig, name: str):
 
 def drafter_kind(cfg: SimConfig, mode_cls=None) -> str:
     """``run.drafter`` resolved for the run's mode: ``auto`` is ``model`` here; head and lookup
-    are modelled on the mobile SoC modes (other families keep their own drafter)."""
+    are modelled on the mobile SoC modes (moe_offload resolves its own, the mobile-cloud modes
+    draft with their model)."""
     if mode_cls is None:
         mode_cls = get_mode(cfg.run.mode)
     if getattr(mode_cls, "family", "") != "soc":
@@ -773,7 +782,8 @@ def _assemble(cfg, platform, col: Collector, mode, policy, makespan, draft, targ
     # meets the limit (a rate limiter over a window longer than a token)
     dilation = platform.pim.mean_power_dilation(col.dynamic_energy_j, makespan) if platform.pim is not None else 1.0
     makespan *= dilation
-    kind = drafter_kind(cfg, type(mode))
+    # a mode that resolves its own drafter kind (moe_offload: a head for EAGLE-family policies) says so
+    kind = getattr(mode, "drafter_kind", None) or drafter_kind(cfg, type(mode))
     # Energy: dynamic (logged per action) + static (power x makespan) per device.
     rows = []
     static_w = platform.devices()

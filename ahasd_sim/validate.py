@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (issue 9).
+"""``python -m ahasd_sim validate``: the GPU timing model against measured H200 latencies (docs/validation.md).
 
 Every measured **bf16 decode/verify** row of the CSV (``validation/h200_measured.csv`` by
 default, written by ``python -m ahasd_sim measure gpu``) is simulated with the platform's GPU model:
@@ -86,15 +86,28 @@ def load_measured(path: str | Path) -> pd.DataFrame:
     return df
 
 
+#: the largest value a measured row may hold per column, with its reason: past it the row is a
+#: unit mix-up or a corrupt file, not a measurement (it entered the error statistics)
+_MOST = {"latency_s_median": (3600.0, "an hour for one measured step or copy is no measurement of one"),
+         "k_tokens": (float(2 ** 24), "16.7 M tokens in one step is 1000x any model's context"),
+         "kv_len": (float(2 ** 24), "16.7 M cached tokens is 1000x any model's context")}
+
+
 def _num(row, col: str, path: Path, line: int, *, positive: bool = False, integer: bool = False) -> float:
+    raw = row[col]
+    import numbers
+    shown = repr(float(raw)) if isinstance(raw, numbers.Real) and not isinstance(raw, bool) else repr(raw)
     try:
-        v = float(row[col])
+        v = float(raw)
     except (TypeError, ValueError):
-        raise InputError(f"{path}: line {line}: {col} must be a number, got {row[col]!r}") from None
+        raise InputError(f"{path}: line {line}: {col} must be a number, got {shown}") from None
     if not math.isfinite(v) or v < 0 or (positive and v <= 0) or (integer and v != int(v)):
         what = "a positive" if positive else "a non-negative"
         raise InputError(f"{path}: line {line}: {col} must be {what}{' integer' if integer else ' number'}, "
-                         f"got {row[col]!r}")
+                         f"got {shown}")
+    most = _MOST.get(col)
+    if most is not None and v > most[0]:
+        raise InputError(f"{path}: line {line}: {col} must be <= {most[0]:g}, got {shown} ({most[1]})")
     return v
 
 
@@ -212,17 +225,19 @@ def fit_launch_overhead_us(points: pd.DataFrame, platform) -> float:
     return num / den if den else float("nan")
 
 
-def measured_ceilings(df: pd.DataFrame) -> dict:
+def measured_ceilings(df: pd.DataFrame, path: Path = Path("-")) -> dict:
+    """The measured copy bandwidth and GEMM rate (the first row of each ceiling kind); a NaN,
+    infinite, zero or negative number there is the file's error with its line (it printed
+    "nan" or a negative TB/s)."""
     out = {}
     for kind, key, scale in (("ceiling_membw", "D2D copy TB/s", 1e12), ("ceiling_gemm", "bf16 GEMM TFLOP/s", 1e12)):
         s = df[df["kind"] == kind]
-        if len(s):
-            r = s.iloc[0]
+        if len(s) and ("bytes" if kind == "ceiling_membw" else "flops") in s.columns:
             col = "bytes" if kind == "ceiling_membw" else "flops"
-            try:
-                out[key] = float(r[col]) / float(r["latency_s_median"]) / scale
-            except (KeyError, TypeError, ValueError, ZeroDivisionError):
-                pass
+            line = int(s.index[0]) + 2
+            r = s.iloc[0]
+            out[key] = _num(r, col, path, line, positive=True) / _num(r, "latency_s_median", path, line,
+                                                                      positive=True) / scale
     return out
 
 
@@ -276,16 +291,17 @@ def format_summary(summary: dict, fitted_us: float, cfg_us: float, skipped: dict
 def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
     """Simulated vs measured, log-log, y = x and the +-BAND band. Left: every simulated point;
     right: the graphed bf16 steps only (the headline), zoomed."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 6.0))
+
+    from .plots.style import apply_style, color, figure_size, plain_number, plt, save_figure
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=figure_size("two", aspect=0.55))
     steps = points[points["group"] == GROUP_GRAPH]
     eager = points[points["group"] == GROUP_EAGER]
     h2d = points[points["group"] == GROUP_H2D]
     markers = {"decode": "o", "verify": "^"}
-    colors = plt.get_cmap("tab10")
+    def colors(i):
+        return color(i)
     for ax, sel, sub in ((axes[0], points, "all simulated points"),
                          (axes[1], steps, "bf16 decode/verify with CUDA graphs")):
         ms = np.concatenate([sel["measured_s"].to_numpy(), sel["simulated_s"].to_numpy()]) * 1e3
@@ -296,7 +312,7 @@ def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         for i, (model, s) in enumerate(steps.groupby("model", sort=False)):
             for j, (kind, sk) in enumerate(s.groupby("kind", sort=False)):
                 ax.scatter(sk["measured_s"] * 1e3, sk["simulated_s"] * 1e3, s=16, marker=markers.get(kind, "o"),
-                           color=colors(i % 10), alpha=0.8, label=model if j == 0 else None)
+                           color=colors(i), alpha=0.8, label=model if j == 0 else None)
         if sel is points:
             if len(eager):
                 ax.scatter(eager["measured_s"] * 1e3, eager["simulated_s"] * 1e3, s=14, marker="x", color="0.5",
@@ -309,21 +325,17 @@ def write_plot(points: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            axis.set_major_formatter(FuncFormatter(plain_number))
             if sel is steps:
-                axis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                axis.set_minor_formatter(FuncFormatter(plain_number))
         ax.set_xlabel("measured latency (ms)")
         ax.set_ylabel("simulated latency (ms)")
         ax.set_title(sub, fontsize=9)
         ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    axes[0].legend(fontsize=7, loc="upper left", title="o decode, \u25b3 verify", title_fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    axes[0].legend(fontsize=5, loc="upper left", title="o decode, \u25b3 verify", title_fontsize=5)
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    paths = [out_dir / f"{PLOT_STEM}.pdf", out_dir / f"{PLOT_STEM}.png"]
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir / PLOT_STEM)
 
 
 # ----------------------------------------------------------------------------- command
@@ -355,7 +367,7 @@ def run_validate(args) -> int:
         getattr(args, "config", None), getattr(args, "measured", None), getattr(args, "overrides", []) or [])
     g = platform.gpu
     c = g.cfg
-    ceil = measured_ceilings(df)
+    ceil = measured_ceilings(df, Path(csv_path))
     print(f"config   {cfg_path}")
     print(f"measured {csv_path}")
     print(f"GPU model {c.name}: {c.mem_bw_gb_s:g} GB/s x bandwidth_efficiency {c.bandwidth_efficiency:g} = "

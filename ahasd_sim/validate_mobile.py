@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (issue 29).
+"""``python -m ahasd_sim validate --mobile``: the phone NPU model against measured phones (docs/validation.md).
 
 Every row of a measured CSV (``validation/mobile/measured.csv`` by default; columns
 :data:`COLUMNS`) is matched to a SoC preset (``hw_configs/soc/*.yaml``), a zoo model and a
@@ -12,7 +12,7 @@ model at the row's byte widths):
   sequential-read efficiency (all-bank refresh tRFC/tREFI: 0.91 at the default timings;
   :meth:`~ahasd_sim.hw.lpddr5.Lpddr5Memory.class_breakdown`) x ``eta_bw`` (**free**: the share of
   the DRAM's sustained bandwidth one unit's DMA can pull -- outstanding requests per unit, the
-  NoC port; HeteroInfer, quoted by issue 29, reads 40-45 GB/s for one unit of a 76.8 GB/s part);
+  NoC port; HeteroInfer reads 40-45 GB/s for one unit of a 76.8 GB/s part);
 * decode step = max(bytes / bandwidth, flops / NPU peak of the array dtype), bytes = every weight
   (LM head included, at ``head_weight_bytes_per_param`` where the precision keeps it wider;
   embedding gathered) + the KV cache of the graph's whole context (QNN graphs
@@ -109,6 +109,14 @@ def _need(d: dict, key: str, path: Path, where: str, kind=(int, float)):
     return v
 
 
+def _check_memory(path: Path, mem: dict) -> None:
+    """``mem`` against the config schema of the ``memory`` section (ranges, choices, integers,
+    the LPDDR5 rate limit); a bad value is one line naming the preset file and the key."""
+    from .config.loader import _build_dataclass
+    from .hw.lpddr5 import MemoryConfig
+    _build_dataclass(MemoryConfig, dict(mem), "memory.", {"": str(path)})
+
+
 def load_soc(path: str | Path) -> SocPreset:
     """One preset; unknown keys, missing keys and non-positive numbers are one-line errors."""
     from .config import yamlio
@@ -124,21 +132,40 @@ def load_soc(path: str | Path) -> SocPreset:
     mem, npu = doc.get("memory"), doc.get("npu") or {}
     if not isinstance(mem, dict):
         raise InputError(f"{path}: memory: missing (expected a mapping)")
+    if not isinstance(npu, dict):
+        raise InputError(f"{path}: npu: expected a mapping, got {npu!r}")
     vals = {k: _need(mem, k, path, "memory.") for k in ("data_rate_mts", "channels", "channel_width_bits")}
     for k, v in vals.items():
-        if v <= 0:
+        if not (math.isfinite(v) and v > 0):
             raise InputError(f"{path}: memory.{k}: expected a positive number, got {v!r}")
+    # the memory is the simulator's LPDDR5 model: the same schema, ranges and cross-checks as a
+    # config's memory section (whole channels, x8/x16/x32 channels, LPDDR5/5X rates, no DDR4)
+    _check_memory(path, {k: mem[k] for k in ("data_rate_mts", "channels", "channel_width_bits", "standard")
+                         if k in mem} | ({} if "standard" in mem else {"standard": "LPDDR5X"}))
     tops = {}
+    from .config.fields import UNIT_CEILINGS
+    top_max, top_why = UNIT_CEILINGS["TOPS"]
     for dt in ("int4", "int8", "int16", "fp16"):
         v = npu.get(f"{dt}_tops")
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-            raise InputError(f"{path}: npu.{dt}_tops: expected a positive number or null, got {v!r}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                              or not 0 < v <= top_max):
+            raise InputError(f"{path}: npu.{dt}_tops: expected a positive number <= {top_max:g} or null, got {v!r} "
+                             f"(above: {top_why})")
         tops[dt] = v
+    vg = npu.get("vector_gops")
+    gops_max, gops_why = UNIT_CEILINGS["GOPS"]
+    if vg is not None and (isinstance(vg, bool) or not isinstance(vg, (int, float)) or not math.isfinite(vg)
+                           or not 0 < vg <= gops_max):
+        raise InputError(f"{path}: npu.vector_gops: expected a positive number <= {gops_max:g} or null, got {vg!r} "
+                         f"(above: {gops_why})")
+    aliases = doc.get("aliases") or []
+    if not isinstance(aliases, list) or not all(isinstance(a, (str, int)) and str(a).strip() for a in aliases):
+        raise InputError(f"{path}: aliases: expected a list of names, e.g. [SM8650, Galaxy S24], got {aliases!r}")
     name = _need(doc, "name", path, "", str)
     ff = doc.get("form_factor", "phone")
     if ff not in FORM_FACTORS:
         raise InputError(f"{path}: form_factor: expected one of {', '.join(FORM_FACTORS)}, got {ff!r}")
-    return SocPreset(form_factor=ff, name=name, aliases=tuple(str(a) for a in (doc.get("aliases") or ())),
+    return SocPreset(form_factor=ff, name=name, aliases=tuple(str(a) for a in aliases),
                      data_rate_mts=float(vals["data_rate_mts"]), channels=int(vals["channels"]),
                      channel_width_bits=int(vals["channel_width_bits"]),
                      standard=str(mem.get("standard", "LPDDR5X")), npu_tops=tops,
@@ -176,7 +203,13 @@ def load_measured(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def _pos(v: str, col: str, path: Path, line: int, optional: bool = False) -> float | None:
+#: largest measured rate and context a row may hold (each with its reason in the error)
+MAX_TOK_S = 1e5
+MAX_CONTEXT_TOKENS = 2 ** 24
+
+
+def _pos(v: str, col: str, path: Path, line: int, optional: bool = False,
+         most: tuple[float, str] | None = None) -> float | None:
     if optional and str(v).strip() == "":
         return None
     try:
@@ -185,6 +218,8 @@ def _pos(v: str, col: str, path: Path, line: int, optional: bool = False) -> flo
         raise InputError(f"{path}: line {line}: {col} must be a positive number, got {v!r}") from None
     if not (math.isfinite(x) and x > 0):
         raise InputError(f"{path}: line {line}: {col} must be a positive number, got {v!r}")
+    if most is not None and x > most[0]:
+        raise InputError(f"{path}: line {line}: {col} must be <= {most[0]:g}, got {v!r} ({most[1]})")
     return x
 
 
@@ -292,8 +327,13 @@ def match_rows(df: pd.DataFrame, socs: dict, path: Path):
         if str(r["unit"]).strip().upper() != "NPU":
             skipped.append((line, f"unit {r['unit']!r}: only NPU rows are modelled"))
             continue
-        tok_s = _pos(r["tok_s"], "tok_s", path, line)
-        ctx = int(_pos(r["context_or_prompt"], "context_or_prompt", path, line))
+        tok_s = _pos(r["tok_s"], "tok_s", path, line, most=(MAX_TOK_S, "100x any phone's prefill rate"))
+        ctx_v = _pos(r["context_or_prompt"], "context_or_prompt", path, line,
+                     most=(MAX_CONTEXT_TOKENS, "16.7 M tokens is 1000x any model's context window"))
+        if not ctx_v.is_integer():
+            raise InputError(f"{path}: line {line}: context_or_prompt must be a whole number of tokens, "
+                             f"got {r['context_or_prompt']!r}")
+        ctx = int(ctx_v)
         if phase == "prefill" and soc.peak_ops_s(prec.array_dtype) is None:
             skipped.append((line, f"{soc.name}: no sourced NPU {prec.array_dtype} peak for a prefill row"))
             continue
@@ -429,11 +469,12 @@ def format_report(res: MobileResult, path_label: str) -> str:
 
 
 def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
-    colors = plt.get_cmap("tab10")
+    from .plots.style import apply_style, color, figure_size, plt, save_figure
+    apply_style()
+    fig, axes = plt.subplots(1, 2, figsize=figure_size("two", aspect=0.55))
+
+    def colors(i):
+        return color(i)
     socs = sorted(pts["soc"].unique())
     for ax, phase in zip(axes, PHASES):
         sel = pts[pts["phase"] == phase]
@@ -452,11 +493,11 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
                 tag = " laptop control" if (g["form_factor"] == "laptop").any() else ""
                 full = g[g["precision"] != "w4afp16"]
                 hollow = g[g["precision"] == "w4afp16"]
-                ax.scatter(full["measured_tok_s"], full["predicted_tok_s"], marker=mk, color=colors(i % 10),
+                ax.scatter(full["measured_tok_s"], full["predicted_tok_s"], marker=mk, color=colors(i),
                            s=30, label=f"{soc} ({sample}-sample{tag})")
                 if len(hollow):
                     ax.scatter(hollow["measured_tok_s"], hollow["predicted_tok_s"], marker=mk, s=30,
-                               facecolors="none", edgecolors=colors(i % 10))
+                               facecolors="none", edgecolors=colors(i))
         ax.scatter([], [], marker="o", facecolors="none", edgecolors="0.4", label="hollow: w4afp16 (dequant not modelled)")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -466,16 +507,15 @@ def write_plot(pts: pd.DataFrame, out_dir: Path, title: str) -> list[Path]:
         ax.set_xlabel("measured tok/s")
         ax.set_ylabel("predicted tok/s")
         ax.set_title(phase)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        p = out_dir / f"{PLOT_STEM}.{ext}"
-        fig.savefig(p, dpi=130)
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    # one legend under both panels: inside a panel it covered the points
+    seen: dict = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=2, fontsize=6, frameon=False)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout(rect=(0, 0.06 * ((len(seen) + 1) // 2) / 1.5, 1, 1))
+    return save_figure(fig, out_dir / PLOT_STEM, formats=("png", "pdf"))
 
 
 DEFAULT_PLATFORM = "hw_configs/platform_mobile_npu_lpddr5_pim.yaml"

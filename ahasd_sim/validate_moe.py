@@ -1,4 +1,4 @@
-"""``validate --moe``: the MoE-offload cost model against H200 measurements (issue 27).
+"""``validate --moe``: the MoE-offload cost model against H200 measurements (docs/moe_offload.md).
 
 Two measured families:
 
@@ -169,3 +169,27 @@ def run_validate_moe(args) -> int:
         atomic_write(d / "moe_model_vs_measured.csv", lambda fh: out.to_csv(fh, index=False, float_format="%.6g"))
         print(f"wrote {d / 'moe_model_vs_measured.csv'}")
     return 0
+
+
+def model_pass_s(cfg_path: str, n_tokens: int, distinct: int, missing: int, kv_len: int) -> float:
+    """The simulator's time of the same composed pass (Qwen3-30B-A3B BF16 on the platform of
+    ``cfg_path``): dense part + per layer ``missing`` copies and ``distinct`` experts + head."""
+    import numpy as np
+
+    from .config.loader import load_config
+    from .hw.platform import Platform
+    from .moe.cache import ExpertCache
+    from .moe.cost import MoeCostModel, schedule_verify
+    from .workload.models import get_model, with_precision
+    cfg = load_config(cfg_path, ["moe.weight_bytes_per_param=2"])
+    target = with_precision(get_model("qwen3-30b-a3b"), 2.0, 2.0)
+    cm = MoeCostModel(Platform.build(cfg), target, target, cfg.moe, cpu=cfg.host_cpu)
+    L, E = target.n_layers, target.n_experts
+    pop = np.zeros((L, E))
+    pop[:, :distinct - missing] = 1.0
+    cache = ExpertCache(L, E, L * E, "lru", "per_layer", pop, fill=False)
+    for layer in range(L):
+        for e in range(distinct - missing):
+            cache.insert(layer, e, 0.0)
+    unions = [np.arange(distinct)] * L
+    return schedule_verify(cm, cache, unions, n_tokens, kv_len, 0.0, 0.0).end_s

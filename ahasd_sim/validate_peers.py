@@ -1,5 +1,5 @@
 """``python -m ahasd_sim validate --peers``: hardware sub-models against peer simulators and
-measurements (issue 13), from committed outputs only (nothing is re-run here).
+measurements (docs/validation.md), from committed outputs only (nothing is re-run here).
 
 * **NPU vs SCALE-Sim** (``validation/peers/scalesim/gemm_cycles.csv``, written by
   ``scripts/run_peers.py scalesim``): our array cycles with the NPU configured like
@@ -36,7 +36,9 @@ from .paths import REPO_ROOT, data_file  # noqa: F401 - REPO_ROOT re-exported fo
 PEERS_DIR = data_file("validation/peers")
 SCALESIM_CSV = PEERS_DIR / "scalesim" / "gemm_cycles.csv"
 RAMULATOR_CSV = PEERS_DIR / "ramulator2" / "lpddr5.csv"
-AIM_CSV = PEERS_DIR / "aim" / "gemv.csv"
+AIM_CSV = PEERS_DIR / "aim" / "gemv.csv"                        # driver order per_group (CENT no-reuse)
+AIM_REUSE_CSV = PEERS_DIR / "aim" / "gemv_reuse_gb.csv"         # driver order reuse_gb (CENT reuse-GB)
+AIM_CSVS = {"per_group": AIM_CSV, "reuse_gb": AIM_REUSE_CSV}
 AIM_CONTENTION_CSV = PEERS_DIR / "aim" / "contention.csv"
 PIM_MEDIAN_GOAL_PCT = 10.0
 PIM_WORST_GOAL_PCT = 20.0
@@ -196,7 +198,7 @@ def lpddr5_vs_ramulator(csv: Path = RAMULATOR_CSV) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- PIM
 def pim_gemv_time_s(preset: str, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                    refresh: bool = True) -> float:
+                    refresh: bool = True, order: str = "reuse_gb") -> float:
     """Time of ``vectors`` GEMVs y = W . x on the PIM device ``preset``, in seconds.
 
     ``preset``: a name of :data:`ahasd_sim.hw.pim_spec.PRESETS` (``lpddr5_aim``,
@@ -209,22 +211,37 @@ def pim_gemv_time_s(preset: str, rows: int, cols: int, vectors: int = 1, channel
     output group; :func:`ahasd_sim.hw.pim_spec.gemv_cycles`) at the preset's tCK, all-bank
     refresh included unless ``refresh`` is False (the AiM simulator issues no refresh on
     GDDR6 and an undefined, near-free one on its 32 Gb LPDDR5 part: the comparison with it
-    passes False; validation/peers/README.md). Raises ``ConfigError`` for an unknown
-    preset, ``ValueError`` for bad sizes.
+    passes False; validation/peers/README.md). ``order``: the driver's command order,
+    ``reuse_gb`` (default: CENT's global-buffer reuse, mode switches batched over the result
+    registers) or ``per_group``. Raises ``ConfigError`` for an unknown preset, ``ValueError``
+    for bad sizes.
     """
     from .hw import pim_spec
-    return pim_spec.gemv_time_s(pim_spec.preset(preset), rows, cols, vectors, channels, refresh)
+    return pim_spec.gemv_time_s(pim_spec.preset(preset), rows, cols, vectors, channels, refresh, order=order)
 
 
-def pim_vs_aim(csv: Path = AIM_CSV) -> pd.DataFrame:
-    df = _read(csv, "AiM simulator outputs")
+def pim_vs_aim(csv: Path | None = None) -> pd.DataFrame:
+    """Our GEMV time against the AiM runs, each row in the driver order its trace used
+    (column ``order``; ``gemv.csv`` predates the column: per_group). ``csv`` None: every
+    committed order that exists (:data:`AIM_CSVS`)."""
+    paths = [csv] if csv is not None else [p for o, p in AIM_CSVS.items() if o == "per_group" or p.is_file()]
+    frames = []
+    for path in paths:
+        d = _read(path, "AiM simulator outputs")
+        if "order" not in d.columns:
+            d = d.assign(order="per_group")
+        frames.append(d)
+    df = pd.concat(frames, ignore_index=True)
     rows = []
     for _, r in df.iterrows():
         ref = float(r["time_s"])
         args = (str(r["preset"]), int(r["rows"]), int(r["cols"]), int(r["vectors"]), int(r["channels"]))
-        pred = pim_gemv_time_s(*args, refresh=False)           # configured as the peer runs (no refresh)
-        with_refresh = pim_gemv_time_s(*args)
-        rows.append({"preset": r["preset"], "rows": int(r["rows"]), "cols": int(r["cols"]),
+        order = str(r["order"])
+        pred = pim_gemv_time_s(*args, refresh=False, order=order)   # configured as the peer runs (no refresh)
+        with_refresh = pim_gemv_time_s(*args, order=order)
+        other = "per_group" if order == "reuse_gb" else "reuse_gb"
+        other_pred = pim_gemv_time_s(*args, refresh=False, order=other)
+        rows.append({"order": order, "other_order_error_pct": (other_pred / ref - 1) * 100, "preset": r["preset"], "rows": int(r["rows"]), "cols": int(r["cols"]),
                      "vectors": int(r["vectors"]), "channels": int(r["channels"]), "cycles": int(r["cycles"]),
                      "tCK_ns": float(r["tCK_ns"]), "reference_s": ref, "predicted_s": pred,
                      "error_pct": (pred / ref - 1) * 100, "with_refresh_s": with_refresh,
@@ -235,19 +252,25 @@ def pim_vs_aim(csv: Path = AIM_CSV) -> pd.DataFrame:
 def format_pim(t: pd.DataFrame) -> str:
     commit = str(t["commit"].iloc[0])[:12] if len(t) else ""
     lines = [f"PIM GEMV time vs the AiM simulator (arkhadem/aim_simulator @{commit}; ours: hw/pim_spec.py with its "
-             "preset timings, no fitted parameter)",
-             f"  {'preset':<11} {'shape':<12} {'n':>3} {'median err %':>12} {'worst err %':>11}"
+             "preset timings, no fitted parameter), per driver order (the traces' and ours the same)",
+             f"  {'order':<9} {'preset':<11} {'shape':<12} {'n':>3} {'median err %':>12} {'worst err %':>11}"
              f" {'with refresh: median err %':>27}"]
-    for (p, r, c), s in t.groupby(["preset", "rows", "cols"], sort=False):
+    for (o, p, r, c), s in t.groupby(["order", "preset", "rows", "cols"], sort=False):
         worst = s["error_pct"].iloc[s["error_pct"].abs().argmax()]
-        lines.append(f"  {p:<11} {f'{r}x{c}':<12} {len(s):>3} {s['error_pct'].median():>+12.2f} {worst:>+11.2f}"
+        lines.append(f"  {o:<9} {p:<11} {f'{r}x{c}':<12} {len(s):>3} {s['error_pct'].median():>+12.2f} {worst:>+11.2f}"
                      f" {s['with_refresh_error_pct'].median():>+27.2f}")
-    for p, s in t.groupby("preset", sort=False):
+    for (o, p), s in t.groupby(["order", "preset"], sort=False):
         a = s["error_pct"].abs()
         ok = a.median() <= PIM_MEDIAN_GOAL_PCT and a.max() <= PIM_WORST_GOAL_PCT
-        lines.append(f"  {p}: median |err| {a.median():.2f}%  worst |err| {a.max():.2f}%  (n={len(s)})   "
+        lines.append(f"  {o} {p}: median |err| {a.median():.2f}%  worst |err| {a.max():.2f}%  (n={len(s)})   "
                      f"goal median <= {PIM_MEDIAN_GOAL_PCT:g}%, worst <= {PIM_WORST_GOAL_PCT:g}%: "
                      f"{'met' if ok else 'MISSED'}")
+    if "other_order_error_pct" in t.columns:
+        for (o, p), s in t.groupby(["order", "preset"], sort=False):
+            e = s["other_order_error_pct"]
+            other = "per_group" if o == "reuse_gb" else "reuse_gb"
+            lines.append(f"  our {other} order against the {o} runs, {p}: median {e.median():+.2f}%  "
+                         f"range {e.min():+.2f}% .. {e.max():+.2f}% (the order matters)")
     return "\n".join(lines)
 
 

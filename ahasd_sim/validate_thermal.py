@@ -47,7 +47,8 @@ def generic_run(t, power_w: float, duration_s: float = FIT_DURATION_S):
     """(figures, series) of a decoder drawing ``power_w`` x f at DVFS state f (tok/s = f)."""
     from .sustained import trajectory
     f = t.npu_clock_fractions
-    return trajectory(t, lambda s, _d: (f[s], power_w * f[s]), duration_s)
+    row, series, _windows = trajectory(t, lambda s, _d, _w: (f[s], power_w * f[s]), duration_s)
+    return row, series
 
 
 def retained(t, power_w: float) -> float:

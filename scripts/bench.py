@@ -7,7 +7,7 @@ Usage: python scripts/bench.py [--config hw_configs/ahasd_mobile.yaml] [--tokens
 
 "cold" is the first run in a fresh process (empty operator-cost cache); "warm" is the median
 and "best" the fastest of the following repeats (what a sweep worker sees; the best is the least
-disturbed by other load on a shared machine, as in timeit). Targets (issue 6): >= 20,000 tok/s for the
+disturbed by other load on a shared machine, as in timeit). Targets: >= 20,000 tok/s for the
 task-level modes, >= 5,000 tok/s for operator_sync, on one core. The tree modes (policy hw_tree)
 replay their whole tree trace whatever --tokens says: their rate is per committed token. This is
 a benchmark, not a test: it never fails on speed, it reports.

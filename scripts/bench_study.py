@@ -5,8 +5,8 @@
 Usage: python scripts/bench_study.py [--config STUDY.yaml] [--trials N] [--workers 2] [--fastest]
        [--out DIR (default: a fresh temporary folder)] [--json results/bench_study.json]
 
-Targets, for the shipped study's 200 trials only: under 600 s on 2 workers (issue 17), under 30 s
-on 16 workers (issue 30); other studies, trial counts or worker counts print none. The machine's
+Targets, for the shipped study's 200 trials only: under 600 s on 2 workers, under 30 s
+on 16 workers; other studies, trial counts or worker counts print none. The machine's
 load average is printed next to the time (shared machines are noisy). This is a benchmark, not a test: it
 never fails on speed, it reports. ``--out`` must be a new or empty folder, so that nothing
 is reused from an earlier run.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from ahasd_sim.cli_common import run_script, script_parser  # noqa: E402
 
 DEFAULT_STUDY = ROOT / "hw_configs" / "studies" / "where_ahasd_wins.yaml"
-TARGET_S_BY_WORKERS = {2: 600.0, 16: 30.0}   # issue 17, issue 30: the shipped 200-trial study
+TARGET_S_BY_WORKERS = {2: 600.0, 16: 30.0}   # the shipped 200-trial study
 
 
 def parser():

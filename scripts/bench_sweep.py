@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: how a sweep scales with workers, and how much of a point is not simulation (issue 30).
+"""Benchmark: how a sweep scales with workers, and how much of a point is not simulation (docs/performance.md).
 
 Usage: python scripts/bench_sweep.py [--sweep hw_configs/sweeps/pim_design_space.yaml]
        [--workers 1,2,4,8,16] [--executor local|dask|both] [--set KEY=VALUE ...] [--limit N]

@@ -158,6 +158,18 @@ def main(argv=None) -> int:
         for n, (cfg, sets) in CASES.items():
             print(f"{n:30s} {cfg} {' '.join(sets)}")
         return 0
+    if args.baseline:
+        # before any work: a revision git does not know is one line, not git's error as a traceback
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{args.baseline}^{{commit}}"],
+                             capture_output=True, text=True)
+        if rev.returncode != 0:
+            print(f"error: check_identical: --baseline {args.baseline}: not a git revision of {ROOT} (a commit, "
+                  "branch or tag, e.g. HEAD~1)", file=sys.stderr)
+            return 2
+    if args.against and not (Path(args.against) / names[0]).is_dir():
+        print(f"error: check_identical: --against {args.against}: holds no saved case '{names[0]}' (write one with "
+              "--save DIR)", file=sys.stderr)
+        return 2
     root = Path(args.code_root).resolve() if args.code_root else ROOT
     sys.path.insert(0, str(root))
     os.chdir(root)
@@ -170,9 +182,15 @@ def main(argv=None) -> int:
             ref = tmp / "ref"
             code = tmp / "code"
             code.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+            try:
+                archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], check=True,
+                                         capture_output=True).stdout
+                subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+            except subprocess.CalledProcessError as exc:
+                why = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+                print(f"error: check_identical: --baseline {args.baseline}: cannot export it"
+                      f"{(': ' + why[-1]) if why else ''}", file=sys.stderr)
+                return 2
             print(f"reference: {args.baseline} ({code})", flush=True)
             if _save_with(code, ref, names) != 0:
                 print("check_identical: the reference runs failed", file=sys.stderr)

@@ -49,7 +49,7 @@ def main(args) -> int:
 
     from ahasd_sim.dse.evaluate import plan
     from ahasd_sim.dse.study import load_study
-    from ahasd_sim.metrics.stats import RATIOS, fmt_ci, paired_metric_ci
+    from ahasd_sim.metrics.stats import RATIOS, fmt_ci, paired_metric_ci, too_few
     from ahasd_sim.output import atomic_write_text
     from ahasd_sim.simulation import run_simulation
 
@@ -101,7 +101,7 @@ def main(args) -> int:
             for o in obj)
         rows.append(row)
         print(f"trial {row['trial']}: " + ", ".join(
-            f"{o.name} {fmt_ci(row[o.name], [row[f'{o.name}_ci95_low'], row[f'{o.name}_ci95_high']])} "
+            f"{o.name} {fmt_ci(row[o.name], [row[f'{o.name}_ci95_low'], row[f'{o.name}_ci95_high']], why=too_few(row['windows']))} "
             f"(study {row[f'{o.name}_study']:.2f})" for o in obj), flush=True)
     df = pd.DataFrame(rows)
     atomic_write_text(Path(args.out), df.to_csv(index=False))

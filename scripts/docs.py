@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the result blocks of README.md and docs/ from the code at HEAD (issues 23, 31).
+"""Regenerate the result blocks of README.md and docs/ from the code at HEAD.
 
 A generated block is delimited by ``<!-- generated: NAME (COMMAND) -->`` and
 ``<!-- end generated: NAME -->``; everything between the two lines is replaced by what the
@@ -10,7 +10,7 @@ Blocks:
   compare       `python -m ahasd_sim compare --config hw_configs/ahasd_mobile.yaml` (every decoder vs the best)
   mobile-validation  `python -m ahasd_sim validate --mobile` (docs/validation.md: the phone NPU model
                 against validation/mobile/measured.csv)
-  moe-baselines docs/moe_offload.md: SpecFit / EcoSpec vs tuned baselines per setting, from the
+  moe-baselines docs/moe_offload.md: every tuned family per setting and expert awareness's margin, from the
                 committed docs/moe-offload/moe_baselines.csv (python scripts/moe_study.py)
   moe-validation  docs/moe_offload.md: `python -m ahasd_sim validate --moe`
   headline      the README's headline ratios, from the committed reproduction
@@ -69,6 +69,7 @@ STAMPED = {
     "docs/studies/where_ahasd_wins.md": "docs/studies/intros/where_ahasd_wins.md lists the commands",
     "docs/studies/sustained_phone.md": "python scripts/sustained_study.py",
     "docs/studies/modern_speculation.md": "python scripts/study_modern_speculation.py",
+    "docs/studies/pim_microarchitecture.md": "python scripts/pim_microarchitecture_study.py",
     "docs/studies/speculation_map.md": "python scripts/speculation_map.py",
 }
 BEGIN = re.compile(r"^<!-- generated: (?P<name>[a-z0-9-]+) \((?P<cmd>[^)]*)\) -->$")
@@ -79,6 +80,13 @@ def _cli(argv: list[str]) -> str:
     buf = io.StringIO()
     with redirect_stdout(buf):
         rc = main(argv)
+    from ahasd_sim.cli_common import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+    # a stop signal the inner command handled ends this command the same way (130 / 143), not as
+    # bad input (2)
+    if rc == EXIT_TERMINATED:
+        raise Terminated("SIGTERM")
+    if rc == EXIT_INTERRUPTED:
+        raise KeyboardInterrupt
     if rc != 0:
         raise InputError(f"docs: `python -m ahasd_sim {' '.join(argv)}` exited {rc}")
     return buf.getvalue()
@@ -128,7 +136,7 @@ def block_headline() -> str:
     both = sum(r["beats_best_on_both"] for r in rows)
     text = (
         f"On the AHASD paper's own platform (NPU + 16-rank LPDDR5-PIM, PIM rates derived from the memory), with every "
-        f"competitor given its best decoder and rank placement (issue 23), AHASD reaches "
+        f"competitor given its best decoder and rank placement, AHASD reaches "
         f"**{cell('ahasd', 'best_soc', 'throughput_tok_s')}x the throughput and "
         f"{cell('ahasd', 'best_soc_eff', 'tokens_per_j')}x the energy efficiency of the best decoder of the same "
         f"hardware** (per configuration {per('ahasd', 'best_soc', 'throughput_tok_s')} and "
@@ -165,11 +173,12 @@ def block_study() -> str:
     ok = t[t["status"] == "ok"]
     objs = ["throughput_ratio", "energy_efficiency_ratio"]
     both = ok[(ok[objs[0]] > 1) & (ok[objs[1]] > 1)]
-    half = ok[[f"{o}_ci95" for o in objs]].fillna(0.0).to_numpy()
-    sure = ((ok[objs].to_numpy() - half) > 1).all(axis=1)
+    from ahasd_sim.plots.pareto import interval_bounds
+    bounds = np.stack([np.c_[tuple(interval_bounds(ok, o)[e] for o in objs)] for e in (0, 1)], axis=-1)
+    sure = (bounds[..., 0] > 1).all(axis=1)          # NaN (no interval): not sure
     # the interval-level front (an older trials.csv has no pareto_ci column: computed the same way)
     cfront = ok["pareto_ci"].astype(bool).to_numpy() if "pareto_ci" in ok else \
-        ci_pareto_mask(ok[objs].to_numpy(), half, ["maximize", "maximize"])
+        ci_pareto_mask(ok[objs].to_numpy(), bounds, ["maximize", "maximize"])
     front = ok[ok["pareto"] == True]  # noqa: E712
     pts = "; ".join(f"{r.throughput_ratio:.2f}x throughput at {r.energy_efficiency_ratio:.2f}x energy efficiency"
                     for r in front.drop_duplicates(objs).sort_values(objs[0], ascending=False).itertuples())
@@ -184,7 +193,8 @@ def block_study() -> str:
         parts = []
         for o in objs:
             r = sob[sob["objective"] == o].sort_values("ST", ascending=False).iloc[0]
-            parts.append(f"`{r.parameter}` for {o} (ST {r.ST:.2f} +- {r.ST_conf:.2f})")
+            lo, hi = (r.ST_ci95_low, r.ST_ci95_high) if "ST_ci95_low" in sob else (r.ST - r.ST_conf, r.ST + r.ST_conf)
+            parts.append(f"`{r.parameter}` for {o} (ST {r.ST:.2f} [{lo:.2f}, {hi:.2f}])")
         text += " Largest total Sobol index: " + "; ".join(parts) + "."
     return text
 
@@ -315,33 +325,52 @@ def block_hyco_smoke() -> str:
 
 
 def block_moe_baselines() -> str:
-    """docs/moe_offload.md: SpecFit, EcoSpec and the tuned baselines per setting, from the committed
-    docs/moe-offload/moe_baselines.csv (scripts/moe_study.py)."""
+    """docs/moe_offload.md: every tuned family per setting, from the committed
+    docs/moe-offload/moe_baselines.csv (scripts/moe_study.py), and per setting whether expert
+    awareness (SpecFit, EcoSpec) adds a margin over expert-blind SpecFit beyond its interval."""
     import pandas as pd
     f = ROOT / "docs" / "moe-offload" / "moe_baselines.csv"
     if not f.is_file():
         raise InputError(f"docs: {f} is missing; run python scripts/moe_study.py first")
     t = pd.read_csv(f)
+    blind = "vs_expert_blind" in t.columns
     out = []
     for setting, g in t.groupby("setting", sort=False):
         g = g.set_index("row")
         b = g.best_baseline.iloc[0]
+        synthetic = "routing" in g.columns and g.routing.iloc[0] == "synthetic"
 
-        def cell(r):
+        def ci(r, col, d=3):
             x = g.loc[r]
-            return (f"{x.throughput_tok_s:.1f} [{x.ci95_low:.1f}, {x.ci95_high:.1f}]",
-                    f"{x.vs_best_baseline:.3f} [{x.vs_best_baseline_ci95_low:.3f}, {x.vs_best_baseline_ci95_high:.3f}]")
-        out.append(f"**{setting}** -- best baseline (chosen on tuning rounds {g.tuning_rounds.iloc[0]}): {b}; "
-                   f"tuned EAGLE = {g.loc['eagle_tuned', 'config']}, expert budget = "
-                   f"{g.loc['expert_budget_tuned', 'config']}")
+            return f"{x[col]:.{d}f} [{x[col + '_ci95_low']:.{d}f}, {x[col + '_ci95_high']:.{d}f}]"
+        out.append(f"**{setting}**{' (ROUTING IS SYNTHETIC)' if synthetic else ''} -- best baseline (chosen on "
+                   f"tuning rounds {g.tuning_rounds.iloc[0]}): {b}")
         out.append("")
-        out.append("| row | tok/s [95% CI] | vs best baseline [95% CI] | nodes | accepted/round | H2D GB | hit rate |")
-        out.append("|---|---|---|---|---|---|---|")
+        head = "| row | config | tok/s [95% CI] | vs best baseline [95% CI] |" + (" vs expert-blind [95% CI] |" if blind else "")
+        out.append(head + " nodes | accepted/pass | H2D GB | hit rate |")
+        out.append("|---|---|---|---|" + ("---|" if blind else "") + "---|---|---|---|")
         for r in g.index:
-            tput, ratio = cell(r)
             x = g.loc[r]
-            out.append(f"| {r} | {tput} | {ratio} | {x.nodes_verified:.1f} | {x.accepted_per_round:.2f} | "
-                       f"{x.expert_h2d_gb:.1f} | {x.hit_rate:.3f} |")
+            tput = f"{x.throughput_tok_s:.1f} [{x.ci95_low:.1f}, {x.ci95_high:.1f}]"
+            out.append(f"| {r} | {x.config} | {tput} | {ci(r, 'vs_best_baseline')} |"
+                       + (f" {ci(r, 'vs_expert_blind')} |" if blind else "")
+                       + f" {x.nodes_verified:.1f} | {x.accepted_per_round:.2f} | {x.expert_h2d_gb:.1f} | {x.hit_rate:.3f} |")
+        if blind:
+            verdicts = []
+            for r in ("specfit_tuned", "ecospec_tuned"):
+                if r not in g.index:
+                    continue
+                x = g.loc[r]
+                lo, hi = x.vs_expert_blind_ci95_low, x.vs_expert_blind_ci95_high
+                if lo > 1:
+                    v = f"adds {100 * (x.vs_expert_blind - 1):.1f}% [{100 * (lo - 1):.1f}, {100 * (hi - 1):.1f}]"
+                elif hi < 1:
+                    v = f"loses {100 * (1 - x.vs_expert_blind):.1f}% [{100 * (1 - hi):.1f}, {100 * (1 - lo):.1f}]"
+                else:
+                    v = "no margin beyond its interval"
+                verdicts.append(f"{r}: {v}")
+            out.append("")
+            out.append("Expert awareness vs tuned expert-blind SpecFit: " + "; ".join(verdicts) + ".")
         out.append("")
     t0 = t.iloc[0]
     out.append(f"Reported rounds {t0.reported_rounds} ({int(t0.windows)} windows), profile rounds {t0.profile_rounds}; "

@@ -1,4 +1,4 @@
-"""MoE layers under CUDA graphs and H2D copy bursts on a CUDA GPU (issue 27).
+"""MoE layers under CUDA graphs and H2D copy bursts on a CUDA GPU (docs/moe_offload.md).
 
 Run as is (terse on purpose: the device tool takes a command of at most 2,000 characters, so it
 was sent zlib+base64-compressed in a ``python3 -c`` on 2026-12-02, one call, ~22 s wall on the

@@ -5,8 +5,9 @@
       --out figures/timeline
 
 RUN_DIR is a run folder (with timeline.json; runs need run.timeline: true) or a timeline.json
-file. Default window: 10% to 30% of each run. A negative window, or one outside a run, is an
+file. A negative window, or one outside a run, is an
 error (exit 2), not an empty figure. Writes OUT.pdf and OUT.png.
+Every panel shows the same window (default: 10% to 30% of the shortest run).
 """
 from __future__ import annotations
 

@@ -306,9 +306,21 @@ AIM_PRESETS = {  # preset -> (example config in the simulator's test/, DRAM impl
 }
 
 
+AIM_ORDERS = ("per_group", "reuse_gb")
+AIM_REUSE_SIZE = 32           # CENT's --reuse_size default ("GB reuse size, depending on register number")
+AIM_CSV_BY_ORDER = {"per_group": "gemv.csv", "reuse_gb": "gemv_reuse_gb.csv"}
+
+
 def aim_gemv_trace(rows: int, cols: int, channels: int, vectors: int = 1, host_read_every: int = 0,
-                   host_reads: int = 1) -> tuple[list[str], dict]:
+                   host_reads: int = 1, order: str = "per_group",
+                   reuse_size: int = AIM_REUSE_SIZE) -> tuple[list[str], dict]:
     """ISR lines of ``vectors`` GEMVs W[rows x cols] . x on ``channels`` channels (see above).
+
+    ``order``: ``per_group`` = CENT's ``no-reuse`` GEMV order (WR_BIAS, MAC_ABK, RD_MAC per
+    output group: the controller switches mode twice per group); ``reuse_gb`` = CENT's
+    ``reuse-GB`` order: the groups of a chunk in batches of ``ceil(groups / ceil(groups /
+    reuse_size))``, each batch all its WR_BIAS, then all its MAC_ABK, then all its RD_MAC
+    (two mode switches per batch).
 
     ``host_read_every`` > 0 interleaves ``host_reads`` conventional reads (``R MEM``) to the
     used channels after every that many PIM ISRs (a host stream sharing the controllers).
@@ -338,15 +350,26 @@ def aim_gemv_trace(rows: int, cols: int, channels: int, vectors: int = 1, host_r
         if host_read_every and pim % host_read_every == 0:
             host()
 
+    if order not in AIM_ORDERS:
+        raise ValueError(f"order must be one of {AIM_ORDERS}")
+    if order == "per_group":
+        batches = [[g] for g in range(groups)]
+    else:                                   # CENT Vector_Matrix_Mul_weight_pim_only_trace, reuse-GB
+        n_b = -(-groups // reuse_size)
+        size = -(-groups // n_b)
+        batches = [list(range(b * size, min(groups, (b + 1) * size))) for b in range(n_b)]
     for _v in range(vectors):
         for c in range(chunks):
             n_elem = min(AIM_ROW_ELEMS, cols - c * AIM_ROW_ELEMS)
             opsize = -(-n_elem // AIM_COL_ELEMS)
             emit(f"AiM WR_GB {opsize} 0 {mask}", "WR_GB")
-            for g in range(groups):
-                emit(f"AiM WR_BIAS 0 {mask}", "WR_BIAS")
-                emit(f"AiM MAC_ABK {opsize} {mask} {g * chunks + c}", "MAC_ABK")
-                emit(f"AiM RD_MAC 0 {mask}", "RD_MAC")
+            for batch in batches:
+                for _g in batch:
+                    emit(f"AiM WR_BIAS 0 {mask}", "WR_BIAS")
+                for g in batch:
+                    emit(f"AiM MAC_ABK {opsize} {mask} {g * chunks + c}", "MAC_ABK")
+                for _g in batch:
+                    emit(f"AiM RD_MAC 0 {mask}", "RD_MAC")
     lines.append("AiM EOC")
     return lines, counts
 
@@ -381,7 +404,8 @@ def _aim_run(binary: Path, config: Path, lines: list[str], tmp: Path) -> dict:
 
 
 def run_aim(out: Path, src: Path, binary: Path, shapes=AIM_SHAPES, channels=AIM_CHANNELS, vectors=AIM_VECTORS,
-            presets=tuple(AIM_PRESETS), contention: bool = True) -> None:
+            presets=tuple(AIM_PRESETS), contention: bool = True, order: str = "per_group",
+            trace_dir: Path | None = None) -> None:
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     out.mkdir(parents=True, exist_ok=True)
@@ -393,21 +417,27 @@ def run_aim(out: Path, src: Path, binary: Path, shapes=AIM_SHAPES, channels=AIM_
             for r, c in shapes:
                 for ch in channels:
                     for v in vectors:
-                        lines, counts = aim_gemv_trace(r, c, ch, v)
+                        lines, counts = aim_gemv_trace(r, c, ch, v, order=order)
                         res = _aim_run(binary, src / cfg, lines, tmp)
+                        if trace_dir is not None and v == 1 and ch in (1, 32):
+                            trace_dir.mkdir(parents=True, exist_ok=True)
+                            (trace_dir / f"{preset}_{r}x{c}_ch{ch}_v{v}_{order}.trace").write_text(
+                                "\n".join(lines) + "\n")
                         rows.append({"tool": "aim_simulator", "commit": commit, "preset": preset, "dram": dram,
-                                     "config": cfg, "rows": r, "cols": c, "vectors": v, "channels": ch,
+                                     "config": cfg, "order": order,
+                                     "reuse_size": AIM_REUSE_SIZE if order == "reuse_gb" else "",
+                                     "rows": r, "cols": c, "vectors": v, "channels": ch,
                                      **{k: n for k, n in counts.items() if k != "host_reads"},
                                      "cycles": res["cycles"], "tCK_ns": tck_ps / 1000,
                                      "time_s": res["cycles"] * tck_ps * 1e-12,
                                      **{k: res[k] for k in res if k.startswith("max_ch_")},
                                      "sim_wall_s": res["wall_s"], "date_utc": _now()})
-                        print(f"aim {preset} {r}x{c} ch{ch} v{v}: {res['cycles']} cycles "
+                        print(f"aim {order} {preset} {r}x{c} ch{ch} v{v}: {res['cycles']} cycles "
                               f"({res['wall_s']} s)", flush=True)
-                        _write_csv(out / "gemv.csv", rows)
+                        _write_csv(out / AIM_CSV_BY_ORDER[order], rows)
         if contention:
             run_aim_contention(out, src, binary, commit, tmp)
-    print(f"wrote {out / 'gemv.csv'} ({len(rows)} rows)")
+    print(f"wrote {out / AIM_CSV_BY_ORDER[order]} ({len(rows)} rows)")
 
 
 # contention: one GEMV (4096x4096, 1 vector, 4 channels) with k conventional reads after every
@@ -464,6 +494,10 @@ def main(argv=None) -> int:
     ap.add_argument("--aim-bin", type=Path, metavar="FILE", help="its built ramulator2 binary")
     ap.add_argument("--aim-quick", action="store_true", help="one shape, 1 and 4 channels, 1 vector (smoke run)")
     ap.add_argument("--aim-contention-only", action="store_true", help="only contention.csv")
+    ap.add_argument("--aim-order", choices=AIM_ORDERS, default="per_group",
+                    help="GEMV driver order of the traces (per_group -> gemv.csv, reuse_gb -> gemv_reuse_gb.csv)")
+    ap.add_argument("--aim-traces", type=Path, metavar="DIR",
+                    help="also save the one-vector traces on 1 and 32 channels here")
     a = ap.parse_args(argv)
     print(f"python {platform.python_version()} on {platform.platform()}", flush=True)
     if a.peer == "scalesim":
@@ -478,9 +512,10 @@ def main(argv=None) -> int:
                 run_aim_contention(a.out, a.aim_src, a.aim_bin, commit, Path(tmp))
         elif a.aim_quick:
             run_aim(a.out, a.aim_src, a.aim_bin, shapes=AIM_SHAPES[:1], channels=(1, 4), vectors=(1,),
-                    contention=False)
+                    contention=False, order=a.aim_order)
         else:
-            run_aim(a.out, a.aim_src, a.aim_bin)
+            run_aim(a.out, a.aim_src, a.aim_bin, order=a.aim_order, trace_dir=a.aim_traces,
+                    contention=a.aim_order == "per_group")
     else:
         run_ramulator2(a.out, a.ramulator_commit)
     return 0

@@ -5,9 +5,10 @@ fingerprint), sustained_phone.csv (one row per preset, decoder and repetition) a
 sustained_phone.png (the 16 GB phone: tok/s, power and temperatures against time).
 
 Each decoder runs ``--minutes`` from the ambient on hw_configs/phone_{12,16,24}gb.yaml (section
-thermal: RC network, skin governor, refresh derating above 85 C; ahasd_sim/sustained.py), one
-repetition per trace window (``--windows`` windows of ``--tokens`` tokens); intervals are 95%
-Student-t over repetitions.
+thermal: RC network, skin governor and junction limit, refresh derating above 85 C;
+ahasd_sim/sustained.py), decoding ``--windows`` windows of ``--tokens`` tokens one after the other
+(wrapping around), the thermal state carried across them, one repetition starting at each window;
+intervals are 95% Student-t over repetitions.
 
 Usage:
   python scripts/sustained_study.py                 # 10 minutes, 10 windows of 512 tokens
@@ -23,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PRESETS = (("12 GB", "phone_12gb.yaml"), ("16 GB", "phone_16gb.yaml"), ("24 GB", "phone_24gb.yaml"))
+PRESETS = (("12 GB", "phone_12gb.yaml", []), ("16 GB", "phone_16gb.yaml", []), ("24 GB", "phone_24gb.yaml", []),
+           ("16 GB phone, NPU energy scaled with V^2", "phone_16gb.yaml", ["thermal.voltage_scaling=true"]))
 MODES = (("autoregressive@pim", ["run.mode=autoregressive", "baseline.device=pim"]),
          ("operator_sync", ["run.mode=operator_sync"]), ("ahasd", ["run.mode=ahasd"]))
 DOC = ROOT / "docs" / "studies" / "sustained_phone.md"
@@ -42,10 +44,10 @@ def run(minutes: float, windows: int, tokens: int):
     from ahasd_sim.config.errors import ConfigError
     from ahasd_sim.sustained import run_sustained
     rows, summaries, series16 = [], [], []
-    for size, name in PRESETS:
+    for size, name, extra in PRESETS:
         for label, ovr in MODES:
             cfg = load_config(ROOT / "hw_configs" / name, [f"run.windows={windows}", f"run.generated_tokens={tokens}",
-                                                          "run.timeline=false", *ovr])
+                                                          "run.timeline=false", *ovr, *extra])
             try:
                 res = run_sustained(cfg, minutes * 60.0)
             except ConfigError as exc:
@@ -105,6 +107,20 @@ def caps_markdown(t) -> list[str]:
     return out + [""]
 
 
+def _sharing(summ) -> str:
+    """A sentence on how many windows a repetition decodes and whether repetitions share them."""
+    ran = summ[summ["windows_per_repetition"].notna()] if "windows_per_repetition" in summ else summ.iloc[:0]
+    if not len(ran):
+        return ""
+    lo, hi = ran["windows_per_repetition"].min(), ran["windows_per_repetition"].max()
+    text = f"A repetition decodes {lo:.1f}-{hi:.1f} windows (the last one partly). "
+    if ran["repetitions_share_windows"].astype(bool).any():
+        text += ("The repetitions together decode more windows than the run has, so they share windows: the "
+                 "intervals say where in the trace a run starts matters this much, not how much fresh trace "
+                 "content would move the result. ")
+    return text
+
+
 def markdown(summ, check, minutes, windows, tokens, wall_s, cap_table=None) -> str:
     out = [f"# Burst vs sustained decoding on a phone ({minutes:g} minutes)", "",
            f"Made by `{MADE_BY}` ({wall_s / 60:.1f} min on 2 cores); per-repetition rows in "
@@ -112,14 +128,24 @@ def markdown(summ, check, minutes, windows, tokens, wall_s, cap_table=None) -> s
            f"{minutes:g} minutes from a 25 C ambient on the phone presets (LPDDR5X-8533, 16 PIM dies, "
            "INT4 weights, 4 GiB OS reserve; hw_configs/phone_*gb.yaml), its DVFS state chosen every second "
            "by the skin governor (39 / 43 / 45 C; NPU clock and PIM rate 1 / 0.8 / 0.6 / 0.4) from the RC "
-           "network's skin temperature, and JEDEC's doubled refresh above 85 C package temperature "
-           "(docs/modeling.md 'Thermals over minutes'). One repetition per trace window "
-           f"({windows} windows of {tokens} tokens of the default trace): ± is the 95% Student-t "
-           "half-width over repetitions. Sustained = the mean rate over the last quarter of the run; "
+           "network's skin temperature and by the junction limit (95 C package, cleared at 65 C), and JEDEC's "
+           "doubled refresh above 85 C package temperature (docs/modeling.md 'Thermals over minutes'). A "
+           f"repetition decodes the run's {windows} trace windows of {tokens} tokens (default trace) one after "
+           "the other, wrapping around after the last, the temperatures carried from window to window; one "
+           "repetition starts at each window: ± is the 95% Student-t half-width over repetitions. "
+           + _sharing(summ) + "Sustained = the mean rate over the last quarter of the run; "
            "J/token = the decoder's energy (NPU, memory package, PIM, rest of the SoC; not the display) "
            "per token over the whole run.", ""]
     for size in dict.fromkeys(summ["preset"]):
-        out += [f"## {size} phone", "",
+        out += [f"## {size}" if "phone" in size else f"## {size} phone", ""]
+        if "V^2" in size:
+            out += ["With `thermal.voltage_scaling` (off in the presets): the NPU's energy per MAC, vector op "
+                    "and scratchpad bit at each DVFS state is (V / V_top)^2 of full speed, V from Arm's "
+                    "Total Compute TC2 Cortex-X4 voltage-frequency table (a phone CPU's, assumed for the NPU; "
+                    "docs/references.md 'Phone memory and power envelope'). Compare with the 16 GB phone's table "
+                    "above: the difference is what the NPU core's switching energy is worth to each decoder.", ""]
+        out += [
+                
                 "| decoder | burst tok/s | sustained tok/s | sustained / burst | first throttle (s) | "
                 "max skin (C) | max package (C) | J/token |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in summ[summ["preset"] == size].to_dict("records"):

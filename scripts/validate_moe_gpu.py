@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MoE offload primitives: the simulator's model vs the H200 measurements (issue 15).
+"""MoE offload primitives: the simulator's model vs the H200 measurements (docs/moe_offload.md).
 
 Reads ``validation/h200_moe_measured.csv`` (made by ``python -m ahasd_sim measure moe``) and compares:
 

@@ -107,6 +107,9 @@ def test_area_command(smoke_cfg_file, capsys):
     assert main(["area", "--config", str(smoke_cfg_file)]) == 0
     out = capsys.readouterr().out
     assert "AAU" in out and "EDC" in out
+    # the PIM unit logic per die and the capacity it displaces, per unit preset
+    assert "PIM unit logic per die" in out and "capacity_lost_gib" in out
+    assert all(name in out for name in ("aim", "gemm_k8", "hbm_pim"))
 
 
 def test_run_identity_changes_with_config_and_trace(smoke_cfg_file, tmp_path):

@@ -60,13 +60,16 @@ def _pt(key, xs, windows=(0, 1, 2)):
 
 def test_paired_difference_hand_example():
     base, pt = _pt("b", [1.0, 2.0, 3.0]), _pt("p", [2.0, 4.0, 3.0])
-    m, h = paired_difference(pt, base, 0)
-    # differences 1, 2, 0: mean 1, sd 1, t(2) = 4.303 -> 4.303 / sqrt(3)
-    assert m == pytest.approx(1.0) and h == pytest.approx(4.302652729749464 / np.sqrt(3), rel=1e-12)
+    m, (lo, hi) = paired_difference(pt, base, 0)
+    # differences 1, 2, 0: mean 1, sd 1, t(2) = 4.303 -> [1 - 4.303 / sqrt(3), 1 + 4.303 / sqrt(3)]
+    h = 4.302652729749464 / np.sqrt(3)
+    assert m == pytest.approx(1.0) and lo == pytest.approx(1.0 - h, rel=1e-12) and hi == pytest.approx(1.0 + h, rel=1e-12)
     # windows that move together: the paired interval is far narrower than the unpaired ones
     base, pt = _pt("b", [1.0, 5.0, 9.0]), _pt("p", [1.1, 5.1, 9.2])
-    m, h = paired_difference(pt, base, 0)
-    assert h < mean_t_interval([1.0, 5.0, 9.0])[1] / 20
+    m, (lo, hi) = paired_difference(pt, base, 0)
+    assert (hi - lo) / 2 < mean_t_interval([1.0, 5.0, 9.0])[1] / 20
+    # two windows: below the t interval's minimum, no interval
+    assert paired_difference(_pt("p", [2.0, 4.0], (0, 1)), _pt("b", [1.0, 2.0], (0, 1)), 0)[1] is None
     with pytest.raises(ValueError, match="windows"):
         paired_difference(_pt("p", [1.0, 2.0], (0, 5)), _pt("b", [1.0, 2.0], (0, 1)), 0)
 
@@ -110,8 +113,36 @@ def test_sobol_intervals_are_the_same_twice_with_seed_zero(tmp_path):
     a = sobol_indices(study, blocks, 0)
     np.random.seed(2)                   # another global state: the intervals must not follow it
     b = sobol_indices(study, blocks, 0)
-    for k in ("S1", "S1_conf", "ST", "ST_conf"):
+    for k in ("S1", "S1_conf", "ST", "ST_conf", "S1_ci95_low", "ST_ci95_high"):
         np.testing.assert_array_equal(a[k], b[k])
+    # [low, high] within [0, 1], the range of an index, around the estimate where it lies inside
+    for k in ("S1", "ST"):
+        assert (a[f"{k}_ci95_low"] >= 0).all() and (a[f"{k}_ci95_high"] <= 1).all()
+        assert (a[f"{k}_ci95_low"] <= np.clip(a[k], 0, 1)).all() and (np.clip(a[k], 0, 1) <= a[f"{k}_ci95_high"]).all()
+
+
+def test_sobol_samples_is_a_budget():
+    """--sobol-samples caps the sample: with a tolerance the loop starts at sobol_samples but
+    never passes the budget (the cap at 8 of a study that starts at 32 runs 8, not 32 doubling
+    to 128); without a tolerance the whole budget runs at once; the study's own cap otherwise."""
+    from ahasd_sim.dse.sensitivity import sobol_budget
+    cfg = {"sobol_samples": 32, "sobol_tolerance": 0.05, "sobol_max_samples": 128}
+    assert sobol_budget(cfg, 8) == (8, 8)
+    assert sobol_budget(cfg, 64) == (32, 64)
+    assert sobol_budget(cfg, None) == (32, 128)
+    assert sobol_budget(cfg, 0) == (0, 0)
+    assert sobol_budget({"sobol_samples": 16}, None) == (16, 16)
+    assert sobol_budget({"sobol_samples": 16}, 4) == (4, 4)
+
+
+def test_sensitivity_help_states_the_point_count():
+    import argparse
+
+    from ahasd_sim.dse.cli import sensitivity_arguments
+    p = argparse.ArgumentParser()
+    sensitivity_arguments(p)
+    text = " ".join(p.format_help().split())
+    assert "hard cap" in text and "N x (D + 2) design points" in text and "x runs x windows simulations" in text
 
 
 def test_oat_is_paired_and_sobol_skips_infeasible_blocks_and_checks_convergence(tmp_path):
@@ -161,6 +192,9 @@ def test_failed_points_exit_1_with_one_line_each(tmp_path, capsys, monkeypatch):
                "--no-progress", "--sobol-samples", "0"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
+    # the study's 2 windows give no t interval: said once, up front
+    assert err[0].startswith("warning: ") and "2 trace windows per design point" in err[0]
+    err = err[1:]
     assert err[0].startswith("1 design point(s) failed")
     assert len(err) == 2 and err[1].startswith("error: oat pim.unit_gops_int8=409.6 failed: ") and "injected" in err[1]
 

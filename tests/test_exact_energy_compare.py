@@ -434,7 +434,9 @@ def _fake_window(i, tokens, makespan, prefill, energy, busy, acc, rej, killed, p
     return sim.RunResult(summary, ev, en, {"traceEvents": [{"name": f"w{i}"}], "displayTimeUnit": "ms"}, {"k": i})
 
 
-def test_combine_windows_totals_pooled_rates_and_intervals():
+def test_combine_windows_totals_pooled_rates_and_intervals(monkeypatch):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # hand-counted resamples of 2-3 windows
     cfg = _smoke_cfg("run.generated_tokens=16")
     w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5, "pim": 1.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5,
                       thr=10.0)
@@ -483,18 +485,23 @@ def test_combine_windows_totals_pooled_rates_and_intervals():
                                              {"device": "aau", "kind": "dynamic", "energy_j": 0.5}]
 
 
-def test_combine_one_window_and_a_mode_with_its_own_windows():
+def test_combine_one_window_and_a_mode_with_its_own_windows(monkeypatch):
     cfg = _smoke_cfg("run.generated_tokens=16")
     w0 = _fake_window(0, 16, 2.0, 0.5, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=2, verifs=5, thr=10.0)
     s = sim.combine_windows(cfg, [w0], [1]).summary
     # one window: its own totals' ratio (16 tokens / 1.5 s decode), no interval
     assert s["throughput_tok_s"] == 16 / 1.5 and s["throughput_tok_s_ci95"] is None
-    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (16 / 1.5, 16 / 1.5)
+    assert (s["throughput_tok_s_ci95_low"], s["throughput_tok_s_ci95_high"]) == (None, None)   # not [x, x]
     assert s["acceptance_rate"] == 0.123 and s["windows"] == 1 and s["window_start_prompts"] == [1]
     own = _fake_window(0, 16, 2.0, 0.0, 4.0, {"npu": 1.5}, acc=12, rej=3, killed=1, pv_acc=0, verifs=5, thr=10.0)
     own.summary["mode_windows"] = {"n": 3, "basis": "rounds", "throughput_tok_s": [1.0, 2.0, 6.0],
                                    "generated_tokens": [4.0, 4.0, 4.0], "decode_makespan_s": [2.0, 2.0, 2.0],
                                    "throughput_e2e_tok_s": [1.0, 1.0, 1.0]}
+    # 3 windows: below the bootstrap's minimum (5), no interval; with the minimum at 2, the
+    # interval of the mode's windows
+    assert sim.combine_windows(cfg, [own], [0]).summary["throughput_tok_s_ci95"] is None
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)
     res = sim.combine_windows(cfg, [own], [0])
     s = res.summary
     assert (s["windows"], s["window_basis"]) == (3, "rounds") and "mode_windows" not in s
@@ -576,6 +583,8 @@ def _fake_compare(monkeypatch, per_run):
 
 
 def test_compare_interval_of_paired_window_ratios(tmp_path, monkeypatch):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # hand-counted resamples of 2-3 windows
     cmp, written = _fake_compare(monkeypatch, {"async": ([10.0, 20.0], [2.0, 4.0], {}),
                                                "ahasd": ([15.0, 20.0], [1.0, 4.0], {})})
     cfg = _smoke_cfg("run.generated_tokens=16", "run.windows=2")

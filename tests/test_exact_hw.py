@@ -305,7 +305,9 @@ def test_pim_roofline_tie_is_bandwidth_bound():
 def test_pim_capacity_power_and_kv_write_bytes():
     p = _pim(rank_capacity_gib=2.0, ranks=8, static_mw_per_rank=3.0, vectors_per_weight_read=2, gemv_timing="roofline")
     assert p.rank_capacity_bytes == 2 * 2**30 and p.capacity_bytes == 8 * 2 * 2**30
-    assert p.static_power_w == pytest.approx(8 * 3.0e-3, rel=1e-12, abs=0)
+    # leakage follows the unit's logic area: k = 2 doubles its lanes, buffer and registers
+    assert p.leakage_area_ratio == pytest.approx(2.0, rel=1e-12)
+    assert p.static_power_w == pytest.approx(8 * 3.0e-3 * 2, rel=1e-12, abs=0)
     assert p.total_units == 8
     # 5 tokens, 2 vectors held: ceil(5/2) = 3 passes over the weights and the KV read; the KV
     # written (new tokens' K/V) is written once
@@ -605,7 +607,9 @@ def test_nonlinear_class_of_ops_without_the_attribute():
 
 
 def test_partition_reserves_inputs_and_limits():
-    p = _pim(partition_policy="min_fit", rank_capacity_gib=1.0, ranks=4)
+    # single-die placement (die lockstep off): the rank arithmetic itself; lockstep is
+    # tests/test_pim_unit.py::test_a_placement_never_splits_a_ranks_dies
+    p = _pim(partition_policy="min_fit", rank_capacity_gib=1.0, ranks=4, die_lockstep=False)
     gib = 2.0**30
     # exactly one rank each (no reserve by default: one byte more would need a second rank)
     part = p.partition(gib, gib)

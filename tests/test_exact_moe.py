@@ -369,7 +369,7 @@ def _fake_platform(**gpu_over):
     cfg = dict(launch_overhead_us=2.0, moe_kernel="fused", active_power_w=30.0, idle_power_w=10.0,
                kernels_per_layer=4, moe_fused_kernels=3, moe_fused_fixed_us=None, moe_fused_per_expert_us=5.0,
                moe_fused_per_pair_us=7.0, moe_loop_fixed_us=11.0, moe_loop_overhead_per_expert_us=13.0,
-               moe_loop_per_pair_us=17.0)
+               moe_loop_per_pair_us=17.0, multi_token_layer_overhead_us=0.0)
     cfg.update(gpu_over)
     gpu = NS(cfg=NS(**cfg), effective_ops_s=1200.0, effective_bandwidth_bytes_s=100.0,
              op_cost=lambda op: NS(duration_s=op.d))
@@ -700,18 +700,25 @@ def test_tree_policy_sections_metadata_and_defaults():
 
 # ------------------------------------------------------------------ compare
 def test_compare_candidates_grid():
-    """EAGLE: 10 node counts x 3 depths + 5 fixed shapes = 35; budgets 7; autoregressive 1."""
+    """Autoregressive 1; EAGLE: 5 node counts at depth 6 + 2 fixed shapes = 7; budgets 4; SpecFit
+    max_nodes 4; EcoSpec mu 4; expert-blind SpecFit 4; CPU experts 2 policies x 2 executions."""
     c = mc.candidates()
-    assert list(c) == ["eagle_tuned", "expert_budget_tuned", "autoregressive"]
-    assert [len(v) for v in c.values()] == [35, 7, 1]
-    assert c["eagle_tuned"][0] == ("eagle_dynamic N=2 depth=3", ["run.policy=eagle_dynamic",
-                                   "tree_policy.eagle_dynamic.total_nodes=2", "tree_policy.eagle_dynamic.max_depth=3"])
-    assert c["eagle_tuned"][29][0] == "eagle_dynamic N=64 depth=6"
-    assert c["eagle_tuned"][30] == ("eagle_fixed [1, 1, 1, 1]", ["run.policy=eagle_fixed",
+    assert list(c) == ["autoregressive", "eagle_tuned", "expert_budget_tuned", "specfit_tuned", "ecospec_tuned",
+                       "specfit_blind_tuned", "cpu_experts_tuned"]
+    assert [len(v) for v in c.values()] == [1, 7, 4, 4, 4, 4, 4]
+    assert c["eagle_tuned"][0] == ("eagle_dynamic N=4 depth=6", ["run.policy=eagle_dynamic",
+                                   "tree_policy.eagle_dynamic.total_nodes=4", "tree_policy.eagle_dynamic.max_depth=6"])
+    assert c["eagle_tuned"][4][0] == "eagle_dynamic N=64 depth=6"
+    assert c["eagle_tuned"][5] == ("eagle_fixed [1, 1, 1, 1]", ["run.policy=eagle_fixed",
                                     "tree_policy.eagle_fixed.branching=[1,1,1,1]"])
-    assert c["expert_budget_tuned"][0] == ("expert_budget B=8", ["run.policy=expert_budget",
-                                           "tree_policy.expert_budget.budget_experts_per_layer=8"])
+    assert c["expert_budget_tuned"][0] == ("expert_budget B=4", ["run.policy=expert_budget",
+                                           "tree_policy.expert_budget.budget_experts_per_layer=4"])
     assert c["autoregressive"] == [("no_draft", ["run.policy=no_draft"])]
+    assert c["specfit_blind_tuned"][1] == ("specfit expert-blind max_nodes=16", [
+        "run.policy=specfit", "tree_policy.specfit.expert_term=false", "tree_policy.specfit.max_nodes=16"])
+    assert c["ecospec_tuned"][0] == ("ecospec mu=0.25", ["run.policy=ecospec", "tree_policy.ecospec.mu=0.25"])
+    assert c["cpu_experts_tuned"][3] == ("specfit experts=mixed", ["run.policy=specfit", "moe.expert_execution=mixed",
+                                                                   "tree_policy.specfit.max_nodes=16"])
 
 
 def _split_cfg(profile, windows):
@@ -726,6 +733,9 @@ def test_compare_split_rounds():
                                                                      "profile": (90, 100)}
     assert mc.split_rounds(_split_cfg(10, 5), [0] * 30, 0.5)["reported"] == (0, 10)
     assert mc.split_rounds(_split_cfg(0, 5), [0] * 20, 0.2)["tuning"] == (16, 20)
+    # max_rounds 60: only the first 60 are split (20 tune), the profile stays the trace's last 10
+    assert mc.split_rounds(_split_cfg(10, 4), [0] * 100, 1 / 3, 60) == {"reported": (0, 40), "tuning": (40, 60),
+                                                                         "profile": (90, 100)}
     with pytest.raises(ConfigError) as e:
         mc.split_rounds(_split_cfg(10, 6), [0] * 30, 0.5)
     assert (e.value.source, e.value.key_path, e.value.message) == (
@@ -749,13 +759,18 @@ def test_format_compare_moe():
                        "ci95": [11.0, 13.96], "vs_best_baseline": 1.23456, "vs_best_baseline_ci95": [1.1, 1.3],
                        "nodes_verified": 7.25, "accepted_per_round": 2.345, "expert_h2d_gb": 0.5,
                        "hit_rate": 0.12345, "windows": 8, "best_baseline": "eagle_tuned (x)",
-                       "reported_rounds": "0-60", "tuning_rounds": "60-90", "profile_rounds": "90-100"}])
-    head = ["row", "config", "tok/s [95% CI]", "vs best baseline [95% CI]", "nodes", "acc/round", "H2D GB", "hit"]
-    body = ["specfit", "run.policy=specfit", "12.3 [11.0, 14.0]", "1.235 [1.100, 1.300]", "7.2", "2.35", "0.50",
-            "0.123"]
+                       "vs_expert_blind": 0.5, "vs_expert_blind_ci95": [0.25, 0.75],
+                       "reported_rounds": "0-60", "tuning_rounds": "60-90", "profile_rounds": "90-100",
+                       "routing": "recorded"}])
+    head = ["row", "config", "tok/s [95% CI]", "vs best baseline [95% CI]", "vs expert-blind [95% CI]", "nodes",
+            "acc/round", "H2D GB", "hit"]
+    body = ["specfit", "run.policy=specfit", "12.3 [11.0, 14.0]", "1.235 [1.100, 1.300]", "0.500 [0.250, 0.750]",
+            "7.2", "2.35", "0.50", "0.123"]
     tail = ("best baseline: eagle_tuned (x), chosen on tuning rounds 60-90; reported rounds 0-60 (8 windows: ratio "
             "estimators, 95% intervals by resampling whole windows, paired for ratios); profile rounds 90-100")
     assert mc.format_compare_moe(t) == "\n".join(text_table([head, body]) + [tail])
+    synth = mc.format_compare_moe(t.assign(routing="synthetic")).splitlines()[-1]
+    assert synth.startswith("ROUTING IS SYNTHETIC")
 
 
 class _Windows:
@@ -768,14 +783,19 @@ class _Windows:
 
 def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     """The compare driver with stand-in simulations (the real ones are covered by
-    test_moe_offload's compare test). 30 rounds, 6 profile, a third of the other 24 tune:
-    reported 0-16, tuning 16-24, profile 24-30; every round commits 1 token, so the budgets are
-    8 + 1 = 9 (tuning) and 16 + 1 = 17 (reported). Tuning throughput: eagle N=8 depth=4 30 tok/s,
-    expert budget B=16 20, no_draft 5, every other candidate 10 -> best family eagle_tuned.
-    Reported windows (3, 1 s each): the tuned EAGLE 30 tokens each (30 tok/s), specfit 45 each
-    (45 tok/s, 1.5 x the best baseline, intervals [45, 45] and [1.5, 1.5]: every window has the
-    same rate); ecospec 10, 50, 30 (90 / 3 = 30 tok/s; intervals as metrics.stats gives them for
-    n_boot 300); every other row 15 each (0.5 x)."""
+    test_moe_offload's compare test) and a small grid: autoregressive (one candidate), EAGLE
+    (N=8 depth=6, N=16 depth=6), expert budget (B=16, B=4), SpecFit (max_nodes 8, one candidate,
+    expert-aware) and expert-blind SpecFit (max_nodes 16, one candidate). 30 rounds, 6 profile,
+    a third of the other 24 tune: reported 0-16, tuning 16-24, profile 24-30; every round commits
+    1 token, so the budgets are 8 + 1 = 9 (tuning) and 16 + 1 = 17 (reported). Tuning
+    throughput: eagle N=8 depth=6 30 tok/s, B=16 20, no_draft 5, every other run 10; one-candidate
+    families are not tuned, but the expert-blind ones run once on the tuning rounds for the choice
+    of the best baseline -> eagle_tuned (SpecFit, expert-aware, is not a baseline). Reported
+    windows (3, 1 s each): the tuned EAGLE 30 tokens each; SpecFit rows with the expert term 45
+    each; SpecFit uncalibrated 10, 50, 30; every other row 15 each (the expert-blind SpecFit too: SpecFit is
+    3 x it)."""
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # few windows keep the test short
     import ahasd_sim.modes.moe.offload as mo
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
@@ -788,7 +808,7 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     class Cfg:
         def __init__(self, o=()):
             self.o = list(o)
-            self.moe = NS(tree_trace="t.npz", profile_rounds=6, ci_windows=2)
+            self.moe = NS(tree_trace="t.npz", profile_rounds=6, ci_windows=2, routing="trace")
             self.source_file = "c.yaml"
 
         def replace(self, o):
@@ -801,17 +821,18 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
         sl = [x for x in cfg.o if x.startswith(slice_keys)]
         runs.append((own, sl))
         if "moe.trace_start_round=16" in sl:          # tuning
-            tput = {("tree_policy.eagle_dynamic.total_nodes=8", "tree_policy.eagle_dynamic.max_depth=4"): 30.0,
+            tput = {("tree_policy.eagle_dynamic.total_nodes=8", "tree_policy.eagle_dynamic.max_depth=6"): 30.0,
                     ("tree_policy.expert_budget.budget_experts_per_layer=16",): 20.0}.get(tuple(own[1:]), 10.0)
             if own == ["run.policy=no_draft"]:
                 tput = 5.0
             return NS(summary={"generated_tokens": 2 * tput, "decode_makespan_s": 2.0, "mode_windows": {}})
         if own == ["run.policy=eagle_dynamic", "tree_policy.eagle_dynamic.total_nodes=8",
-                   "tree_policy.eagle_dynamic.max_depth=4"]:
+                   "tree_policy.eagle_dynamic.max_depth=6"]:
             w = _Windows([30, 30, 30], [1, 1, 1])
-        elif own == ["run.policy=specfit"]:
+        elif own[0] == "run.policy=specfit" and "tree_policy.specfit.expert_term=false" not in own \
+                and "moe.cost_calibration=none" not in own:
             w = _Windows([45, 45, 45], [1, 1, 1])
-        elif own == ["run.policy=ecospec"]:
+        elif own == ["run.policy=specfit", "moe.cost_calibration=none"]:
             w = _Windows([10, 50, 30], [1, 1, 1])
         else:
             w = _Windows([15, 15, 15], [1, 1, 1])
@@ -823,45 +844,58 @@ def test_run_compare_moe_plumbing_with_stand_in_runs(monkeypatch, tmp_path):
     monkeypatch.setattr(sim, "run_simulation", fake_run)
     monkeypatch.setattr(out_mod, "write_run", lambda res, cfg, d, s: written.append(
         ("run", d.name, isinstance(res.windows, _Windows), cfg.o[-1], s >= 0)))
-    table, tune, out = mc.run_compare_moe(Cfg(), tmp_path / "cmp", n_boot=300)
+    c = mc.candidates()
+    grid = {"autoregressive": c["autoregressive"],
+            "eagle_tuned": [x for x in c["eagle_tuned"] if x[0] in ("eagle_dynamic N=8 depth=6",
+                                                                  "eagle_dynamic N=16 depth=6")],
+            "expert_budget_tuned": [x for x in c["expert_budget_tuned"] if x[0] in ("expert_budget B=16",
+                                                                                  "expert_budget B=4")],
+            "specfit_tuned": c["specfit_tuned"][:1], "specfit_blind_tuned": c["specfit_blind_tuned"][1:2]}
+    progress = []
+    table, tune, out = mc.run_compare_moe(Cfg(), tmp_path / "cmp", n_boot=300, grid=grid,
+                                          progress=lambda d, t, label: progress.append((d, t, label)))
 
     assert out == tmp_path / "cmp" and written[0] == ("trace", ("resolved", "t.npz", "c.yaml"))
-    assert len(tune) == 43 and list(tune.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"]
-    assert tune.iloc[0].to_dict() == {"family": "eagle_tuned", "config": "eagle_dynamic N=2 depth=3",
-                                      "tuning_throughput_tok_s": 10.0, "overrides": "run.policy=eagle_dynamic "
-                                      "tree_policy.eagle_dynamic.total_nodes=2 tree_policy.eagle_dynamic.max_depth=3"}
+    # 4 tuning runs + 7 reported rows + 2 one-candidate baselines measured on the tuning rounds
+    assert [p[:2] for p in progress] == [(i, 13) for i in range(13)]
+    assert len(tune) == 7 and list(tune.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"]
+    assert tune.set_index("config").tuning_throughput_tok_s.to_dict(into=dict) == pytest.approx({
+        "no_draft": 5.0, "eagle_dynamic N=8 depth=6": 30.0, "eagle_dynamic N=16 depth=6": 10.0,
+        "expert_budget B=16": 20.0, "expert_budget B=4": 10.0, "specfit max_nodes=8": float("nan"),
+        "specfit expert-blind max_nodes=16": 10.0}, nan_ok=True)
     assert runs[0][1] == ["moe.trace_start_round=16", "moe.trace_end_round=24", "moe.profile_start_round=24",
                           "moe.profile_rounds=6", "run.generated_tokens=9"]
-    assert runs[-1][1] == ["moe.trace_start_round=0", "moe.trace_end_round=16", "moe.profile_start_round=24",
-                           "moe.profile_rounds=6", "run.generated_tokens=17"]
-    rows = ["specfit", "ecospec", "specfit_expert_term_off", "specfit_gated", "eagle_dynamic_default",
-            "eagle_tuned", "expert_budget_tuned", "autoregressive"]
+    assert runs[4][1] == ["moe.trace_start_round=0", "moe.trace_end_round=16", "moe.profile_start_round=24",
+                          "moe.profile_rounds=6", "run.generated_tokens=17"]
+    rows = ["autoregressive", "eagle_tuned", "expert_budget_tuned", "specfit_tuned", "specfit_blind_tuned",
+            "specfit_uncalibrated", "eagle_dynamic_default"]
     assert table.row.tolist() == rows and [x[1] for x in written[1:]] == rows
     assert all(x[2:] == (True, "run.generated_tokens=17", True) for x in written[1:])   # each row's result and config
-    assert table.config.tolist()[4:] == ["run.policy=eagle_dynamic", "eagle_dynamic N=8 depth=4", "expert_budget B=16",
-                                         "no_draft"]
-    assert table.config[2] == "run.policy=specfit tree_policy.specfit.expert_term=false"
-    assert table.throughput_tok_s.tolist() == [45.0, 30.0, 15.0, 15.0, 15.0, 30.0, 15.0, 15.0]
-    assert table.vs_best_baseline.tolist() == [1.5, 1.0, 0.5, 0.5, 0.5, 1.0, 0.5, 0.5]
-    assert table.ci95[0] == [45.0, 45.0] and table.vs_best_baseline_ci95[0] == [1.5, 1.5]
-    assert table.ci95[1] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
-    assert table.vs_best_baseline_ci95[1] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1],
+    assert table.config.tolist()[:3] == ["no_draft", "eagle_dynamic N=8 depth=6", "expert_budget B=16"]
+    assert table.config[5] == "run.policy=specfit moe.cost_calibration=none"
+    assert table.throughput_tok_s.tolist() == [15.0, 30.0, 15.0, 45.0, 15.0, 30.0, 15.0]
+    assert table.vs_best_baseline.tolist() == [0.5, 1.0, 0.5, 1.5, 0.5, 1.0, 0.5]
+    assert table.vs_expert_blind.tolist() == [1.0, 2.0, 1.0, 3.0, 1.0, 2.0, 1.0]
+    assert table.ci95[3] == [45.0, 45.0] and table.vs_best_baseline_ci95[3] == [1.5, 1.5]
+    assert table.ci95[5] == ratio_ci([10, 50, 30], [1, 1, 1], n_resamples=300)[1]
+    assert table.vs_best_baseline_ci95[5] == paired_ratio_ci([10, 50, 30], [1, 1, 1], [30, 30, 30], [1, 1, 1],
                                                              n_resamples=300)[1]
     r0 = table.iloc[0]
     assert (r0.nodes_verified, r0.accepted_per_round, r0.expert_h2d_gb, r0.hit_rate, r0.windows) == (
         7.0, 2.5, 3.0, 0.25, 3)
-    assert (r0.best_baseline, r0.reported_rounds, r0.tuning_rounds, r0.profile_rounds) == (
-        "eagle_tuned (eagle_dynamic N=8 depth=4)", "0-16", "16-24", "24-30")
+    assert (r0.best_baseline, r0.reported_rounds, r0.tuning_rounds, r0.profile_rounds, r0.routing) == (
+        "eagle_tuned (eagle_dynamic N=8 depth=6)", "0-16", "16-24", "24-30", "recorded")
     csv = pd.read_csv(tmp_path / "cmp" / "compare.csv")
-    assert csv.row.tolist() == rows and csv.ci95_low[0] == 45.0 and csv.vs_best_baseline_ci95_high[0] == 1.5
-    assert csv.ci95_high[1] == table.ci95[1][1]
-    assert csv.vs_best_baseline_ci95_low[1] == table.vs_best_baseline_ci95[1][0]
+    assert csv.row.tolist() == rows and csv.ci95_low[3] == 45.0 and csv.vs_best_baseline_ci95_high[3] == 1.5
+    assert csv.ci95_high[5] == table.ci95[5][1]
+    assert csv.vs_best_baseline_ci95_low[5] == table.vs_best_baseline_ci95[5][0]
     assert list(csv.columns) == ["row", "config", "throughput_tok_s", "nodes_verified", "accepted_per_round",
-                                 "expert_h2d_gb", "hit_rate", "windows", "vs_best_baseline", "best_baseline",
-                                 "reported_rounds", "tuning_rounds", "profile_rounds", "ci95_low", "ci95_high",
-                                 "vs_best_baseline_ci95_low", "vs_best_baseline_ci95_high"]
+                                 "expert_h2d_gb", "hit_rate", "windows", "vs_best_baseline", "vs_expert_blind",
+                                 "best_baseline", "reported_rounds", "tuning_rounds", "profile_rounds", "routing",
+                                 "ci95_low", "ci95_high", "vs_best_baseline_ci95_low", "vs_best_baseline_ci95_high",
+                                 "vs_expert_blind_ci95_low", "vs_expert_blind_ci95_high"]
     tcsv = pd.read_csv(tmp_path / "cmp" / "tuning.csv")
-    assert list(tcsv.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"] and len(tcsv) == 43
+    assert list(tcsv.columns) == ["family", "config", "tuning_throughput_tok_s", "overrides"] and len(tcsv) == 7
 
 
 def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path):
@@ -869,7 +903,8 @@ def test_run_compare_moe_refuses_rows_on_different_rounds(monkeypatch, tmp_path)
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
     tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
-    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2), source_file="c", replace=lambda o: o)
+    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2, routing="trace"), source_file="c",
+             replace=lambda o: o)
 
     def fake_run(o):
         if "moe.trace_start_round=16" in o:
@@ -891,7 +926,8 @@ def test_run_compare_moe_one_window_rows_have_no_interval_and_missing_stats_read
     import ahasd_sim.output as out_mod
     import ahasd_sim.simulation as sim
     tt = type("TT", (), {"round_n_commit": np.ones(30, dtype=int), "__len__": lambda self: 30})()
-    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2), source_file="c", replace=lambda o: o)
+    cfg = NS(moe=NS(tree_trace="t", profile_rounds=6, ci_windows=2, routing="trace"), source_file="c",
+             replace=lambda o: o)
 
     def fake_run(o):
         if "moe.trace_start_round=16" in o:

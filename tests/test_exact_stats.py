@@ -16,6 +16,14 @@ import pytest
 from ahasd_sim.metrics import stats
 
 
+@pytest.fixture(autouse=True)
+def _hand_countable_windows(monkeypatch):
+    """These tests check the resampling arithmetic on 2 to 4 windows, counted by hand; the
+    minimum window count of a published interval (stats.MIN_BOOTSTRAP_WINDOWS) is tested in
+    test_sizes_ok_needs_the_minimum_and_two_windows_per_stratum, which restores it."""
+    monkeypatch.setattr(stats, "MIN_BOOTSTRAP_WINDOWS", 2)
+
+
 def ex(x):
     return pytest.approx(x, rel=1e-12, abs=0)
 
@@ -32,7 +40,7 @@ def test_ratio_table_resamples_seed_and_method_text():
     }
     assert stats.BOOTSTRAP_RESAMPLES == 10_000 and stats.BOOTSTRAP_SEED == 0
     assert stats.METHOD == ("ratio of totals over trace windows; 95% percentile bootstrap over whole windows "
-                            "(10000 resamples, paired for ratios between configurations)")
+                            "(10000 resamples, paired for ratios between configurations; none below 5 windows)")
 
 
 # ------------------------------------------------------------------ totals and ratios
@@ -129,7 +137,17 @@ def test_stratified_resample_draws_each_stratum_from_its_own_windows():
         stats.resample_indices(3, ["a", "b"])
 
 
-def test_sizes_ok_needs_two_windows_per_stratum():
+def test_sizes_ok_needs_the_minimum_and_two_windows_per_stratum(monkeypatch):
+    """A bootstrap interval needs MIN_BOOTSTRAP_WINDOWS (5) windows: 4 windows have 35 distinct
+    resamples, too few for a 2.5% percentile; 5 have 126. With strata, two per stratum too."""
+    monkeypatch.setattr(stats, "MIN_BOOTSTRAP_WINDOWS", 5)
+    assert not stats._sizes_ok(4, None) and stats._sizes_ok(5, None)
+    assert stats.ratio_ci([1.0, 2.0, 3.0, 4.0], [1.0] * 4)[1] is None
+    assert stats.ratio_ci([1.0, 2.0, 3.0, 4.0, 5.0], [1.0] * 5)[1] is not None
+    assert stats.too_few(4) == "n<5" and stats.too_few(5) is None and stats.too_few(2, "t") == "n<3"
+    assert not stats._sizes_ok(5, ["a", "a", "a", "a", "b"])     # b has one window
+    assert stats._sizes_ok(6, ["a", "b", "a", "b", "a", "b"])
+    monkeypatch.setattr(stats, "MIN_BOOTSTRAP_WINDOWS", 2)
     assert not stats._sizes_ok(1, None) and stats._sizes_ok(2, None)
     assert stats._sizes_ok(4, ["a", "b", "a", "b"])
     assert not stats._sizes_ok(3, ["a", "b", "a"])         # b has one window
@@ -279,7 +297,7 @@ def test_fmt_ci_and_ci_fields():
     assert stats.fmt_ci(3, None, 0) == "3"
     assert stats.ci_fields("x", 2.0, [1.0, 3.0]) == {"x": 2.0, "x_ci95": [1.0, 3.0], "x_ci95_low": 1.0,
                                                       "x_ci95_high": 3.0}
-    assert stats.ci_fields("x", 2.0, None) == {"x": 2.0, "x_ci95": None, "x_ci95_low": 2.0, "x_ci95_high": 2.0}
+    assert stats.ci_fields("x", 2.0, None) == {"x": 2.0, "x_ci95": None, "x_ci95_low": None, "x_ci95_high": None}
 
 
 def test_percentile_of_one_finite_draw_is_that_draw():

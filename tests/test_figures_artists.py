@@ -90,6 +90,8 @@ def _bars_input():
 
 
 def test_grouped_bars_carry_window_intervals_and_readable_labels(monkeypatch, tmp_path):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)     # 3 windows, resampled by hand below
     res, win = _bars_input()
     figs = _capture(monkeypatch, bars)
     bars.normalised_bars(res, tmp_path / "b", bars=["gpu_only", "ahasd"], windows=win)
@@ -106,9 +108,9 @@ def test_grouped_bars_carry_window_intervals_and_readable_labels(monkeypatch, tm
     assert lo < 30 / 29.4 < hi
     # value labels sit above the interval, inside the axes
     for t in ax.texts:
-        if t.get_text() == "1.02":
-            assert t.get_position()[1] == pytest.approx(hi, rel=1e-12, abs=0)
-            assert t.get_position()[1] < ax.get_ylim()[1]
+        if t.get_text() == "1.02":                      # anchored at the interval's top (+2 points)
+            assert t.xy[1] == pytest.approx(hi, rel=1e-12, abs=0)
+            assert t.xy[1] < ax.get_ylim()[1]
     # words with units: "Throughput (x GPU only)", legend entries without keys
     assert "(x GPU only)" in ax.get_ylabel()
     legend = fig.legends[0]
@@ -132,7 +134,7 @@ def test_grouped_bars_without_window_samples_say_so(monkeypatch, tmp_path):
     figs2 = _capture(monkeypatch, bars)
     bars.normalised_bars(res, tmp_path / "b1", bars=["gpu_only", "ahasd"], windows=win[win["window"] == 0])
     assert not any(_errorbar_segments(a) for a in figs2[-1].axes)
-    assert any("4 of 4 bars without: fewer than two windows" in t.get_text() for t in figs2[-1].texts)
+    assert any("4 of 4 bars without: fewer than 5 windows (n<5)" in t.get_text() for t in figs2[-1].texts)
 
 
 # ------------------------------------------------------------------ Pareto 2-D
@@ -205,7 +207,9 @@ def test_parallel_coordinates_axes_are_words(monkeypatch, tmp_path):
 def test_tornado_labels_intervals_and_legend(monkeypatch, tmp_path):
     figs = _capture(monkeypatch, pareto)
     oat = pd.DataFrame({"parameter": ["npu.freq_ghz", "pim.ranks"], "low_label": ["1", "2"], "high_label": ["3", "8"],
-                        "low": [9.0, 9.5], "high": [12.0, 10.5], "low_ci95": [0.25, 0.5], "high_ci95": [0.5, 0.25]})
+                        "low": [9.0, 9.5], "high": [12.0, 10.5],
+                        "low_diff_ci95_low": [-1.25, -1.0], "low_diff_ci95_high": [-0.75, 0.0],
+                        "high_diff_ci95_low": [1.5, 0.25], "high_diff_ci95_high": [2.5, 0.75]})
     pareto.tornado(oat, "throughput_tok_s", 10.0, tmp_path / "t")
     fig = figs[-1]
     ax = fig.axes[0]
@@ -250,6 +254,109 @@ def test_gantt_legend_clears_panel_titles(monkeypatch, tmp_path):
             assert t.get_text() in {"GPU", "NPU", "PIM"}
 
 
+def test_gantt_panels_share_one_x_range_and_the_legend_lists_drawn_tasks(monkeypatch, tmp_path):
+    """A short run (ends at 5 ms) next to a long one (ends at 50 ms): both panels show the same
+    window, 10%-30% of the shortest (0.5-1.5 ms); "wait" occurs only after it and is not in the
+    legend."""
+    figs = _capture(monkeypatch, timeline)
+    short = pd.DataFrame({"device": ["npu", "pim"], "task": ["draft", "verify"],
+                          "start_s": [0.0, 0.001], "end_s": [0.002, 0.005]})
+    long = pd.DataFrame({"device": ["npu", "pim", "npu"], "task": ["draft", "verify", "wait"],
+                         "start_s": [0.0, 0.001, 0.010], "end_s": [0.02, 0.03, 0.05]})
+    timeline.plot_gantt({"short": short, "long": long}, tmp_path / "g")
+    fig = figs[-1]
+    lims = {tuple(round(v, 9) for v in a.get_xlim()) for a in fig.axes}
+    assert lims == {(0.5, 1.5)}
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["draft", "verify"]
+
+
+def test_parallel_coordinates_texts_do_not_overlap(monkeypatch, tmp_path):
+    """The shipped study's axes (9, long model-pair choices, a 32-1024 GB/s log axis): no value
+    label overlaps another text, and numbers are plain ("1020", not "1.02e+03")."""
+    figs = _capture(monkeypatch, pareto)
+    rng = np.random.default_rng(0)
+    pairs = ["opt-1.3b/opt-6.7b", "llama2-7b/llama2-13b", "palm-like-8b/palm-like-30b"]
+    pols = ["adaedl", "svip", "specdecpp", "banditspec", "fixed"]
+    mems = ["LPDDR5/4266", "LPDDR5/5500", "LPDDR5/6400", "LPDDR5X/7500", "LPDDR5X/8533"]
+    n = 40
+    df = pd.DataFrame({"pim.unit_gops_int8": rng.uniform(25.6, 819.2, n), "pim.internal_bw_gb_s": rng.uniform(32, 1024, n),
+                       "pim.ranks": rng.choice([12, 16], n), "memory.channels": rng.choice([2, 4, 8], n),
+                       "memory.standard,memory.data_rate_mts": rng.choice(mems, n),
+                       "run.draft_model,run.target_model": rng.choice(pairs, n), "run.policy": rng.choice(pols, n),
+                       "throughput_ratio": rng.uniform(0.08, 0.9, n), "energy_efficiency_ratio": rng.uniform(0.36, 0.95, n)})
+    axes = list(df.columns)
+    pareto.parallel_coordinates(df, df.iloc[:3], axes, tmp_path / "pc",
+                                categories={"pim.ranks": [12, 16], "memory.channels": [2, 4, 8],
+                                            "memory.standard,memory.data_rate_mts": mems,
+                                            "run.draft_model,run.target_model": pairs, "run.policy": pols},
+                                log_axes={"pim.unit_gops_int8", "pim.internal_bw_gb_s"},
+                                limits={"pim.unit_gops_int8": (25.6, 819.2), "pim.internal_bw_gb_s": (32.0, 1024.0)})
+    fig = figs[-1]
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "1020" in texts and not any("e+" in t for t in texts)
+    assert not _overlaps(fig, list(ax.texts))
+
+
+# ------------------------------------------------------------------ paper style
+def _overlaps(fig, texts, others=()):
+    """Pairs of visible, non-empty texts (and text-vs-artist) whose drawn boxes intersect."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(r)) for t in texts if t.get_visible() and t.get_text()]
+    bad = [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+    from matplotlib.transforms import Bbox
+    for o in others:              # each drawn segment of a collection (a whisker, a cap)
+        for seg in o.get_segments():
+            pts = o.get_transform().transform(seg)
+            ob = Bbox.from_extents(pts[:, 0].min(), pts[:, 1].min(), pts[:, 0].max(), pts[:, 1].max())
+            bad += [(a, "whisker") for a, ba in boxes if ba.overlaps(ob)]
+    return bad
+
+
+def test_log_axes_print_plain_decimals(tmp_path):
+    """save_figure labels every log axis with plain decimals: 0.6 and 2, never "6x10^-1"."""
+    from ahasd_sim.plots.style import apply_style, plt, save_figure
+    apply_style()
+    fig, ax = plt.subplots()
+    ax.plot([0.55, 0.9], [0.001, 1000])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.5, 0.95)          # less than a decade: the minor ticks are labelled
+    save_figure(fig, tmp_path / "f", formats=("png",))
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels()
+              + ax.get_yticklabels() if t.get_text()]
+    assert labels and "0.6" in labels and "1000" in labels and "0.001" in labels
+    for t in labels:
+        float(t.replace("\u2212", "-"))            # a plain number: no mathtext, no "x10^"
+        assert "$" not in t and "times" not in t
+
+
+def test_column_presets():
+    from ahasd_sim.plots.style import figure_size
+    assert figure_size("one") == (3.5, pytest.approx(3.5 * 0.62))
+    assert figure_size("two", height_in=2.0) == (7.0, 2.0)
+    with pytest.raises(ValueError):
+        figure_size("three")
+
+
+def test_bar_value_labels_clear_of_whiskers_and_texts(monkeypatch, tmp_path):
+    """Grouped bars with intervals: no value label overlaps another text or an error bar, and
+    the baseline's bars (1 by definition) carry no "1" label."""
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)
+    res, win = _bars_input()
+    figs = _capture(monkeypatch, bars)
+    bars.normalised_bars(res, tmp_path / "b", bars=["gpu_only", "ahasd"], windows=win)
+    fig = figs[-1]
+    for ax in fig.axes:
+        assert "1" not in [t.get_text() for t in ax.texts]
+        from matplotlib.collections import LineCollection
+        whiskers = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert not _overlaps(fig, list(ax.texts) + list(ax.get_xticklabels()), whiskers)
+
+
 # ------------------------------------------------------------------ sweep lines and heat map
 def _sweep_input(xs=(8, 16, 32)):
     """One point per (x, seed); windows: 2 seeds x 3 windows per x. At x the tokens per window are
@@ -268,6 +375,8 @@ def _sweep_input(xs=(8, 16, 32)):
 
 
 def test_sweep_lines_ticks_log2_and_window_intervals(monkeypatch, tmp_path):
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)     # 3 windows, resampled by hand below
     figs = _capture(monkeypatch, sweep_plots)
     res, win = _sweep_input()
     sweep_plots.lines(res, "ahasd.max_verify_tokens", "throughput_tok_s", tmp_path / "l", windows=win)

@@ -109,7 +109,7 @@ def test_pim_multi_token_rereads_weights_per_held_vector():
 
 
 def test_pim_attention_reads_kv_in_ranks_and_energy():
-    cfg = make_cfg()
+    cfg = make_cfg({"pim": {"protocol_io": "free"}})
     mem = Lpddr5Memory(cfg.memory)
     p = PimMemory(cfg.pim, mem)
     op = Op(kind="attention", n_tokens=1, macs=32 * 128 * 1024, flops=2 * 32 * 128 * 1024,
@@ -122,7 +122,8 @@ def test_pim_attention_reads_kv_in_ranks_and_energy():
 
 
 def test_partition_min_fit_matches_reference_split():
-    p = pim_of({"pim": {"partition_policy": "min_fit"}})
+    # the paper's split counts single PIM units (dies): die lockstep off reproduces it
+    p = pim_of({"pim": {"partition_policy": "min_fit", "die_lockstep": False}})
     # LLaMA2-7B + 13B INT8 -> 2 + 4 ranks of 4 GiB
     part = p.partition(6.738e9, 13.016e9)
     assert (part.draft_ranks, part.target_ranks, part.spare_ranks) == (2, 4, 10)
@@ -133,13 +134,22 @@ def test_partition_min_fit_matches_reference_split():
     # PaLM-like 8B + 30B with 2 GB of KV each -> 3 + 8 (references.md#ahasd-aau-gts)
     part = p.partition(8.03e9, 29.88e9, 2e9)
     assert (part.draft_ranks, part.target_ranks) == (3, 8)
+    # with the default die lockstep (two x8 dies of a rank take one command stream) the odd
+    # counts round up to whole ranks: 2 + 4, 2 + 2, 4 + 8
+    q = pim_of({"pim": {"partition_policy": "min_fit"}})
+    assert [(x.draft_ranks, x.target_ranks) for x in (q.partition(6.738e9, 13.016e9), q.partition(1.316e9, 6.658e9),
+                                                      q.partition(8.03e9, 29.88e9, 2e9))] == [(2, 4), (2, 2), (4, 8)]
 
 
 def test_partition_proportional_spreads_spare_ranks():
-    p = pim_of({"pim": {"partition_policy": "proportional"}})
+    p = pim_of({"pim": {"partition_policy": "proportional", "die_lockstep": False}})
     part = p.partition(6.738e9, 13.016e9)
     assert part.draft_ranks == round(16 * 6.738 / (6.738 + 13.016)) == 5
     assert part.target_ranks == 11 and part.spare_ranks == 0
+    # in whole ranks of 2 dies: 2 x round(5.46 / 2) = 6 and 10
+    q = pim_of({"pim": {"partition_policy": "proportional"}})
+    part = q.partition(6.738e9, 13.016e9)
+    assert (part.draft_ranks, part.target_ranks, part.spare_ranks) == (6, 10, 0)
 
 
 def test_partition_striped_uses_every_rank_and_respects_capacity():
@@ -157,8 +167,8 @@ def test_partition_striped_uses_every_rank_and_respects_capacity():
     # capacity respected: a model pair that fits min_fit but whose slices overflow a shared rank
     # (4 ranks of 1 GiB: 0.9 + 1.8 GiB need 1 + 2 ranks; striped shares one rank that would hold
     # 0.45 + 0.6 GiB)
-    tight = pim_of({"pim": {"ranks": 4, "rank_capacity_gib": 1.0, "partition_policy": "striped"},
-                    "memory": {"capacity_gib": 4}})
+    tight = pim_of({"pim": {"ranks": 4, "rank_capacity_gib": 1.0, "partition_policy": "striped",
+                            "die_lockstep": False}, "memory": {"capacity_gib": 4}})
     with pytest.raises(ConfigError) as exc:
         tight.partition(0.9 * 2**30, 1.8 * 2**30)
     assert exc.value.key_path == "pim.partition_policy"

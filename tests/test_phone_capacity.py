@@ -143,13 +143,16 @@ def test_a_context_beyond_the_kv_reserve_is_warned_once(capsys):
 
 
 def test_a_mode_that_tunes_no_placement_takes_the_first_layout_that_fits():
-    """On the 16 GB phone the drafter and target striped over every rank overflow a rank, so
-    npu_sync (which tunes no placement) under pim.partition_policy auto takes the next layout of
-    placement.UNTUNED_ORDER that holds both; pinning striped is still an error naming the key."""
+    """On the 16 GB phone with single-die placement (pim.die_lockstep false) and a 2048-token KV
+    reserve, the drafter and target striped over every rank overflow a shared rank (1.32 GB in
+    0.81 GB), so npu_sync (which tunes no placement) under pim.partition_policy auto takes the next
+    layout of placement.UNTUNED_ORDER that holds both; pinning striped is still an error naming
+    the key."""
     from ahasd_sim.config.loader import load_config
     from ahasd_sim.config.errors import ConfigError
     from ahasd_sim.simulation import run_simulation
-    short = ["run.mode=npu_sync", "run.generated_tokens=16", "run.windows=1", "run.timeline=false"]
+    short = ["run.mode=npu_sync", "run.generated_tokens=16", "run.windows=1", "run.timeline=false",
+             "pim.die_lockstep=false", "pim.kv_reserve_tokens=2048"]
     cfg = load_config(ROOT / "hw_configs" / "phone_16gb.yaml", short)
     res = run_simulation(cfg)
     assert res.summary["pim_placement"]["policy"] != "striped"

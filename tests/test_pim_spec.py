@@ -57,15 +57,41 @@ def test_hbm_pim_reproduces_the_papers_figures():
 def test_gemv_cycles_by_hand_lpddr5_aim():
     # 1 channel, cols 1024 = one chunk of opsize 64, g output groups of 16 rows.
     # WR_GB = CAS 1 + 63 x 4 + 1 = 254; per group: WR_BIAS 1 + 1 = 2,
-    # MAC_ABK 32 + 17 + 56 + 63 x 4 + 1 = 358, RD_MAC 32 + 1 + 0 + 4 + 1 = 38; one mode switch 32
+    # MAC_ABK 17 + 56 + 63 x 4 + 1 = 326, RD_MAC 1 + 0 + 4 + 1 = 6; mode switch 32.
+    # per_group: two mode switches per group (+ the first one);
+    # reuse_gb: two per batch of up to 32 groups (the preset's 32 result registers, CENT's
+    # balanced batches of ceil(g / ceil(g / 32))); inside a batch the WR_BIAS go back to back
+    # at nCCD 4 (not 2) apart, and a MAC_ABK after a MAC_ABK waits nRTP 4 (not 1) before PREA
     s = P.preset("lpddr5_aim")
-    for g in (1, 5, 64):
-        assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False) == 32 + 254 + g * (2 + 358 + 38)
+    for g in (1, 5, 32, 33, 64):
+        assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False, order="per_group") == \
+            32 + 254 + g * (2 + 32 + 326 + 32 + 6)
+        b = -(-g // 32)
+        size = -(-g // b)
+        sizes = [size] * (b - 1) + [g - size * (b - 1)]
+        per_batch = sum(2 * 32 + (4 * m - 2) + m * 326 + 3 * (m - 1) + m * 6 for m in sizes)
+        assert P.gemv_cycles(s, 16 * g, 1024, 1, 1, refresh=False) == 32 + 254 + per_batch
+
+
+def test_mode_switch_counts_of_a_4096_square_gemv_on_one_channel():
+    """4 chunks x 256 output groups: per_group switches mode twice per group, 1 + 4 x 256 x 2
+    = 2,049 (the AiM simulator counted 2,049 TMOD for this trace on GDDR6, which it never
+    refreshes; gemv.csv); reuse_gb twice per batch of 32 groups, 1 + 4 x 8 x 2 = 65."""
+    s = P.preset("gddr6_aim")
+    assert P.gemv_counts(s, 4096, 4096, 1, 1, order="per_group")["TMOD"] == 2049
+    assert P.gemv_counts(s, 4096, 4096, 1, 1)["TMOD"] == 65
+    ref = pd.read_csv(AIM_CSV)
+    r = ref[(ref.rows == 4096) & (ref.cols == 4096) & (ref.channels == 1) & (ref.vectors == 1)
+            & (ref.preset == "gddr6_aim")]
+    assert set(r["max_ch_num_TMOD_commands"]) == {2049}
 
 
 def test_refresh_stretches_by_the_stated_factor():
     s = P.preset("gddr6_aim")
     on, off = P.gemv_cycles(s, 4096, 4096), P.gemv_cycles(s, 4096, 4096, refresh=False)
+    assert on / off == pytest.approx(1 / (1 - (210 + 32 + 56) / 3333))
+    on, off = (P.gemv_cycles(s, 4096, 4096, order="per_group"),
+               P.gemv_cycles(s, 4096, 4096, refresh=False, order="per_group"))
     assert on / off == pytest.approx(1 / (1 - (210 + 32 + 56) / 3333))
 
 
@@ -100,9 +126,10 @@ def test_slow_mac_unit_makes_the_gemv_compute_bound():
 
 # ------------------------------------------------------------------ vs the AiM simulator
 def test_pim_gemv_time_matches_the_committed_aim_runs():
-    t = pim_vs_aim()
+    t = pim_vs_aim(AIM_CSV)
     ref = pd.read_csv(AIM_CSV)
     assert len(t) == len(ref) and set(t["preset"]) == {"lpddr5_aim", "gddr6_aim"}
+    assert set(t["order"]) == {"per_group"}
     for p, s in t.groupby("preset"):
         a = s["error_pct"].abs()
         assert a.median() <= PIM_MEDIAN_GOAL_PCT, p
@@ -110,8 +137,27 @@ def test_pim_gemv_time_matches_the_committed_aim_runs():
     # the public function is what the table uses (time_s = cycles x the preset's tCK)
     r = ref.iloc[0]
     assert pim_gemv_time_s(r["preset"], int(r["rows"]), int(r["cols"]), int(r["vectors"]), int(r["channels"]),
-                           refresh=False) == pytest.approx(t.iloc[0]["predicted_s"])
+                           refresh=False, order="per_group") == pytest.approx(t.iloc[0]["predicted_s"])
     assert r["time_s"] == pytest.approx(r["cycles"] * r["tCK_ns"] * 1e-9)
+
+
+def test_default_reuse_order_matches_the_committed_reuse_runs():
+    """Independent AiM runs of CENT's reuse-GB order (gemv_reuse_gb.csv): the default order of
+    pim_gemv_time_s (refresh off, as the peer runs) meets the goal per preset, and the mode
+    switches the simulator counted are the ones we count."""
+    from ahasd_sim.validate_peers import AIM_REUSE_CSV
+    t = pim_vs_aim(AIM_REUSE_CSV)
+    assert set(t["order"]) == {"reuse_gb"} and set(t["preset"]) == {"lpddr5_aim", "gddr6_aim"}
+    for p, s in t.groupby("preset"):
+        a = s["error_pct"].abs()
+        assert a.median() <= PIM_MEDIAN_GOAL_PCT and a.max() <= PIM_WORST_GOAL_PCT, p
+    ref = pd.read_csv(AIM_REUSE_CSV)
+    r = ref[(ref.preset == "gddr6_aim") & (ref.rows == 4096) & (ref.cols == 4096) & (ref.channels == 1)
+            & (ref.vectors == 1)].iloc[0]
+    assert int(r["max_ch_num_TMOD_commands"]) == P.gemv_counts(P.preset("gddr6_aim"), 4096, 4096, 1, 1)["TMOD"] == 65
+    assert pim_gemv_time_s("gddr6_aim", 4096, 4096, channels=1, refresh=False) == pytest.approx(
+        t[(t.preset == "gddr6_aim") & (t.rows == 4096) & (t.cols == 4096) & (t.channels == 1)
+          & (t.vectors == 1)]["predicted_s"].iloc[0])
 
 
 # ------------------------------------------------------------------ bad input

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import ahasd_sim.metrics.stats as stats_mod
+
 from ahasd_sim.compare import run_compare
 from ahasd_sim.config import load_config
 from ahasd_sim.config.errors import ConfigError
@@ -97,7 +99,8 @@ def test_tokens_per_j_times_energy_per_token_is_one(tmp_path):
 
 
 # ---------------------------------------------------------------- intervals
-def test_bootstrap_is_seeded_and_resamples_whole_windows():
+def test_bootstrap_is_seeded_and_resamples_whole_windows(monkeypatch):
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # plumbing on the 2-4 window test traces
     num, den = [10.0, 30.0, 20.0], [1.0, 1.5, 2.0]
     a = stats.ratio_ci(num, den)
     assert a == stats.ratio_ci(num, den)                 # reproducible
@@ -126,13 +129,14 @@ def test_bootstrap_agrees_with_scipy():
     assert hi == pytest.approx(res.confidence_interval.high, rel=3e-3)
 
 
-def test_no_interval_pools_windows_of_different_configurations():
+def test_no_interval_pools_windows_of_different_configurations(monkeypatch):
     """Two model pairs, 4 windows each, AHASD/baseline exactly 0.5 in every window of pair A and
     2.0 in every window of pair B. Within each configuration there is no noise, so every honest
     interval is a point: per configuration [0.5, 0.5] and [2, 2]; the suite (ratio of the suite's
     totals: 4 x 10 tokens in 4 x 2 s vs 4 x 1 s for A, in 4 x 1 s vs 4 x 2 s for B: 80 / 12 over
     80 / 12 = 1) with a bootstrap stratified by configuration is [1, 1] too. Pooling the 8
     windows as one sample would give an interval around 1 of visible width."""
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # plumbing on the 2-4 window test traces
     rows = []
     for pair, t_num, t_den in (("A", 2.0, 1.0), ("B", 1.0, 2.0)):
         for v, t in (("ahasd", t_num), ("base", t_den)):
@@ -172,7 +176,8 @@ def test_seeds_are_averaged_within_a_window_not_counted_as_samples():
 
 
 # ---------------------------------------------------------------- one point estimate everywhere
-def test_summary_compare_report_and_figures_agree(tmp_path):
+def test_summary_compare_report_and_figures_agree(tmp_path, monkeypatch):
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # plumbing on the 2-4 window test traces
     cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
                       [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
     table, out = run_compare(cfg, ["async", "ahasd"], "async", str(tmp_path / "cmp"))

@@ -148,6 +148,8 @@ def _bar_containers(ax):
 
 def test_reproduce_script_end_to_end_small(exp, tmp_path, monkeypatch):
     """The script on a one-pair, one-algorithm copy of the shipped spec and the smoke trace."""
+    import ahasd_sim.metrics.stats as stats_mod
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # few windows keep the test short
     figs = _capture_figures(monkeypatch)
     text = REPRODUCE.read_text().replace("../", str(ROOT / "hw_configs") + "/")
     text = text.replace("policies: [specdecpp, svip, adaedl, banditspec]", "policies: [adaedl]")

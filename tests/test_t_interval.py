@@ -105,3 +105,27 @@ def test_no_interval_needs_scipy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_t_interval_minimum_bounds_and_log_scale():
+    """Below MIN_T_SAMPLES (3) no interval. Linear: mean +- t(0.975, 2) s / sqrt(3) with samples
+    1, 2, 3 (s = 1): 2 +- 4.302653 / 1.732051. Log scale for a positive ratio: the samples 0.1,
+    1, 10 have logs -2.3026, 0, 2.3026 (s_log = 2.3026), so the interval is centre x exp(+-t
+    s_log / sqrt 3) = centre x exp(+-5.7199): positive, where the linear interval of the same
+    samples reaches -10.9."""
+    from ahasd_sim.metrics.stats import MIN_T_SAMPLES, excludes_zero, t_interval
+    assert MIN_T_SAMPLES == 3
+    assert t_interval([1.0, 3.0]) == (2.0, None) and t_interval([1.0, 3.0], positive=True) == (2.0, None)
+    m, (lo, hi) = t_interval([1.0, 2.0, 3.0])
+    h = t_quantile(0.975, 2) / math.sqrt(3)
+    assert m == 2.0 and lo == pytest.approx(2.0 - h, rel=1e-14) and hi == pytest.approx(2.0 + h, rel=1e-14)
+    xs = [0.1, 1.0, 10.0]
+    assert t_interval(xs)[1][0] < 0
+    c, (lo, hi) = t_interval(xs, positive=True, center=1.0)
+    hl = t_quantile(0.975, 2) * math.log(10.0) / math.sqrt(3)
+    assert c == 1.0 and lo == pytest.approx(math.exp(-hl), rel=1e-12) and hi == pytest.approx(math.exp(hl), rel=1e-12)
+    assert lo > 0 and lo * hi == pytest.approx(1.0)
+    assert t_interval([1.0, -1.0, 2.0], positive=True)[1] is None     # not a positive quantity
+    # excludes zero only beyond 1e-6 of the values' magnitude
+    assert not excludes_zero([-2.3e-7, -1.2e-7], scale=0.49) and excludes_zero([-2.3e-3, -1.2e-3], scale=0.49)
+    assert not excludes_zero(None, 1.0) and not excludes_zero([-1.0, 1.0], 1.0)

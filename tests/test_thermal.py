@@ -94,7 +94,7 @@ def test_refresh_derating_above_85c_halves_trefi_in_memory_and_pim():
     # all-bank refresh efficiency 1 - tRFC / tREFI: 350 / 3900 -> 350 / 1950
     assert cool.memory.bandwidth_breakdown.refresh_efficiency == pytest.approx(1 - c.trfc_ns / c.trefi_ns)
     assert hot.memory.bandwidth_breakdown.refresh_efficiency == pytest.approx(1 - 2 * c.trfc_ns / c.trefi_ns)
-    s_cool, s_hot = cool.pim._sequence_spec(1.0, 1), hot.pim._sequence_spec(1.0, 1)
+    s_cool, s_hot = cool.pim._sequence_spec(1.0), hot.pim._sequence_spec(1.0)
     assert s_hot.timings.n_refi == s_cool.timings.n_refi // 2
     assert pim_spec.refresh_stretch(s_hot) > pim_spec.refresh_stretch(s_cool)
     from ahasd_sim.workload.models import get_model
@@ -174,6 +174,8 @@ def test_compare_duration_ranks_by_sustained_throughput(tmp_path, capsys):
     assert list(t["rank_sustained"]) == [1, 2]
     s = pd.read_csv(tmp_path / "c" / "series.csv")
     assert set(s["mode"]) == {"autoregressive@pim", "operator_sync"} and s["time_s"].max() == 179
+    w = pd.read_csv(tmp_path / "c" / "windows.csv")
+    assert set(w["mode"]) == set(s["mode"]) and w.groupby(["mode", "repetition"])["end_s"].max().eq(180).all()
     assert "sustained tok/s" in capsys.readouterr().out
 
 
@@ -186,3 +188,152 @@ def test_refresh_power_doubles_above_85c():
     assert hot.background_power_w - cool.background_power_w == pytest.approx(c.channels * c.refresh_mw_per_channel * 1e-3)
     with pytest.raises(ConfigError):
         load_config(PHONE16, ["memory.refresh_mw_per_channel=100"])
+
+
+def _window_run(*extra, duration_s=120.0, repetitions=None):
+    from ahasd_sim.sustained import run_sustained
+    cfg = load_config(PHONE16, [f"run.trace={SMOKE}", "run.generated_tokens=24", "run.windows=3",
+                                "run.mode=autoregressive", "baseline.device=pim", "run.timeline=false", *extra])
+    return cfg, run_sustained(cfg, duration_s, repetitions=repetitions)
+
+
+def test_a_timed_run_decodes_consecutive_windows_with_the_thermal_state_carried_over():
+    """Each repetition walks the run's windows in trace order from its own start (wrapping), a
+    window starting at the time and node temperatures the previous one ended at (a reset to the
+    ambient at a window boundary fails the equality and the warming check), each window decoding
+    its own tokens; repetitions start at distinct windows."""
+    cfg, res = _window_run()
+    W, tokens = 3, 24
+    wins, reps = res.windows, res.repetitions
+    assert sorted(reps["start_window"]) == [0, 1, 2]            # distinct starting windows
+    for r, g in wins.groupby("repetition"):
+        g = g.sort_values("seq")
+        assert g["window"].iloc[0] == reps.loc[reps["repetition"] == r, "start_window"].iloc[0]
+        assert len(g) > W                                        # it wrapped around the run's windows
+        for a, b in zip(g.iloc[:-1].itertuples(), g.iloc[1:].itertuples()):
+            assert b.window == (a.window + 1) % W
+            assert b.start_s == a.end_s
+            for node in ("package_c", "board_c", "skin_c"):
+                assert getattr(b, f"start_{node}") == getattr(a, f"end_{node}")
+        first = g.iloc[0]
+        assert first["start_skin_c"] == cfg.thermal.ambient_c
+        # the phone warms across the boundaries: the 2nd window starts above the ambient
+        assert g.iloc[1]["start_package_c"] > cfg.thermal.ambient_c + 1.0
+        assert g.iloc[1]["start_skin_c"] > first["start_skin_c"]
+        # the tokens decoded are the finished windows' tokens plus a part of the last
+        s = res.series[res.series["repetition"] == r]
+        decoded = float((s["tok_s"] * cfg.thermal.step_s).sum())
+        done = int(g["finished"].sum())
+        assert done * tokens <= decoded + 1e-6 < (done + 1) * tokens
+    # one window's time = its tokens / its rate at the state it ran in (unthrottled at the start)
+    rate = res.points["0"]["tok_s"]
+    g0 = wins[(wins["repetition"] == 1) & (wins["seq"] == 0)].iloc[0]
+    assert g0["end_s"] - g0["start_s"] == pytest.approx(tokens / rate[1], rel=1e-9)
+
+
+def test_a_timed_run_uses_each_windows_own_operating_point():
+    """In an unthrottled period the tokens decoded are sum over the windows it overlaps of window
+    w's simulated rate x the overlap (a run replaying one window's rate fails this: the smoke
+    trace's windows run at different rates)."""
+    _cfg, res = _window_run(duration_s=20.0)
+    rate = res.points["0"]["tok_s"]
+    assert len(set(rate)) == len(rate)
+    s, wins = res.series, res.windows
+    checked = 0
+    for row in s[s["state"] == 0].itertuples():
+        g = wins[wins["repetition"] == row.repetition]
+        lo, hi = row.time_s, row.time_s + 1.0
+        want = sum(rate[int(w.window)] * max(0.0, min(hi, w.end_s) - max(lo, w.start_s)) for w in g.itertuples())
+        assert row.tok_s * 1.0 == pytest.approx(want, rel=1e-9)
+        checked += 1
+    assert checked >= 20
+
+
+def test_repetitions_start_at_distinct_evenly_spread_windows():
+    from ahasd_sim.sustained import repetition_starts
+    assert repetition_starts(10, 10) == list(range(10))
+    assert repetition_starts(10, 3) == [0, 3, 6]
+    assert len(set(repetition_starts(7, 7))) == 7
+    _cfg, res = _window_run(duration_s=5.0, repetitions=2)
+    assert list(res.repetitions["start_window"]) == [0, 1]
+    # 5 s decode several 24-token windows each: repetitions from windows 0 and 1 overlap
+    summ = res.summary()
+    assert summ["windows_per_repetition"] == pytest.approx(res.repetitions["windows_decoded"].mean())
+    assert summ["windows_per_repetition"] > 2 and summ["repetitions_share_windows"]
+    _cfg, one = _window_run("thermal.step_s=0.1", duration_s=0.2, repetitions=3)   # part of its first window each
+    assert one.summary()["windows_per_repetition"] == 1 and not one.summary()["repetitions_share_windows"]
+    with pytest.raises(ValueError):
+        _window_run(duration_s=5.0, repetitions=4)
+
+
+def test_junction_limit_steps_one_state_per_period_and_clears_below_its_clear_point():
+    """Package at or above package_limit_c: one state deeper each period (to the deepest); below
+    package_clear_c one back each period; in between it holds. The deeper of skin and junction applies."""
+    g = Governor(_thermal("thermal.package_limit_c=80", "thermal.package_clear_c=70"))
+    seq = [(79.9, 0), (80.0, 1), (85.0, 2), (81.0, 3), (90.0, 3), (75.0, 3), (69.9, 2), (71.0, 2), (60.0, 1),
+           (60.0, 0), (60.0, 0)]
+    for pkg, state in seq:
+        assert g.update(30.0, pkg) == state, pkg
+    g = Governor(_thermal("thermal.package_limit_c=80", "thermal.package_clear_c=70"))
+    assert g.update(43.5, 81.0) == 2 and not g.junction_bound      # skin state 2 > junction state 1
+    assert g.update(43.5, 81.0) == 2 and g.update(43.5, 81.0) == 3 and g.junction_bound
+    with pytest.raises(ConfigError):
+        _thermal("thermal.package_limit_c=80", "thermal.package_clear_c=80")
+
+
+def test_a_timed_run_throttles_on_the_junction_limit_before_the_skin():
+    """A 50 C junction limit (the phone's package passes it within seconds, its skin far later):
+    the first throttle is the junction's, before the skin reaches its first threshold."""
+    cfg, res = _window_run("thermal.package_limit_c=50", "thermal.package_clear_c=45", duration_s=60.0)
+    s = res.series
+    for r, row in res.repetitions.iterrows():
+        sr = s[s["repetition"] == r]
+        first = sr[sr["state"] > 0].iloc[0]
+        assert first["junction_limited"]
+        assert first["skin_c"] < cfg.thermal.skin_thresholds_c[0]
+        assert row["junction_limited_s"] > 0
+    _cfg, cool = _window_run(duration_s=60.0)
+    assert (cool.repetitions["junction_limited_s"] == 0).all()
+
+
+def test_voltage_scaling_charges_the_npu_c_v2_of_each_state():
+    """thermal.voltage_scaling: the NPU's per-operation energies at state s are (V(f_s) / V(1))^2 of
+    full speed, V from the V-f table (state 1 at f = 0.8: 0.75 + 0.1 (0.8 - 0.714) / 0.143 V)."""
+    from ahasd_sim.sustained import state_overrides
+    cfg = load_config(PHONE16, ["thermal.voltage_scaling=true"])
+    t = cfg.thermal
+    v08 = 0.75 + 0.1 * (0.8 - 0.714) / (0.857 - 0.714)
+    assert t.voltage_v(0.8) == pytest.approx(v08)
+    assert t.energy_scale(1) == pytest.approx((v08 / 0.95) ** 2)
+    assert t.voltage_v(0.2) == 0.55                                # the regulator's floor below the table
+    ovr = dict(o.split("=") for o in state_overrides(cfg, 1, False))
+    assert float(ovr["npu.pj_per_mac"]) == pytest.approx(cfg.npu.pj_per_mac * (v08 / 0.95) ** 2)
+    assert float(ovr["npu.vector_pj_per_op"]) == pytest.approx(cfg.npu.vector_pj_per_op * (v08 / 0.95) ** 2)
+    off = dict(o.split("=") for o in state_overrides(load_config(PHONE16, []), 1, False))
+    assert "npu.pj_per_mac" not in off
+    assert load_config(PHONE16, []).thermal.energy_scale(3) == 1.0
+    with pytest.raises(ConfigError):
+        load_config(PHONE16, ["thermal.vf_clock_fractions=[0.5, 0.9]"])   # must end at the top clock
+
+
+def test_voltage_scaling_lowers_the_power_of_a_throttled_npu_decoder():
+    """operator_sync's draft runs on the NPU: at state 2 its simulated power falls with C V^2 at
+    the same rate (energy does not move timing)."""
+    from ahasd_sim.sustained import operating_point
+    from ahasd_sim.simulation import load_run_windows
+    base = [f"run.trace={SMOKE}", "run.generated_tokens=16", "run.windows=1", "run.mode=operator_sync",
+            "run.timeline=false"]
+    off = load_config(PHONE16, base)
+    on = load_config(PHONE16, [*base, "thermal.voltage_scaling=true"])
+    w = load_run_windows(off)
+    r_off, p_off = operating_point(off, w, 2, False)
+    r_on, p_on = operating_point(on, w, 2, False)
+    assert r_on[0] == pytest.approx(r_off[0], rel=1e-12)
+    assert p_on[0] < p_off[0]
+
+
+def test_voltage_scaling_without_an_npu_warns():
+    from ahasd_sim.checks import config_warnings
+    on = load_config(PHONE16, ["thermal.voltage_scaling=true", "npu.enabled=false"])
+    assert any("thermal.voltage_scaling has no effect" in w for w in config_warnings(on))
+    assert not any("voltage_scaling" in w for w in config_warnings(load_config(PHONE16, ["thermal.voltage_scaling=true"])))

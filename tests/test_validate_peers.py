@@ -117,7 +117,8 @@ def test_validate_peers_cli_prints_all_tables(capsys, tmp_path):
         assert needle in text
     assert (tmp_path / "peers_validation.png").stat().st_size > 10_000
     assert (tmp_path / "peers_pim.png").stat().st_size > 10_000
-    assert len(pd.read_csv(tmp_path / "peers_pim.csv")) == 192
+    pim = pd.read_csv(tmp_path / "peers_pim.csv")
+    assert len(pim) == 384 and pim.groupby("order").size().to_dict() == {"per_group": 192, "reuse_gb": 192}
     assert len(pd.read_csv(tmp_path / "peers_npu.csv")) > 50
 
 

@@ -95,7 +95,8 @@ def test_four_windows_agree_with_one_for_every_per_unit_key(family):
         tp = [r.summary["tpot_s"] for r in results]
         m = sum(tp) / 4
         sd = math.sqrt(sum((x - m) ** 2 for x in tp) / 3)
-        assert comb["tpot_ci95_s"] == pytest.approx(3.182446305284263 * sd / 2, rel=1e-9)   # t(0.975, 3)
+        h = 3.182446305284263 * sd / 2                       # t(0.975, 3) x sd / sqrt(4)
+        assert comb["tpot_ci95_s"] == pytest.approx([max(0.0, comb["tpot_s"] - h), comb["tpot_s"] + h], rel=1e-9)
 
 
 def _summaries():
@@ -144,4 +145,4 @@ def test_merge_rules_by_hand():
     assert m["cloud_fleet"]["user_tpot_p50_ms"] == pytest.approx(2.5)
     assert m["mode_stats"]["cache"]["hit_rate"] == pytest.approx(0.5)
     assert m["tpot_window_s"] == [0.002, 0.004]
-    assert m["tpot_ci95_s"] == pytest.approx(12.706204736174694 * (0.002 / math.sqrt(2)) / math.sqrt(2), rel=1e-9)
+    assert m["tpot_ci95_s"] is None          # 2 windows: below the t interval's minimum of 3 samples

@@ -1,8 +1,11 @@
 """Trace windows as samples: disjoint placement, ratio estimators and bootstrap 95% intervals (issues 12, 26)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
+
+import ahasd_sim.metrics.stats as stats_mod
 
 from ahasd_sim.compare import run_compare
 from ahasd_sim.config import load_config
@@ -38,7 +41,8 @@ def test_default_windows_are_disjoint_and_spread_over_the_trace():
     assert window_start_prompts(five, trace) == [0, 14, 27, 40, 54]
 
 
-def test_summary_rates_and_intervals_come_from_the_windows(tmp_path):
+def test_summary_rates_and_intervals_come_from_the_windows(tmp_path, monkeypatch):
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # plumbing on the 2-4 window test traces
     cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
                       [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
     res = run_simulation(cfg)
@@ -58,7 +62,8 @@ def test_summary_rates_and_intervals_come_from_the_windows(tmp_path):
     assert s["energy_j"] == pytest.approx(w["energy_j"].sum())
 
 
-def test_compare_reports_paired_ratio_intervals(tmp_path):
+def test_compare_reports_paired_ratio_intervals(tmp_path, monkeypatch):
+    monkeypatch.setattr(stats_mod, "MIN_BOOTSTRAP_WINDOWS", 2)   # plumbing on the 2-4 window test traces
     cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
                       [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
     table, out = run_compare(cfg, ["async", "ahasd"], "async", str(tmp_path / "cmp"))
@@ -73,6 +78,20 @@ def test_compare_reports_paired_ratio_intervals(tmp_path):
     assert [row["throughput_vs_async_ci95_low"], row["throughput_vs_async_ci95_high"]] == pytest.approx(ci, rel=1e-12)
     base = table.set_index("mode").loc["async"]
     assert base["throughput_vs_async"] == 1 and base["throughput_vs_async_ci95_low"] == 1
+
+
+def test_too_few_windows_give_no_interval_anywhere(tmp_path):
+    """The smoke trace's 3 windows are below the bootstrap's minimum (5): summary.json, the
+    compare table and its printed form carry no interval (no zero-width [m, m]) and say why."""
+    from ahasd_sim.compare import format_compare
+    cfg = load_config(ROOT / "hw_configs" / "ahasd_mobile.yaml",
+                      [f"run.trace={SMOKE_TRACE}", "run.generated_tokens=24", "run.timeline=false"])
+    table, _out = run_compare(cfg, ["async", "ahasd"], "async", str(tmp_path / "cmp"))
+    row = table.set_index("mode").loc["ahasd"]
+    assert row["windows"] == 3 and np.isnan(row["throughput_vs_async_ci95_low"])
+    assert pd.isna(row["throughput_tok_s_ci95_low"])
+    text = format_compare(table, "async")
+    assert "(n<5)" in text and "[" not in text.split("\n", 1)[1]
 
 
 def test_window_totals_add_up():

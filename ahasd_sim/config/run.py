@@ -47,10 +47,10 @@ class RunConfig:
                          "boundary, disjoint, spread evenly over the trace's prompts; one window is one sample "
                          "of the reported ratios of totals and their bootstrap 95% CIs. 0 = as many disjoint "
                          "windows as the trace holds; more than fit is an error. 1 = one window at "
-                         "trace_start_prompt", ge=0, source="GUIDE statistics: one trace window is one sample")
+                         "trace_start_prompt", ge=0, source="docs/modeling.md, Statistics: one window is one sample")
     extra_context_tokens: int = param(0, doc="tokens of context added before every prompt of the replayed trace "
                                       "(a long-context what-if: every KV length the run reads and every prefill "
-                                      "grows by it; acceptance still comes from the trace)", ge=0, le=1_048_576,
+                                      "grows by it; acceptance still comes from the trace)", ge=0,
                                       unit="tokens", source="what-if knob: the shipped traces' prompts are short "
                                       "(traces/PROVENANCE.md); phones run 4k-32k contexts (hardware-parameters notes)")
     kv_len_quantum_tokens: int = param(16, doc="KV lengths are rounded up to a multiple of this before costing "

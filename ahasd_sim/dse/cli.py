@@ -1,7 +1,7 @@
 """Options of ``optimize`` and ``sensitivity`` (their parsers are made by ``ahasd_sim.__main__``)."""
 from __future__ import annotations
 
-from ..cli_common import positive_int
+from ..cli_common import out_path, positive_int
 
 
 def _common(p) -> None:
@@ -13,7 +13,7 @@ def _common(p) -> None:
                    help="local process pool (default) or Dask distributed (pip install 'ahasd_sim[dask]')")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address, e.g. tcp://host:8786 (only with --executor dask)")
-    p.add_argument("--out", default=None, metavar="DIR",
+    p.add_argument("--out", default=None, type=out_path, metavar="DIR",
                    help="study folder (default: studies/<name>); a folder of a different study is refused")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
@@ -39,5 +39,9 @@ def optimize_arguments(p) -> None:
 def sensitivity_arguments(p) -> None:
     _common(p)
     p.add_argument("--sobol-samples", type=int, default=None, metavar="N",
-                   help="Saltelli base samples (a power of two; N x (D + 2) design points; 0 = no Sobol indices; "
-                        "default: sensitivity.sobol_samples of the study)")
+                   help="Sobol budget, a hard cap: at most N Saltelli blocks (a power of two), i.e. N x (D + 2) "
+                        "design points for D parameters, each simulated once per run and trace window of the study "
+                        "(N x (D + 2) x runs x windows simulations); with sensitivity.sobol_tolerance the sample "
+                        "starts at sensitivity.sobol_samples and doubles while an index moves, never past N, and "
+                        "the report says whether it converged; 0 = no Sobol indices; default: "
+                        "sensitivity.sobol_max_samples of the study")

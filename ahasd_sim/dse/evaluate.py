@@ -9,11 +9,12 @@ run twice, across trials, resumed studies and sensitivity analyses sharing a fol
 
 Objectives: a rate (a metric of :data:`ahasd_sim.metrics.stats.RATIOS`, e.g. throughput_tok_s,
 tokens_per_j) is the ratio estimator over the study's windows, total tokens / total decode time
-or energy of the run (issue 26), and a ratio objective divides two runs' ratio estimators over
-the same windows; another metric is the mean over windows. With two or more windows the 95%
-half-width of the per-window values (Student t) is reported next to it: one trace window is one
-sample. The
-per-window values are kept (``DesignPoint.samples``) so that two points evaluated on the same
+or energy of the run (docs/modeling.md, Statistics), and a ratio objective divides two runs' ratio estimators over
+the same windows; another metric is the mean over windows. From
+:data:`~ahasd_sim.metrics.stats.MIN_T_SAMPLES` windows on, the 95% interval ``[low, high]`` of the
+per-window values (Student t, :func:`~ahasd_sim.metrics.stats.t_interval`; on the log scale for a
+rate or a ratio, so it is never negative) is reported next to it: one trace window is one sample.
+The per-window values are kept (``DesignPoint.samples``) so that two points evaluated on the same
 windows can be compared pairwise (sensitivity's OAT differences).
 Without study windows, a plain objective takes the interval the simulator reports for it
 (``<metric>_ci95`` of summary.json, over the run's own trace windows) where there is one.
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..config.errors import ConfigError, InputError
-from ..metrics.stats import mean_t_interval
+from ..metrics.stats import t_interval
 from ..sweep.results import flatten
 from ..sweep.worker import ERROR, SUMMARY, is_done
 from .study import DERIVED, Study, config_value, eval_expr, quantities
@@ -56,7 +57,7 @@ class DesignPoint:
     infeasible: str | None = None              # why a constraint rejects the point (not simulated)
     error: str | None = None                   # config resolution / run failure (one line)
     values: list[float] | None = None          # objective means (study order)
-    ci95: list[float] | None = None            # objective 95% half-widths over windows (nan with one window)
+    ci95: list[list[float] | None] | None = None   # objective 95% intervals [low, high] over windows (None: too few)
     metrics: dict[str, float] = field(default_factory=dict)   # "<run>/<metric>" means, for the tables
     samples: list[list[float]] | None = None   # per objective, its value per window (window order)
     windows: list[int | None] = field(default_factory=list)
@@ -224,7 +225,7 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     den = _metric(study, pt, summaries[(o.over, w)], o.over, w, o.metric)
                     num = num / den if den != 0 else float("nan")
                 per_w.append(num)
-            m, ci = mean_t_interval(per_w)
+            m = sum(per_w) / len(per_w)
             pooled = _pooled(summaries, windows, o.run, o.metric)
             if pooled is not None:          # a rate: ratio of totals over the windows, not a mean of ratios
                 if o.over:
@@ -232,10 +233,13 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
                     m = pooled / den if den else float("nan")
                 else:
                     m = pooled
+            # a rate or a ratio of rates is positive: its interval on the log scale, never below 0
+            m, ci = t_interval(per_w, positive=pooled is not None or o.is_ratio, center=m)
             if len(windows) == 1 and not o.is_ratio:   # the simulator's own interval over its windows
                 own = summaries[(o.run, windows[0])].get(f"{o.metric}_ci95")
-                if isinstance(own, (int, float)) and not isinstance(own, bool):
-                    ci = float(own)
+                if isinstance(own, (list, tuple)) and len(own) == 2 and all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) for v in own):
+                    ci = [float(own[0]), float(own[1])]
             values.append(m)
             cis.append(ci)
             samples.append(per_w)
@@ -247,7 +251,7 @@ def finish(study: Study, pt: DesignPoint, points_dir: Path) -> None:
             for mname in TABLE_METRICS:
                 vals = [summaries[(run, w)].get(mname) for w in windows]
                 if all(isinstance(v, (int, float)) for v in vals):
-                    pt.metrics[f"{run}/{mname}"] = mean_t_interval(vals)[0]
+                    pt.metrics[f"{run}/{mname}"] = sum(vals) / len(vals)
     except ValueError as exc:
         pt.error = str(exc)
         return
@@ -291,15 +295,15 @@ class Executor:
             except ImportError:
                 raise InputError("--executor dask needs Dask distributed: pip install 'ahasd_sim[dask]'") from None
             if self.scheduler:
-                try:
-                    self.client = Client(self.scheduler, timeout="20s")
-                except (OSError, TimeoutError) as exc:
-                    raise InputError(f"--scheduler {self.scheduler}: cannot connect ({exc})") from None
+                from ..sweep.executors import connect_scheduler
+                self.client = connect_scheduler(self.scheduler)
                 self._own.append(self.client)
             else:
                 from ..sweep.executors import local_dask_cluster
                 cluster = local_dask_cluster(self.workers)
                 self.client = Client(cluster)
+                from ..sweep.executors import quiet_local_workers
+                quiet_local_workers(self.client)
                 self._own += [self.client, cluster]
         return self.client
 

@@ -8,10 +8,12 @@ is written.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import sqlite3
 from pathlib import Path
 
-from ..config.errors import OutputError
+from ..config.errors import InputError, OutputError
 
 #: every entry a study folder holds (optimize, sensitivity, the SQLite side files, the lock)
 STUDY_ENTRIES = frozenset({
@@ -74,6 +76,24 @@ def check_study_folder(out: Path, study_name: str, command: str, flag: str = "--
     if others:
         raise OutputError(f"{flag} {out}: holds study '{others[0]}', not '{study_name}'; {command} refuses to "
                           "mix two studies in one folder: use a new --out")
+
+
+@contextlib.contextmanager
+def names_the_folder(out: Path, command: str, flag: str = "--out"):
+    """A write that fails inside (a full disk: ENOSPC from write() carries no file name) is one
+    line naming the study folder, not a bare "No space left on device"."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, InputError) or exc.errno not in _DISK_ERRNOS:
+            raise
+        name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        raise OutputError(f"{flag} {out}: {command} cannot write the study{name}: {exc.strerror or exc}; what was "
+                          "finished is kept (the same command resumes once there is room)") from None
+
+
+#: errors of a file system that cannot take more (full, over quota, read-only)
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
 
 #: Saltelli base samples accepted: one sample gives no variance (every index is 0/0); above

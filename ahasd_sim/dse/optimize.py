@@ -318,7 +318,7 @@ def _tell(ostudy, trial_id_of: dict[int, int], pt: DesignPoint, study: Study | N
                            "constraints": pt.constraint_values, "metrics": pt.metrics, "eval_s": pt.eval_s,
                            "placements": pt.placements}
     if pt.ci95 is not None:
-        rec["ci95"] = [None if v != v else v for v in pt.ci95]   # NaN is not JSON
+        rec["ci95"] = [None if c is None else [float(c[0]), float(c[1])] for c in pt.ci95]   # [low, high] or None
     if pt.samples is not None:
         rec["samples"] = pt.samples
         rec["windows"] = pt.windows
@@ -512,7 +512,8 @@ def summarize(stats: dict[str, Any]) -> str:
 
 def parse_seeds(text: str) -> list[int]:
     try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
+        # every item counts: '' and '1,,2' are typos, not "no seeds" or "seeds 1 and 2"
+        seeds = [int(x) for x in text.split(",")]
     except ValueError:
         seeds = []
     if not seeds or any(x < 0 for x in seeds) or len(set(seeds)) != len(seeds):
@@ -530,12 +531,17 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
 
     from .report import _csv, hypervolume_history, hypervolume_reference, trials_table
     runs, tables = [], {}
-    for sd in seeds:
-        st = dataclasses.replace(study, seed=sd)
-        stats = run_optimize(st, out / f"seed-{sd}", points_dir=out / "points", **kw)
-        runs.append(stats)
-        with StudyLock(out / f"seed-{sd}"):
-            tables[sd] = (st, trials_table(st, open_study(st, out / f"seed-{sd}")))
+    from .folders import check_study_folder
+    check_study_folder(out, study.name, "optimize")
+    # the whole folder is this command's while it runs: a plain optimize (or sensitivity) into it
+    # is refused, as one into any folder a study command is writing
+    with StudyLock(out):
+        for sd in seeds:
+            st = dataclasses.replace(study, seed=sd)
+            stats = run_optimize(st, out / f"seed-{sd}", points_dir=out / "points", **kw)
+            runs.append(stats)
+            with StudyLock(out / f"seed-{sd}"):
+                tables[sd] = (st, trials_table(st, open_study(st, out / f"seed-{sd}")))
     ref = hypervolume_reference(study, pd.concat([t for _, t in tables.values()]))
     rows = []
     for sd, (st, df) in tables.items():
@@ -553,16 +559,33 @@ def run_seeds(study: Study, out: Path, seeds: list[int], **kw) -> tuple[list[dic
     return runs, out / "seeds.csv"
 
 
+def windows_warning(study: Study, windows: list | None, what: str) -> str | None:
+    """The warning when ``windows`` per design point are too few for the objectives' intervals."""
+    from ..metrics.stats import MIN_T_SAMPLES
+    if not windows:           # no study windows: the simulator's own windows of each run give the intervals
+        return None
+    n = len(windows)
+    if n >= MIN_T_SAMPLES:
+        return None
+    return (f"{study.source}: {what}: {n} trace window{'s' if n != 1 else ''} per design point: the objectives get "
+            f"no 95% interval (Student t needs {MIN_T_SAMPLES} windows, one sample each); list more windows")
+
+
 def run_optimize_cli(args) -> int:
     study = load_study(args.config)
+    from ..cli_common import warn
+    if (msg := windows_warning(study, study.windows, "windows")):
+        warn(msg)
     out = Path(args.out) if args.out else default_out_dir(study)
     kw = dict(trials=args.trials, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
               progress=not args.no_progress, fastest=getattr(args, "fastest", False))
+    from .folders import names_the_folder
     try:
-        if getattr(args, "seeds", None):
-            runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
-        else:
-            runs, table = [run_optimize(study, out, **kw)], None
+        with names_the_folder(out, "optimize"):
+            if getattr(args, "seeds", None) is not None:
+                runs, table = run_seeds(study, out, parse_seeds(args.seeds), **kw)
+            else:
+                runs, table = [run_optimize(study, out, **kw)], None
     except KeyboardInterrupt:
         print(f"interrupted: told trials are kept in the study.db of {out}; run the same command again to "
               "finish the interrupted trials and the missing ones", file=sys.stderr)

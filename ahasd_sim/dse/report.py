@@ -13,6 +13,7 @@ import pandas as pd
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import fmt_duration
 from .evaluate import MEMORY_FIT
+from ..metrics.stats import MIN_T_SAMPLES
 from ..metrics.pareto import ci_pareto_mask, hypervolume, pareto_mask
 from .study import Study
 
@@ -21,6 +22,16 @@ STATE = {"COMPLETE": "ok", "FAIL": "failed", "PRUNED": "infeasible", "RUNNING": 
 
 #: columns of trials.csv that are measured times (the only ones two seeded runs may differ in)
 TIME_COLUMNS = ("duration_s", "ask_to_tell_s")
+
+
+def interval_of(value: float, rec) -> tuple[float, float]:
+    """(low, high) of a stored objective interval: ``[low, high]``, or a half-width stored by
+    studies written before intervals were [low, high] (value -+ it); NaN twice for none."""
+    if isinstance(rec, (list, tuple)) and len(rec) == 2 and all(x is not None for x in rec):
+        return float(rec[0]), float(rec[1])
+    if isinstance(rec, (int, float)) and not isinstance(rec, bool) and rec == rec and value == value:
+        return float(value) - float(rec), float(value) + float(rec)
+    return float("nan"), float("nan")
 
 
 def trials_table(study: Study, ostudy) -> pd.DataFrame:
@@ -43,10 +54,10 @@ def trials_table(study: Study, ostudy) -> pd.DataFrame:
         for p in study.space:
             row[p.name] = t.params.get(p.name)
         vals = t.values if t.values is not None and status == "ok" else [float("nan")] * len(onames)
-        cis = [float("nan") if c is None else c for c in (ua.get("ci95") or [None] * len(onames))]
+        cis = [interval_of(v, c) for v, c in zip(vals, ua.get("ci95") or [None] * len(onames))]
         for name, v, ci in zip(onames, vals, cis):
             row[name] = v
-            row[f"{name}_ci95"] = ci
+            row[f"{name}_ci95_low"], row[f"{name}_ci95_high"] = ci
         for c in [MEMORY_FIT, *(c.name for c in study.constraints)]:
             row[f"constraint:{c}"] = (ua.get("constraints") or {}).get(c)
         for k, v in sorted((ua.get("metrics") or {}).items()):
@@ -68,8 +79,9 @@ def trials_table(study: Study, ostudy) -> pd.DataFrame:
         if ok.any():
             vals = df.loc[ok, onames].to_numpy(dtype=float)
             mask[ok] = pareto_mask(vals, study.directions)
-            cmask[ok] = ci_pareto_mask(vals, df.loc[ok, [f"{o}_ci95" for o in onames]].to_numpy(dtype=float),
-                                       study.directions)
+            bounds = np.stack([df.loc[ok, [f"{o}_ci95_{e}" for o in onames]].to_numpy(dtype=float)
+                               for e in ("low", "high")], axis=-1)
+            cmask[ok] = ci_pareto_mask(vals, bounds, study.directions)
         df.insert(2, "pareto", mask)
         df.insert(3, "pareto_ci", cmask)
     return df
@@ -186,6 +198,9 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
               "* runs per design point: " + ", ".join(f"`{r}`" + (f" ({', '.join(o)})" if o else "")
                                                       for r, o in study.runs.items()),
               f"* trace windows (run.trace_start_prompt): {study.windows or 'the base config one'}",
+              f"* 95% intervals `[low, high]` (`*_ci95_low`, `*_ci95_high`): Student t over the "
+              f"{len(study.windows or [None])} windows, one sample each, on the log scale for rates and ratios; "
+              f"none below {MIN_T_SAMPLES} windows",
               f"* sampler `{study.sampler['name']}`, seed {study.seed}"
               + (f"; {stats['mode']} mode, batches of {stats['batch_size']} trials" if stats.get("mode") else ""),
               f"* trials: {n} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"]
@@ -213,8 +228,8 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
         lines.append(f"* `{o.name}`: {o.direction} {o.describe()}")
     onames = [o.name for o in study.objectives]
     cols = ["trial", *[p.name for p in study.space], *onames]
-    if len(df) and df[[f"{o}_ci95" for o in onames]].notna().any().any():
-        cols += [f"{o}_ci95" for o in onames]
+    if len(df) and df[[f"{o}_ci95_low" for o in onames]].notna().any().any():
+        cols += [f"{o}_ci95_{e}" for o in onames for e in ("low", "high")]
     n_point = int(df["pareto"].sum()) if n else 0
     lines += ["", f"## Pareto front ({len(front)} trials)", "",
               "A design is left off only when another one dominates it at the interval level (its 95% "
@@ -248,8 +263,8 @@ def report_md(study: Study, df: pd.DataFrame, front: pd.DataFrame, figs: list[Pa
         pairs = sorted({f"`{o.run}` over `{o.over}`" for o in ratio})
         sure = np.ones(len(ok), dtype=bool)
         for o in ratio:
-            h = ok[f"{o.name}_ci95"].fillna(0.0)
-            good = (ok[o.name] - h) > 1.0 if o.direction == "maximize" else (ok[o.name] + h) < 1.0
+            lo_b, hi_b = ok[f"{o.name}_ci95_low"], ok[f"{o.name}_ci95_high"]   # NaN: no interval, not sure
+            good = lo_b > 1.0 if o.direction == "maximize" else hi_b < 1.0
             sure &= good.to_numpy()
         lines += ["", f"## Where {', '.join(pairs)} is better on every ratio objective", "",
                   f"{int(win.sum())} of {len(ok)} evaluated design points are better than 1 on {names} "

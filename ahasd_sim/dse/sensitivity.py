@@ -8,8 +8,11 @@ Two measures over the study's objectives:
   a categorical one) with the others at the base. Every point runs on the same trace windows
   (``sensitivity.windows``, else the study's ``windows``) as the base point, so each OAT effect
   is a **paired difference**: per window, the point's objective minus the base point's, then
-  the mean difference and its 95% interval over windows (Student t on the differences, one
-  window = one sample). The tornado chart shows, per objective, the lowest and highest value
+  the mean difference and its 95% interval ``[low, high]`` over windows (Student t on the
+  differences, one window = one sample, none below
+  :data:`~ahasd_sim.metrics.stats.MIN_T_SAMPLES` windows); an effect "excludes zero" only
+  beyond :data:`~ahasd_sim.metrics.stats.ZERO_REL_TOL` of the base value (smaller differences
+  are rounding noise). The tornado chart shows, per objective, the lowest and highest value
   each parameter reaches (base + mean difference), widest span on top, with the intervals of
   the differences as error bars.
 * **Sobol indices** (variance-based, global) with SALib: Saltelli blocks from a scrambled
@@ -21,10 +24,13 @@ Two measures over the study's objectives:
   of the sequence are run, so the indices are those of the feasible part of the space (said in
   the report with the number of blocks skipped). A block with a point whose simulation fails
   is left out of the indices, the failure listed and the command exits 1. First-order ``S1``
-  and total ``ST`` indices with bootstrap 95% intervals. **Sample size by convergence**: the
-  indices are computed on the first N/4, N/2 and N blocks (``sobol_convergence.csv``); with
-  ``sobol_tolerance`` the sample is doubled (up to ``sobol_max_samples``) until no ``ST``
-  moves by more than the tolerance from N/2 to N. Optional extra ``dse``
+  and total ``ST`` indices with bootstrap 95% intervals ``[low, high]``, clipped to [0, 1], the
+  range of an index (an estimate itself may fall slightly below 0: sampling noise around 0).
+  **Sample size by convergence, within a budget**: the indices are computed on the first N/4,
+  N/2 and N blocks (``sobol_convergence.csv``); with ``sobol_tolerance`` the sample starts at
+  ``sobol_samples`` and is doubled until no ``ST`` moves by more than the tolerance from N/2 to
+  N, never past the budget (``--sobol-samples``, else ``sobol_max_samples``, a hard cap); the
+  report says whether the indices converged within it. Optional extra ``dse``
   (``pip install 'ahasd_sim[dse]'``).
 
 Outputs in ``<study folder>/sensitivity/`` (``--out``, default ``studies/<name>``; simulations are stored and reused in the
@@ -47,7 +53,7 @@ import pandas as pd
 from ..config.errors import InputError
 from ..output import atomic_write, atomic_write_text
 from ..sweep.progress import Progress, fmt_duration
-from ..metrics.stats import mean_t_interval
+from ..metrics.stats import excludes_zero, t_interval
 from .evaluate import DesignPoint, Executor, count_computed, evaluate, plan
 from .study import Param, Study, config_value, load_study
 
@@ -86,19 +92,19 @@ def _progress_points(study, pts, points_dir, ex, prog, runs: dict[str, int]) -> 
              on_run=count_computed(runs, "computed"))
 
 
-def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, float]:
+def paired_difference(pt: DesignPoint, base: DesignPoint, j: int) -> tuple[float, list[float] | None]:
     """``pt``'s objective ``j`` minus ``base``'s (each the study's estimator over the same windows:
-    a ratio of totals for a rate), and the 95% half-width of the per-window differences (Student
-    t): both points ran on the same windows, so the interval is paired."""
+    a ratio of totals for a rate), and the 95% interval ``[low, high]`` around it from the
+    per-window differences (Student t; None below MIN_T_SAMPLES windows): both points ran on the
+    same windows, so the interval is paired."""
     if pt.samples is None or base.samples is None:
-        return float("nan"), float("nan")
+        return float("nan"), None
     if pt.windows != base.windows:
         raise ValueError(f"point {pt.key} ran on windows {pt.windows}, the base point on {base.windows}")
-    d = [a - b for a, b in zip(pt.samples[j], base.samples[j])]
-    _, half = mean_t_interval(d)
     if pt.values is None or base.values is None:
-        return float("nan"), float("nan")
-    return pt.values[j] - base.values[j], half
+        return float("nan"), None
+    d = [a - b for a, b in zip(pt.samples[j], base.samples[j])]
+    return t_interval(d, center=pt.values[j] - base.values[j])
 
 
 def saltelli_blocks(d: int, n: int, seed: int, start: int = 0) -> np.ndarray:
@@ -181,7 +187,23 @@ def sobol_indices(study: Study, blocks: list[list[DesignPoint]], j: int) -> dict
                "bounds": [[0.0, 1.0]] * len(study.space)}
     res = sobol_analyze.analyze(problem, Y, calc_second_order=False, conf_level=0.95,
                                 print_to_console=False, seed=salib_seed(study.seed))
-    return {k: np.asarray(res[k]) for k in ("S1", "S1_conf", "ST", "ST_conf")} | {"n": len(good)}
+    out = {k: np.asarray(res[k], dtype=float) for k in ("S1", "S1_conf", "ST", "ST_conf")} | {"n": len(good)}
+    for k in ("S1", "ST"):      # [low, high] within [0, 1], the range of an index
+        out[f"{k}_ci95_low"] = np.clip(out[k] - out[f"{k}_conf"], 0.0, 1.0)
+        out[f"{k}_ci95_high"] = np.clip(out[k] + out[f"{k}_conf"], 0.0, 1.0)
+    return out
+
+
+def sobol_budget(cfg: dict, cli_samples: int | None) -> tuple[int, int]:
+    """(first N, budget) of the Sobol sample in Saltelli blocks. The budget is a hard cap:
+    ``--sobol-samples`` when given, else ``sobol_max_samples``, else ``sobol_samples``. With a
+    ``sobol_tolerance`` the sample starts at ``sobol_samples`` (at most the budget) and doubles
+    while the indices move; without one, the whole budget is run at once."""
+    start = int(cfg.get("sobol_samples", 0))
+    budget = cli_samples if cli_samples is not None else int(cfg.get("sobol_max_samples", start))
+    if cfg.get("sobol_tolerance") is None or not start:
+        return budget, budget
+    return min(start, budget), budget
 
 
 def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None, *, workers: int | None = None,
@@ -198,12 +220,11 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
     cfg = study.sensitivity
     windows = cfg.get("windows") or study.windows
     n_oat = int(cfg.get("oat_points", 2))
-    n_sobol = sobol_samples if sobol_samples is not None else int(cfg.get("sobol_samples", 0))
-    from .folders import check_sobol_samples
-    check_sobol_samples(n_sobol, len(study.space), "--sobol-samples" if sobol_samples is not None
-                        else f"{study.source}: sensitivity.sobol_samples")
     tol = cfg.get("sobol_tolerance")
-    n_max = max(n_sobol, int(cfg.get("sobol_max_samples", n_sobol)))
+    n_sobol, n_max = sobol_budget(cfg, sobol_samples)
+    from .folders import check_sobol_samples
+    check_sobol_samples(n_max, len(study.space), "--sobol-samples" if sobol_samples is not None
+                        else f"{study.source}: sensitivity.sobol_max_samples")
     if n_sobol:
         try:
             import SALib  # noqa: F401
@@ -270,9 +291,11 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
              "status": pt.status, "error": pt.error or pt.infeasible}
         for j, o in enumerate(onames):
             r[o] = pt.values[j] if pt.values else float("nan")
-            r[f"{o}_ci95"] = pt.ci95[j] if pt.ci95 else float("nan")
-            dm, dh = paired_difference(pt, base_pt, j) if pt.values else (float("nan"), float("nan"))
-            r[f"{o}_diff"], r[f"{o}_diff_ci95"] = dm, dh
+            ci = pt.ci95[j] if pt.ci95 else None
+            r[f"{o}_ci95_low"], r[f"{o}_ci95_high"] = ci if ci else (float("nan"), float("nan"))
+            dm, dci = paired_difference(pt, base_pt, j) if pt.values else (float("nan"), None)
+            r[f"{o}_diff"] = dm
+            r[f"{o}_diff_ci95_low"], r[f"{o}_diff_ci95_high"] = dci if dci else (float("nan"), float("nan"))
         rows.append(r)
     oat = pd.DataFrame(rows)
     base_row = oat.iloc[0]
@@ -285,15 +308,18 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
         for o in onames:
             lo_i, hi_i = d[f"{o}_diff"].idxmin(), d[f"{o}_diff"].idxmax()
             lo, hi = d.loc[lo_i], d.loc[hi_i]
-            sig = any(abs(x[f"{o}_diff"]) > x[f"{o}_diff_ci95"] for x in (lo, hi)
-                      if x[f"{o}_diff_ci95"] == x[f"{o}_diff_ci95"])
+            sig = any(excludes_zero([x[f"{o}_diff_ci95_low"], x[f"{o}_diff_ci95_high"]], scale=base_row[o])
+                      for x in (lo, hi))
             torn_rows.append({"objective": o, "parameter": p.name,
-                              "low": base_row[o] + lo[f"{o}_diff"], "low_ci95": lo[f"{o}_diff_ci95"],
-                              "low_diff": lo[f"{o}_diff"], "low_label": _lab(lo["value"]),
-                              "high": base_row[o] + hi[f"{o}_diff"], "high_ci95": hi[f"{o}_diff_ci95"],
-                              "high_diff": hi[f"{o}_diff"], "high_label": _lab(hi["value"]),
+                              "low": base_row[o] + lo[f"{o}_diff"], "low_label": _lab(lo["value"]),
+                              "low_diff": lo[f"{o}_diff"], "low_diff_ci95_low": lo[f"{o}_diff_ci95_low"],
+                              "low_diff_ci95_high": lo[f"{o}_diff_ci95_high"],
+                              "high": base_row[o] + hi[f"{o}_diff"], "high_label": _lab(hi["value"]),
+                              "high_diff": hi[f"{o}_diff"], "high_diff_ci95_low": hi[f"{o}_diff_ci95_low"],
+                              "high_diff_ci95_high": hi[f"{o}_diff_ci95_high"],
                               "span": hi[f"{o}_diff"] - lo[f"{o}_diff"], "base": base_row[o],
-                              "base_ci95": base_row[f"{o}_ci95"], "effect_excludes_zero": bool(sig),
+                              "base_ci95_low": base_row[f"{o}_ci95_low"], "base_ci95_high": base_row[f"{o}_ci95_high"],
+                              "effect_excludes_zero": bool(sig),
                               "failed_points": int((oat["parameter"] == p.name).sum() - (len(d) - 1))})
     torn = pd.DataFrame(torn_rows)
     if len(torn):
@@ -310,8 +336,10 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
                 continue
             n_good = res["n"]
             for k, p in enumerate(study.space):
-                srows.append({"objective": o, "parameter": p.name, "S1": res["S1"][k], "S1_conf": res["S1_conf"][k],
-                              "ST": res["ST"][k], "ST_conf": res["ST_conf"][k], "blocks": res["n"]})
+                srows.append({"objective": o, "parameter": p.name, "S1": res["S1"][k],
+                              "S1_ci95_low": res["S1_ci95_low"][k], "S1_ci95_high": res["S1_ci95_high"][k],
+                              "ST": res["ST"][k], "ST_ci95_low": res["ST_ci95_low"][k],
+                              "ST_ci95_high": res["ST_ci95_high"][k], "blocks": res["n"]})
         sob = pd.DataFrame(srows)
         sobol_note = (f"Sobol sample: N = {n} feasible Saltelli blocks of {len(study.space) + 2} points "
                       f"({n * (len(study.space) + 2)} design points) from the first {design.drawn} blocks of the "
@@ -325,7 +353,10 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
             sobol_note += (f"Convergence: largest change of an ST from N/2 to N = {n} is "
                            + (f"{max(r['max_abs_dST'] for r in conv_rows if r['n'] == n):.3g}" if conv_rows else "n/a")
                            + f" (tolerance {tol:g}: " + ("converged" if converged else
-                                                        f"NOT converged at sobol_max_samples {n_max}") + ").")
+                                                        f"NOT converged within the budget of {n_max} blocks"
+                                                        if converged is False else
+                                                        f"not measured: the check compares N/2 with N and needs "
+                                                        f"N >= 4 blocks") + ").")
         else:
             sobol_note += "No sobol_tolerance given: N was not chosen by the convergence check (table below)."
 
@@ -344,7 +375,7 @@ def run_sensitivity(study: Study | str | Path, out_dir: str | Path | None = None
              "windows": windows, "sobol_samples": n if design else 0, "failed": len(failed),
              "failed_points": [(pt.key, pt.error) for pt in failed],
              "infeasible": int(sum(bool(pt.infeasible) for pt in oat_pts)),
-             "sobol_skipped_blocks": design.skipped if design else 0, "sobol_converged": converged,
+             "sobol_skipped_blocks": design.skipped if design else 0, "sobol_converged": converged, "sobol_budget": n_max if design else 0,
              "base_placements": dict(base_pt.placements)}
     atomic_write_text(out / "sensitivity.md", _report(study, base, torn, sob, sobol_note, figs, out, stats, conv))
     stats["tornado"], stats["sobol"], stats["oat"], stats["convergence"] = torn, sob, oat, conv
@@ -366,7 +397,8 @@ def _convergence(study: Study, blocks: list[list[DesignPoint]]) -> list[dict]:
             moved = float(np.max(np.abs(res["ST"] - prev))) if prev is not None else float("nan")
             for i, p in enumerate(study.space):
                 rows.append({"objective": o.name, "n": k, "parameter": p.name, "S1": float(res["S1"][i]),
-                             "ST": float(res["ST"][i]), "ST_conf": float(res["ST_conf"][i]), "max_abs_dST": moved})
+                             "ST": float(res["ST"][i]), "ST_ci95_low": float(res["ST_ci95_low"][i]),
+                             "ST_ci95_high": float(res["ST_ci95_high"][i]), "max_abs_dST": moved})
             prev = res["ST"]
     return rows
 
@@ -394,7 +426,9 @@ def _figures(study: Study, torn: pd.DataFrame, sob: pd.DataFrame, fig_dir: Path)
 
 
 def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> str:
+    from ..metrics.stats import ZERO_REL_TOL, fmt_ci, too_few
     from .report import md_table
+    n_w = len(stats["windows"] or [None])
     lines = [f"# Sensitivity of study `{study.name}`", "",
              "Generated by `python -m ahasd_sim sensitivity`. One-at-a-time (OAT) around the base point, "
              f"{stats['oat_points']} design points; "
@@ -413,15 +447,20 @@ def _report(study, base, torn, sob, sobol_note, figs, out, stats, conv=None) -> 
         if not len(d):
             continue
         lines += [f"## `{o.name}` ({o.describe()})", "",
-                  f"Base point: {d['base'].iloc[0]:.4g} +- {d['base_ci95'].iloc[0]:.3g} (95% over windows). "
-                  "`low_diff`/`high_diff`: difference from the base point's value (same windows), `*_ci95` the 95% half-width of the paired per-window differences; "
-                  "`effect_excludes_zero`: an end's interval excludes 0.", "",
-                  md_table(d, ["parameter", "low_label", "low", "low_diff", "low_ci95", "high_label", "high",
-                               "high_diff", "high_ci95", "span", "effect_excludes_zero"]), ""]
+                  f"Base point: {fmt_ci(d['base'].iloc[0], [d['base_ci95_low'].iloc[0], d['base_ci95_high'].iloc[0]], 4, too_few(n_w, 't'))} "
+                  "(95% over windows). "
+                  "`low_diff`/`high_diff`: difference from the base point's value (same windows), `*_diff_ci95_low`/"
+                  "`*_diff_ci95_high` its 95% interval from the paired per-window differences; "
+                  "`effect_excludes_zero`: an end's interval excludes 0 by more than "
+                  f"{ZERO_REL_TOL:g} of the base value.", "",
+                  md_table(d, ["parameter", "low_label", "low", "low_diff", "low_diff_ci95_low", "low_diff_ci95_high",
+                               "high_label", "high", "high_diff", "high_diff_ci95_low", "high_diff_ci95_high",
+                               "span", "effect_excludes_zero"]), ""]
         if len(sob):
             s = sob[sob["objective"] == o.name].sort_values("ST", ascending=False)
-            lines += ["Sobol indices (95% bootstrap CIs):", "",
-                      md_table(s, ["parameter", "S1", "S1_conf", "ST", "ST_conf"]), ""]
+            lines += ["Sobol indices (95% bootstrap intervals `[low, high]`, clipped to [0, 1], the range of an index):", "",
+                      md_table(s, ["parameter", "S1", "S1_ci95_low", "S1_ci95_high", "ST", "ST_ci95_low",
+                                   "ST_ci95_high"]), ""]
     if sobol_note:
         lines += [sobol_note, ""]
     if conv is not None and len(conv):
@@ -445,8 +484,15 @@ def _key(key) -> str:
 
 def run_sensitivity_cli(args) -> int:
     study = load_study(args.config)
-    stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
-                            sobol_samples=args.sobol_samples, progress=not args.no_progress)
+    from ..cli_common import warn
+    from .folders import names_the_folder
+    from .optimize import default_out_dir, windows_warning
+    if (msg := windows_warning(study, study.sensitivity.get("windows") or study.windows, "sensitivity.windows")):
+        warn(msg)
+    with names_the_folder(Path(args.out) if args.out else default_out_dir(study), "sensitivity"):
+        stats = run_sensitivity(study, args.out, workers=args.workers, executor=args.executor,
+                                scheduler=args.scheduler, sobol_samples=args.sobol_samples,
+                                progress=not args.no_progress)
     out = stats["out_dir"]
     print(f"sensitivity {out}: {stats['oat_points']} OAT + {stats['sobol_points']} Sobol design points "
           f"({stats['failed']} without result; {stats['computed_runs']} simulations run) in "
@@ -456,6 +502,11 @@ def run_sensitivity_cli(args) -> int:
         d = t[t["objective"] == o.name].head(3)
         top = ", ".join(f"{r.parameter} ({r.span:.3g})" for r in d.itertuples())
         print(f"  {o.name}: widest OAT spans: {top}")
+    if stats["sobol_points"]:
+        conv = {True: "converged", False: "NOT converged",
+                None: "convergence not measured (no sobol_tolerance, or N < 4 blocks)"}
+        print(f"  Sobol: N = {stats['sobol_samples']} blocks of budget {stats['sobol_budget']} "
+              f"({stats['sobol_points']} design points): {conv[stats['sobol_converged']]}")
     print(f"report: {out / 'sensitivity.md'}")
     if stats["failed"]:
         print(f"{stats['failed']} design point(s) failed or were infeasible; see oat.csv", file=sys.stderr)

@@ -5,7 +5,7 @@ trials: every read of the trial list (several per ``ask``) loads every unfinishe
 from SQLite, with its parameters and attributes, because another process might have changed
 it. A lock-step batch holds its whole generation unfinished (40 trials in
 ``where_ahasd_wins``), so asking a batch costs O(batch^2) trial loads: 34 ms per trial on
-2 cores, the larger part of a study's parent-process time (docs/performance.md, issue 30).
+2 cores, the larger part of a study's parent-process time (docs/performance.md, fourth round).
 
 A study folder has one writer (:class:`~ahasd_sim.dse.optimize.StudyLock`), this process.
 :class:`OwnedStudyStorage` therefore writes through to the database as before (every write
@@ -15,7 +15,7 @@ again after a change of its state (``get_trial``: the stored form, timestamps in
 parameter or attribute is added to the cached trial as the database returns it (a parameter's
 value through a REAL column and its distribution through JSON, an attribute through JSON). So
 what optuna reads is what the database holds, trial for trial: tests/test_dse_storage.py
-compares the two after every step of a study. optuna's public storage API only (issue 32).
+compares the two after every step of a study. optuna's public storage API only.
 """
 from __future__ import annotations
 

@@ -178,8 +178,20 @@ class Study:
 
 
 # ---------------------------------------------------------------- expressions
+def _float_pow(a: float, b: float) -> float:
+    """``a ** b`` in floating point: an integer power such as ``9 ** 9 ** 9`` would be computed
+    exactly, digit by digit, for minutes; a float one overflows at once (OverflowError)."""
+    try:
+        r = float(a) ** float(b)
+    except OverflowError:
+        raise OverflowError(f"{a:g} ** {b:g} overflows a float (above 1.8e308)") from None
+    if isinstance(r, complex):   # a negative number to a fractional power
+        raise ValueError(f"{a!r} ** {b!r} is not a real number")
+    return r
+
+
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+           ast.Pow: _float_pow, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _FUNCS = {"min": min, "max": max, "abs": abs, "log2": math.log2, "ceil": math.ceil, "floor": math.floor}
 
 
@@ -529,6 +541,10 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
     seed = _int(src, "seed", raw.get("seed", 0))
     trials = _int(src, "trials", raw["trials"], 1) if raw.get("trials") is not None else None
     batch = _int(src, "batch_size", raw["batch_size"], 1) if raw.get("batch_size") is not None else None
+    from ..cli_common import MAX_COUNT
+    for key, n in (("trials", trials), ("batch_size", batch)):
+        if n is not None and n > MAX_COUNT:   # as --trials: 2^20 trials of a 1 s simulation are 12 days
+            raise _err(src, key, f"expected at most {MAX_COUNT} (2^20; more is no study that ends), got {n}")
     color_by = raw.get("color_by")
     if color_by is not None and color_by not in owner.values():
         raise _err(src, "color_by", f"expected a parameter of the search space, got {color_by!r}")
@@ -561,9 +577,70 @@ def load_study(path: str | Path, *, check_metrics: bool = True) -> Study:
                   space=space, constraints=constraints, objectives=objectives, sampler=sampler, seed=seed,
                   trials=trials, batch_size=batch, color_by=color_by, sensitivity=sens, description=desc,
                   base=resolved)
+    _check_windows(study)
+    _check_constraints(study)
     if check_metrics:
         _check_metrics(study)
     return study
+
+
+def _check_windows(study: Study) -> None:
+    """Every window of ``windows`` (and ``sensitivity.windows``) starts at a prompt of the base
+    trace: an error now (exit 2), not every trial failing after it ran."""
+    from ..simulation import window_start_prompts
+    from ..traces.load import load_full_trace
+    lists = [("windows", study.windows), ("sensitivity.windows", study.sensitivity.get("windows"))]
+    if not any(ws for _, ws in lists):
+        return
+    trace = load_full_trace(study.base)
+    for where, ws in lists:
+        for i, w in enumerate(ws or []):
+            cfg = study.base.replace(["run.windows=1", f"run.trace_start_prompt={w}"], source=None)
+            try:
+                window_start_prompts(cfg, trace)
+            except InputError as exc:
+                msg = getattr(exc, "message", None) or str(exc)
+                raise _err(study.source, f"{where}[{i}]", msg) from None
+
+
+def _check_constraints(study: Study) -> None:
+    """Every constraint evaluates to a finite number at design points of the space: each searched
+    value of each parameter, the others at their first value (``low`` or the first choice), and
+    every parameter at its ``high``; a division by zero, an overflow or a key that is no number
+    there is the study file's error (exit 2) before any trial runs. Only points the search can
+    sample are evaluated (not the base config's own values)."""
+    if not study.constraints:
+        return
+    values = {p.name: (p.labels if p.kind == "categorical" else [p.low, p.high]) for p in study.space}
+    first = {p.name: values[p.name][0] for p in study.space}
+
+    def at(choice: dict) -> tuple[str, list[str]]:
+        label = ", ".join(f"{p.name}={choice[p.name]}" for p in study.space) or "the base point"
+        return label, [o for p in study.space for o in p.overrides(choice[p.name])]
+
+    points = [at(first)]
+    for p in study.space:
+        for v in values[p.name][1:]:
+            points.append(at({**first, p.name: v}))
+    points.append(at({p.name: values[p.name][-1] for p in study.space}))
+    cfgs = []
+    for label, ovr in points:
+        try:
+            cfg = study.base.replace(ovr, source=None)
+        except InputError:
+            continue   # reported by the space check
+        cfgs.append((label, cfg))
+    for i, c in enumerate(study.constraints):
+        for label, cfg in cfgs:
+            try:
+                v = eval_expr(c.tree, quantities(cfg, c.names))
+            except (InputError, ArithmeticError, ValueError) as exc:
+                msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+                raise _err(study.source, f"constraints[{i}].expr", f"{c.expr!r} cannot be evaluated at {label}: "
+                           f"{msg}") from None
+            if not math.isfinite(v):
+                raise _err(study.source, f"constraints[{i}].expr", f"{c.expr!r} is {v} at {label}; expected a "
+                           "finite number")
 
 
 def _probe_summary(cfg: SimConfig) -> dict[str, Any]:

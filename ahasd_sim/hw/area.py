@@ -163,3 +163,49 @@ def area_table(cfg):
         pass
     rows = area_rows(a, p.ranks, p.aau.lanes, p.gts.queue_depth, depths)
     return pd.DataFrame(rows, columns=["unit", "area_mm2", "pct_of_die", "basis", "paper_mm2"])
+
+
+def pim_unit_rows(cfg) -> list[dict]:
+    """PIM logic per die and the DRAM capacity it displaces, per PIM unit preset
+    (hw/pim_unit.py) on its device: the configured unit (``pim.unit`` with its typed keys) on
+    ``pim.preset``, every unit preset on ``pim.preset`` (hbm_pim on its own device), with the
+    published capacity a PIM die gives up where one exists."""
+    from . import pim_spec, pim_unit
+    a = cfg.area
+    device = pim_spec.preset(cfg.pim.preset)
+    cases = [("configured", pim_unit.from_config(cfg.pim), device)]
+    for name, unit in pim_unit.UNIT_PRESETS.items():
+        dev = pim_spec.preset("hbm_pim") if name == "hbm_pim" else device
+        cases.append((name, unit, dev))
+    rows = []
+    for label, unit, dev in cases:
+        try:
+            ar = pim_unit.area_breakdown_mm2(unit, dev, a)
+        except Exception as exc:   # a unit that does not fit this device (lanes): say so in the row
+            rows.append({"unit": label, "device": dev.name, "k": unit.input_slots, "basis": str(exc)})
+            continue
+        lost = pim_unit.capacity_lost_gib(ar["total"])
+        pub = pim_unit.PUBLISHED_CAPACITY_LOST.get(unit.name if label != "configured" else "")
+        # HBM-PIM: half of an 8 Gb (1 GiB) die over its 4 pseudo channels (one modelled unit each)
+        pub_gib = pub[0] * 1.0 / 4 if pub else float("nan")
+        rows.append({"unit": label, "device": dev.name, "k": unit.input_slots,
+                     "precision": pim_unit.precision_of(unit, dev), "lanes_per_die": ar["lanes_per_die"],
+                     "buffer_bytes": ar["global_buffer_bytes"], "registers_per_bank": unit.result_registers_per_bank,
+                     "lanes_mm2": ar["lanes"], "buffer_mm2": ar["global_buffer"],
+                     "registers_mm2": ar["result_registers"], "pim_logic_mm2": ar["total"],
+                     "pct_of_die": 100.0 * ar["total"] / a.die_area_mm2, "capacity_lost_gib": lost,
+                     "pct_of_capacity": 100.0 * lost / dev.capacity_gib_per_die,
+                     "published_lost_gib": pub_gib,
+                     "basis": (f"lanes x {pim_unit.LANE_45NM[pim_unit.precision_of(unit, dev)][0]:g} um^2 (45 nm) "
+                               f"x (28/45)^2 x{a.dram_process_penalty:g}; buffer and registers {a.storage} "
+                               f"x{a.dram_process_penalty:g}; capacity at {pim_unit.DRAM_GB_PER_MM2} Gb/mm^2"
+                               + (f"; published: {pub[1]}" if pub else ""))})
+    return rows
+
+
+def pim_unit_table(cfg):
+    import pandas as pd
+    cols = ["unit", "device", "k", "precision", "lanes_per_die", "buffer_bytes", "registers_per_bank", "lanes_mm2",
+            "buffer_mm2", "registers_mm2", "pim_logic_mm2", "pct_of_die", "capacity_lost_gib", "pct_of_capacity",
+            "published_lost_gib", "basis"]
+    return pd.DataFrame(pim_unit_rows(cfg), columns=cols)

@@ -52,7 +52,7 @@ class CloudConfig:
                          "phones_per_gpu), per_token_api (per token processed + per request); all three are "
                          "reported, this one is cloud_cost_usd_per_1k_tokens", choices=PRICINGS,
                          source="default: a provider that batches many phones and resells idle time charges its "
-                         "marginal GPU time; the other two bound it (issue 28)")
+                         "marginal GPU time; the other two bound it (docs/mobile_cloud.md)")
     usd_per_gpu_hour: float = param(3.50, doc="price of one server GPU-hour", unit="USD/GPU-h", ge=0,
                                     source="H200 on-demand from 3.50 USD/GPU-h, GPUaaS.com (May 2026), "
                                     "https://gpuaas.com/blog/h200-vs-h100-rental-decision-guide-2026 "

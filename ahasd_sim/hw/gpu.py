@@ -3,7 +3,7 @@
 ``op_cost(op)`` = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x
 bandwidth_efficiency)); for attention over k > 1 new tokens the KV cache is read at
 ``multi_token_kv_bw_fraction`` of that bandwidth (a multi-query attention kernel launches
-few CTAs per head and streams the KV cache below peak; measured on the H200, issue 13).
+few CTAs per head and streams the KV cache below peak; measured on the H200, docs/validation.md).
 Per-kernel overhead is charged per forward (:meth:`Gpu.forward_cost`):
 ``layers x (kernels x launch_overhead_us + [k > 1] x multi_token_layer_overhead_us)`` with
 the kernel count of the architecture: ``kernels_per_layer`` for gated-MLP models
@@ -76,7 +76,7 @@ class GpuConfig:
                                   source="overlapped: what offloading runtimes do (FlexGen, ICML 2023, "
                                   "arXiv:2303.06865; DeepSpeed ZeRO-Inference; HF accelerate's offload prefetch); "
                                   "serial: the pre-issue-23 model, kept as an option")
-    # MoE expert FFN implementation (issue 15; validation/h200_moe_measured.csv)
+    # MoE expert FFN implementation (validation/h200_moe_measured.csv)
     moe_kernel: str = param("fused", doc="MoE expert FFN: one fused grouped kernel set per layer, or a "
                             "loop over the experts hit (several kernels + a host sync each, as in HF "
                             "transformers)", choices=("fused", "per_expert_loop"))

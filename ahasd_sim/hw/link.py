@@ -9,7 +9,7 @@ transfer first pays a setup of ``latency_us - overlapped_us`` (no bandwidth used
 moves its bytes. An isolated transfer therefore takes ``max(latency, setup + bytes /
 bandwidth)``
 (:meth:`Link.isolated_transfer_time_s`): the copy engine overlaps the rest of its fixed
-cost with the transfer (measured on an H200 host, issue 13: 4-256 KiB copies take 12 us
+cost with the transfer (measured on an H200 host, docs/validation.md: 4-256 KiB copies take 12 us
 flat, 1-64 MiB copies take bytes / bandwidth + ~6 us).
 """
 from __future__ import annotations

@@ -74,9 +74,12 @@ class MemoryConfig:
 
     standard: str = param("LPDDR5", doc="JEDEC standard (label and data-rate range check)",
                           choices=("LPDDR5", "LPDDR5X"), source=_LP5_DS)
-    data_rate_mts: float = param(6400.0, doc="pin data rate", unit="MT/s", gt=0, le=10667,
-                                 source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]",
-                                 bound_reason="LPDDR5X tops out at 10667 MT/s")
+    data_rate_mts: float = param(6400.0, doc="pin data rate", unit="MT/s", ge=400, le=10667,
+                                 source="LPDDR5 6400 Mb/s; LPDDR5X 8533/9600/10667 [MicronLP5], [LP5X]; "
+                                 "400 MT/s: the first LPDDR generation's rate [LPDDRgen]",
+                                 bound_reason="LPDDR5X tops out at 10667 MT/s",
+                                 low_reason="400 MT/s is the first LPDDR generation's pin rate (references.md"
+                                 "#lpddr5); a slower one makes one trace window take simulated hours")
     channels: int = param(4, doc="independent x16 channels (a phone x64 package = 4)", ge=1, le=64,
                           bound_reason="phones have 2-8 x16 channels; 64 would be a x1024 interface",
                           source="references.md#lpddr5: 51.2 GB/s per x64 at 6400; AHASD off-chip 51.2 GB/s")

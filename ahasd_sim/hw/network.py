@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +50,32 @@ from .cost import OpCost
 HUANG12 = ("Huang et al., 'A Close Examination of Performance and Power Characteristics of 4G LTE "
            "Networks', MobiSys 2012, https://doi.org/10.1145/2307636.2307658")
 MAHIMAHI_PACKET_BYTES = 1500  # bytes per delivery opportunity in mahimahi traces (mm-link's PACKET_SIZE)
+
+
+#: the largest RTT an rtt_trace line may hold (the unit ceiling of "ms", config/fields.py)
+_MAX_RTT_MS = 1e6
+
+
+def _read_regular(path: Path, where: str) -> bytes:
+    """The bytes of a regular file of at most ``_MAX_TRACE_BYTES``: a device (``/dev/zero``), a
+    FIFO or a folder is refused by name, not read until memory runs out."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read {where}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device or a pipe)"
+        raise TraceFormatError(f"{where}: is {kind}; expected a text file")
+    if st.st_size > _MAX_TRACE_BYTES:
+        raise TraceFormatError(f"{where}: larger than {_MAX_TRACE_BYTES} bytes (not a trace of this kind?)")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_TRACE_BYTES + 1)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read {where}: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_TRACE_BYTES:
+        raise TraceFormatError(f"{where}: larger than {_MAX_TRACE_BYTES} bytes (not a trace of this kind?)")
+    return raw
 
 
 class TraceFormatError(ValueError):
@@ -132,12 +160,8 @@ class PacketTrace:
     @classmethod
     def load(cls, path: str | Path) -> "PacketTrace":
         path = Path(path)
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(_MAX_TRACE_BYTES + 1)
-        except OSError as exc:
-            raise TraceFormatError(f"cannot read mahimahi trace '{path}': {exc.strerror or exc}") from None
         where = f"mahimahi trace '{path}'"
+        raw = _read_regular(path, where)
         if len(raw) > _MAX_TRACE_BYTES:
             raise TraceFormatError(f"{where}: larger than {_MAX_TRACE_BYTES} bytes (not a mahimahi trace?)")
         if raw.startswith(b"PK\x03\x04"):
@@ -211,10 +235,12 @@ class RttTrace:
     @classmethod
     def load(cls, path) -> "RttTrace":
         where = f"rtt trace '{path}'"
+        raw = _read_regular(Path(path), where)
         try:
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TraceFormatError(f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}") from None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(f"{where}: byte 0x{raw[exc.start]:02x} at offset {exc.start} is not text "
+                                   "(a binary file?); expected 'time_s rtt_ms' lines") from None
         ts, vs = [], []
         for i, line in enumerate(text.splitlines(), 1):
             f = line.replace(",", " ").split()
@@ -224,6 +250,14 @@ class RttTrace:
                 t, v = float(f[0]), float(f[1])
             except (ValueError, IndexError):
                 raise TraceFormatError(f"{where} line {i}: expected 'time_s rtt_ms', got {line.strip()[:40]!r}") from None
+            # every number of a data file is finite and in range, or its line is named (a nan RTT
+            # made every message arrive at once, an inf one never)
+            if not (math.isfinite(t) and 0 <= t <= _MAX_TIMESTAMP_MS * 1e-3):
+                raise TraceFormatError(f"{where} line {i}: time {f[0]!r} s is not in 0..{_MAX_TIMESTAMP_MS * 1e-3:g} "
+                                       "(about 30 days)")
+            if not (math.isfinite(v) and 0 <= v <= _MAX_RTT_MS):
+                raise TraceFormatError(f"{where} line {i}: RTT {f[1]!r} ms is not in 0..{_MAX_RTT_MS:g} "
+                                       "(a network delay of 1000 s is an outage, not a latency)")
             ts.append(t)
             vs.append(v * 1e-3)
         return cls(ts, vs, where)

@@ -38,6 +38,7 @@ from ..config.registry import config_section
 from .cost import ELEMENTWISE_KINDS, MATRIX_KINDS, OpCost, op_kind
 from .npu import OPS_PER_MAC, nonlinear_class_of
 from . import pim_spec as _spec
+from . import pim_unit as _unit
 
 _AHASD = "AHASD paper Table 2"
 _AAU_SRC = "AHASD artifact AAU model (references.md#ahasd-aau-gts)"
@@ -176,7 +177,7 @@ class PimConfig:
                              "typed rate replaces the MAC-command spacing or MAC clock in it); roofline = "
                              "max(bytes / internal bandwidth, 2 x MACs / op rate) + op_overhead_ns (the v0.1 model)",
                              choices=("command_sequence", "roofline"),
-                             source="issue 25: SK hynix AiM command protocol (ISSCC 2022; CENT, ASPLOS 2025, "
+                             source="SK hynix AiM command protocol (ISSCC 2022; CENT, ASPLOS 2025, "
                              "github arkhadem/aim_simulator)")
     op_overhead_ns: float = param(100.0, doc="fixed per-op PIM overhead (command issue, input broadcast to "
                                   "units, result collection); used by gemv_timing: roofline only (the command "
@@ -201,16 +202,60 @@ class PimConfig:
                                   "ceil(bytes / rank capacity) ranks and the rest stay idle; proportional = "
                                   "distinct ranks, every rank given out pro rata to the bytes (at least min_fit each)",
                                   choices=("auto", "all_ranks", "striped", "min_fit", "proportional"),
-                                  source="auto: issue 23 (each competitor's best placement on the same hardware); "
-                                  "striped: what a designer builds to use every PIM unit (issue 12); "
+                                  source="auto: fair baselines (each competitor's best placement on the same hardware); "
+                                  "striped: what a designer builds to use every PIM unit; "
                                   "min_fit/proportional: references.md#ahasd-aau-gts (distinct ranks)")
-    vectors_per_weight_read: int = param(1, doc="input vectors a PIM unit holds and multiplies per weight row it "
-                                         "reads: a multi-token GEMM on PIM reads its weights (and KV) "
-                                         "ceil(tokens / this) times", ge=1,
-                                         source="SK hynix GDDR6-AiM: one 2 KB global buffer per channel holds one "
-                                         "input vector (ISSCC 2022, doi:10.1109/ISSCC42614.2022.9731711; Hot Chips 34, "
-                                         "2022); Samsung HBM-PIM's GRF likewise holds one vector slice per MAC "
-                                         "(ISCA 2021, doi:10.1109/ISCA52012.2021.00013)")
+    unit: str = param("aim", doc="PIM unit microarchitecture (hw/pim_unit.py): input-vector slots, MAC lanes and "
+                      "precision, global buffer, result registers; area, leakage and capacity derived from it "
+                      "(python -m ahasd_sim area)", choices=tuple(_unit.UNIT_PRESETS),
+                      source="aim: GDDR6-AiM as CENT drives it (ISSCC 2022; ASPLOS 2025); gemm_k8: LP-Spec "
+                      "(arXiv 2508.07227) / CD-PIM (arXiv 2601.12298)-like GEMM-capable unit; hbm_pim: Samsung "
+                      "HBM-PIM (ISSCC 2021)")
+    vectors_per_weight_read: int | None = param(None, doc="input-vector slots k of the PIM unit: vectors its global "
+                                                "buffer holds and multiplies per weight row it reads (a multi-token "
+                                                "GEMM reads its weights ceil(tokens / k) times); null = pim.unit's "
+                                                "k; the lanes follow (pim.mac_lanes_per_bank)", ge=1, le=64,
+                                                bound_reason="64 vectors per weight read is 8x the widest "
+                                                "published GEMM-capable PIM verification width",
+                                                source="SK hynix GDDR6-AiM: one 2 KB global buffer per channel holds "
+                                                "one input vector (ISSCC 2022, doi:10.1109/ISSCC42614.2022.9731711); "
+                                                "Samsung HBM-PIM's GRF likewise (ISCA 2021, "
+                                                "doi:10.1109/ISCA52012.2021.00013)")
+    mac_lanes_per_bank: int | None = param(None, doc="MAC lanes per bank of the PIM unit; null = sized for k vectors "
+                                           "at the preset's column rate (k x the one-vector lanes); fewer than k "
+                                           "needs is refused unless pim.mac_bound", ge=1, le=1024,
+                                           bound_reason="1024 lanes per bank is 64x AiM's 16",
+                                           source="derived (hw/pim_unit.py lanes_needed)")
+    result_registers_per_bank: int | None = param(None, doc="MAC result registers per bank (output groups one "
+                                                  "global-buffer chunk serves between mode switches, x k); null = "
+                                                  "pim.unit's (aim: 32 per vector slot)", ge=1, le=4096,
+                                                  bound_reason="4096 registers per bank is 128x CENT's 32",
+                                                  source="CENT driver --reuse_size 32 'depending on register number'")
+    mac_bound: bool = param(False, doc="accept a unit with fewer MAC lanes than k vectors need (its MAC spacing "
+                            "stretches: MAC-bound); false = such a config is an error")
+    driver_order: str = param("reuse_gb", doc="PIM driver's GEMV command order: reuse_gb = CENT's global-buffer "
+                              "reuse (the input chunk in the global buffer serves a batch of output groups, mode "
+                              "switches batched per result-register batch); per_group = two mode switches per "
+                              "output group (CENT's no-reuse order)", choices=_spec.DRIVER_ORDERS,
+                              source="CENT (ASPLOS 2025) trace generator, GEMV orders reuse-GB / no-reuse; both "
+                              "validated against the AiM simulator (docs/validation.md)")
+    all_bank_act: str = param("preset", doc="all-bank activation of a PIM MAC command: jedec = the banks activate "
+                              "one by one within tRRD/tFAW (4 ACTs per tFAW); power_delivery = one all-bank ACT, "
+                              "assuming a PIM die whose power grid carries it (AiM's ACT16, HBM-PIM's all-bank mode); "
+                              "preset = the device preset's (lpddr5_pim: jedec; AiM and HBM-PIM presets: "
+                              "power_delivery)", choices=("preset", "jedec", "power_delivery"),
+                              source="JESD209-5B tRRD/tFAW; GDDR6-AiM ACT16 (ISSCC 2022)")
+    die_lockstep: bool = param(True, doc="the dies of one JEDEC rank take one command stream in lockstep, so a "
+                               "placement gives a model whole ranks: the draft/target split of pim.ranks (one PIM "
+                               "unit per die) moves in steps of the preset's dies_per_rank (lpddr5_pim: 2 x8 dies); "
+                               "false = single dies (each die its own command stream, which JEDEC LPDDR5 byte mode "
+                               "does not give)", source="JESD209-5B byte mode: two x8 dies of a rank share the "
+                               "channel's command/address bus")
+    protocol_io: str = param("charge", doc="PIM protocol I/O (WR_GB input chunks, WR_BIAS and RD_MAC result "
+                             "registers) on the dies' data buses: charge = its bytes x the memory's write/read "
+                             "pJ/bit as PIM energy; free = not charged (the AiM simulator's accounting)",
+                             choices=("charge", "free"),
+                             source="the command sequence's ISRs (validation/peers/README.md)")
     host_share_of_active_rank: float = param(0.5, doc="arbitration weight of the host's (NPU's) command stream to a "
                                              "rank whose PIM units compute, PIM's being (1 - share): the ranks' bank "
                                              "time is shared by weighted max-min fairness among the tasks that "
@@ -314,7 +359,14 @@ class PimMemory:
         #: the AAUs (check ``aau.enabled``) and the GTS of this device
         self.aau = Aau(cfg.aau, n_units=cfg.ranks)
         self.gts = Gts(cfg.gts, cfg.clock_ghz)
-        #: command-sequence specs per (element bytes, vectors held), built on first use
+        #: the PIM unit microarchitecture (pim.unit + its typed keys) and the device spec it runs on
+        self.unit = _unit.from_config(cfg)
+        base = _spec.preset(cfg.preset)
+        if cfg.all_bank_act != "preset":
+            base = dataclasses.replace(base, all_bank_act_tfaw=cfg.all_bank_act == "jedec").validate()
+        self._unit_spec = _unit.apply(self.unit, base)
+        self._check_typed_rates()
+        #: command-sequence specs per element bytes, built on first use
         self._seq_specs: dict[tuple, "_spec.PimSpec"] = {}
         #: the dynamic power PIM GEMVs may draw on all ranks together under an instantaneous
         #: ``pim.dram_power_limit_w`` (None = no limit); set by :meth:`apply_power_cap`
@@ -340,8 +392,29 @@ class PimMemory:
 
     @property
     def spec(self) -> "_spec.PimSpec":
-        """The device spec of ``pim.preset`` (hw/pim_spec.py)."""
-        return _spec.preset(self.cfg.preset)
+        """The device spec of ``pim.preset`` (hw/pim_spec.py) with the unit's slots, lanes and
+        registers (hw/pim_unit.py) and the ``pim.all_bank_act`` rule."""
+        return self._unit_spec
+
+    @property
+    def vectors_per_weight_read(self) -> int:
+        """k: input vectors the unit multiplies per weight row it reads (``pim.vectors_per_weight_read``
+        or the unit preset's)."""
+        return self.unit.vectors_per_weight_read
+
+    def _check_typed_rates(self) -> None:
+        """A typed MAC rate that cannot serve k > 1 vectors at the column rate is refused
+        unless ``pim.mac_bound`` (k = 1 keeps the typed overrides as they are)."""
+        k = self.unit.input_slots
+        if k <= 1 or self.cfg.unit_gops_int8 is None or self.cfg.mac_bound:
+            return
+        macs_die = self.total_ops_s / OPS_PER_MAC / self.total_units
+        need = k * self.total_internal_bw_bytes_s / self.total_units / self.spec.element_bytes
+        if macs_die < need * (1 - 1e-9):
+            raise ConfigError("", "pim.unit_gops_int8",
+                              f"{2 * macs_die / 1e9:.1f} GOPS per unit cannot multiply {k} input vectors at the "
+                              f"column rate (needs {2 * need / 1e9:.1f}); raise it, lower "
+                              f"pim.vectors_per_weight_read, or set pim.mac_bound: true")
 
     @property
     def derived_rates(self) -> "_spec.PimRates":
@@ -385,7 +458,18 @@ class PimMemory:
 
     @property
     def static_power_w(self) -> float:
-        return self.cfg.ranks * self.cfg.static_mw_per_rank * 1e-3
+        """PIM-unit leakage: ``static_mw_per_rank`` for the AiM-like one-vector unit of this
+        device, scaled by the unit's logic area over that unit's (leakage grows with the
+        lanes, buffer and registers it adds)."""
+        return self.cfg.ranks * self.cfg.static_mw_per_rank * 1e-3 * self.leakage_area_ratio
+
+    @property
+    def leakage_area_ratio(self) -> float:
+        from .area import AreaConfig
+        a = AreaConfig()
+        base = _spec.preset(self.cfg.preset)
+        ref = _unit.area_breakdown_mm2(_unit.UNIT_PRESETS["aim"], base, a)["total"]
+        return _unit.area_breakdown_mm2(self.unit, base, a)["total"] / ref
 
     @property
     def model_rank_capacity_bytes(self) -> float:
@@ -417,6 +501,16 @@ class PimMemory:
         return f" (after the {r:g} GiB memory.reserved_gib)" if r else ""
 
     # ---------------------------------------------------------------- partition
+    @property
+    def placement_step(self) -> int:
+        """Units (dies) a placement hands out together: the preset's dies per rank under
+        ``pim.die_lockstep`` when the units are dies (one per ``pim.ranks`` entry) and they
+        divide evenly, else 1."""
+        g = int(self.spec.dies_per_rank)
+        if not self.cfg.die_lockstep or self.cfg.units_per_rank != 1 or g <= 1 or self.cfg.ranks % g:
+            return 1
+        return g
+
     def partition(self, draft_bytes: float, target_bytes: float, kv_reserve_bytes: float = 0.0, *,
                   target_kv_reserve_bytes: float | None = None, policy: str | None = None) -> RankPartition:
         """Place the draft and target model in ranks by ``policy`` (default ``pim.partition_policy``;
@@ -434,8 +528,9 @@ class PimMemory:
         need_t = float(target_bytes) + float(t_kv)
         if need_d <= 0 or need_t <= 0:
             raise ValueError("partition needs positive draft and target sizes")
-        cap = self.model_rank_capacity_bytes
-        rd, rt = math.ceil(need_d / cap), math.ceil(need_t / cap)
+        cap = float(self.model_rank_capacity_bytes)
+        step = self.placement_step
+        rd, rt = step * math.ceil(need_d / cap / step), step * math.ceil(need_t / cap / step)
         ranks = self.cfg.ranks
         if policy == "all_ranks":
             part = RankPartition(ranks, ranks, 0, need_d, need_t, cap, shared_ranks=ranks)
@@ -467,7 +562,7 @@ class PimMemory:
             spare = ranks - rd - rt
             # spare ranks go pro rata to the bytes (rounded share of all ranks, never below min_fit)
             share_d = ranks * need_d / (need_d + need_t)
-            extra_d = min(spare, max(0, round(share_d) - rd))
+            extra_d = min(spare, max(0, step * round(share_d / step) - rd))
             rd, rt = rd + extra_d, rt + (spare - extra_d)
         return RankPartition(rd, rt, ranks - rd - rt, need_d, need_t, cap)
 
@@ -515,7 +610,7 @@ class PimMemory:
         at the rate the command sequence achieves: what PIM draws when it computes, unthrottled
         (below :attr:`full_rate_power_w`, the bank-rate bound)."""
         op = _ReferenceGemv()
-        return self._gemv_energy_j(op) / self._unthrottled_time_s(op, self.cfg.ranks)
+        return self._gemv_energy_j(op, self.cfg.ranks) / self._unthrottled_time_s(op, self.cfg.ranks)
 
     def apply_power_cap(self, host_overlaps_pim: bool) -> dict:
         """Split ``pim.dram_power_limit_w`` between PIM and the host's streams, on the power a run
@@ -594,14 +689,14 @@ class PimMemory:
                              f"({getattr(op, 'name', '')}); send it to the AAU or the host")
         ranks = self._check_ranks(ranks)
         busy = self._unthrottled_time_s(op, ranks)
-        energy = self._gemv_energy_j(op)
+        energy = self._gemv_energy_j(op, ranks)
         duration = busy
         if self.pim_budget_w is not None:
             # under an instantaneous cap a GEMV on r ranks runs no faster than its energy over the
             # r ranks' share of the PIM budget (same work and energy, longer): GEMVs on disjoint
             # ranks running at once stay within the budget together
             duration = max(busy, energy / (self.pim_budget_w * ranks / self.cfg.ranks))
-        return OpCost(duration, {self.device: energy}, bus_bytes=0.0, macs=float(op.macs))
+        return OpCost(duration, {self.device: energy}, bus_bytes=self._protocol_bus_bytes(op, ranks), macs=float(op.macs))
 
     def _unthrottled_time_s(self, op: object, ranks: int) -> float:
         """A GEMV's time at the DVFS state's rate (``pim.dvfs_rate_fraction``), before a power cap."""
@@ -614,13 +709,34 @@ class PimMemory:
             t = self._sequence_time_s(op, ranks)
         return t / self.cfg.dvfs_rate_fraction
 
-    def _gemv_energy_j(self, op: object) -> float:
-        """Dynamic energy of one GEMV: bank column accesses, row activations, MACs."""
+    def _gemv_energy_j(self, op: object, ranks: int) -> float:
+        """Dynamic energy of one GEMV: bank column accesses, row activations, MACs, and the PIM
+        protocol I/O on the dies' buses (``pim.protocol_io: charge``)."""
         nbytes = self.bytes_read(op)
         energy = nbytes * 8.0 * self.cfg.bank_pj_per_bit * 1e-12 + float(op.macs) * self.cfg.pj_per_mac * 1e-12
         if self.memory is not None:
             energy += nbytes / self.memory.cfg.page_bytes * self.memory.cfg.act_pre_nj_per_row * 1e-9
+            energy += self.protocol_io_energy_j_by_isr(op, ranks)
         return energy
+
+    def _protocol_bus_bytes(self, op: object, ranks: int) -> float:
+        """Protocol bytes one GEMV moves on the dies' data buses (their time is in the sequence)."""
+        if self.memory is None or self.cfg.protocol_io != "charge" or self.cfg.gemv_timing != "command_sequence":
+            return 0.0
+        return self.protocol_io_bytes(op, ranks)
+
+    def protocol_io_energy_j_by_isr(self, op: object, ranks: int) -> float:
+        """Protocol I/O energy of one ``op``: WR_GB and WR_BIAS bytes x ``memory.write_pj_per_bit``,
+        RD_MAC bytes x ``memory.read_pj_per_bit`` (0 without a memory, with ``protocol_io: free`` or
+        with the roofline timing, which has no command sequence)."""
+        if self.memory is None or self.cfg.protocol_io == "free" or self.cfg.gemv_timing != "command_sequence":
+            return 0.0
+        rows, cols, vectors, eb = self.gemv_layout(op)
+        in_bytes = _unit.PRECISION_BITS[_unit.precision_of(self.unit, self.spec)][1] / 8
+        io = _spec.gemv_io_bytes(self._sequence_spec(eb), rows, cols, vectors,
+                                 dies=ranks * self.cfg.units_per_rank, input_bytes=in_bytes)
+        m = self.memory.cfg
+        return ((io["WR_GB"] + io["WR_BIAS"]) * m.write_pj_per_bit + io["RD_MAC"] * m.read_pj_per_bit) * 8e-12
 
     # ------------------------------------------------------------- command sequence
     def gemv_layout(self, op: object) -> tuple[int, int, int, float]:
@@ -636,21 +752,16 @@ class PimMemory:
         row = self.spec.row_bytes
         return max(1, math.ceil(matrix / row)), int(row // self.spec.element_bytes), n, float(self.spec.element_bytes)
 
-    def _sequence_spec(self, element_bytes: float, vectors_held: int) -> "_spec.PimSpec":
-        key = (element_bytes, vectors_held)
+    def _sequence_spec(self, element_bytes: float) -> "_spec.PimSpec":
+        key = (element_bytes,)
         cache = self._seq_specs
         sp = cache.get(key)
         if sp is None:
             units = self.total_units
             typed_bw = self.total_internal_bw_bytes_s / units if self.cfg.internal_bw_gb_s is not None else None
             typed_macs = self.total_ops_s / OPS_PER_MAC / units if self.cfg.unit_gops_int8 is not None else None
-            base = self.spec
-            if vectors_held > 1:
-                # a unit holding k vectors does k MACs per element it reads: k x the MAC time per column
-                macs = typed_macs if typed_macs is not None else self.derived_rates.macs_s_per_die
-                typed_macs = macs / vectors_held
-            sp = _spec.with_rates(base, element_bytes=element_bytes, internal_bytes_s_per_die=typed_bw,
-                                  macs_s_per_die=typed_macs)
+            sp = _spec.with_rates(self.spec, element_bytes=element_bytes,
+                                  internal_bytes_s_per_die=typed_bw, macs_s_per_die=typed_macs)
             if self.memory is not None and self.memory.refresh_derated:
                 # above 85 C JEDEC doubles the refresh rate: the ranks are blocked twice as often
                 sp = dataclasses.replace(sp, timings=dataclasses.replace(sp.timings, n_refi=sp.timings.n_refi // 2))
@@ -659,16 +770,24 @@ class PimMemory:
 
     def _passes(self, vectors: int) -> tuple[int, int]:
         """(vectors a unit holds at once, passes over the matrix) for ``vectors`` input vectors."""
-        held = min(self.cfg.vectors_per_weight_read, vectors)
+        held = min(self.vectors_per_weight_read, vectors)
         return held, math.ceil(vectors / held)
 
     def _sequence_time_s(self, op: object, ranks: int) -> float:
         rows, cols, vectors, eb = self.gemv_layout(op)
-        held, passes = self._passes(vectors)
         dies = ranks * self.cfg.units_per_rank
-        t = _spec.gemv_time_s(self._sequence_spec(eb, held), rows, cols, passes, dies=dies)
+        t = _spec.gemv_time_s(self._sequence_spec(eb), rows, cols, vectors, dies=dies, order=self.cfg.driver_order)
         kv_w = float(getattr(op, "kv_write_bytes", 0.0))
         return t + kv_w / (ranks * self.rank_internal_bw_bytes_s)
+
+    def protocol_io_bytes(self, op: object, ranks: int) -> float:
+        """Bytes of PIM protocol I/O (WR_GB input chunks, WR_BIAS / RD_MAC registers) one
+        occurrence of ``op`` moves on the dies' data buses (:func:`ahasd_sim.hw.pim_spec.gemv_io_bytes`)."""
+        rows, cols, vectors, eb = self.gemv_layout(op)
+        sp = self._sequence_spec(eb)
+        in_bytes = _unit.PRECISION_BITS[_unit.precision_of(self.unit, self.spec)][1] / 8
+        return float(sum(_spec.gemv_io_bytes(sp, rows, cols, vectors, dies=ranks * self.cfg.units_per_rank,
+                                             input_bytes=in_bytes).values()))
 
     def bytes_read(self, op: object) -> float:
         """Bank bytes one occurrence of ``op`` moves: weights and KV reads are repeated for every
@@ -679,7 +798,7 @@ class PimMemory:
         if self.cfg.gemv_timing == "command_sequence" and getattr(op, "pim_gemv", ()):
             rows, cols, vectors, eb = self.gemv_layout(op)
             return self._passes(vectors)[1] * rows * cols * eb + kv_w
-        reads = math.ceil(max(1, int(getattr(op, "n_tokens", 1) or 1)) / self.cfg.vectors_per_weight_read)
+        reads = math.ceil(max(1, int(getattr(op, "n_tokens", 1) or 1)) / self.vectors_per_weight_read)
         kv = float(getattr(op, "kv_bytes", 0.0))
         return float(op.weight_bytes) * reads + (kv - kv_w) * reads + kv_w
 

@@ -47,6 +47,9 @@ _AHASD = "AHASD paper Table 2 (16 PIM units, 102.4 GOPS INT8, 4 GB/rank x 16, 51
 _HBMPIM = ("Samsung HBM-PIM (Aquabolt-XL): Kwon et al., ISSCC 2021, doi:10.1109/ISSCC42613.2021.9365862; "
            "Lee et al., ISCA 2021, doi:10.1109/ISCA52012.2021.00013")
 
+_CENT_REUSE = ("CENT driver (github Morteza1814/CENT cent_simulation, GEMV order reuse-GB, --reuse_size default 32: "
+               "'GB reuse size, depending on register number')")
+
 #: JEDEC LPDDR5 (JESD209-5B): one or two ranks per channel; x16 channel, or two x8 dies
 #: (byte mode) sharing it. GDDR6 (JESD250) has no ranks (clamshell aside); HBM2 (JESD235)
 #: counts pseudo channels and has one "rank" (stack ID) per channel in the PIM parts.
@@ -70,6 +73,9 @@ class PimTimings:
     n_cl_reg: int            # register read latency (nCLREG)
     n_rfc: int               # all-bank refresh time
     n_refi: int              # all-bank refresh interval
+    n_rrd: int = 0           # ACT -> ACT, different banks (JEDEC tRRD)
+    n_faw: int = 0           # at most four ACTs in any window this long (JEDEC tFAW)
+    n_rtp: int = 1           # column read (MAC16) -> PREA: a MAC_ABK right after a MAC_ABK waits this
     source: str = ""
 
 
@@ -93,6 +99,10 @@ class PimSpec:
     capacity_gib_per_die: float
     timings: PimTimings
     isr_issue_cycles: int = 1   # cycles the PIM DMA needs to decode an ISR after a blocking one returns
+    result_bytes: int = 2       # bytes of one MAC result register as WR_BIAS / RD_MAC move it (AiM: BF16)
+    input_slots: int = 1        # input vectors the global buffer holds per chunk (k; hw/pim_unit.py)
+    result_registers: int = 32  # MAC result registers per bank (outputs one global-buffer chunk serves per batch)
+    all_bank_act_tfaw: bool = False  # all-bank ACT obeys tRRD/tFAW (False: a PIM power grid lifts it, as ACT16)
     sources: dict = field(default_factory=dict)
 
     def validate(self) -> "PimSpec":
@@ -102,7 +112,8 @@ class PimSpec:
             raise ConfigError("", f"{key}.standard", f"unknown standard {std!r} "
                               f"(known: {', '.join(MAX_RANKS_PER_CHANNEL)})")
         for k in ("channels", "ranks_per_channel", "dies_per_rank", "bankgroups", "banks_per_bankgroup",
-                  "banks_per_mac_unit", "column_bytes", "row_bytes", "element_bytes", "mac_lanes"):
+                  "banks_per_mac_unit", "column_bytes", "row_bytes", "element_bytes", "mac_lanes",
+                  "input_slots", "result_registers"):
             if int(getattr(self, k)) < 1:
                 raise ConfigError("", f"{key}.{k}", f"must be >= 1, got {getattr(self, k)}")
         if self.channels > MAX_CHANNELS[std]:
@@ -126,6 +137,12 @@ class PimSpec:
             raise ConfigError("", f"{key}.ranks_per_channel",
                               f"{self.ranks_per_channel} ranks cannot interleave MAC commands on one command bus "
                               f"every {self.timings.n_ccd_mac} nCK")
+        if self.all_bank_act_tfaw and not (self.timings.n_faw > 0 and self.timings.n_rrd > 0):
+            raise ConfigError("", f"{key}.all_bank_act_tfaw", "the preset has no tRRD/tFAW timings to obey")
+        if self.result_registers < self.input_slots:
+            raise ConfigError("", f"{key}.result_registers",
+                              f"{self.result_registers} result registers per bank cannot hold the partial sums of "
+                              f"{self.input_slots} input vectors (need >= input_slots)")
         t = self.timings
         if not (t.tck_ns > 0 and t.n_ccd_mac >= 1 and t.n_refi > t.n_rfc >= 0):
             raise ConfigError("", f"{key}.timings", "need tck_ns > 0, n_ccd_mac >= 1, n_refi > n_rfc >= 0")
@@ -200,42 +217,82 @@ def _check_gemv(spec: PimSpec, rows: int, cols: int, vectors: int, channels: int
     return ch
 
 
-def isr_cycles(spec: PimSpec) -> dict:
+DRIVER_ORDERS = ("reuse_gb", "per_group")
+
+
+def _check_order(order: str) -> str:
+    if order not in DRIVER_ORDERS:
+        raise ValueError(f"driver order must be one of {', '.join(DRIVER_ORDERS)}, got {order!r}")
+    return order
+
+
+def act_spread_cycles(spec: PimSpec, tfaw: bool | None = None) -> int:
+    """Cycles from the first to the last bank's ACT of one all-bank activation of a die.
+
+    0 when the all-bank ACT is one command (AiM's ACT16; ``tfaw`` False: the PIM die's
+    power grid is built for it, a named power-delivery assumption). With JEDEC tRRD/tFAW
+    obeyed (``tfaw`` True) the B banks activate one by one, at most four in any tFAW
+    window: bank i (0-based) at max(i x tRRD, (i div 4) x tFAW + (i mod 4) x tRRD), so the
+    last one at that value for i = B - 1 (16 banks, LPDDR5-6400 tRRD 4 / tFAW 16 nCK:
+    3 x 16 + 3 x 4 = 60 nCK). ``tfaw`` None: the spec's ``all_bank_act_tfaw``."""
+    on = spec.all_bank_act_tfaw if tfaw is None else bool(tfaw)
+    if not on:
+        return 0
+    t = spec.timings
+    i = spec.banks_per_die - 1
+    return int(max(i * t.n_rrd, (i // 4) * t.n_faw + (i % 4) * t.n_rrd))
+
+
+def register_bursts(spec: PimSpec) -> int:
+    """Data bursts one MAC-register ISR (WR_BIAS, RD_MAC) moves on a die: one result of
+    ``result_bytes`` per MAC unit over a ``column_bytes`` burst (AiM: 16 x 2 B = one 32 B burst)."""
+    return max(1, math.ceil(spec.mac_units_per_die * spec.result_bytes / spec.column_bytes))
+
+
+def isr_cycles(spec: PimSpec, tfaw: bool | None = None) -> dict:
     """Cycles from the first command of each ISR of the GEMV sequence to the first command
-    of the next ISR, on one lockstep unit (opsize-dependent ones as functions of opsize).
+    of the next ISR, on one lockstep unit (opsize-dependent ones as functions of opsize),
+    mode switches (TMOD) not included: they are counted per :func:`gemv_counts`.
 
     Timing constraints are issue-to-issue (Ramulator's convention: a command at cycle t with
-    latency L to the next allows it at t + L); a mode switch (TMOD) is issued when the ISR's
-    first command would be ready, and every command waits nMODCH after it:
+    latency L to the next allows it at t + L); a mode switch is issued when the ISR's first
+    command would be ready, and every command waits nMODCH (``TMOD``) after it:
 
-    * MAC_ABK(n) = nMODCH (TMOD -> PREA) + nRPab (PREA -> ACT) + nRCDRDMAC (ACT -> first
-      MAC16; LPDDR5's second ACT step fits inside it) + (n - 1) x MAC spacing + 1;
-    * RD_MAC = nMODCH (TMOD -> CAS) + CAS + nCLREG + nBL (register data back; blocking)
+    * MAC_ABK(n, h) = nRPab (PREA -> ACT) + the all-bank ACT spread (:func:`act_spread_cycles`)
+      + nRCDRDMAC (ACT -> first MAC16; LPDDR5's second ACT step fits inside it)
+      + (n - 1) x MAC spacing for h held vectors + 1;
+    * RD_MAC = CAS + nCLREG + bursts x nBL (register data back; blocking)
       + ``isr_issue_cycles`` (the PIM DMA decodes the next ISR on its next cycle);
-    * WR_BIAS = CAS + 1 (WRMAC16; the next ISR is already decoded: it is not blocking);
-    * WR_GB(n) = CAS + (n - 1) x n_ccd_wr + 1 (it follows an RD_MAC, already in register
-      mode; the sequence's first WR_GB pays one mode switch, :data:`first_mode_switch`).
+    * WR_BIAS = CAS + (bursts - 1) x n_ccd_wr + 1 (WRMAC16; not blocking);
+    * WR_GB(n) = CAS + (n - 1) x n_ccd_wr + 1 (in register mode, after an RD_MAC).
 
-    The GEMV order switches mode twice per output group (into MAC mode for MAC_ABK, back
-    into register mode for RD_MAC; WR_BIAS and WR_GB stay in register mode).
+    ISRs of one kind back to back (the reuse order's batches, k > 1 vectors) keep the
+    command-to-command rules of the device (the AiM simulator's tables): a register or buffer
+    write ISR follows the previous one by at least ``n_ccd_wr`` (``WR_run``), and a MAC_ABK
+    right after a MAC_ABK waits nRTP instead of one cycle before its PREA (``MAC_after_MAC``).
     """
     t = spec.timings
-    ccd = mac_spacing_cycles(spec)
+    spread = act_spread_cycles(spec, tfaw)
+    bursts = register_bursts(spec)
     return {
         "WR_GB": lambda n: t.n_cas + (n - 1) * t.n_ccd_wr + 1,
-        "WR_BIAS": t.n_cas + 1,
-        "MAC_ABK": lambda n: t.n_modch + t.n_rp_ab + t.n_rcd_mac + (n - 1) * ccd + 1,
-        "RD_MAC": t.n_modch + t.n_cas + t.n_cl_reg + t.n_bl + spec.isr_issue_cycles,
-        "first_mode_switch": t.n_modch,
+        "WR_BIAS": t.n_cas + (bursts - 1) * t.n_ccd_wr + 1,
+        "MAC_ABK": lambda n, h=1: t.n_rp_ab + spread + t.n_rcd_mac + (n - 1) * mac_spacing_cycles(spec, h) + 1,
+        "RD_MAC": t.n_cas + t.n_cl_reg + bursts * t.n_bl + spec.isr_issue_cycles,
+        "TMOD": t.n_modch,
+        "MAC_after_MAC": max(0, t.n_rtp - 1),
+        "WR_run": lambda cost, m: m * cost + (m - 1) * max(0, t.n_ccd_wr - cost) if m > 0 else 0,
     }
 
 
-def mac_spacing_cycles(spec: PimSpec) -> float:
+def mac_spacing_cycles(spec: PimSpec, held: int | None = None) -> float:
     """Cycles between two all-bank MAC commands: the column-to-column time n_ccd_mac, or
-    longer when the MAC unit needs more time for one column's elements
-    (elements per column / (lanes x MAC clock)) -- a compute-bound device."""
+    longer when the MAC unit needs more time for one column's elements times the ``held``
+    input vectors (held x elements per column / (lanes x MAC clock); default the spec's
+    ``input_slots``) -- a MAC-bound device."""
     t = spec.timings
-    compute_ns = spec.elements_per_column / (spec.mac_lanes * spec.mac_clock_ghz)
+    h = spec.input_slots if held is None else int(held)
+    compute_ns = h * spec.elements_per_column / (spec.mac_lanes * spec.mac_clock_ghz)
     return max(float(t.n_ccd_mac), compute_ns / t.tck_ns)
 
 
@@ -250,13 +307,47 @@ def refresh_stretch(spec: PimSpec, refresh: bool = True) -> float:
     return 1.0 / (1.0 - lost / t.n_refi)
 
 
+def _passes(spec: PimSpec, vectors: int) -> list[tuple[int, int]]:
+    """[(vectors held in the pass, number of such passes)]: the global buffer holds
+    ``input_slots`` vectors, so ``vectors`` take ceil(vectors / k) passes over the matrix."""
+    k = spec.input_slots
+    full, last = divmod(int(vectors), k)
+    out = [(k, full)] if full else []
+    if last:
+        out.append((last, 1))
+    return out
+
+
+def _batches(spec: PimSpec, groups: int, held: int, order: str) -> int:
+    """Batches of output groups one global-buffer chunk serves between mode switches:
+    per_group = one group per batch; reuse_gb = as many groups as the result registers hold
+    partial sums for (registers // held vectors; CENT's ``reuse-GB`` order,
+    ``num_reuse_groups`` = ceil(groups / that))."""
+    if _check_order(order) == "per_group":
+        return groups
+    per_batch = max(1, spec.result_registers // held)
+    return math.ceil(groups / per_batch)
+
+
+def _batch_sizes(groups: int, batches: int) -> list[tuple[int, int]]:
+    """[(groups in a batch, batches of that size)]: CENT balances them, ceil(groups / batches)
+    each and the rest in the last."""
+    size = math.ceil(groups / batches)
+    last = groups - size * (batches - 1)
+    return [(size, batches - 1), (last, 1)] if batches > 1 else [(groups, 1)]
+
+
 def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                *, dies: int | None = None) -> dict:
-    """ISR counts (per lockstep unit) and the layout of a GEMV W[rows x cols] . x.
+                *, dies: int | None = None, order: str = "reuse_gb") -> dict:
+    """ISR and mode-switch counts (per lockstep unit) and the layout of a GEMV W[rows x cols] . x.
 
     ``dies`` (instead of ``channels``): the GEMV runs on that many dies of the preset, all
     working in parallel (the simulator's PIM units, :class:`ahasd_sim.hw.pim.PimMemory`:
-    one unit = one die); rows are spread over every MAC unit of those dies."""
+    one unit = one die); rows are spread over every MAC unit of those dies.
+
+    Per pass (``h`` <= input_slots vectors held), per chunk: h WR_GB; per output group
+    h WR_BIAS, one MAC_ABK, h RD_MAC; two mode switches per batch (into MAC mode before the
+    batch's MAC_ABKs, back into register mode before its RD_MACs), plus the first one."""
     if dies is None:
         ch = _check_gemv(spec, rows, cols, vectors, channels)
         units = ch * spec.ranks_per_channel                   # ranks work concurrently; dies of a rank in lockstep
@@ -268,29 +359,63 @@ def gemv_counts(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels:
         ch, units, banks = None, int(dies), spec.mac_units_per_die
     chunks = math.ceil(cols / spec.elements_per_row)
     groups = math.ceil(rows / (banks * units))
+    passes = _passes(spec, vectors)
+    n_pass = sum(n for _, n in passes)
+    tmod = 1 + 2 * chunks * sum(n * _batches(spec, groups, h, order) for h, n in passes)
     return {"channels": ch, "units": units, "banks_per_unit": banks, "chunks": chunks, "groups": groups,
+            "passes": n_pass, "order": order,
             "WR_GB": vectors * chunks, "WR_BIAS": vectors * chunks * groups,
-            "MAC_ABK": vectors * chunks * groups, "RD_MAC": vectors * chunks * groups}
+            "MAC_ABK": n_pass * chunks * groups, "RD_MAC": vectors * chunks * groups, "TMOD": tmod}
 
 
 def gemv_cycles(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                refresh: bool = True, *, dies: int | None = None) -> float:
+                refresh: bool = True, *, dies: int | None = None, order: str = "reuse_gb",
+                tfaw: bool | None = None) -> float:
     """Cycles (of ``spec.timings.tck_ns``) of ``vectors`` GEMVs y = W[rows x cols] . x on
     ``channels`` channels (None = all) or on ``dies`` dies, refresh included unless
-    ``refresh`` is False."""
-    c = gemv_counts(spec, rows, cols, vectors, channels, dies=dies)
-    isr = isr_cycles(spec)
-    per_vector = 0.0
-    for k in range(c["chunks"]):
-        n_elem = min(spec.elements_per_row, cols - k * spec.elements_per_row)
-        opsize = math.ceil(n_elem / spec.elements_per_column)
-        per_vector += isr["WR_GB"](opsize) + c["groups"] * (isr["WR_BIAS"] + isr["MAC_ABK"](opsize) + isr["RD_MAC"])
-    return (isr["first_mode_switch"] + vectors * per_vector) * refresh_stretch(spec, refresh)
+    ``refresh`` is False, in driver ``order`` (``reuse_gb``: CENT's global-buffer reuse,
+    mode switches batched over as many output groups as the result registers hold;
+    ``per_group``: two mode switches per output group). ``tfaw``: override the spec's
+    all-bank ACT rule (:func:`act_spread_cycles`)."""
+    c = gemv_counts(spec, rows, cols, vectors, channels, dies=dies, order=order)
+    isr = isr_cycles(spec, tfaw)
+    total = float(isr["TMOD"])                       # the sequence's first mode switch
+    for held, n_pass in _passes(spec, vectors):
+        per_pass = 0.0
+        batches = _batches(spec, c["groups"], held, order)
+        for k in range(c["chunks"]):
+            n_elem = min(spec.elements_per_row, cols - k * spec.elements_per_row)
+            opsize = math.ceil(n_elem / spec.elements_per_column)
+            wr_gb = isr["WR_run"](isr["WR_GB"](opsize), held)
+            per_pass += wr_gb + 2 * batches * isr["TMOD"] + c["groups"] * (isr["MAC_ABK"](opsize, held)
+                                                                            + held * isr["RD_MAC"])
+            # per batch: its WR_BIAS back to back, its MAC_ABK back to back (nRTP between them)
+            for size, n_b in _batch_sizes(c["groups"], batches):
+                per_pass += n_b * (isr["WR_run"](isr["WR_BIAS"], size * held)
+                                   + (size - 1) * isr["MAC_after_MAC"])
+        total += n_pass * per_pass
+    return total * refresh_stretch(spec, refresh)
 
 
 def gemv_time_s(spec: PimSpec, rows: int, cols: int, vectors: int = 1, channels: int | None = None,
-                refresh: bool = True, *, dies: int | None = None) -> float:
-    return gemv_cycles(spec, rows, cols, vectors, channels, refresh, dies=dies) * spec.timings.tck_ns * 1e-9
+                refresh: bool = True, *, dies: int | None = None, order: str = "reuse_gb",
+                tfaw: bool | None = None) -> float:
+    return gemv_cycles(spec, rows, cols, vectors, channels, refresh, dies=dies, order=order,
+                       tfaw=tfaw) * spec.timings.tck_ns * 1e-9
+
+
+def gemv_io_bytes(spec: PimSpec, rows: int, cols: int, vectors: int = 1, *, dies: int,
+                  input_bytes: float | None = None) -> dict:
+    """Protocol bytes a GEMV moves on the dies' data buses (host <-> PIM), by ISR, summed
+    over the ``dies``: WR_GB writes each vector's input chunks into every die's global
+    buffer (a broadcast, paid on every die's bus: ``input_bytes`` per element, default the
+    weight element size); WR_BIAS and RD_MAC move one result register per MAC unit
+    (``result_bytes``) per output group, chunk and vector."""
+    c = gemv_counts(spec, rows, cols, vectors, dies=dies)
+    ib = spec.element_bytes if input_bytes is None else float(input_bytes)
+    reg = spec.mac_units_per_die * spec.result_bytes
+    per_die = {"WR_GB": vectors * cols * ib, "WR_BIAS": c["WR_BIAS"] * reg, "RD_MAC": c["RD_MAC"] * reg}
+    return {k: v * int(dies) for k, v in per_die.items()}
 
 
 def with_rates(spec: PimSpec, *, element_bytes: float | None = None, internal_bytes_s_per_die: float | None = None,
@@ -332,19 +457,21 @@ _AIM_L5_TIMINGS = PimTimings(
     # cycles from a 312 ps clock while its other timings are in 1.25 ns cycles; we copy its
     # cycle counts, configured identically).
     tck_ns=1.25, n_ccd_mac=4, n_ccd_wr=4, n_rp_ab=17, n_rcd_mac=56, n_modch=32, n_cas=1,
-    n_bl=4, n_cl_reg=0, n_rfc=898, n_refi=12520, source=_AIM_L5)
+    n_bl=4, n_cl_reg=0, n_rfc=898, n_refi=12520, n_rrd=4, n_faw=16, n_rtp=4, source=_AIM_L5)
 _AIM_G6_TIMINGS = PimTimings(
     # GDDR6_AiM_timing: nBL 2, nCCDS 2 = nCCDL 2, nRCDRDMAC 56, nRP 32, nMODCH 32, nCLREG 0,
     # nRFC 210, nREFI 3333, tCK_ps 500 (2 GHz command clock of a 16 Gb/s GDDR6-AiM, ISSCC 2022)
     tck_ns=0.5, n_ccd_mac=2, n_ccd_wr=2, n_rp_ab=32, n_rcd_mac=56, n_modch=32, n_cas=0,
-    n_bl=2, n_cl_reg=0, n_rfc=210, n_refi=3333, source=_AIM_G6)
+    n_bl=2, n_cl_reg=0, n_rfc=210, n_refi=3333, n_rrd=11, n_faw=42, n_rtp=12, source=_AIM_G6)
 
 PRESETS: dict[str, PimSpec] = {
     "lpddr5_aim": PimSpec(
         name="lpddr5_aim", standard="LPDDR5", channels=32, ranks_per_channel=1, dies_per_rank=1, bankgroups=4,
         banks_per_bankgroup=4, banks_per_mac_unit=1, column_bytes=32, row_bytes=2048, element_bytes=2,
         mac_lanes=16, mac_clock_ghz=0.2, capacity_gib_per_die=4.0, timings=_AIM_L5_TIMINGS,
-        sources={"topology": _AIM_L5 + ": 32 ch x 1 rank x 4 BG x 4 banks x 128K rows x 1K col x16 (32 Gb)",
+        result_registers=32, result_bytes=2, all_bank_act_tfaw=False,
+        sources={"driver": _CENT_REUSE, "act": "ACT16: one all-bank activation command (the simulator's LPDDR5 AiM "
+                 "preset; a PIM die built for it, tFAW lifted)","topology": _AIM_L5 + ": 32 ch x 1 rank x 4 BG x 4 banks x 128K rows x 1K col x16 (32 Gb)",
                  "column_bytes": "x16 x BL16 = 32 B (the AiM 256-bit MAC operand)",
                  "mac": "16 BF16 lanes per bank (GDDR6-AiM, ISSCC 2022); clock = one MAC16 per nCCD = 4 x 1.25 ns "
                         "(200 MHz): the simulator issues MAC16 every nCCD", "timings": _AIM_L5,
@@ -353,7 +480,9 @@ PRESETS: dict[str, PimSpec] = {
         name="gddr6_aim", standard="GDDR6", channels=32, ranks_per_channel=1, dies_per_rank=1, bankgroups=4,
         banks_per_bankgroup=4, banks_per_mac_unit=1, column_bytes=32, row_bytes=2048, element_bytes=2,
         mac_lanes=16, mac_clock_ghz=1.0, capacity_gib_per_die=0.5, timings=_AIM_G6_TIMINGS,
-        sources={"topology": _AIM_G6 + ": 32 ch x 4 BG x 4 banks x 16K rows x 1K col x16",
+        result_registers=32, result_bytes=2, all_bank_act_tfaw=False,
+        sources={"driver": _CENT_REUSE, "act": "ACT16 all-bank activation of GDDR6-AiM (ISSCC 2022; the simulator "
+                 "marks nFAW 'not used')","topology": _AIM_G6 + ": 32 ch x 4 BG x 4 banks x 16K rows x 1K col x16",
                  "mac": "16 BF16 MACs per bank at 1 GHz, 1 TFLOPS per 2-channel chip (Lee et al., ISSCC 2022, "
                         "doi:10.1109/ISSCC42614.2022.9731711)", "timings": _AIM_G6, "protocol": _AIM_PROTO}),
     # AHASD Table 2 mapped onto LPDDR5: 51.2 GB/s off-chip = x64 at 6400 MT/s = 4 x16 channels;
@@ -370,12 +499,17 @@ PRESETS: dict[str, PimSpec] = {
         name="lpddr5_pim", standard="LPDDR5", channels=4, ranks_per_channel=2, dies_per_rank=2, bankgroups=4,
         banks_per_bankgroup=4, banks_per_mac_unit=1, column_bytes=16, row_bytes=1024, element_bytes=1,
         mac_lanes=4, mac_clock_ghz=0.8, capacity_gib_per_die=4.0,
-        timings=replace(_AIM_L5_TIMINGS, n_rp_ab=15, n_refi=3125, n_rfc=224,
+        result_registers=32, result_bytes=4, all_bank_act_tfaw=True,
+        timings=replace(_AIM_L5_TIMINGS, n_rp_ab=15, n_refi=3125, n_rfc=224, n_rrd=4, n_faw=16,
                         source=_RAM2_L5 + " (tRPab 18 ns -> 15 nCK; tRFCab 280 ns / tREFI 3906 ns at 1.25 ns = "
-                        "224 / 3125 nCK) + LPDDR5_AiM_timing PIM commands (nRCDRDMAC 56, nMODCH 32)"),
+                        "224 / 3125 nCK; tRRD 4, tFAW 16, tRTP 4 nCK) + LPDDR5_AiM_timing PIM commands (nRCDRDMAC 56, "
+                        "nMODCH 32)"),
         sources={"topology": _AHASD + " on JESD209-5B: 4 x16 channels x 2 ranks x 2 x8 dies (byte mode)",
                  "mac": _AHASD + ": 102.4 GOPS INT8 per unit / (16 banks x 2 ops x 0.8 GHz) = 4 lanes per bank; "
-                        "800 MHz PIM clock (AHASD artifact)", "timings": _RAM2_L5}),
+                        "800 MHz PIM clock (AHASD artifact)", "timings": _RAM2_L5,
+                 "act": "a JEDEC LPDDR5 die: all-bank ACT obeys tRRD/tFAW (JESD209-5B); pim.all_bank_act lifts it",
+                 "result_bytes": "INT8 x INT8 products summed over a 1 KB row chunk need 8 + 8 + 10 = 26 bits: a "
+                                 "32-bit register", "driver": _CENT_REUSE}),
     # Samsung HBM-PIM: HBM2 at 2.4 Gb/s (tCK 0.833 ns), 16 PIM pseudo channels per cube
     # (4 PIM dies x 4 pseudo-channel pairs... counted as 16 pseudo channels of 16 banks),
     # one PCU (16-lane FP16 SIMD, 300 MHz) per bank pair, all-bank mode: 8 PCUs per pseudo
@@ -385,14 +519,17 @@ PRESETS: dict[str, PimSpec] = {
         name="hbm_pim", standard="HBM2", channels=16, ranks_per_channel=1, dies_per_rank=1, bankgroups=4,
         banks_per_bankgroup=4, banks_per_mac_unit=2, column_bytes=32, row_bytes=1024, element_bytes=2,
         mac_lanes=16, mac_clock_ghz=0.3, capacity_gib_per_die=0.1875,
+        result_registers=8, result_bytes=2, all_bank_act_tfaw=False,
         timings=PimTimings(tck_ns=1 / 1.2, n_ccd_mac=4, n_ccd_wr=2, n_rp_ab=17, n_rcd_mac=17,
-                           n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680,
+                           n_modch=32, n_cas=0, n_bl=2, n_cl_reg=0, n_rfc=420, n_refi=4680, n_rrd=0, n_faw=0, n_rtp=4,
                            source="JESD235 HBM2 at 2.4 Gb/s (tCK 0.833 ns): tRP/tRCD 14 ns = 17 nCK, tCCD_L 4 nCK, "
                            "tRFC 350 ns = 420 nCK, tREFI 3.9 us = 4680 nCK (grade B: datasheet class values); ACT -> MAC = tRCD (no PIM offset published, assumption grade C); "
                            "mode switch as AiM's nMODCH (assumption, grade C)"),
         sources={"topology": _HBMPIM + ": PIM pseudo channels of 16 banks, a PCU per bank pair",
                  "mac": _HBMPIM + ": 16-lane FP16 SIMD per PCU at 300 MHz, 1.2 TFLOPS per cube",
-                 "timings": "JESD235 (grade B)"}),
+                 "timings": "JESD235 (grade B)",
+                 "result_registers": _HBMPIM + ": 8 GRF_B vector registers per PCU hold partial sums",
+                 "act": "HBM-PIM all-bank mode activates every bank with one command (tFAW lifted)"}),
 }
 
 

@@ -75,7 +75,9 @@ class Platform:
             try:
                 network = NetworkLink(cfg.network, Path(src).parent if src else None)
             except TraceFormatError as exc:
-                raise ConfigError(src, exc.key, str(exc)) from None
+                # blame where the trace key was set (--set or the file that set it)
+                where = cfg.source_of(exc.key) if hasattr(cfg, "source_of") else src
+                raise ConfigError(where, exc.key, str(exc)) from None
         return cls(memory=memory, npu=npu, pim=pim, aau=aau, gts=gts, h2d=h2d, network=network, gpu=gpu,
                    source_file=src)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from operator import itemgetter
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -295,6 +296,12 @@ class FluidShare:
         at = now + (rem / f.rate if f.rate > 0 else float("inf")) if rem > 0 else now
         if at == float("inf"):
             return
+        if at <= now and rem > _EPS * (f.work if f.work > 1.0 else 1.0):
+            # the rest takes less than one float step of the clock (tiny work late in a long
+            # run) but more than the wake-up's tolerance: a zero-length timer would advance
+            # nothing and re-arm forever; the next representable time finishes it (rate * step
+            # >= rem), so time always moves on. Within the tolerance the wake-up at `now` ends it.
+            at = math.nextafter(now, math.inf)
         if f.armed_s is not None and f.armed_s <= at:
             return                # the timer fires no later than needed: re-arms then
         f.version += 1

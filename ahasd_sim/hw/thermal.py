@@ -87,6 +87,37 @@ class ThermalConfig:
                                             "as a fraction of the full rate (pim.dvfs_rate_fraction)",
                                             length=(2, 9), item_ge=0.05, item_le=1.0,
                                             source="assumption (grade C): as npu_clock_fractions")
+    package_limit_c: float = param(95.0, doc="package (SoC junction / PoP DRAM) temperature at which the governor "
+                                   "steps one DVFS state deeper every period while it stays there (beside the "
+                                   "skin ladder; the deeper of the two states applies)", unit="C", ge=50.0,
+                                   le=150.0, bound_reason="mobile SoCs are rated for junctions of 95-125 C; below "
+                                   "50 C no phone would run",
+                                   source="a Snapdragon 835 phone's Qualcomm thermal-engine configuration (dumped "
+                                   "in a public boot log): step-wise GPU and PoP-memory mitigation at 95 C, cleared "
+                                   "at 65 C, beside a 39 / 43 / 45 C skin ladder (docs/references.md 'Phone memory "
+                                   "and power envelope', grade C)")
+    package_clear_c: float = param(65.0, doc="package temperature below which the junction limit steps back "
+                                   "one state per period", unit="C", ge=20.0, le=150.0,
+                                   bound_reason="as package_limit_c",
+                                   source="the same thermal-engine configuration: set_point_clr 65 C (grade C)")
+    voltage_scaling: bool = param(False, doc="the NPU's energy per operation (MAC, vector op, scratchpad bit) "
+                                  "scales with the square of its DVFS voltage (C V^2 per switching event) at each "
+                                  "state's clock (vf_clock_fractions -> vf_voltage_v, linear in between, the lowest "
+                                  "voltage below the lowest point); off: every state pays the full-speed energy "
+                                  "per operation (conservative for throttled states). The PIM units' DRAM rails "
+                                  "are fixed by JEDEC and never scale",
+                                  source="off by default: the V-f table is a phone CPU's, not a published NPU's")
+    vf_clock_fractions: list[float] = param([0.357, 0.536, 0.714, 0.857, 1.0], doc="clock fractions of the "
+                                            "voltage-frequency table (ascending, the last 1 = the top clock)",
+                                            length=(2, 16), item_ge=0.01, item_le=1.0,
+                                            source="Arm Total Compute TC2 reference firmware, Cortex-X4 operating "
+                                            "points 1088 / 1632 / 2176 / 2612 / 3047 MHz (ARM-software/"
+                                            "SCP-firmware product/totalcompute/tc2/scp_ramfw/config_dvfs.c), "
+                                            "as fractions of 3047 MHz (docs/references.md 'Phone memory and "
+                                            "power envelope', grade A for the CPU, an assumption for the NPU)")
+    vf_voltage_v: list[float] = param([0.55, 0.65, 0.75, 0.85, 0.95], doc="supply voltage at each "
+                                      "vf_clock_fractions point", unit="V", length=(2, 16), item_ge=0.3,
+                                      item_le=1.5, source="the same table: 550 / 650 / 750 / 850 / 950 mV")
     step_s: float = param(1.0, doc="governor period (the network itself is stepped exactly)", unit="s",
                           gt=0, le=60.0, bound_reason="a governor that looks once a minute is no governor",
                           source="thermal HALs poll skin sensors every 0.25-1 s (grade C)")
@@ -102,6 +133,29 @@ class ThermalConfig:
                              f"skin_thresholds_c (one per step down), got {len(t)}")
         if self.npu_clock_fractions[0] != 1.0 or self.pim_rate_fractions[0] != 1.0:
             raise ValueError("DVFS state 0 is full speed: npu_clock_fractions[0] and pim_rate_fractions[0] must be 1")
+        if self.package_clear_c >= self.package_limit_c:
+            raise ValueError(f"package_clear_c ({self.package_clear_c:g} C) must lie below package_limit_c "
+                             f"({self.package_limit_c:g} C)")
+        f, v = self.vf_clock_fractions, self.vf_voltage_v
+        if len(f) != len(v):
+            raise ValueError(f"vf_clock_fractions and vf_voltage_v need one entry per point each, got {len(f)} "
+                             f"and {len(v)}")
+        if any(b <= a for a, b in zip(f, f[1:])) or f[-1] != 1.0:
+            raise ValueError(f"vf_clock_fractions must ascend to 1 (the top clock), got {f}")
+        if any(b < a for a, b in zip(v, v[1:])):
+            raise ValueError(f"vf_voltage_v must not fall as the clock rises, got {v}")
+
+    def voltage_v(self, clock_fraction: float) -> float:
+        """Supply voltage at ``clock_fraction`` of the top clock (the V-f table, linear between its
+        points; below the lowest point the voltage stays at its lowest: a regulator's floor)."""
+        return float(np.interp(clock_fraction, self.vf_clock_fractions, self.vf_voltage_v))
+
+    def energy_scale(self, state: int) -> float:
+        """Energy per NPU operation at DVFS ``state`` relative to full speed: (V / V_top)^2 with
+        ``voltage_scaling``, else 1."""
+        if not self.voltage_scaling:
+            return 1.0
+        return (self.voltage_v(self.npu_clock_fractions[state]) / self.voltage_v(1.0)) ** 2
 
 
 class RcNetwork:
@@ -134,7 +188,9 @@ class RcNetwork:
             phi = (self._v * e) @ self._vinv                  # exp(A dt)
             # the response to a constant input over dt: A^-1 (exp(A dt) - I) / C
             gam = np.linalg.solve(self.A, phi - np.eye(3)) / self.C[None, :]
-            hit = self._cache[dt] = (phi, gam)
+            hit = (phi, gam)
+            if len(self._cache) < 64:   # the governor period and a few others; window ends fall anywhere
+                self._cache[dt] = hit
         return hit
 
     def step(self, temps_c: np.ndarray, power_w, dt_s: float) -> np.ndarray:
@@ -146,19 +202,39 @@ class RcNetwork:
 
 class Governor:
     """Skin-temperature DVFS ladder: state i + 1 once the skin reaches ``skin_thresholds_c[i]``,
-    back to state i once it is ``hysteresis_c`` below it."""
+    back to state i once it is ``hysteresis_c`` below it. Beside it a step-wise junction limit
+    (a thermal engine's step-wise mitigation on a die sensor): while the package is at or above
+    ``package_limit_c`` its state goes one deeper each period, below ``package_clear_c`` one back.
+    The deeper of the two states applies."""
 
     def __init__(self, cfg: ThermalConfig):
         self.thresholds = tuple(cfg.skin_thresholds_c)
         self.hysteresis = cfg.hysteresis_c
+        self.package_limit = cfg.package_limit_c
+        self.package_clear = cfg.package_clear_c
+        self.last = len(self.thresholds)
+        self.skin_state = 0
+        self.junction_state = 0
         self.state = 0
 
-    def update(self, skin_c: float) -> int:
-        """The DVFS state for a skin temperature ``skin_c`` (from the current state)."""
-        s = self.state
-        while s < len(self.thresholds) and skin_c >= self.thresholds[s]:
+    def update(self, skin_c: float, package_c: float | None = None) -> int:
+        """The DVFS state for a skin temperature ``skin_c`` and (optionally) a package temperature
+        ``package_c``, from the current state."""
+        s = self.skin_state
+        while s < self.last and skin_c >= self.thresholds[s]:
             s += 1
         while s > 0 and skin_c < self.thresholds[s - 1] - self.hysteresis:
             s -= 1
-        self.state = s
-        return s
+        self.skin_state = s
+        if package_c is not None:
+            if package_c >= self.package_limit:
+                self.junction_state = min(self.junction_state + 1, self.last)
+            elif package_c < self.package_clear:
+                self.junction_state = max(self.junction_state - 1, 0)
+        self.state = max(self.skin_state, self.junction_state)
+        return self.state
+
+    @property
+    def junction_bound(self) -> bool:
+        """The junction limit sets the state (it is deeper than the skin ladder's)."""
+        return self.junction_state > self.skin_state

@@ -1,4 +1,4 @@
-"""Real GPU measurements that the simulator's GPU models are checked against (issues 9, 15).
+"""Real GPU measurements that the simulator's GPU models are checked against (docs/validation.md, docs/moe_offload.md).
 
 ``python -m ahasd_sim measure gpu`` times decode/verify steps of dense models, host-to-device
 copies and the device's ceilings (:mod:`.gpu`, written to ``validation/h200_measured.csv``);

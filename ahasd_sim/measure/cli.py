@@ -74,6 +74,9 @@ def moe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="CSV", help="CSV to write")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run (3 repetitions)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per point (default %(default)s)")
+    p.add_argument("--passes", action="store_true", help="composed offloaded decode/verify passes of "
+                   "Qwen3-30B-A3B shapes (random weights, copies from pinned host memory) instead of the "
+                   "copies and layer steps")
     _debug(p)
 
 

@@ -1,5 +1,5 @@
 """``python -m ahasd_sim measure gpu``: real GPU latencies of LLM decode / verification steps
-(issue 9; written to ``validation/h200_measured.csv``, read by ``python -m ahasd_sim validate``).
+(written to ``validation/h200_measured.csv``, read by ``python -m ahasd_sim validate``).
 
 Builds plain-PyTorch decoder stacks with the *real* shapes of the models the simulator uses
 (random weights, all layers, real weight bytes), then times with CUDA events:

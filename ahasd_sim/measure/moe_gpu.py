@@ -1,4 +1,4 @@
-"""``python -m ahasd_sim measure moe``: MoE expert offload primitives on a CUDA GPU (issue 15;
+"""``python -m ahasd_sim measure moe``: MoE expert offload primitives on a CUDA GPU (
 written to ``validation/h200_moe_measured.csv``, read by ``python -m ahasd_sim validate --moe``
 and ``scripts/validate_moe_gpu.py``).
 
@@ -14,6 +14,15 @@ Two families of rows, one tidy CSV (one row per measurement, flushed as it goes)
   ``torch.where`` (host sync), gather, three linears, activation, scale and ``index_add_``.
   Timed end to end with host wall clock after ``torch.cuda.synchronize`` (the loop is
   launch/sync bound, which is the point), median of repetitions.
+
+* ``moe_pass_offloaded`` (``--passes``) -- a composed offloaded decode / tree-verify pass of
+  Qwen3-30B-A3B shapes with random weights: per layer the dense stand-in (QKV and O projections,
+  attention over ``kv_len`` cached tokens, the router), then the layer's missing experts copied
+  from pinned host memory on a copy stream (the expert compute waits for them on an event), then
+  the fused MoE layer over the layer's distinct experts; 48 layers, then the LM head. One row per
+  (tokens, distinct experts per layer, missing experts per layer); ``n_experts_copied`` is per
+  pass. Compared with the simulator (``schedule_verify`` on the platform that ran it) by
+  :func:`ahasd_sim.validate_moe.model_pass_s`.
 
 Shapes: Qwen3-30B-A3B (d 2048, expert FFN 768, 128 experts, top-8) and the MoEfied
 Qwen2.5-Coder-1.5B (d 1536, 8960 / E neurons per expert, top-8), bf16. ``--smoke`` runs on the
@@ -36,6 +45,11 @@ SHAPES = {  # name -> (d_model, expert_ffn, n_experts, top_k)
 }
 SMOKE_LAYER = (64, 16, 16, 4)   # (d_model, expert_ffn, n_experts, top_k) of every shape with --smoke
 SMOKE_REPS = 3
+#: the composed pass: Qwen3-30B-A3B's attention shape (q heads, kv heads, head dim), layers, vocab
+PASS_SHAPE = {"d": 2048, "f": 768, "e": 128, "k": 8, "heads": 32, "kv_heads": 4, "head_dim": 128, "layers": 48,
+              "vocab": 151936, "kv_len": 1024}
+SMOKE_PASS_SHAPE = {"d": 64, "f": 16, "e": 16, "k": 4, "heads": 4, "kv_heads": 2, "head_dim": 16, "layers": 3,
+                    "vocab": 256, "kv_len": 32}
 CSV_COLUMNS = ["gpu_name", "driver", "torch_version", "cuda_version", "date_utc", "model", "dtype", "kind",
                "n_experts_copied", "n_tokens", "distinct_experts", "bytes", "latency_s_median", "latency_s_p10",
                "latency_s_p90", "n_reps", "notes"]
@@ -52,6 +66,18 @@ def expert_copy_counts(smoke: bool) -> tuple[int, ...]:
 def token_counts(smoke: bool) -> tuple[int, ...]:
     """Tokens of one timed MoE layer step."""
     return (1, 4) if smoke else (1, 4, 16, 32, 64)
+
+
+def pass_points(smoke: bool, k: int, e: int) -> list[tuple[int, int, int]]:
+    """(tokens, distinct experts per layer, missing experts per layer) of the composed passes:
+    a decode step (1 token) and tree verifications (8, 32 tokens), each all-resident, a quarter
+    missing and all missing."""
+    out = []
+    for n in ((1, 4) if smoke else (1, 8, 32)):
+        u = min(e, n * k if n == 1 else max(k, (n * k) // 3))
+        for miss in sorted({0, u // 4, u}):
+            out.append((n, u, miss))
+    return out
 
 
 def expert_bytes(d_model: int, expert_ffn: int, bytes_per_param: float) -> int:
@@ -93,12 +119,14 @@ class MoePlan:
     out: str
     smoke: bool
     reps: int
+    passes: bool = False
 
 
 def plan_moe(args) -> MoePlan:
     if not args.reps >= 1:
         raise InputError(f"{COMMAND}: --reps: expected an integer >= 1, got {args.reps!r}")
-    return MoePlan(out=args.out, smoke=args.smoke, reps=SMOKE_REPS if args.smoke else args.reps)
+    return MoePlan(out=args.out, smoke=args.smoke, reps=SMOKE_REPS if args.smoke else args.reps,
+                   passes=bool(getattr(args, "passes", False)))
 
 
 def run_measure_moe(args) -> int:

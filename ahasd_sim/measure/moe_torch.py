@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from .common import MeasurementCsv, env_info, log, time_fn, time_wall
-from .moe_gpu import (COPY_PRECISIONS, CSV_COLUMNS, SHAPES, SMOKE_LAYER, MoePlan, distinct_expert_counts,
-                      expert_bytes, expert_copy_counts, layer_weight_bytes, padded_ffn, routing_expert_ids,
-                      token_counts)
+from .moe_gpu import (COPY_PRECISIONS, CSV_COLUMNS, PASS_SHAPE, SHAPES, SMOKE_LAYER, SMOKE_PASS_SHAPE, MoePlan,
+                      distinct_expert_counts, expert_bytes, expert_copy_counts, layer_weight_bytes, padded_ffn,
+                      pass_points, routing_expert_ids, token_counts)
 
 CLOCK_WARMUP_S = 2.0   # GEMMs run before timing on CUDA, so the first rows do not see idle clocks
 
@@ -133,6 +133,79 @@ def measure_layer_steps(out: MeasurementCsv, dev, dtype, plan: MoePlan) -> None:
                             else "no _grouped_mm: per-expert GEMMs after one sort") + "; host wall clock")
 
 
+class OffloadedPass:
+    """A composed decode / verify pass with random weights (:data:`.moe_gpu.PASS_SHAPE`): per layer
+    dense stand-in -> router -> copies of the missing experts (pinned host -> device slots, on a
+    copy stream) -> fused MoE over the layer's experts; then the LM head. Every layer reuses one
+    layer's weights (random, so the timing is the same) to keep memory small."""
+
+    def __init__(self, shape: dict, dev, dtype):
+        g = torch.Generator(device="cpu").manual_seed(1)
+        d, hd = shape["d"], shape["head_dim"]
+        self.s, self.dev, self.dtype = shape, dev, dtype
+        q, kv = shape["heads"] * hd, shape["kv_heads"] * hd
+        self.w_qkv = (torch.randn(q + 2 * kv, d, generator=g) * 0.02).to(dev, dtype)
+        self.w_o = (torch.randn(d, q, generator=g) * 0.02).to(dev, dtype)
+        self.w_router = (torch.randn(shape["e"], d, generator=g) * 0.02).to(dev, dtype)
+        self.w_head = (torch.randn(shape["vocab"], d, generator=g) * 0.02).to(dev, dtype)
+        self.k_cache = torch.randn(1, shape["kv_heads"], shape["kv_len"], hd, generator=g).to(dev, dtype)
+        self.v_cache = torch.randn(1, shape["kv_heads"], shape["kv_len"], hd, generator=g).to(dev, dtype)
+        self.moe = Moe(d, shape["f"], shape["e"], shape["k"], dev, dtype)
+        pin = dev.type == "cuda"
+        # host copies of expert weights (pinned) for the missing experts, one per slot
+        self.host = [tuple((w[e].to("cpu").pin_memory() if pin else w[e].to("cpu").clone())
+                           for w in (self.moe.w_gate, self.moe.w_up, self.moe.w_down)) for e in range(shape["e"])]
+        self.copy_stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
+
+    def _attention(self, x):
+        s, hd = self.s, self.s["head_dim"]
+        n = x.shape[0]
+        qkv = F.linear(x, self.w_qkv)
+        q = qkv[:, :s["heads"] * hd].view(1, n, s["heads"], hd).transpose(1, 2)
+        k = torch.cat([self.k_cache, qkv[:, s["heads"] * hd:(s["heads"] + s["kv_heads"]) * hd]
+                       .view(1, n, s["kv_heads"], hd).transpose(1, 2)], dim=2)
+        v = torch.cat([self.v_cache, qkv[:, (s["heads"] + s["kv_heads"]) * hd:]
+                       .view(1, n, s["kv_heads"], hd).transpose(1, 2)], dim=2)
+        rep = s["heads"] // s["kv_heads"]
+        o = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1))
+        return x + F.linear(o.transpose(1, 2).reshape(n, -1), self.w_o)
+
+    def run(self, x, ids, gates, missing: list[int]):
+        for _ in range(self.s["layers"]):
+            h = self._attention(x)
+            F.linear(h, self.w_router).topk(self.s["k"], dim=-1)      # the router (routing is fixed)
+            if missing:
+                if self.copy_stream is not None:
+                    self.copy_stream.wait_stream(torch.cuda.current_stream(self.dev))
+                    with torch.cuda.stream(self.copy_stream):
+                        for e in missing:
+                            for w, hb in zip((self.moe.w_gate, self.moe.w_up, self.moe.w_down), self.host[e]):
+                                w[e].copy_(hb, non_blocking=True)
+                    torch.cuda.current_stream(self.dev).wait_stream(self.copy_stream)
+                else:
+                    for e in missing:
+                        for w, hb in zip((self.moe.w_gate, self.moe.w_up, self.moe.w_down), self.host[e]):
+                            w[e].copy_(hb)
+            x = h + self.moe.fused(h, ids, gates)
+        return F.linear(x[-1:], self.w_head)
+
+
+def measure_passes(out: MeasurementCsv, dev, dtype, plan: MoePlan) -> None:
+    """Composed offloaded passes (decode and tree verification) of Qwen3-30B-A3B shapes."""
+    shape = SMOKE_PASS_SHAPE if plan.smoke else PASS_SHAPE
+    model = OffloadedPass(shape, dev, dtype)
+    nbytes = expert_bytes(shape["d"], shape["f"], 2 if dtype == torch.bfloat16 else 4)
+    for n, u, miss in pass_points(plan.smoke, shape["k"], shape["e"]):
+        x = torch.randn(n, shape["d"], device=dev, dtype=dtype)
+        ids, gates = model.moe.routing(n, u)
+        missing = list(range(u - miss, u))
+        _row(out, time_wall(lambda: model.run(x, ids, gates, missing), dev, 2, plan.reps),
+             model="qwen3-30b-a3b" if not plan.smoke else "smoke", kind="moe_pass_offloaded", n_tokens=n,
+             distinct_experts=u, n_experts_copied=miss * shape["layers"], bytes=miss * shape["layers"] * nbytes,
+             notes=f"{shape['layers']} layers, kv {shape['kv_len']}, {miss} of {u} experts per layer copied from "
+                   f"{'pinned ' if dev.type == 'cuda' else ''}host memory on a copy stream; random weights; host wall clock")
+
+
 def measure(plan: MoePlan) -> int:
     """Run a checked plan: on CUDA in bf16 (unless --smoke), else on the CPU in fp32."""
     t_start = time.perf_counter()
@@ -148,7 +221,10 @@ def measure(plan: MoePlan) -> int:
         torch.cuda.synchronize()
         del m
     with MeasurementCsv(plan.out, CSV_COLUMNS, {**env, "dtype": "bf16" if dtype == torch.bfloat16 else "fp32"}) as out:
-        measure_expert_copies(out, dev, plan)
-        measure_layer_steps(out, dev, dtype, plan)
+        if plan.passes:
+            measure_passes(out, dev, dtype, plan)
+        else:
+            measure_expert_copies(out, dev, plan)
+            measure_layer_steps(out, dev, dtype, plan)
     log(f"wrote {out.n_rows} rows to {plan.out} in {time.perf_counter() - t_start:.1f}s")
     return 0

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .stats import mean_t_interval
+from .stats import t_interval
 
 SUM, MEAN, MAX, MIN, FIRST, LAST, CONCAT, LATER = "sum", "mean", "max", "min", "first", "last", "concat", "later"
 
@@ -103,6 +103,11 @@ RULES: list[tuple[str, Any]] = [
     ("mode_stats.edc_idle_waits", SUM), ("mode_stats.mapping_draft_len", FIRST),
     # MoE offload
     ("mode_stats.rounds", SUM), ("mode_stats.first_round", FIRST), ("mode_stats.memory_split.*", FIRST),
+    # each window calibrates its own expert-cost estimate from its own verified passes
+    ("mode_stats.cost_calibration.union_scale", MEAN), ("mode_stats.cost_calibration.miss_scale", MEAN),
+    ("mode_stats.cost_calibration.passes", SUM), ("mode_stats.cost_calibration.kind", FIRST),
+    ("mode_stats.drafter.*", FIRST), ("mode_stats.expert_execution", FIRST), ("mode_stats.routing", FIRST),
+    ("verify_passes", SUM), ("cpu_expert_runs", SUM),
     ("mode_stats.cache.capacity_experts", FIRST), ("mode_stats.cache.resident_at_end", LAST),
     ("mode_stats.cache.hit_rate", ratio("mode_stats.cache.hits", ("mode_stats.cache.hits", "mode_stats.cache.misses"))),
     ("mode_stats.cache.*", SUM), ("mode_stats.profile.tokens", SUM), ("mode_stats.next_layer_wasted_copies", SUM),
@@ -205,7 +210,9 @@ def merge_summaries(summaries: list[dict]) -> dict:
             xs = xs[np.isfinite(xs)]
             parent[key] = float(np.percentile(xs, r[2])) if xs.size else float("nan")
         else:
-            parent[key] = mean_t_interval([_get(s, r[1]) for s in summaries])[1]
+            # [low, high] over the windows' values (one sample each), cut at 0; None below the
+            # t interval's minimum sample count
+            parent[key] = t_interval([_get(s, r[1]) for s in summaries], center=_get(out, r[1]), lower=0.0)[1]
     return out
 
 

@@ -45,17 +45,28 @@ def ci_pareto_mask(values, ci95, directions: Sequence[str]) -> np.ndarray:
     """Boolean mask of the rows not dominated *at the interval level*: row ``b`` is dropped only
     when some row ``a``'s 95% interval lies entirely on the better side of ``b``'s in every
     objective (``a``'s worst end at least as good as ``b``'s best end) and strictly in one.
-    ``ci95`` holds the half-widths (NaN: no interval, the point value is used). With zero
-    half-widths this is :func:`pareto_mask`; wider intervals only ever add rows to the front."""
+    ``ci95``: the intervals ``[low, high]``, shape (rows, objectives, 2), or symmetric
+    half-widths, shape (rows, objectives) (NaN: no interval, the point value is used). With
+    zero-width intervals this is :func:`pareto_mask`; wider intervals only ever add rows."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 2 or len(v) == 0:
         return np.zeros(len(v), dtype=bool)
-    h = np.nan_to_num(np.abs(np.asarray(ci95, dtype=float)), nan=0.0)
-    if h.shape != v.shape:
-        raise ValueError(f"ci95 has shape {h.shape}, values {v.shape}")
+    c = np.asarray(ci95, dtype=float)
+    if c.ndim == 3:
+        if c.shape != (*v.shape, 2):
+            raise ValueError(f"ci95 has shape {c.shape}, values {v.shape}")
+        low = np.where(np.isnan(c[..., 0]), v, np.minimum(c[..., 0], v))
+        high = np.where(np.isnan(c[..., 1]), v, np.maximum(c[..., 1], v))
+    else:
+        h = np.nan_to_num(np.abs(c), nan=0.0)
+        if h.shape != v.shape:
+            raise ValueError(f"ci95 has shape {h.shape}, values {v.shape}")
+        low, high = v - h, v + h
     sign = np.array([1.0 if d == "maximize" else -1.0 for d in directions])
     g = v * sign                     # larger is better in every column
-    lo, hi = g - h, g + h            # worst and best end of each interval
+    # worst and best end of each interval, in the larger-is-better orientation
+    lo = np.where(sign > 0, low, -high)
+    hi = np.where(sign > 0, high, -low)
     ok = ~np.isnan(g).any(axis=1)
     mask = ok.copy()
     idx = np.flatnonzero(ok)

@@ -10,10 +10,17 @@
   estimators over the same windows.
 * **95% interval**: percentile bootstrap over whole windows (:data:`BOOTSTRAP_RESAMPLES`
   resamples, seeded by :data:`BOOTSTRAP_SEED`, so an interval is reproducible); paired ratios
-  resample the same window indices for both configurations; fewer than two windows give no
-  interval (``None``). Per configuration: windows of different configurations (model pairs,
+  resample the same window indices for both configurations; fewer than
+  :data:`MIN_BOOTSTRAP_WINDOWS` windows give no interval (``None``, printed as ``n<5``). Per configuration: windows of different configurations (model pairs,
   policies) are never pooled as samples of one population; a summary over several
   configurations resamples windows *within* each one (stratified) and is labelled so.
+* **Student-t interval** (:func:`t_interval`) for a mean over a few independent samples (a
+  study's per-window objectives), from :data:`MIN_T_SAMPLES` samples; a positive quantity (a
+  ratio, a rate) gets it on the log scale, so its bounds are never negative.
+* **One representation**: every interval is ``[low, high]`` (``<name>_ci95_low`` /
+  ``<name>_ci95_high`` columns in tables), never a half-width.
+* **Excludes zero** (:func:`excludes_zero`): only beyond :data:`ZERO_REL_TOL` of the values'
+  magnitude; a smaller difference is the simulator's floating-point noise, not an effect.
 """
 from __future__ import annotations
 
@@ -37,9 +44,28 @@ RATIOS: dict[str, tuple[str, str]] = {
 BOOTSTRAP_RESAMPLES = 10_000
 #: seed of the bootstrap's resampling (fixed: the same windows always give the same interval)
 BOOTSTRAP_SEED = 0
+#: fewest whole windows a bootstrap interval is drawn from. n windows have C(2n - 1, n) distinct
+#: resamples (3 at n = 2, 10 at 3, 35 at 4, 126 at 5): below 5 the 2.5% and 97.5% percentiles are
+#: two of a handful of values (a 2-window "interval" is the smaller and larger window's own rate)
+MIN_BOOTSTRAP_WINDOWS = 5
+#: fewest independent samples of a Student-t interval: at 2 samples the 97.5% t quantile is 12.7
+#: (the interval is one difference x 9, a positive ratio's reaches below zero); at 3 it is 4.30
+MIN_T_SAMPLES = 3
+#: a difference whose interval clears zero by less than this fraction of the values' magnitude
+#: is floating-point noise (event times summed in another order), not an effect: 1e-6 is six
+#: orders above a double's rounding of a sum of thousands of events, far below any modelled effect
+ZERO_REL_TOL = 1e-6
 #: the method, as stated next to every interval in outputs and docs
 METHOD = (f"ratio of totals over trace windows; 95% percentile bootstrap over whole windows "
-          f"({BOOTSTRAP_RESAMPLES} resamples, paired for ratios between configurations)")
+          f"({BOOTSTRAP_RESAMPLES} resamples, paired for ratios between configurations; "
+          f"none below {MIN_BOOTSTRAP_WINDOWS} windows)")
+
+
+def too_few(n: int, method: str = "bootstrap") -> str | None:
+    """Why ``n`` samples give no interval with ``method`` ("bootstrap" or "t"), in one word for a
+    table cell (``"n<5"``), or None when they are enough."""
+    need = {"bootstrap": MIN_BOOTSTRAP_WINDOWS, "t": MIN_T_SAMPLES}[method]
+    return f"n<{need}" if n < need else None
 
 
 def totals(table, name: str) -> np.ndarray:
@@ -99,8 +125,12 @@ def resample_indices(n: int, strata: Sequence | None = None, n_resamples: int = 
 
 
 def _sizes_ok(n: int, strata) -> bool:
+    """Enough windows for a bootstrap interval: :data:`MIN_BOOTSTRAP_WINDOWS` in all, and with
+    strata at least two in each (one window of a stratum is never resampled: no variation)."""
+    if n < MIN_BOOTSTRAP_WINDOWS:
+        return False
     if strata is None:
-        return n >= 2
+        return True
     counts = {}
     for x in strata:
         counts[x] = counts.get(x, 0) + 1
@@ -161,7 +191,7 @@ def paired_metric_ci(a, b, metric: str, **kw) -> tuple[float, list[float] | None
 def seed_averaged(table, keys: Sequence[str], seed_col: str = "seed"):
     """A windows table with the seeds of each (``keys``, window) averaged into one row: every
     total column is the mean over seeds (so a ratio estimator weights seeds equally), one
-    sample per window (GUIDE: seeds are not extra samples)."""
+    sample per window (seeds are not extra samples)."""
     cols = set(table.columns)
     by = [k for k in keys if k in cols and k != seed_col]
     if seed_col not in cols or not by:
@@ -181,19 +211,20 @@ def seed_averaged(table, keys: Sequence[str], seed_col: str = "seed"):
 
 
 # -------------------------------------------------------------- formatting
-def fmt_ci(mean: float, ci: Sequence[float] | None, digits: int = 2) -> str:
-    """'1.23 [1.10, 1.36]' (or just the value without an interval)."""
+def fmt_ci(mean: float, ci: Sequence[float] | None, digits: int = 2, why: str | None = None) -> str:
+    """'1.23 [1.10, 1.36]', or the value alone without an interval ('1.23 (n<5)' with ``why``)."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
-    if not ci:
-        return f"{mean:.{digits}f}"
+    if not ci or any(c is None or (isinstance(c, float) and math.isnan(c)) for c in ci):
+        return f"{mean:.{digits}f}" + (f" ({why})" if why else "")
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def ci_fields(metric: str, point: float, ci: list[float] | None) -> Mapping[str, object]:
-    """summary.json's ``<metric>``, ``<metric>_ci95`` and ``_ci95_low``/``_ci95_high``."""
-    return {metric: point, f"{metric}_ci95": ci, f"{metric}_ci95_low": ci[0] if ci else point,
-            f"{metric}_ci95_high": ci[1] if ci else point}
+    """summary.json's ``<metric>``, ``<metric>_ci95`` and ``_ci95_low``/``_ci95_high`` (all None
+    without an interval: never the point twice, which would read as a zero-width interval)."""
+    return {metric: point, f"{metric}_ci95": ci, f"{metric}_ci95_low": ci[0] if ci else None,
+            f"{metric}_ci95_high": ci[1] if ci else None}
 
 
 # Student-t intervals. The bootstrap above is the method for a simulated run's metrics; a mean
@@ -310,7 +341,9 @@ def _t_quantile_bisection(q: float, df: float) -> float:
 
 def mean_t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """(mean, half-width of its two-sided Student-t interval) over independent samples; the mean
-    is NaN for no samples and the half-width NaN for fewer than two (never a zero width)."""
+    is NaN for no samples and the half-width NaN for fewer than two (never a zero width). The
+    arithmetic alone: outputs use :func:`t_interval` (its minimum sample count, ``[low, high]``,
+    the log scale for ratios)."""
     xs = [float(x) for x in samples]
     n = len(xs)
     if n == 0:
@@ -320,3 +353,44 @@ def mean_t_interval(samples: Sequence[float], confidence: float = 0.95) -> tuple
         return m, float("nan")
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
     return m, t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+
+
+def t_interval(samples: Sequence[float], *, positive: bool = False, center: float | None = None,
+               lower: float | None = None, confidence: float = 0.95) -> tuple[float, list[float] | None]:
+    """(estimate, ``[low, high]`` 95% Student-t interval) over independent samples, or
+    (estimate, None) below :data:`MIN_T_SAMPLES` samples. The estimate is ``center`` (e.g. a
+    ratio of totals over the same samples) or else the mean.
+
+    ``positive`` (a ratio or a rate: every sample > 0): the interval is built on the log scale,
+    ``center x exp(+-t s_log / sqrt(n))`` with ``s_log`` the standard deviation of the samples'
+    logarithms (to first order their relative standard deviation), so both bounds are positive
+    and the interval is symmetric in ratio terms (1/r maps to the same interval inverted).
+    A non-positive sample gives no log-scale interval (None). ``lower``: the smallest value the
+    quantity can take (0 for a time that can be 0 in a sample); the linear interval is cut there."""
+    xs = [float(x) for x in samples]
+    n = len(xs)
+    mean = sum(xs) / n if n else float("nan")
+    est = float(center) if center is not None else mean
+    if n < MIN_T_SAMPLES or not all(math.isfinite(x) for x in xs) or not math.isfinite(est):
+        return est, None
+    q = t_quantile(0.5 + confidence / 2.0, n - 1)
+    if positive:
+        if min(xs) <= 0 or est <= 0:
+            return est, None
+        logs = [math.log(x) for x in xs]
+        ml = sum(logs) / n
+        h = q * math.sqrt(sum((v - ml) ** 2 for v in logs) / (n - 1)) / math.sqrt(n)
+        return est, [est * math.exp(-h), est * math.exp(h)]
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    h = q * sd / math.sqrt(n)
+    return est, [est - h if lower is None else max(lower, est - h), est + h]
+
+
+def excludes_zero(ci: Sequence[float] | None, scale: float, rel_tol: float = ZERO_REL_TOL) -> bool:
+    """True when the interval ``[low, high]`` lies beyond zero by more than ``rel_tol`` x
+    ``|scale|`` (the magnitude of the values differenced, e.g. the base point's value): a
+    difference of 1e-7 on a value of 0.5 is rounding noise, however narrow its interval."""
+    if not ci or any(c is None or c != c for c in ci):
+        return False
+    tol = rel_tol * abs(float(scale))
+    return float(ci[0]) > tol or float(ci[1]) < -tol

@@ -4,6 +4,6 @@ from . import config  # noqa: F401  (registers the ahasd/operator_sync/baseline 
 from .base import MODES, Mode, RunContext, TaskCost, get_mode, register_mode
 from . import soc  # noqa: F401,E402  (the mobile SoC modes: NPU, GPU, LPDDR5-PIM)
 from . import mobile_cloud  # noqa: F401,E402  (phone + cellular link + cloud verifier)
-from . import moe  # noqa: F401,E402  (MoE expert offload on a GPU server, issue 15)
+from . import moe  # noqa: F401,E402  (MoE expert offload on a GPU server)
 
 __all__ = ["MODES", "Mode", "RunContext", "TaskCost", "get_mode", "register_mode"]

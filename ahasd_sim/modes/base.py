@@ -142,6 +142,9 @@ class Mode:
     replays_own_windows: ClassVar[bool] = False
     #: True for modes that draft trees (their policies select subtrees, chain policies do not fit)
     drafts_trees: ClassVar[bool] = False
+    #: True for modes that decode on the device ``baseline.device`` names (checked against the
+    #: platform before the run, by :func:`ahasd_sim.simulation.build_platform`)
+    uses_baseline_device: ClassVar[bool] = False
 
     def __init__(self, env: simpy.Environment, ctx: RunContext):
         if getattr(ctx.policy, "is_tree_policy", False) and not self.drafts_trees:

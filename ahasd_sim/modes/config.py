@@ -72,9 +72,9 @@ class AhasdConfig:
                               "layer, reading each layer's KV once the NPU has written it, and stays in target "
                               "mode (GTS) for the whole NPU pass",
                               choices=("recompute", "wait", "layer_pipelined"),
-                              source="issue 12; default = the causal option with the highest AHASD throughput on "
+                              source="docs/modeling.md; default = the causal option with the highest AHASD throughput on "
                               "the tuning trace traces/qwc-0.5b-1.5b_t1.npz (10 windows: layer_pipelined 11.24, "
-                              "wait 10.52, recompute 10.00 tok/s), not on the reported greedy trace (issue 23; "
+                              "wait 10.52, recompute 10.00 tok/s), not on the reported greedy trace ("
                               "docs/modeling.md, 'Pre-verification and KV')")
     edc_stop: str = param("draft_one_more", doc="what the drafter does when EDC says stop and TVC does not "
                           "pre-verify: draft_one_more = draft one more batch, then ask again (paper); "
@@ -113,7 +113,7 @@ class BaselineConfig:
                         "one-token target forward at auto_reference_kv_tokens is fastest (analytic, from the "
                         "cost model: no trace data is used to choose)",
                         choices=("auto", "gpu", "npu", "pim"),
-                        source="issue 23: the best autoregressive decoder a designer would build on this hardware")
+                        source="fair baselines: the best autoregressive decoder a designer would build on this hardware")
     auto_reference_kv_tokens: int = param(512, doc="KV length of the one-token forward that baseline.device auto "
                                           "compares across devices", unit="tokens", ge=1,
                                           source="mid-window KV length of a 1024-token generation")
@@ -123,7 +123,7 @@ class BaselineConfig:
 @dataclass
 class TuningConfig:
     """Choices a mode makes for itself (``pim.partition_policy: auto``), measured on data that the
-    reported run does not use (issue 23: every competitor gets its own best, chosen out of sample)."""
+    reported run does not use (every competitor gets its own best, chosen out of sample)."""
 
     trace: str = param("traces/qwc-0.5b-1.5b_t1.npz",
                        doc="trace the choices are measured on (relative paths as run.trace); it should not be "
@@ -175,7 +175,7 @@ class SocTreeConfig:
                        source="the shipped EAGLE-2-style tree trace of the Qwen2.5-Coder 0.5B/1.5B pair: 24 of "
                        "the chain trace's prompts, their first 48 tokens (traces/README.md)")
     prompts_per_window: int = param(2, doc="consecutive prompts of the tree trace per window (one sample of the "
-                                    "95% CIs)", ge=1, source="GUIDE statistics: one trace window is one sample")
+                                    "95% CIs)", ge=1, source="docs/modeling.md, Statistics: one window is one sample")
     max_depth: int = param(6, doc="most draft levels of hw_tree", ge=1,
                            source="the tree trace's recorded depth (header tree.depth = 6)")
     max_nodes: int = param(64, doc="most verified draft nodes of hw_tree", ge=1,

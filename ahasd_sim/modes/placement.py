@@ -1,4 +1,4 @@
-"""Per-mode PIM rank placement (``pim.partition_policy: auto``, issue 23).
+"""Per-mode PIM rank placement (``pim.partition_policy: auto``; docs/modeling.md).
 
 A mode that drafts on PIM while the target runs elsewhere (async, ahasd) and one that never
 runs its two models at the same time (operator_sync) want different placements: the best of

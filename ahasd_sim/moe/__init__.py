@@ -1,4 +1,4 @@
-"""MoE expert offload over H2D (issue 15): draft trees, expert cache, verification cost, predictor.
+"""MoE expert offload over H2D: draft trees, expert cache, verification cost, predictor.
 
 Modules: :mod:`.tree` (one round's draft tree and what verification reveals), :mod:`.predictor`
 (the routing predictor policies see), :mod:`.cache` (GPU expert cache: LRU, LFU, static),

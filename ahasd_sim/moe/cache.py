@@ -172,6 +172,15 @@ class ExpertCache:
                     best, best_score = key, s
             return best
         if self.policy == "lru":
+            if isinstance(pinned, PassPins) and self.scope == "per_layer":
+                # one layer per bucket: the pins are that layer's set (no per-key method call)
+                if b < pinned.first_layer or b >= len(pinned.sets):
+                    return next(iter(self._lru[b]), None)
+                used = pinned.sets[b]
+                for key in self._lru[b]:
+                    if key[1] not in used:
+                        return key
+                return None
             for key in self._lru[b]:
                 if key not in pinned:
                     return key

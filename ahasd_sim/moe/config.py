@@ -27,6 +27,26 @@ class MoeConfig:
 
     tree_trace: str = param("", doc="tree trace file (draft trees with per-node verdicts and MoE routing); "
                                     "relative paths: to the current directory, then the config, then the repository")
+    routing: str = param("trace", doc="expert routing of the tree nodes: trace (recorded; the target's shape must "
+                         "match it) or synthetic (drawn for the target's layers / experts / top-k on the trace's trees; "
+                         "see synthetic_*; every report says so)", choices=("trace", "synthetic"),
+                         source="[R] ahasd_sim/moe/synthetic.py")
+    synthetic_locality: float = param(0.19, doc="routing synthetic: probability that each of a token's k experts "
+                                      "at a layer is one of the previous token's there (consecutive-token reuse)",
+                                      ge=0, le=1, source="[C] fitted to the shipped MoEfied trace: consecutive "
+                                      "committed tokens share 0.365 of their experts against 0.216 for random "
+                                      "pairs, 0.365 = p + (1 - p) 0.216 -> p = 0.19; no published Qwen3-30B-A3B "
+                                      "figure; swept by scripts/moe_study.py")
+    synthetic_zipf_s: float = param(0.45, doc="routing synthetic: expert popularity per layer is Zipf(s) over a "
+                                    "random order (0 = perfectly balanced)", ge=0, le=5,
+                                    source="[C] median per-layer Zipf slope of the shipped MoEfied trace's committed "
+                                    "routing (0.29-0.65, 10-90%); load-balanced models (Qwen3 is trained with a "
+                                    "global-batch balance loss) are flatter; swept by scripts/moe_study.py")
+    synthetic_seed: int = param(0, doc="routing synthetic: seed of the routing draw", ge=0, le=2 ** 63 - 1,
+                                bound_reason="a seed is a 64-bit integer")
+    workspace_gib: float = param(1.0, doc="GPU memory held for activations, CUDA graphs and copy staging "
+                                 "(memory split; cache_capacity_unit auto leaves it free)", unit="GiB", ge=0, le=1024,
+                                 source="[C] assumption: ~1 GiB runtime workspace at batch 1")
     trace_start_round: int = param(0, doc="first tree round replayed", ge=0)
     trace_end_round: int = param(0, doc="replay stops before this round (the run ends there even if "
                                  "run.generated_tokens is not reached); 0: no end round", ge=0)
@@ -39,8 +59,10 @@ class MoeConfig:
     kv_reserve_tokens: int = param(4096, doc="KV tokens reserved in GPU memory (memory split)", unit="tokens",
                                    ge=0, source="assumption: one 4k-token context")
     cache_capacity: float = param(0.25, doc="expert-cache capacity, in the unit of cache_capacity_unit", ge=0)
-    cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB",
-                                     choices=("fraction", "experts", "gib"))
+    cache_capacity_unit: str = param("fraction", doc="fraction of all experts, experts, or GiB; auto: every "
+                                     "expert that fits the GPU memory left after the dense weights, the drafter, "
+                                     "the KV reserve and the workspace (cache_capacity ignored)",
+                                     choices=("fraction", "experts", "gib", "auto"))
     cache_policy: str = param("lru", doc="eviction policy (activation: MoE-Infinity-style activation-aware, "
                               "lowest decayed per-pass activation count evicted first)",
                               choices=("lru", "lfu", "activation", "static"),
@@ -62,6 +84,13 @@ class MoeConfig:
                          "next_layer: copies for layer l+1 start with layer l (routing known one layer "
                          "ahead, a pre-gating oracle)", choices=("none", "next_layer"),
                          source="[R] per-layer copy/compute overlap (Pre-gated MoE / SP-MoE style)")
+    expert_execution: str = param("gpu", doc="where a verification's non-resident experts run: gpu (copied "
+                                  "over H2D into the cache, then run on the GPU), cpu (run on the host CPU from "
+                                  "host memory, host_cpu section; the cache keeps its initial popular experts), "
+                                  "mixed (per expert, the cheaper of a copy and the CPU run, by the cost model)",
+                                  choices=("gpu", "cpu", "mixed"),
+                                  source="[R] llama.cpp --n-cpu-moe, Fiddler (https://arxiv.org/abs/2402.07033), "
+                                  "kTransformers")
     prefetch: bool = param(False, doc="during drafting, copy the experts the predictor expects for new "
                            "draft nodes (draft-guided prefetch, SP-MoE style)")
     prefetch_max_experts_per_round: int = param(64, doc="cap on prefetched experts per round", ge=0)
@@ -69,17 +98,53 @@ class MoeConfig:
                            "rounds: per draft token and layer, the target's routing there + recently verified "
                            "routing + popularity; never the target's routing of an unverified node) or recall "
                            "(the truth corrupted to top-k recall predictor_recall; 1 = oracle)",
-                           choices=("learned", "recall"), source="[R] issue 27")
+                           choices=("learned", "recall"), source="[R]")
     next_layer_guess: str = param("learned", doc="overlap next_layer: layer l+1's experts guessed from layer l's "
                                   "routing by the profile's layer-to-layer transitions (wrong guesses are copied "
                                   "too), or oracle (the true layer l+1 union)", choices=("learned", "oracle"),
                                   source="[R] Pre-gated MoE (https://arxiv.org/abs/2308.12066) style guess")
+    cost_calibration: str = param("online", doc="the expert-cost estimate SpecFit and EcoSpec use: online -- "
+                                  "predicted union sizes and copies corrected by ratio estimators of true / predicted "
+                                  "over the tokens verified so far (never an unverified node's routing); none -- the "
+                                  "predictor's unions as they are", choices=("online", "none"),
+                                  source="[R] calibrated cost estimate (ahasd_sim/moe/calibration.py)")
+    calibration_half_life_passes: float = param(64.0, doc="cost_calibration online: half-life of a pass's weight in "
+                                                "the ratio estimators", unit="passes", gt=0, le=1e9,
+                                                source="[R] assumption: routing drifts over tens of passes")
     predictor_recall: float = param(1.0, doc="predictor recall: per-layer top-k recall of the routing "
                                     "predictor policies see (1 = oracle)", ge=0, le=1, source="[R] moe-offload notes: EcoSpec predictor "
                                     "modelled by its recall")
+    head_ffn_width: int = param(0, doc="run.drafter head: FFN width of the EAGLE head's one dense decoder layer; "
+                                "0 = top-k x expert FFN width (Qwen3-30B-A3B: 8 x 768 = 6144, its config's dense "
+                                "intermediate_size)", unit="neurons", ge=0, le=1_000_000,
+                                source="[R] EAGLE heads are one dense decoder layer (https://arxiv.org/abs/2406.16858); "
+                                "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json")
     drafter_device: str = param("gpu", doc="where the drafter runs: on the GPU (dense, resident) or on a "
                                 "mobile NPU / LPDDR5-PIM drafter", choices=("gpu", "npu", "pim"))
     ci_windows: int = param(8, doc="contiguous windows of rounds used as samples for the 95% CIs", ge=2)
+
+
+@config_section("host_cpu")
+@dataclass
+class HostCpuConfig:
+    """The host CPU that runs non-resident experts (``moe.expert_execution`` cpu / mixed), as
+    llama.cpp ``--n-cpu-moe``, kTransformers and Fiddler do. Default: a laptop with dual-channel
+    DDR5-5600 (the RTX 4090 Laptop class)."""
+
+    name: str = param("DDR5-5600 dual-channel laptop CPU", doc="label")
+    mem_bw_gb_s: float = param(89.6, doc="peak DRAM bandwidth", unit="GB/s", gt=0, le=10_000,
+                               source="derived: DDR5-5600 x 2 channels x 8 B = 89.6 GB/s (JEDEC JESD79-5 speed bin)")
+    bandwidth_efficiency: float = param(0.75, doc="achieved / peak DRAM bandwidth of the expert GEMV threads", gt=0,
+                                        le=1, source="[C] assumption: STREAM-class reads reach 70-80% of peak on "
+                                        "client DDR5 (a 9.44 MB expert in ~140 us)")
+    effective_gflops: float = param(600.0, doc="achieved expert-FFN throughput of the CPU threads (AVX2/AVX-512 "
+                                    "dot products on dequantised weights)", unit="GFLOP/s", gt=0, le=1e6,
+                                    source="[C] assumption: ~16 threads x ~40 GFLOP/s achieved")
+    sync_latency_us: float = param(10.0, doc="per layer with CPU experts: GPU->CPU->GPU hand-off of the hidden "
+                                   "states beyond their transfer time (stream sync, thread wake-up)", unit="us",
+                                   ge=0, le=10_000, source="[C] assumption: two stream syncs of ~5 us")
+    active_power_w: float = param(45.0, doc="CPU package power above idle while it runs experts", unit="W", ge=0,
+                                  le=2000, source="[C] assumption: laptop HX-class CPU under an all-core load")
 
 
 @dataclass
@@ -123,7 +188,7 @@ class SpecFitParams:
     expert_term: bool = param(True, doc="cost each node's predicted experts (SpecFit); false: expert-blind "
                               "-- T(S) = T_draft + a + b (|S|+1) with a, b least squares on the verification "
                               "times of the rounds this run verified so far (isolates expert awareness)",
-                              source="[R] issue 27 ablation")
+                              source="[R], ablation")
 
 
 @dataclass

@@ -39,12 +39,13 @@ class LinearVerifyModel:
     fetch_s: float
     n_layers: int
     first_fetch_extra_s: float = 0.0
+    multi_token_s: float = 0.0    # fixed cost of a pass over > 1 token (c0 is the root-only pass's)
 
     def item_cost(self, resident: bool) -> float:
         return self.c2_s + (0.0 if resident else self.fetch_s)
 
     def cycle_time(self, n_selected: int, unions, resident_mask: np.ndarray, draft_s: float = 0.0) -> float:
-        t = draft_s + self.c0_s + self.c1_s * (n_selected + 1)
+        t = draft_s + self.c0_s + self.c1_s * (n_selected + 1) + (self.multi_token_s if n_selected else 0.0)
         for layer, u in enumerate(unions):
             u = np.asarray(u, dtype=int)
             miss = int((~resident_mask[layer, u]).sum()) if len(u) else 0
@@ -53,7 +54,7 @@ class LinearVerifyModel:
 
 
 class MoeCostModel:
-    def __init__(self, platform, target, draft, moe_cfg, kv_quantum: int = 16):
+    def __init__(self, platform, target, draft, moe_cfg, kv_quantum: int = 16, cpu=None):
         if platform.gpu is None or platform.h2d is None:
             raise ValueError("moe_offload needs a GPU and an h2d link")
         self.gpu, self.link, self.platform = platform.gpu, platform.h2d, platform
@@ -66,6 +67,7 @@ class MoeCostModel:
         self.launch_s = g.launch_overhead_us * 1e-6
         self.kernel = g.moe_kernel
         self._dense: dict[tuple[int, int], tuple[float, float]] = {}
+        self.cpu = cpu                # host_cpu section (CPU experts), or None
         self._dyn_w = g.active_power_w - g.idle_power_w
 
     # ------------------------------------------------------------------ bytes
@@ -97,13 +99,16 @@ class MoeCostModel:
                 else:
                     head += t * op.layer_repeat
             layer += self.gpu.cfg.kernels_per_layer * self.launch_s
+            if key[0] > 1:   # the validated fixed cost of a multi-token step (gpu.multi_token_layer_overhead_us)
+                layer += self.gpu.cfg.multi_token_layer_overhead_us * 1e-6
             hit = self._dense[key] = (layer, head)
         return hit
 
-    def expert_body_s(self, n_tokens: int, n_distinct: int) -> float:
-        """Roofline of one layer's expert FFN: max(FLOPs / ops, (hit experts' bytes + activations) / bw)."""
+    def expert_body_s(self, n_tokens: int, n_distinct: int, pairs: int | None = None) -> float:
+        """Roofline of one layer's expert FFN: max(FLOPs / ops, (hit experts' bytes + activations) / bw);
+        ``pairs``: token-expert pairs (default every token's top-k)."""
         t = self.target
-        pairs = n_tokens * t.n_active_experts
+        pairs = n_tokens * t.n_active_experts if pairs is None else int(pairs)
         flops = 2.0 * pairs * t.expert_params()
         act = pairs * (2 * t.d_model + 3 * t.d_expert_ffn) * t.act_bytes_per_elem
         return max(flops / self.gpu.effective_ops_s,
@@ -117,14 +122,33 @@ class MoeCostModel:
             return fixed, g.moe_fused_per_expert_us * 1e-6, g.moe_fused_per_pair_us * 1e-6
         return g.moe_loop_fixed_us * 1e-6, g.moe_loop_overhead_per_expert_us * 1e-6, g.moe_loop_per_pair_us * 1e-6
 
-    def expert_time_s(self, n_tokens: int, n_distinct: int) -> float:
+    def expert_time_s(self, n_tokens: int, n_distinct: int, pairs: int | None = None) -> float:
         """One layer's expert FFN compute for ``n_tokens`` tokens hitting ``n_distinct`` experts:
         roofline + fixed + per-expert + per-pair terms of the kernel (fitted on the H200)."""
         if n_distinct <= 0:
             return 0.0
         fixed, per_e, per_p = self.kernel_terms_s()
-        pairs = n_tokens * self.target.n_active_experts
-        return self.expert_body_s(n_tokens, n_distinct) + fixed + n_distinct * per_e + pairs * per_p
+        pairs = n_tokens * self.target.n_active_experts if pairs is None else int(pairs)
+        return self.expert_body_s(n_tokens, n_distinct, pairs) + fixed + n_distinct * per_e + pairs * per_p
+
+    # ------------------------------------------------------------------ CPU experts
+    def cpu_bandwidth_bytes_s(self) -> float:
+        return self.cpu.mem_bw_gb_s * 1e9 * self.cpu.bandwidth_efficiency
+
+    def cpu_expert_time_s(self, n_tokens: int) -> float:
+        """One expert FFN on the host CPU over ``n_tokens`` tokens routed to it: max(its weight
+        bytes / effective DRAM bandwidth, its FLOPs / effective CPU throughput)."""
+        flops = 2.0 * n_tokens * self.target.expert_params()
+        return max(self.expert_bytes / self.cpu_bandwidth_bytes_s(), flops / (self.cpu.effective_gflops * 1e9))
+
+    def cpu_handoff_s(self, n_tokens: int) -> float:
+        """A layer with CPU experts: the hidden states of ``n_tokens`` to the host and the expert
+        outputs back (two copies on the link) + the sync latency."""
+        b = n_tokens * self.target.d_model * self.target.act_bytes_per_elem
+        return 2.0 * self.link.isolated_transfer_time_s(b) + self.cpu.sync_latency_us * 1e-6
+
+    def cpu_energy_j(self, busy_s: float) -> float:
+        return self.cpu.active_power_w * busy_s
 
     def gpu_energy_j(self, busy_s: float) -> float:
         return self._dyn_w * busy_s
@@ -135,18 +159,29 @@ class MoeCostModel:
     def linear_model(self, kv: int) -> LinearVerifyModel:
         """Coefficients profiled from this model at context ``kv`` (finite differences)."""
         L = self.target.n_layers
+        # slope from 2..34 tokens: the multi-token step overhead is a fixed cost of every tree pass (c0)
+        d2, head2 = self.dense_times(2, kv)
+        d34, head34 = self.dense_times(34, kv)
+        c1 = (L * (d34 - d2) + (head34 - head2)) / 32.0
         d1, head1 = self.dense_times(1, kv)
-        d33, head33 = self.dense_times(33, kv)
-        c1 = (L * (d33 - d1) + (head33 - head1)) / 32.0
         c0 = L * d1 + head1 - c1
+        multi = L * d2 + head2 - 2 * c1 - c0
         k = self.target.n_active_experts
         c2 = self.expert_time_s(1, k + 1) - self.expert_time_s(1, k)
         c1_e = (self.expert_time_s(33, k) - self.expert_time_s(1, k)) / 32.0   # per token (pairs, activations)
         c1 += L * c1_e
         # the fixed per-layer part of expert compute (launches) goes to c0
         c0 += L * (self.expert_time_s(1, k) - k * c2 - c1_e)
+        ex = getattr(self.moe_cfg, "expert_execution", "gpu")
+        if ex != "gpu" and self.cpu is not None:
+            # a non-resident expert runs on the CPU (its one-token time; the hand-off is the
+            # layer's fixed extra); mixed takes the cheaper of that and a pipelined copy
+            cpu1 = self.cpu_expert_time_s(1)
+            fetch = cpu1 if ex == "cpu" else min(cpu1, self.copy_b2b_s)
+            return LinearVerifyModel(c0, c1, c2, fetch, L, self.cpu_handoff_s(1), max(0.0, multi))
         # a pass's copies run back to back on the stream: the marginal copy is the pipelined one
-        return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s))
+        return LinearVerifyModel(c0, c1, c2, self.copy_b2b_s, L, max(0.0, self.copy_s - self.copy_b2b_s),
+                                 max(0.0, multi))
 
     def copy_end_s(self, issue_s: float, stream_free_s: float) -> tuple[float, float]:
         """(start, end) of one expert copy issued at ``issue_s`` on a FIFO stream free from
@@ -160,7 +195,8 @@ class MoeCostModel:
     def draft_level_cost(self, n_tokens: int, kv: int, costs) -> tuple[float, dict, dict]:
         """(duration, energy by device, busy by device) of one drafter forward over ``n_tokens``: on
         the GPU at ``moe.weight_bytes_per_param``; on the NPU or the PIM drafter ranks with the run's
-        drafter spec (INT8, like the other modes)."""
+        drafter spec (INT8, like the other modes). ``draft`` is the standalone model or the EAGLE
+        head (:mod:`ahasd_sim.moe.drafter`), which runs on the GPU."""
         dev = self.moe_cfg.drafter_device
         ops = forward_ops(self.draft, int(n_tokens), self._kv(kv))
         if dev == "gpu":
@@ -200,10 +236,14 @@ class VerifyResult:
     h2d_free_s: float
     copy_intervals: list[tuple[float, float]]
     wasted_prefetch: int = 0      # next_layer copies of experts the layer did not route to
+    cpu_experts: int = 0          # expert runs on the host CPU (expert_execution cpu / mixed)
+    cpu_intervals: list | None = None   # [(start, end)] of the CPU's expert work
+    cpu_busy_s: float = 0.0
 
 
 def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, now_s: float,
-                    h2d_free_s: float, overlap: str = "none", prefetch_guess=None) -> VerifyResult:
+                    h2d_free_s: float, overlap: str = "none", prefetch_guess=None, execution: str = "gpu",
+                    token_counts=None) -> VerifyResult:
     """Analytic schedule of one verification pass starting at ``now_s``.
 
     ``unions[l]``: distinct experts layer l needs. Copies go FIFO on one stream that is free from
@@ -218,6 +258,12 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
     router ran -- never layer l+1's); wrong guesses cost copy time and cache slots, layer l+1's
     missed experts are copied on demand after its router. ``prefetch_guess=None`` is the oracle
     (the true layer l+1 union).
+
+    ``execution`` ``cpu``: a layer's resident experts run on the GPU, the others on the host CPU
+    (:meth:`MoeCostModel.cpu_expert_time_s`, one after another at the CPU's full bandwidth, after
+    the hidden states' hand-off), in parallel with the GPU's part; nothing is copied. ``mixed``:
+    a missing expert is copied when its copy is quicker than its CPU run (``token_counts[l][e]``
+    tokens routed to it), else it runs on the CPU. The next layer starts when both parts end.
     """
     L = len(unions)
     dense_l, head = cost.dense_times(n_tokens, kv)
@@ -279,22 +325,66 @@ def schedule_verify(cost: MoeCostModel, cache, unions, n_tokens: int, kv: int, n
             if copy(layer, e, issue_s, pins, keep_only=True) is not None and e not in sets[layer]:
                 wasted += 1
 
+    def count(layer: int, e: int) -> int:
+        if token_counts is None:
+            return max(1, -(-n_tokens * cost.target.n_active_experts // max(1, len(unions[layer]))))
+        return int(token_counts[layer].get(e, 1))
+
+    def split(layer: int, issue_s: float) -> tuple[list[int], list[int]]:
+        """(GPU experts, CPU experts) of ``layer``; mixed: copies the misses a copy serves better."""
+        nonlocal hits, misses
+        r = issue_s
+        pins = PassPins(sets, layer)
+        on_gpu, on_cpu = [], []
+        for e in unions[layer]:
+            e = int(e)
+            if cache.access(layer, e):
+                hits += 1
+                r = max(r, cache.ready_s((layer, e)))
+                on_gpu.append(e)
+                continue
+            misses += 1
+            if execution == "mixed" and cost.copy_s < cost.cpu_expert_time_s(count(layer, e)):
+                r = max(r, copy(layer, e, issue_s, pins))
+                on_gpu.append(e)
+            else:
+                on_cpu.append(e)
+        ready[layer] = r
+        return on_gpu, on_cpu
+
     t = now_s
-    busy = 0.0
+    busy = cpu_busy = 0.0
+    n_cpu = 0
+    cpu_iv: list[tuple[float, float]] = []
     records = []
     cache.begin_pass()
     for layer in range(L):
         d0, d1 = t, t + dense_l
-        fetch(layer, d1)  # routing of this layer is known once its router ran
-        if overlap == "next_layer" and layer + 1 < L:
-            guess_fetch(layer + 1, d1)   # guessed from layer l's routing, issued behind its demand copies
-        e0 = max(d1, ready[layer])
-        e1 = e0 + cost.expert_time_s(n_tokens, len(unions[layer]))
+        if execution == "gpu":
+            fetch(layer, d1)  # routing of this layer is known once its router ran
+            if overlap == "next_layer" and layer + 1 < L:
+                guess_fetch(layer + 1, d1)   # guessed from layer l's routing, issued behind its demand copies
+            e0 = max(d1, ready[layer])
+            e1 = e0 + cost.expert_time_s(n_tokens, len(unions[layer]))
+            end_l = e1
+        else:
+            on_gpu, on_cpu = split(layer, d1)
+            e0 = max(d1, ready[layer])
+            e1 = e0 + (cost.expert_time_s(n_tokens, len(on_gpu), sum(count(layer, e) for e in on_gpu))
+                       if on_gpu else 0.0)
+            end_l = e1
+            if on_cpu:
+                c0 = d1 + cost.cpu_handoff_s(n_tokens)
+                c1 = c0 + sum(cost.cpu_expert_time_s(count(layer, e)) for e in on_cpu)
+                cpu_iv.append((c0, c1))
+                cpu_busy += c1 - c0
+                n_cpu += len(on_cpu)
+                end_l = max(e1, c1)
         busy += (d1 - d0) + (e1 - e0)
         records.append(LayerRecord(layer, d0, d1, ncopies[layer], cstart[layer], cend[layer], ready[layer],
                                    e0, e1, len(unions[layer])))
-        t = e1
+        t = end_l
     end = t + head
     busy += head
     return VerifyResult(end, busy, copied, hits, misses, int(sum(len(u) for u in unions)), records,
-                        h2d_free_s, intervals, wasted)
+                        h2d_free_s, intervals, wasted, n_cpu, cpu_iv, cpu_busy)

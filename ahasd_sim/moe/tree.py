@@ -109,6 +109,8 @@ class TreeView:
     next_level_draft_s: float     # drafter time of one more level (0 if no more levels exist)
     recorded_depth: int           # deepest level the drafter can produce this round
     now_s: float = 0.0
+    union_scale: float = 1.0      # calibrated true / predicted distinct experts a node adds (moe.calibration)
+    miss_scale: float = 1.0       # calibrated true / predicted non-resident experts
 
     def available(self) -> np.ndarray:
         """Node ids (root excluded) drafted so far."""
@@ -124,3 +126,51 @@ class TreeView:
             for r, v in enumerate(sorted(kids, key=lambda u: (-self.q_prob[u], u))):
                 rank[v] = r
         return rank
+
+
+def accepted_path(tree: DraftTree, nodes=None) -> list[int]:
+    """Node ids of the accepted path when the target verifies ``nodes`` (all nodes if None):
+    the root path :func:`accepted_length` counts, in order."""
+    n = len(tree.parent)
+    sel = np.ones(n, dtype=bool) if nodes is None else np.zeros(n, dtype=bool)
+    if nodes is not None:
+        sel[list(nodes)] = True
+    children: dict[int, list[int]] = {}
+    for v in np.flatnonzero(sel[1:]) + 1:
+        children.setdefault(int(tree.parent[v]), []).append(int(v))
+    cur, path = 0, []
+    while True:
+        nxt = [c for c in children.get(cur, ()) if tree.correct[c]]
+        if not nxt:
+            return path
+        cur = nxt[0]
+        path.append(cur)
+
+
+def reroot(tree: DraftTree, u: int, committed: int) -> DraftTree:
+    """The draft tree of the pass that follows committing ``committed`` tokens of this round, the
+    last of which is node ``u`` (an accepted node): u's subtree with u as the root. Draft
+    probabilities below u are the drafter's at u's context (drafting is causal along a path), so
+    the subtree is the tree a drafter grows from u, cut to the recorded depth."""
+    if u == 0:
+        return tree
+    n = len(tree.parent)
+    keep = np.zeros(n, dtype=bool)
+    keep[u] = True
+    for v in range(u + 1, n):
+        keep[v] = keep[tree.parent[v]]
+    idx = np.flatnonzero(keep)
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[idx] = np.arange(len(idx))
+    parent = new_id[tree.parent[idx]]
+    parent[0] = -1
+    q = tree.q_prob[idx].astype(float)
+    q[0] = 1.0
+    correct = tree.correct[idx].copy()
+    correct[0] = True
+    extras = {k: (v[idx] if isinstance(v, np.ndarray) and v.shape[:1] == (n,) else v) for k, v in tree.extras.items()}
+    if "n_commit_recorded" in extras:
+        extras["n_commit_recorded"] = int(extras["n_commit_recorded"]) - committed
+    return DraftTree(parent=parent, q_prob=q, correct=correct, experts=tree.experts[idx],
+                     kv_len=tree.kv_len + committed, index=tree.index, extras=extras,
+                     recorded_accepted=max(-1, tree.recorded_accepted - committed) if tree.recorded_accepted >= 0 else -1)

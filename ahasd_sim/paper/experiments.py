@@ -23,7 +23,7 @@ DEFAULT_EXPERIMENTS = data_file("hw_configs/paper/experiments.yaml")
 TOP_KEYS = ("sweeps", "ladders", "ladder", "best_decoders", "sota", "kv_variants", "match", "variants", "regimes",
             "paper_reported", "caveats")
 SWEEP_KEYS = ("main", "regimes")
-#: the two best-decoder pseudo-variants the report compares with (issue 23)
+#: the two best-decoder pseudo-variants the report compares with (each competitor at its best)
 BEST_DECODER_KEYS = ("best_soc", "best_gpu")
 VARIANT_KEYS = ("label", "short")
 REGIME_KEYS = ("rates_axis", "contention_axis", "decoders")

@@ -47,7 +47,7 @@ def make_figures(exp: PaperExperiments, df: pd.DataFrame, out: Path, main_points
             pair = t["model_pair"].iloc[0] if "model_pair" in t.columns else ""
             pol = t["run.policy"].iloc[0] if "run.policy" in t.columns else ""
             figs["Device timelines"] = plots.plot_gantt(runs, fig_dir / "timeline",
-                                                        title=f"Device activity, {pair}, {pol} (window 10-30% of the run)")
+                                                        title=f"Device activity, {pair}, {pol} (window 10-30% of the shortest run)")
     # Distributions: LLaMA2 pair + AdaEDL, one line per variant that drafts.
     d = df[(df["status"] == "ok") & (df["model_pair"] == "llama2-7b/llama2-13b") & (df["run.policy"] == "adaedl")]
     runs = {}
@@ -97,14 +97,14 @@ def make_figures(exp: PaperExperiments, df: pd.DataFrame, out: Path, main_points
 def ci_figure(exp: PaperExperiments, wt: pd.DataFrame, out: Path) -> list[Path]:
     """Ratios of AHASD (each KV option) to async / operator_sync / GPU-only with 95% CI error bars."""
     import matplotlib.pyplot as plt
-    from ..plots.style import apply_style, color, save_figure
+    from ..plots.style import apply_style, color, figure_size, save_figure
     apply_style()
     wt = with_best_variants(exp, wt)
     dens = [("best_soc", "best SoC"), ("operator_sync", "operator_sync"), ("plus_aau", "async"),
             ("best_gpu", "best GPU")]
     kvs = [(kv, v) for kv, v in [("default", "ahasd"), *exp.kv_variants.items()]
            if not wt.empty and v in set(wt["variant"])]
-    fig, axes = plt.subplots(2, 1, figsize=(6.5, 5.2), squeeze=False)
+    fig, axes = plt.subplots(2, 1, figsize=figure_size("two", height_in=5.2), squeeze=False)
     for ax, (metric, label) in zip(axes[:, 0], (("throughput_tok_s", "Throughput ratio"),
                                                 ("tokens_per_j", "Energy-efficiency ratio"))):
         width = 0.8 / max(1, len(kvs))
@@ -125,6 +125,8 @@ def ci_figure(exp: PaperExperiments, wt: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xticklabels([f"vs {n}" for _d, n in dens])
         ax.set_ylabel(f"{label}\n(suite total, 95% CI)")
         ax.set_yscale("log")
-    axes[0, 0].legend(loc="best", fontsize=7)
-    fig.tight_layout()
+    # the legend under the panels: inside them it covered bars
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return save_figure(fig, out)

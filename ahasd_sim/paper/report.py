@@ -50,7 +50,7 @@ def with_best_variants(exp: PaperExperiments, wt: pd.DataFrame) -> pd.DataFrame:
     best_gpu_eff (best by tokens/J), both ratio estimators over all the configuration's windows and
     seeds: per (model pair, algorithm), the
     windows of the candidate (``exp.best_decoders``) that is best there, so that every
-    configuration's ratio is against each competitor's best decoder on its hardware (issue 23).
+    configuration's ratio is against each competitor's best decoder on its hardware.
     The best is picked on the same windows, which can only favour the baseline."""
     if wt.empty:
         return wt

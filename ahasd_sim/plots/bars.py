@@ -81,8 +81,8 @@ def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline
     window samples (metrics.windows.paired_ratio): the bar over the baseline on the same windows,
     seeds averaged within a window, a paired bootstrap over whole windows; a bar that summarises
     several configurations (model pairs, algorithms: the ``match`` columns other than seed)
-    resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer than two
-    windows, or the baseline itself) and ``windows``."""
+    resamples within each, never across. Columns ``ci_low``/``ci_high`` (NaN: fewer windows
+    than the bootstrap's minimum, or the baseline itself) and ``windows``."""
     from ..metrics.windows import paired_ratio
     w = windows
     if by != "variant":
@@ -106,9 +106,11 @@ def bar_intervals(windows: pd.DataFrame, tab: pd.DataFrame, *, by: str, baseline
 def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: Sequence[str],
                       bar_labels: Mapping[str, str] | None = None, reference: Mapping[str, float] | None = None,
                       reference_group: str = MEAN_GROUP, ylabel: str = "", baseline_line: float | None = 1.0,
-                      annotate: bool = True) -> None:
+                      annotate: bool = True, unlabelled: Sequence = ()) -> None:
     """Grouped bars from a long (group, bar, ratio) table on ``ax``; optional reference markers
-    (e.g. the paper's reported values) over ``reference_group``."""
+    (e.g. the paper's reported values) over ``reference_group``. Value labels sit 2 points above
+    the bar's interval (clear of the whisker's cap); ``unlabelled`` bars (the baseline: 1 by
+    definition) get none."""
     bar_labels = dict(bar_labels or {})
     n = len(bars)
     width = 0.8 / max(n, 1)
@@ -129,11 +131,11 @@ def plot_grouped_bars(ax, table: pd.DataFrame, *, bars: Sequence[str], groups: S
             ax.errorbar(pos[has], vals[has], yerr=[np.clip(vals - lo, 0, None)[has], np.clip(hi - vals, 0, None)[has]],
                         fmt="none", ecolor="black", elinewidth=0.7, capsize=1.5, zorder=4)
         tops.extend(np.where(has, hi, vals)[np.isfinite(vals)])
-        if annotate and n <= 8:
+        if annotate and n <= 8 and b not in set(unlabelled):
             for p, v, t in zip(pos, vals, np.where(has, hi, vals)):
                 if np.isfinite(v):    # above the interval's top, not inside the error bar
-                    ax.text(p, t, bar_value_label(v), ha="center", va="bottom", fontsize=6,
-                            rotation=90 if n > 4 else 0)
+                    ax.annotate(bar_value_label(v), (p, t), xytext=(0, 2), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=6, rotation=90 if n > 4 else 0)
         if reference and b in reference and reference_group in groups:
             gi = list(groups).index(reference_group)
             ax.plot([pos[gi]], [reference[b]], marker="D", color="black", markersize=4, linestyle="none",
@@ -170,11 +172,34 @@ def check_bars_input(df: pd.DataFrame, *, by: str, baseline: str, bars: Sequence
     d = ok_rows(df)
     if d.empty:
         raise InputError("the results table has no finished (status ok) points to plot")
-    levels = list(dict.fromkeys(d[by].astype(str)))
-    for flag, want in (("--baseline", [baseline]), ("--bars", list(bars or []))):
-        for w in want:
-            if str(w) not in levels:
-                raise InputError(f"{flag} {w}: no finished point has {by} == {w} (values: {', '.join(levels)})")
+    resolve_levels(d, by, [baseline], "--baseline")
+    resolve_levels(d, by, list(bars or []), "--bars")
+
+
+def _spellings(v) -> set[str]:
+    """The ways a user may write the table value ``v`` on the command line: 16 for 16.0, 1e3 too."""
+    out = {str(v)}
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v):
+        out |= {repr(float(v)), f"{float(v):g}"}
+        if float(v).is_integer():
+            out.add(str(int(v)))
+    return out
+
+
+def resolve_levels(d: pd.DataFrame, by: str, wanted: Sequence, flag: str) -> list:
+    """``wanted`` (command-line strings, or table values) as the values of column ``by`` they
+    name: a numeric column holds floats (16.0) that "--baseline 16" names. A value no finished
+    row has is an InputError naming ``flag`` and the column's values."""
+    values = list(dict.fromkeys(d[by]))
+    out = []
+    for w in wanted:
+        hit = [v for v in values if v == w or str(w) in _spellings(v)
+               or (not isinstance(w, str) and str(v) in _spellings(w))]
+        if not hit:
+            raise InputError(f"{flag} {w}: no finished point has {by} == {w} "
+                             f"(values: {', '.join(map(str, values))})")
+        out.append(hit[0])
+    return out
 
 
 def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", baseline: str = "gpu_only",
@@ -192,6 +217,10 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     apply_style()
     metrics = dict(metrics or DEFAULT_METRICS)
     check_bars_input(df, by=by, baseline=baseline, bars=bars, group=group, metrics=list(metrics))
+    # the table's own values (a numeric --by column holds 16.0 where the command line says "16")
+    d_ok = ok_rows(df)
+    baseline = resolve_levels(d_ok, by, [baseline], "--baseline")[0]
+    bars = resolve_levels(d_ok, by, list(bars), "--bars") if bars is not None else None
     tab = ratio_table(df, by=by, baseline=baseline, group=group, match=match, metrics=list(metrics), bars=bars)
     bars = list(bars) if bars is not None else list(dict.fromkeys(tab["bar"]))
     others = tab[tab["bar"].astype(str) != str(baseline)] if len(bars) > 1 else tab
@@ -208,7 +237,7 @@ def normalised_bars(df: pd.DataFrame, out: str | Path, *, by: str = "variant", b
     base_name = baseline_label or bar_labels.get(baseline) or words(baseline)
     for ax, (m, label) in zip(axes[:, 0], metrics.items()):
         plot_grouped_bars(ax, tab[tab["metric"] == m], bars=bars, groups=groups, bar_labels=bar_labels,
-                          reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})")
+                          reference=(paper or {}).get(m), ylabel=f"{label}\n(x {base_name})", unlabelled=[baseline])
     handles, labels = axes[0, 0].get_legend_handles_labels()
     order = [i for i, lab in enumerate(labels) if lab != "paper (reported)"] + \
             [i for i, lab in enumerate(labels) if lab == "paper (reported)"]
@@ -237,5 +266,7 @@ def interval_note(tab: pd.DataFrame, baseline: str) -> str:
     n_ci = int(others["ci_low"].notna().sum())
     text = "error bars: 95% CI, paired bootstrap over whole trace windows (within each configuration)"
     if n_ci < len(others):
-        text += f"; {len(others) - n_ci} of {len(others)} bars without: fewer than two windows"
+        from ..metrics.stats import MIN_BOOTSTRAP_WINDOWS
+        text += (f"; {len(others) - n_ci} of {len(others)} bars without: fewer than {MIN_BOOTSTRAP_WINDOWS} "
+                 f"windows (n<{MIN_BOOTSTRAP_WINDOWS})")
     return text

@@ -14,6 +14,25 @@ from .style import apply_style, color, plt, save_figure
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
+def interval_bounds(d: pd.DataFrame, name: str, value: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) arrays of the 95% interval of column ``name``: ``<name>_ci95_low`` /
+    ``<name>_ci95_high``, or a table written before intervals were [low, high] (``<name>_ci95``
+    half-widths around ``value``, default ``name``); NaN where there is none."""
+    if f"{name}_ci95_low" in d.columns:
+        return d[f"{name}_ci95_low"].to_numpy(float), d[f"{name}_ci95_high"].to_numpy(float)
+    if f"{name}_ci95" in d.columns:
+        v, h = d[value or name].to_numpy(float), d[f"{name}_ci95"].to_numpy(float)
+        return v - h, v + h
+    return np.full(len(d), np.nan), np.full(len(d), np.nan)
+
+
+def error_extent(v, lo, hi) -> np.ndarray:
+    """matplotlib's asymmetric error extents (2, n) of intervals [lo, hi] around values ``v``
+    (0 where there is no interval)."""
+    v, lo, hi = (np.atleast_1d(np.asarray(a, dtype=float)) for a in (v, lo, hi))
+    return np.vstack([np.nan_to_num(np.maximum(v - lo, 0.0)), np.nan_to_num(np.maximum(hi - v, 0.0))])
+
+
 def objective_label(metric: str, run: str | None = None, over: str | None = None, direction: str | None = None) -> str:
     """A study objective as an axis label in words with units: ``throughput_tok_s`` of run
     ``ahasd`` -> "Throughput (tokens/s), AHASD"; a ratio (``over``) -> "Throughput, AHASD /
@@ -42,8 +61,8 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
               title: str | None = None) -> list[Path]:
     """Scatter of all evaluated points (the dominated cloud, faint, coloured by ``color_by``) and
     the 2-D front of ``x``/``y``: a black staircase through markers that keep their group's
-    colour (black rims), so the front shows which model pair reaches it. With ``<x>_ci95`` /
-    ``<y>_ci95`` columns (95% half-widths over windows, dse trials.csv) the front's points carry
+    colour (black rims), so the front shows which model pair reaches it. With ``<x>_ci95_low`` /
+    ``_high`` columns (95% intervals over windows, dse trials.csv) the front's points carry
     error bars, and the points on the 2-D front only at the interval level
     (dse.pareto.ci_pareto_mask: not beaten beyond both intervals) are drawn as dashed rings;
     without them the figure says there is no interval. ``front``: the study's front (all
@@ -58,9 +77,9 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     fig, ax = plt.subplots(figsize=(5.2, 4.4))
     d = df.dropna(subset=[x, y])
     xs, ys = d[x].to_numpy(float), d[y].to_numpy(float)
-    hx = d[f"{x}_ci95"].to_numpy(float) if f"{x}_ci95" in d.columns else np.full(len(d), np.nan)
-    hy = d[f"{y}_ci95"].to_numpy(float) if f"{y}_ci95" in d.columns else np.full(len(d), np.nan)
-    has_ci = np.isfinite(hx) | np.isfinite(hy)
+    lx, hx = interval_bounds(d, x)
+    ly, hy = interval_bounds(d, y)
+    has_ci = np.isfinite(lx) | np.isfinite(ly)
     point_colors = None
     if color_by and color_by in d.columns:
         groups = list(dict.fromkeys(d[color_by].astype(str)))
@@ -88,9 +107,10 @@ def pareto_2d(df: pd.DataFrame, x: str, y: str, x_dir: str, y_dir: str, out: str
     else:
         proxy = {}
     if has_ci.any():
-        ci_front = ci_pareto_mask(np.c_[xs, ys], np.c_[hx, hy], [x_dir, y_dir])
+        ci_front = ci_pareto_mask(np.c_[xs, ys], np.stack([np.c_[lx, ly], np.c_[hx, hy]], axis=-1), [x_dir, y_dir])
         e = m2 | ci_front
-        ax.errorbar(xs[e], ys[e], xerr=np.nan_to_num(hx[e]), yerr=np.nan_to_num(hy[e]), fmt="none",
+        ax.errorbar(xs[e], ys[e], xerr=error_extent(xs[e], lx[e], hx[e]), yerr=error_extent(ys[e], ly[e], hy[e]),
+                    fmt="none",
                     ecolor="0.25", elinewidth=0.7, capsize=1.5, zorder=3.5, label="95% CI over windows")
         extra = ci_front & ~m2
         if extra.any():
@@ -148,12 +168,18 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
                          categories: dict[str, list] | None = None, log_axes: set[str] | None = None,
                          limits: dict[str, tuple] | None = None, labels: dict[str, str] | None = None) -> list[Path]:
     """One vertical axis per parameter and objective, each scaled to [0, 1] over the evaluated
-    points (categorical axes: one tick per choice); the evaluated points faint, the front bold."""
+    points (categorical axes: one tick per choice); the evaluated points faint, the front bold.
+    Value labels are plain numbers (1020, not 1.02e+03), long choices ("palm-like-8b/palm-like-30b")
+    break after their "/" so that they stay clear of the next axis."""
+    from .style import plain_number
     apply_style()
     categories = categories or {}
     log_axes = log_axes or set()
     limits = limits or {}
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(axes)), 3.8))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.95 * len(axes)), 3.8))
+
+    def short(lab: str) -> str:
+        return lab.replace("/", "/\n", 1) if len(lab) > 10 and "/" in lab else lab
 
     def scale(col: str, s: pd.Series) -> tuple[np.ndarray, list[tuple[float, str]]]:
         if col in categories:
@@ -166,7 +192,7 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
         lo, hi = limits.get(col, (np.nanmin(allv), np.nanmax(allv)))
         f = (lambda a: np.log(a)) if col in log_axes and lo > 0 else (lambda a: a)
         span = f(hi) - f(lo) if hi != lo else 1.0
-        ticks = [(0.0, f"{lo:.3g}"), (1.0, f"{hi:.3g}")]
+        ticks = [(0.0, plain_number(float(f"{lo:.3g}"))), (1.0, plain_number(float(f"{hi:.3g}")))]
         return (f(v) - f(lo)) / span, ticks
 
     xs = np.arange(len(axes))
@@ -179,7 +205,8 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
     for i, a in enumerate(axes):
         ax.axvline(i, color="0.2", linewidth=0.6)
         for pos, lab in scale(a, df[a])[1]:
-            ax.text(i + 0.04, pos, lab, fontsize=6, va="center", ha="left", color="0.15", zorder=6,
+            ax.text(i + 0.04, pos, short(lab), fontsize=6, va="center", ha="left", color="0.15", zorder=6,
+                    linespacing=0.9,
                     bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0})
     ax.set_xticks(xs)
     ax.set_xticklabels([(labels or {}).get(a) or parameter_label(a) for a in axes], rotation=25, ha="right",
@@ -195,8 +222,9 @@ def parallel_coordinates(df: pd.DataFrame, front: pd.DataFrame, axes: Sequence[s
 def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Path, *, title: str | None = None,
             ref: float | None = None, label: str | None = None) -> list[Path]:
     """Tornado chart of one objective. ``oat``: rows with ``parameter``, ``low_label``,
-    ``high_label``, ``low``, ``high``, ``low_ci95``, ``high_ci95`` (objective values at the two
-    ends); sorted by the span, widest on top; error bars are the 95% CIs over windows."""
+    ``high_label``, ``low``, ``high`` (objective values at the two ends) and ``low_diff_ci95_low``
+    / ``_high`` (and ``high_...``: the 95% intervals of the paired differences from the base
+    point); sorted by the span, widest on top; error bars are those intervals, at base + difference."""
     apply_style()
     d = oat.copy()
     d["span"] = (d["high"] - d["low"]).abs()
@@ -211,9 +239,10 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
             ax.barh(i, v - base_value, left=base_value, color=c, alpha=0.85, height=0.6,
                     label=("lowest" if end == "low" else "highest") + " value over the range (setting above the bar)"
                     if i == len(d) - 1 else None)
-            ci = r.get(f"{end}_ci95", np.nan)
-            if np.isfinite(ci):
-                ax.errorbar(v, i, xerr=ci, color="black", capsize=2, linewidth=0.8)
+            lo_d, hi_d = r.get(f"{end}_diff_ci95_low", np.nan), r.get(f"{end}_diff_ci95_high", np.nan)
+            if np.isfinite(lo_d) and np.isfinite(hi_d):
+                ax.errorbar(v, i, xerr=error_extent(v, base_value + lo_d, base_value + hi_d), color="black",
+                            capsize=2, linewidth=0.8)
             left = v <= base_value if end == "low" else v < base_value
             ax.text(v, i + 0.33, str(r[f"{end}_label"]), fontsize=6, va="bottom",
                     ha="right" if left else "left")
@@ -227,7 +256,8 @@ def tornado(oat: pd.DataFrame, objective: str, base_value: float, out: str | Pat
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(title or f"One-at-a-time sensitivity: {(label or metric_label(objective)).splitlines()[0]}")
     handles, labels = ax.get_legend_handles_labels()
-    has_ci = any(np.isfinite(float(v)) for c in ("low_ci95", "high_ci95") if c in d.columns for v in d[c])
+    has_ci = any(np.isfinite(float(v)) for c in ("low_diff_ci95_low", "high_diff_ci95_low") if c in d.columns
+                 for v in d[c])
     _legend_below(fig, handles, labels, "error bars: 95% CI over whole trace windows" if has_ci else
                   "no error bars: the points have no window samples (one value each)", ncol=1)
     return save_figure(fig, out)
@@ -241,12 +271,17 @@ def sobol_bars(sob: pd.DataFrame, objective: str, out: str | Path, *, title: str
     fig, ax = plt.subplots(figsize=(max(4.5, 0.8 * len(d) + 1.5), 3.2))
     xs = np.arange(len(d))
     w = 0.38
-    ax.bar(xs - w / 2, d["S1"], w, yerr=d["S1_conf"], color=color(0), capsize=2, label="first order S1")
-    ax.bar(xs + w / 2, d["ST"], w, yerr=d["ST_conf"], color=color(1), capsize=2, hatch="//", label="total ST")
+    (l1, h1), (lt, ht) = (interval_bounds(d, k) if f"{k}_ci95_low" in d.columns else
+                          ((d[k] - d[f"{k}_conf"]).to_numpy(float), (d[k] + d[f"{k}_conf"]).to_numpy(float))
+                          for k in ("S1", "ST"))
+    ax.bar(xs - w / 2, d["S1"], w, yerr=error_extent(d["S1"], l1, h1), color=color(0), capsize=2,
+           label="first order S1")
+    ax.bar(xs + w / 2, d["ST"], w, yerr=error_extent(d["ST"], lt, ht), color=color(1), capsize=2, hatch="//",
+           label="total ST")
     ax.set_xticks(xs)
     ax.set_xticklabels([parameter_label(p) for p in d["parameter"]], rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("Sobol index (share of variance)")
-    ax.set_ylim(bottom=min(0.0, float(np.nanmin((d["S1"] - d["S1_conf"]).to_numpy())) if len(d) else 0.0))
+    ax.set_ylim(bottom=min(0.0, float(np.nanmin(np.r_[d["S1"].to_numpy(float), l1])) if len(d) else 0.0))
     from .sweep_plots import metric_label
     ax.set_title(title or f"Sobol indices of {(label or metric_label(objective)).splitlines()[0]}")
     ax.legend(fontsize=7, loc="upper right")

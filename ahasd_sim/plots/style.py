@@ -1,5 +1,6 @@
-"""Figure style: Agg backend, Okabe-Ito colour-blind-safe palette, readable fonts,
-vector PDF + PNG output."""
+"""Figure style: Agg backend, Okabe-Ito colour-blind-safe palette, readable fonts, column-width
+presets, plain decimal ticks on log axes, vector PDF + PNG output. Every figure of the project
+is written by :func:`save_figure` (one path: the same ticks, formats and atomic writes)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,8 +43,48 @@ RC = {
 }
 
 
+#: text widths of a paper's columns, inches: IEEE 3.5 / 7.16, ACM (acmart) 3.33 / 7.0; the
+#: figures use 3.5 (one column) and 7.0 (two columns, fits both templates)
+COLUMN_WIDTH_IN = {"one": 3.5, "two": 7.0}
+
+
+def figure_size(columns: str = "two", height_in: float | None = None, aspect: float = 0.62) -> tuple[float, float]:
+    """(width, height) in inches of a figure one (3.5 in) or two (7 in) paper columns wide;
+    the height ``height_in``, else ``aspect`` x width."""
+    if columns not in COLUMN_WIDTH_IN:
+        raise ValueError(f"columns: expected one of {', '.join(COLUMN_WIDTH_IN)}, got {columns!r}")
+    w = COLUMN_WIDTH_IN[columns]
+    return w, float(height_in) if height_in is not None else w * aspect
+
+
 def apply_style() -> None:
     plt.rcParams.update(RC)
+
+
+def plain_number(v: float, _pos=None) -> str:
+    """A tick label as a plain decimal: 0.6, 2, 1000, 0.001 (never "6x10^-1")."""
+    import numpy as np
+    if v == 0 or not abs(v) < float("inf"):
+        return "0" if v == 0 else ""
+    # 12 significant digits: a tick at 0.1 computed as 10^-1 prints 0.1, not 0.10000000000000002
+    return np.format_float_positional(float(f"{v:.12g}"), trim="-")
+
+
+def plain_log_ticks(fig) -> None:
+    """Every log axis of ``fig`` labelled with plain decimals (major ticks; minor ticks labelled
+    only where an axis spans less than a decade, as matplotlib does, also in plain decimals)."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter, NullFormatter
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log":
+                continue
+            if isinstance(axis.get_major_formatter(), LogFormatter):
+                axis.set_major_formatter(FuncFormatter(plain_number))
+            minor = axis.get_minor_formatter()
+            if isinstance(minor, LogFormatter):
+                lo, hi = sorted(axis.get_view_interval())
+                axis.set_minor_formatter(FuncFormatter(plain_number) if lo > 0 and hi / lo < 10
+                                         else NullFormatter())
 
 
 def color(i: int) -> str:
@@ -55,7 +96,9 @@ def colors_for(names: Sequence[str]) -> dict[str, str]:
 
 
 def save_figure(fig, out: str | Path, formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
-    """Save ``fig`` as ``out``.pdf and ``out``.png (suffix of ``out`` ignored); close it."""
+    """Save ``fig`` as ``out``.pdf and ``out``.png (suffix of ``out`` ignored); close it. Log
+    axes get plain decimal tick labels (:func:`plain_log_ticks`)."""
+    plain_log_ticks(fig)
     out = Path(out)
     base = out.with_suffix("") if out.suffix.lower() in (".pdf", ".png", ".svg") else out
     base.parent.mkdir(parents=True, exist_ok=True)

@@ -97,6 +97,14 @@ def _check_columns(d: pd.DataFrame, cols: Mapping[str, str | None]) -> None:
     for flag, c in cols.items():
         if c and c not in d.columns:
             raise InputError(f"{flag} {c}: no column '{c}' in the results table")
+    metric = cols.get("--metric")
+    if metric and not pd.api.types.is_numeric_dtype(d[metric]) and \
+            pd.to_numeric(d[metric], errors="coerce").isna().any() and d[metric].notna().any():
+        # a text column (run.mode, variant) has no mean to plot
+        numeric = [c for c in d.columns if pd.api.types.is_numeric_dtype(d[c]) and d[c].notna().any()
+                   and c not in ("seed", "wall_time_s")][:6]
+        raise InputError(f"--metric {metric}: column '{metric}' holds text (e.g. {str(d[metric].dropna().iloc[0])!r}), "
+                         f"not numbers; numeric columns include {', '.join(numeric)}")
 
 
 def sweep_axis_columns(df: pd.DataFrame) -> list[str]:
@@ -247,7 +255,7 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
         else:
             for k, v in (where or {}).items():
                 windows = windows[windows[k].astype(str) == str(v)]
-    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+    fig, ax = plt.subplots(figsize=(7.0 if hue else 4.8, 3.2))   # two columns: room for the legend beside the axes
     levels = _sorted_levels(d[hue]) if hue else [None]
     xlevels = _sorted_levels(d[x])
     numeric_x = _numeric(xlevels)
@@ -303,7 +311,9 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     ax.set_xlabel(xlabel or metric_label(x))
     ax.set_ylabel(ylabel or metric_label(metric))
     if hue:
-        ax.legend(title=legend_title or metric_label(hue), loc="best")
+        # beside the axes, not over them ("best" inside the axes covered the curves of a ladder)
+        ax.legend(title=legend_title or metric_label(hue), loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  borderaxespad=0.0)
     if title:
         ax.set_title(title)
     fig.tight_layout(rect=(0, 0.06 if over or n_ci < n_cells else 0, 1, 1))
@@ -311,7 +321,9 @@ def lines(df: pd.DataFrame, x: str, metric: str, out: str | Path, *, hue: str | 
     if n_ci == n_cells:
         line += ", bars = 95% CI (bootstrap over whole windows)"
     elif n_ci:
-        line += f", bars = 95% CI over windows ({n_cells - n_ci} of {n_cells} marks: one sample, no interval)"
+        from ..metrics.stats import MIN_BOOTSTRAP_WINDOWS
+        line += (f", bars = 95% CI over windows ({n_cells - n_ci} of {n_cells} marks without: "
+                 f"n<{MIN_BOOTSTRAP_WINDOWS} windows)")
     else:
         line += ", no interval (one sample per mark" + ("" if windows is not None else
                                                         ", window samples not given") + ")"

@@ -52,6 +52,15 @@ def pick_window(df: pd.DataFrame, window_s: float | None, start_s: float | None)
     return t0, t0 + w
 
 
+def common_window(frames: Mapping[str, pd.DataFrame], window_s: float | None,
+                  start_s: float | None) -> tuple[float, float]:
+    """The one [t0, t1] every panel shows (:func:`pick_window` of the shortest run): panels
+    of different x ranges (600-1700 ms next to 4000-11000 ms) cannot be compared by eye."""
+    shortest = min((f for f in frames.values() if not f.empty), key=lambda f: float(f["end_s"].max()),
+                   default=pd.DataFrame(columns=["end_s"]))
+    return pick_window(shortest, window_s, start_s)
+
+
 def check_window(frames: Mapping[str, pd.DataFrame], window_s: float | None, start_s: float | None) -> None:
     """Refuse a window that would draw an empty chart: negative, zero, or outside every run."""
     from ..config.errors import InputError
@@ -62,8 +71,8 @@ def check_window(frames: Mapping[str, pd.DataFrame], window_s: float | None, sta
         raise InputError(f"--start-ms {start_s * 1e3:g}: expected >= 0")
     if window_s is not None and window_s <= 0:
         raise InputError(f"--window-ms {window_s * 1e3:g}: expected > 0")
+    t0, t1 = common_window(frames, window_s, start_s)
     for lab, f in frames.items():
-        t0, t1 = pick_window(f, window_s, start_s)
         end = float(f["end_s"].max())
         if not ((f["end_s"] > t0) & (f["start_s"] < t1)).any():
             raise InputError(f"{lab}: the window {t0 * 1e3:g}-{t1 * 1e3:g} ms holds no activity (the run spans "
@@ -73,13 +82,15 @@ def check_window(frames: Mapping[str, pd.DataFrame], window_s: float | None, sta
 def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *, window_s: float | None = None,
                start_s: float | None = None, title: str | None = None) -> list[Path]:
     """One row group per run (label -> timeline.json), one lane per device, bars coloured by
-    task (draft, verify, preverify, ...), over a short window of simulated time."""
+    task (draft, verify, preverify, ...), over one short window of simulated time shared by
+    every panel (:func:`common_window`); the legend lists the tasks drawn in it, no others."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     apply_style()
     frames = {lab: (src if isinstance(src, pd.DataFrame) else load_timeline(src)) for lab, src in runs.items()}
     check_window(frames, window_s, start_s)
-    tasks = sorted({t for f in frames.values() for t in f["task"].unique()})
+    t0, t1 = common_window(frames, window_s, start_s)
+    tasks = sorted({t for f in frames.values() for t in f[(f["end_s"] > t0) & (f["start_s"] < t1)]["task"].unique()})
     cmap = colors_for(tasks)
     lanes: list[tuple[str, str]] = []
     for lab, f in frames.items():
@@ -88,10 +99,9 @@ def plot_gantt(runs: Mapping[str, str | Path | pd.DataFrame], out: str | Path, *
     ncol = min(len(tasks), 6)
     legend_in = 0.28 * -(-len(tasks) // ncol) + 0.15      # legend rows, below the panels
     fig_h = 0.8 + 0.32 * len(lanes) + 0.15 * len(frames) + legend_in + (0.3 if title else 0.0)
-    fig, axes = plt.subplots(len(frames), 1, figsize=(7.0, fig_h), squeeze=False,
+    fig, axes = plt.subplots(len(frames), 1, figsize=(7.0, fig_h), squeeze=False, sharex=True,
                              gridspec_kw={"height_ratios": [max(1, f["device"].nunique()) for f in frames.values()]})
     for ax, (lab, f) in zip(axes[:, 0], frames.items()):
-        t0, t1 = pick_window(f, window_s, start_s)
         devs = sorted(f["device"].unique(), key=lambda d: (DEVICE_ORDER.index(d) if d in DEVICE_ORDER else 99, d))
         for i, d in enumerate(devs):
             sel = f[(f["device"] == d) & (f["end_s"] > t0) & (f["start_s"] < t1)]

@@ -68,10 +68,15 @@ class SpecFit(TreePolicy):
             return ratio, sel
         own, root, times = item_matrix(view, nodes)
         m = view.costs
+        multi = getattr(m, "multi_token_s", 0.0)
         base_time = view.draft_time_s + m.c0_s + m.c1_s + float(times[root].sum()) + extra_time_s
-        ratio, sel, it = dinkelbach(nodes, view.parent, pp, own, times, 1.0 + extra_tokens, base_time,
+        ratio, sel, it = dinkelbach(nodes, view.parent, pp, own, times, 1.0 + extra_tokens, base_time + multi,
                                     m.c1_s, tol=self.params.tolerance)
         self.dinkelbach_iterations.append(it)
+        if multi > 0 and extra_tokens == 0:    # the root alone skips the multi-token step cost
+            alone = 1.0 / base_time
+            if alone >= ratio:
+                return alone, []
         return ratio, sel
 
     def wants_draft(self, view) -> bool:

@@ -96,6 +96,10 @@ def item_matrix(view, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         own[rows[missed], L * E + layer_of[flat.ravel()[missed]]] = True
         own[:, root] = False
     m = view.costs
-    t = np.concatenate([np.where(miss, m.c2_s + m.fetch_s, m.c2_s),
+    # calibrated estimate (moe.calibration): a node's own items count union_scale true experts
+    # each, every predicted copy miss_scale copies; the root's k experts per layer are exact
+    us, ms = getattr(view, "union_scale", 1.0), getattr(view, "miss_scale", 1.0)
+    c2 = np.where(root[:L * E], m.c2_s, m.c2_s * us)
+    t = np.concatenate([np.where(miss, c2 + m.fetch_s * ms, c2),
                         np.full(L, getattr(m, "first_fetch_extra_s", 0.0))])
     return own, root, t

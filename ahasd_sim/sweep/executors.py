@@ -40,6 +40,13 @@ def run_dask(tasks: list[dict], workers: int, scheduler: str | None, on_done: On
     _runner._run_dask(tasks, workers, scheduler, on_done, client=client, split=split)
 
 
+#: a ``distributed.Client`` of the scheduler at an address, refused in one line when it cannot
+#: be reached or no worker joins it in time (``runner.DASK_WORKER_WAIT_S``)
+connect_scheduler = _runner._connect
+
+#: make a local cluster's workers ignore Ctrl-C and keep their loggers quiet (this process stops them)
+quiet_local_workers = _runner.quiet_local_workers
+
 #: a ``distributed.LocalCluster`` of single-thread workers set up as the sweep's own (the Dask
 #: workers' statistical profiler off: :data:`DASK_WORKER_CONFIG`)
 local_dask_cluster = _runner.local_dask_cluster

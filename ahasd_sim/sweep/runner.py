@@ -40,7 +40,7 @@ import pandas as pd
 
 from ..cli_common import raise_if_interrupted
 from ..config.errors import InputError, OutputError
-from ..outdir import apply_umask, check_writable_dir, lock_dir
+from ..outdir import apply_umask, check_not_locked, check_writable_dir, lock_dir
 from ..output import atomic_write_text, to_json
 from .progress import Progress, fmt_duration
 from .results import build_table, write_table
@@ -145,9 +145,17 @@ def _clean_stale(points_dir: Path) -> None:
                 x.unlink()
 
 
+def _clean_stale_files(out: Path) -> None:
+    """Temporary files (``.NAME.*.tmp``) a killed sweep left in its folder (we hold the lock, so
+    no live writer owns them)."""
+    for x in out.glob(".*.tmp"):
+        if x.is_file() and not x.is_symlink():
+            x.unlink(missing_ok=True)
+
+
 class _TaskSource:
     """The sweep's tasks, its points resolved one at a time as they are asked for (iterate it),
-    so that workers can start on the first points while the parent resolves the rest (issue 30:
+    so that workers can start on the first points while the parent resolves the rest (docs/performance.md:
     resolving 48 points took 0.27-0.47 s on the 16-core host before any worker started).
     points.csv is written as the points are resolved and put in place (atomically) when the
     last one is; ``points`` and ``cached`` grow as it goes, ``complete`` says whether every
@@ -678,7 +686,7 @@ def _warm_traces(task: dict) -> None:
 
 #: Dask settings of the clusters the simulator starts: the workers' statistical profiler samples
 #: the running task's stack every 10 ms; a simulation's deep generator stacks made that about a
-#: tenth of a point's time (pim_design_space on one worker, 2-core machine: 31.1 -> 27.7 s, issue 30)
+#: tenth of a point's time (pim_design_space on one worker, 2-core machine: 31.1 -> 27.7 s, docs/performance.md)
 DASK_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 
@@ -691,6 +699,29 @@ def local_dask_cluster(workers: int):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
 
 
+def _ignore_sigint() -> None:
+    import logging
+    import signal
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:   # not the worker's main thread: leave it
+        pass
+    # a point that fails is reported by the sweep (error.json, one line); what the worker's own
+    # loggers add, and their heartbeat errors while the cluster is closed, is noise
+    for name in ("distributed", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def quiet_local_workers(client) -> None:
+    """Ctrl-C reaches the whole process group: each worker process of a local cluster printed a
+    KeyboardInterrupt traceback (about 70 lines for two workers). Its workers ignore SIGINT;
+    this process handles Ctrl-C and closes them (a worker started elsewhere is left alone)."""
+    try:
+        client.run(_ignore_sigint)
+    except Exception:   # noqa: BLE001 - best effort: a worker that did not answer prints as before
+        pass
+
+
 def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_done: Callable[[dict], None],
               client: Any = None, split: bool = False) -> None:
     try:
@@ -700,13 +731,11 @@ def _run_dask(tasks: Iterable[dict], workers: int, scheduler: str | None, on_don
     own_client = own_cluster = None
     if client is None:
         if scheduler:
-            try:
-                own_client = client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+            own_client = client = _connect(scheduler)
         else:
             own_cluster = local_dask_cluster(workers)
             own_client = client = Client(own_cluster)
+            quiet_local_workers(client)
     tasks = _Pending.of(tasks)
     try:
         if tasks:   # every worker imports the simulator and reads the first point's traces once, in parallel
@@ -828,12 +857,46 @@ def run_sweep(spec: SweepSpec | str | Path, out_dir: str | Path | None = None, *
             own_client.close()
 
 
+#: seconds a sweep or study waits for the first Dask worker of a scheduler it connects to
+DASK_WORKER_WAIT_S = 60.0
+
+
 def _connect(scheduler: str):
+    """A client of the Dask scheduler at ``scheduler`` with at least one worker: an unreachable
+    scheduler, or one no worker joins within :data:`DASK_WORKER_WAIT_S` (tasks would wait for
+    ever), is one line before anything is written."""
     from distributed import Client
     try:
-        return Client(scheduler, timeout="20s")
+        client = Client(scheduler, timeout="20s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+    try:
+        client.wait_for_workers(1, timeout=DASK_WORKER_WAIT_S)
+    except (TimeoutError, OSError):
+        client.close()
+        raise InputError(f"--scheduler {scheduler}: no Dask worker joined within {DASK_WORKER_WAIT_S:g} s; start "
+                         f"workers with `dask worker {scheduler}`, or leave --scheduler out for a local "
+                         "cluster") from None
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def _capped_workers(workers: int, first: dict | None, n_points: int) -> int:
+    """No more worker processes than units that can run at once: a point runs its tuning
+    candidates, then its windows, side by side, so ``n_points`` points like ``first`` keep at most
+    ``n_points x max(windows, candidates)`` busy (4 one-window points forked 64 workers, 60 of
+    them idle)."""
+    if first is None:
+        return workers
+    try:
+        from .split import unit_plan
+        plan = unit_plan(first, mark=False)
+        per_point = max(len(plan["starts"]), len(plan["candidates"] or ()), 1)
+    except Exception:  # noqa: BLE001 - the point reports its own error when it runs
+        return workers
+    return max(1, min(workers, n_points * per_point))
 
 
 def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[str], n_points: int, t0: float, *,
@@ -843,6 +906,7 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
     with lock_dir(out):
         _check_folder(spec, out)   # again, under the lock
         _clean_stale(points_dir)
+        _clean_stale_files(out)    # .points.csv.*.tmp, .results.csv.*.tmp of a killed sweep
         atomic_write_text(out / "spec.yaml", spec.source.read_text(encoding="utf-8"))
         if not (out / SWEEP_JSON).is_file():
             atomic_write_text(out / SWEEP_JSON, to_json({
@@ -879,6 +943,10 @@ def _run_locked(spec: SweepSpec, out: Path, points_dir: Path, axis_cols: list[st
                     prog.set_total(src.n_tasks)
                 prog.update(res.get("status", "failed"))
 
+            if lazy and executor == "local":
+                tasks = _Pending.of(tasks)
+                n_run = n_points if limit is None else min(n_points, limit)
+                workers = _capped_workers(workers, tasks.first(), n_run)
             _run_tasks(tasks, on_done, executor=executor, workers=workers, scheduler=scheduler,
                        client=dask_client, split=split_points)
             if lazy:
@@ -912,6 +980,7 @@ def dry_run_sweep(spec: SweepSpec, out_dir: str | Path | None = None, stream=Non
     from ..checks import dry_run
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec)
     check_writable_dir(out)
+    check_not_locked(out / ".lock", f"--out {out}")   # the run would be refused: so is its dry run
     _check_folder(spec, out)
     n_points = count_points(spec)
     if n_points > DRY_RUN_MAX_POINTS:

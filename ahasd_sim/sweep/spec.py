@@ -175,6 +175,14 @@ def check_config_key(src: Path, where: str, key: str, known: set[str]) -> None:
         raise _err(src, where, f"unknown config key '{key}'{hint}")
 
 
+def check_not_section(src: Path, where: str, key: str, values: list, known: set[str]) -> None:
+    """A key that names a whole section (``npu``) takes mappings only: a plain value there fails
+    every point it reaches, so it is the sweep file's error (exit 2) before anything runs."""
+    children = sorted(k for k in known if k.startswith(key + ".") and "." not in k[len(key) + 1:])
+    if children and not all(isinstance(v, dict) for v in values):
+        raise _err(src, where, f"'{key}' is a section, not a value: name one of its keys, e.g. {children[0]}")
+
+
 def parse_set(src: Path, where: str, data: Any, known: set[str]) -> list[str]:
     """``set:`` as a mapping {dotted.key: value} or a list of "key=value" strings."""
     if data is None:
@@ -183,6 +191,7 @@ def parse_set(src: Path, where: str, data: Any, known: set[str]) -> list[str]:
     if isinstance(data, dict):
         for k, v in data.items():
             check_config_key(src, f"{where}.{k}", k, known)
+            check_not_section(src, f"{where}.{k}", k, [v], known)
             out.append(_override(k, v))
     elif isinstance(data, list):
         for i, item in enumerate(data):
@@ -257,6 +266,8 @@ def _parse_axes(src: Path, value: Any, known: set[str]) -> list[Axis]:
                 if not isinstance(lv, (list, tuple)) or len(lv) != len(keys):
                     raise _err(src, f"{where}[{i}]", f"expected a list of {len(keys)} values (one per key), got {lv!r}")
                 vals.append(tuple(lv))
+        for j, k in enumerate(keys):
+            check_not_section(src, where, k, [v[j] for v in vals], known)
         labels = [v[0] if len(keys) == 1 else "/".join(format_value(x) for x in v) for v in vals]
         axes.append(Axis(name if len(keys) > 1 else keys[0], keys, vals, labels))
     return axes

@@ -1,4 +1,4 @@
-"""Sweep points split into units that a process pool's workers share (issue 30).
+"""Sweep points split into units that a process pool's workers share (docs/performance.md, sweeps).
 
 A point is a chain of pure functions: *plan* (resolve the config, count its trace windows,
 build the rank-placement candidates' tuning configs), one *tune* unit per placement candidate

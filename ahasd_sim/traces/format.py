@@ -295,6 +295,12 @@ def read_npz(path: str, check_header, error: type[TraceError] = TraceError,
     runs before any column is read; every failure is one ``error`` line."""
     if not os.path.exists(path):
         raise error(path, "file not found")
+    import stat
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        # a device (/dev/zero) or a pipe would be read until memory runs out
+        raise error(path, "is a folder, not a trace file" if stat.S_ISDIR(mode) else
+                    "is not a regular file (a device or a pipe); expected a trace .npz file")
     try:
         z = np.load(path, allow_pickle=False)
     except Exception as exc:
@@ -389,7 +395,7 @@ def check_header(path: str, header: dict) -> None:
         raise TraceError(path, "header 'categories' must be a non-empty list of names")
     if not isinstance(header["prompts"], list):
         raise TraceError(path, "header 'prompts' must be a list")
-    # every field is checked for type and range before anything uses it (issue 33)
+    # every field is checked for type and range before anything uses it
     for key, (types, what, ok) in _HEADER_FIELDS.items():
         if key not in header:
             continue
@@ -400,6 +406,10 @@ def check_header(path: str, header: dict) -> None:
         raise TraceError(path, "header 'categories' must be a non-empty list of names")
     if not all(isinstance(p, dict) for p in header["prompts"]):
         raise TraceError(path, "header 'prompts' must be a list of objects")
+    if not header["prompts"]:
+        # an empty list made every position one prompt of unknown origin (windows, categories and
+        # prefill lengths all read it): no recorder writes one
+        raise TraceError(path, "header 'prompts' is empty: expected one object per recorded prompt")
     models = header.get("models")
     if models is not None:
         for role in ("drafter", "target"):

@@ -27,7 +27,8 @@ def load_full_trace(cfg: SimConfig) -> Trace:
     run = cfg.run
     path = resolve_data_path(run.trace, cfg.source_file)
     if not path.is_file():
-        raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' not found")
+        what = "not found" if not path.exists() else "is not a regular file (a folder, device or pipe)"
+        raise _config_error(cfg, "run.trace", f"trace file '{run.trace}' {what}")
     try:
         return load_trace(path)
     except TraceError as exc:

@@ -25,7 +25,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..metrics.stats import mean_t_interval
+from ..metrics.stats import t_interval
 from .tree import TreeTrace, TreeTraceError, load_tree_trace
 
 STEP_TOKENS = (1, 4, 16, 64)
@@ -52,10 +52,12 @@ def acceptance_table(tt: TreeTrace, sizes: Optional[Sequence[int]] = None) -> pd
             per_round[r] = tt.accepted_length(r, sub)
             nodes[r] = sub.size - 1
         per_prompt = [per_round[a:b].mean() for _, a, b in prounds if b > a]
-        m, h = mean_t_interval(per_prompt)
+        mean_acc = float(per_round.mean()) if len(tt) else np.nan
+        # 95% interval [low, high] of mean_accepted, one sample per prompt (t over the prompts' means)
+        _m, ci = t_interval(per_prompt, center=mean_acc, lower=0.0) if per_prompt else (mean_acc, None)
         rows.append({"tree": label, "node_budget": n, "mean_nodes": float(nodes.mean()) if len(tt) else np.nan,
-                     "rounds": len(tt), "mean_accepted": float(per_round.mean()) if len(tt) else np.nan,
-                     "ci95_over_prompts": h, "mean_committed": float(per_round.mean()) + 1 if len(tt) else np.nan,
+                     "rounds": len(tt), "mean_accepted": mean_acc,
+                     "ci95_low": ci[0] if ci else np.nan, "ci95_high": ci[1] if ci else np.nan, "mean_committed": float(per_round.mean()) + 1 if len(tt) else np.nan,
                      "P(accepted=0)": float((per_round == 0).mean()) if len(tt) else np.nan})
     return pd.DataFrame(rows).set_index(["tree", "node_budget"])
 

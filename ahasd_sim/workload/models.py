@@ -26,7 +26,7 @@ palm-like-30b          29,880,819,712  30 B       shape assumed, see below
 qwen2.5-coder-0.5b     494,032,768     0.49 B     tied (official)
 qwen2.5-coder-1.5b     1,543,714,304   1.54 B     tied (official)
 qwen3-30b-a3b          30,532,122,624  30.5 B     active 3,353,032,704 (3.3 B)
-llama3-8b, llama3.1-8b 8,030,261,248   8.03 B     same shape (issue 29 zoo)
+llama3-8b, llama3.1-8b 8,030,261,248   8.03 B     same shape (mobile zoo)
 llama3.2-1b            1,235,814,400   1.24 B     tied
 llama3.2-3b            3,212,749,824   3.21 B     tied
 qwen2.5-0.5b           494,032,768     0.49 B     tied (= Coder shape)
@@ -290,7 +290,7 @@ def moefied(spec: ModelSpec, n_experts: int, top_k: int) -> ModelSpec:
     """A dense SwiGLU model's FFN split into ``n_experts`` equal neuron groups routed top-``top_k``
     (MoEfication, Zhang et al., Findings of ACL 2022, https://arxiv.org/abs/2110.01786).  Same
     weights (+ a d_model x n_experts router per layer); the partition is ours, so the name says
-    "MoEfied".  The tree traces route through this layout (issue 15/18)."""
+    "MoEfied".  The tree traces route through this layout."""
     if spec.is_moe or spec.d_ffn % n_experts:
         raise ValueError(f"{spec.name}: d_ffn {spec.d_ffn} must split into {n_experts} equal experts")
     active = (spec.param_count() - spec.n_layers * spec.n_ffn_matrices * spec.d_model * spec.d_ffn

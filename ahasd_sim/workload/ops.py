@@ -1,4 +1,4 @@
-"""Operator-level cost model of one forward pass (issue 4).
+"""Operator-level cost model of one forward pass.
 
 :func:`forward_ops` lists the operators of one forward pass of ``n_tokens``
 query tokens over ``kv_len`` already-cached tokens (causal among the new ones),
@@ -413,7 +413,7 @@ forward_totals.cache_clear = _forward_totals_cached.cache_clear  # type: ignore[
 
 
 # ---------------------------------------------------------------------------
-# default mapping (issue 4 item 3)
+# default mapping
 # ---------------------------------------------------------------------------
 _ROLES = ("draft", "verify", "preverify")
 

@@ -1,4 +1,4 @@
-"""Numeric precisions of an on-device deployment (issue 29): byte widths and the NPU compute type.
+"""Numeric precisions of an on-device deployment: byte widths and the NPU compute type.
 
 A precision fixes three byte widths of a :class:`~ahasd_sim.workload.models.ModelSpec` (weight per
 parameter, KV element, activation element) and the type the NPU's matrix unit computes in

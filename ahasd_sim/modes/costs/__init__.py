@@ -7,7 +7,7 @@ busy time per device) for one task, computed from the operator graph
 Results are cached per (task, tokens, KV length rounded up to
 ``run.kv_len_quantum_tokens``), so long runs do not recompute identical costs.
 
-Mapping rules (issue 4): drafting runs on the drafter's PIM ranks (GEMV),
+Mapping rules: drafting runs on the drafter's PIM ranks (GEMV),
 nonlinear ops on the AAU when present, otherwise on the NPU vector unit with
 their operands crossing the external bus; verification runs on the NPU,
 streaming target weights and KV over the bus; pre-verification runs the target

@@ -81,7 +81,7 @@ class CommonCosts:
         # alone (Npu(cfg.npu, memory), Gpu(cfg.gpu, memory), the bus bandwidth from cfg.memory):
         # keyed by those, the configurations of a sweep over PIM, drafting or placement (and a
         # point's placement-tuning runs) share the host's operator costs and its verification
-        # and prefill tables instead of building them again (issue 30).
+        # and prefill tables instead of building them again.
         self._npu_key = "npu|" + repr(cfg.npu) + "|" + repr(cfg.memory) + "|" + cap
         self._gpu_key = "gpu|" + repr(cfg.gpu) + "|" + repr(cfg.memory)
         self._npu_cache: dict[tuple, Any] = _task_table((self._npu_key, self.quantum, repr(draft_spec),

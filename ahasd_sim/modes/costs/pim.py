@@ -30,7 +30,7 @@ class PimCosts:
         return cost, "pim"
 
     def _pim_forward(self, ops, ranks: int) -> TaskCost:
-        # bus bytes are non-zero only for nonlinear ops offloaded without AAU
+        # bus bytes: PIM protocol I/O (pim.protocol_io) and nonlinear ops offloaded without AAU
         return self._sequential(ops, lambda op: self._pim_side(op, ranks))
 
     def draft_token(self, kv_len: int) -> TaskCost:

@@ -41,7 +41,7 @@ from ...config.errors import ConfigError
 from ...config.fields import param
 from ...config.registry import config_section
 from ...hw.cloud import PRICINGS, CloudServer
-from ...metrics.stats import mean_t_interval
+from ...metrics.stats import t_interval
 from ...policies.base import Decision, RoundContext, VerifyOutcome
 from ..base import Mode, TaskCost
 
@@ -287,7 +287,8 @@ class MobileCloudBase(Mode):
     def summary_fields(self, summary: dict[str, Any]) -> dict[str, Any]:
         n = int(summary["generated_tokens"])
         wins = tpot_windows_s(self.commit_log, n, self.hy.tpot_windows)
-        tpot, ci = mean_t_interval(wins)
+        # [low, high], cut at 0 (a window can commit its tokens in no time); none below 3 windows
+        tpot, ci = t_interval(wins, lower=0.0)
         wall = float(summary["makespan_s"])
         by = self.cloud.costs_usd(self.owner, wall) if self.cloud else {p: 0.0 for p in PRICINGS}
         cost = by[self.cloud.cfg.pricing] if self.cloud else 0.0

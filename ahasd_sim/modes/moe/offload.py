@@ -24,10 +24,14 @@ import numpy as np
 from ...config.errors import ConfigError
 from ...moe import config as _moe_config  # noqa: F401  (registers the moe / tree_policy sections)
 from ...moe.cache import ExpertCache
+from ...moe.calibration import UnionCalibrator
 from ...moe.cost import MoeCostModel, schedule_verify
+from ...moe.drafter import eagle_head_spec, head_weight_bytes, resolve_kind
 from ...moe.predictor import LearnedPredictor, RecallPredictor
 from ...moe.stats import window_samples
-from ...moe.tree import DraftTree, TreeView, accepted_length, expert_union, is_ancestor_closed
+from ...moe.synthetic import synthetic_trace
+from ...moe.tree import (DraftTree, TreeView, accepted_length, accepted_path, expert_union, is_ancestor_closed,
+                         reroot)
 from ...policies.tree_base import TreePolicy
 from ...workload.models import get_model, with_precision
 from ...traces.format import TraceError
@@ -57,6 +61,7 @@ def tree_of_round(tt, r: int) -> DraftTree:
     return DraftTree(parent=parent, q_prob=tt.node_q[sl].astype(float), correct=tt.node_accept[sl].astype(bool),
                      experts=tt.node_moe_ids[sl].astype(np.int64), kv_len=plen + int(tt.round_pos[r]), index=r,
                      extras={"expanded": tt.node_expanded[sl].astype(bool), "tok": tt.node_tok[sl].astype(np.int64),
+                             "gid": np.arange(sl.start, sl.stop, dtype=np.int64),
                              "n_commit_recorded": int(tt.round_n_commit[r])},
                      recorded_accepted=int(tt.round_accept_len[r]))
 
@@ -91,6 +96,12 @@ class MoeOffloadMode(Mode):
             raise chosen_by(cfg, "moe.tree_trace", exc) from None
         self.tree_trace_path = str(mc.tree_trace)
         target = get_model(cfg.run.target_model, cfg.source_file)
+        if mc.routing == "synthetic":
+            if not target.is_moe:
+                raise ConfigError(cfg.source_of("run.target_model"), "run.target_model",
+                                  f"'{target.name}' is dense; synthetic routing needs a MoE target")
+            self.tt = synthetic_trace(self.tt, target.n_layers, target.n_experts, target.n_active_experts,
+                                      mc.synthetic_locality, mc.synthetic_zipf_s, mc.synthetic_seed)
         tt = self.tt
         if not target.is_moe:
             raise ConfigError(cfg.source_of("run.target_model"), "run.target_model", f"'{target.name}' is dense; moe_offload needs a MoE "
@@ -106,8 +117,22 @@ class MoeOffloadMode(Mode):
             raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device", f"drafter on '{dev}' but the platform has no {dev} "
                               f"(set {dev}.enabled: true)")
         self.target = with_precision(target, mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
-        self.draft = with_precision(get_model(cfg.run.draft_model, cfg.source_file), mc.weight_bytes_per_param, mc.kv_bytes_per_elem)
-        self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens)
+        self.drafter_kind = resolve_kind(cfg.run.drafter, self.policy.drafts, dev)
+        if self.drafter_kind == "lookup":
+            raise ConfigError(cfg.source_of("run.drafter"), "run.drafter", "mode moe_offload replays a tree trace "
+                              "whose acceptance was recorded with a model drafter; lookup drafting has no tree "
+                              "trace here (use model or head)")
+        if self.drafter_kind == "head":
+            if dev != "gpu":
+                raise ConfigError(cfg.source_of("moe.drafter_device"), "moe.drafter_device",
+                                  f"an EAGLE head reads the target's features on the GPU; drafter on '{dev}' "
+                                  f"needs run.drafter model")
+            self.draft = eagle_head_spec(self.target, mc.head_ffn_width)
+        else:
+            self.draft = with_precision(get_model(cfg.run.draft_model, cfg.source_file), mc.weight_bytes_per_param,
+                                        mc.kv_bytes_per_elem)
+        self.cm = MoeCostModel(ctx.platform, self.target, self.draft, mc, cfg.run.kv_len_quantum_tokens,
+                               cpu=cfg.host_cpu)
         L, E = tt.n_layers, tt.n_experts
         total = L * E
         if mc.cache_capacity_unit == "fraction":
@@ -115,9 +140,29 @@ class MoeOffloadMode(Mode):
                 raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity", f"a fraction must be <= 1, got {mc.cache_capacity}")
             cap = int(round(mc.cache_capacity * total))
         elif mc.cache_capacity_unit == "experts":
+            if not float(mc.cache_capacity).is_integer():
+                raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                                  f"expected a whole number of experts (moe.cache_capacity_unit experts), got "
+                                  f"{mc.cache_capacity:g}")
             cap = int(mc.cache_capacity)
-        else:
+        elif mc.cache_capacity_unit == "gib":
             cap = int(mc.cache_capacity * GIB // self.cm.expert_bytes)
+        else:      # auto: what the memory left after everything else holds
+            cap = int(max(0.0, self._memory_left_bytes()) // self.cm.expert_bytes)
+        if mc.cache_capacity_unit != "auto":
+            # a size past the model or below one expert was clamped or floored without a word
+            unit_text = {"fraction": "of all experts", "experts": "experts", "gib": "GiB"}[mc.cache_capacity_unit]
+            if cap > total:
+                most = {"fraction": "1", "experts": str(total),
+                        "gib": f"{total * self.cm.expert_bytes / GIB:.4g}"}[mc.cache_capacity_unit]
+                raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                                  f"{mc.cache_capacity:g} {unit_text} is more than the model's {total} experts "
+                                  f"({L} layers x {E}); at most {most}")
+            if mc.cache_capacity > 0 and cap == 0:
+                raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
+                                  f"{mc.cache_capacity:g} {unit_text} holds no whole expert (one is "
+                                  f"{self.cm.expert_bytes / 2**20:.3g} MiB, {1 / total:.3g} of all); give 0 for no "
+                                  "cache or at least one expert")
         cap = min(cap, total)
         self.memory_split = self._memory_split(cap)
         self.start_round = int(mc.trace_start_round)
@@ -139,6 +184,8 @@ class MoeOffloadMode(Mode):
         if mc.predictor == "learned" and self.learned is None:
             raise ConfigError(cfg.source_of("moe.predictor"), "moe.predictor", "the learned predictor needs profile rounds "
                               "(moe.profile_rounds > 0) to learn from")
+        self.calib = (UnionCalibrator(tt.moe_k, mc.calibration_half_life_passes)
+                      if mc.cost_calibration == "online" else None)
         self.h2d_free_s = 0.0
         self.static_w = sum(ctx.platform.devices().values())
         # per-round records (CI windows) and totals
@@ -146,27 +193,45 @@ class MoeOffloadMode(Mode):
         self.copied_demand = 0
         self.copied_prefetch = 0
         self.copy_stall_s = 0.0
+        self.passes = 0
+        self.cpu_expert_runs = 0
+        self.pass_distinct: list[int] = []
+        self.verified_nodes: set[int] = set()
         self.verify_model_error: list[float] = []
         self.wasted_guesses = 0
         self.keep_layer_log = bool(ctx.extras.get("keep_layer_log", False))
         self.layer_log: list = []
 
     # ------------------------------------------------------------------ setup helpers
+    def _drafter_bytes(self) -> float:
+        mc = self.ctx.cfg.moe
+        if self.drafter_kind == "head":
+            return head_weight_bytes(self.draft)
+        return self.draft.weight_bytes() if mc.drafter_device == "gpu" and self.policy.drafts else 0.0
+
+    def _memory_left_bytes(self) -> float:
+        """GPU memory for the expert cache: usable - dense weights - drafter - KV reserve - workspace."""
+        mc = self.ctx.cfg.moe
+        return (self.ctx.platform.gpu.usable_memory_bytes - self.cm.dense_weight_bytes() - self._drafter_bytes()
+                - self.target.kv_bytes_per_token() * mc.kv_reserve_tokens - mc.workspace_gib * GIB)
+
     def _memory_split(self, cap: int) -> dict:
         cfg = self.ctx.cfg
         gpu = self.ctx.platform.gpu
         mc = self.ctx.cfg.moe
         dense = self.cm.dense_weight_bytes()
-        drafter = self.draft.weight_bytes() if mc.drafter_device == "gpu" else 0.0
+        drafter = self._drafter_bytes()
         kv = self.target.kv_bytes_per_token() * mc.kv_reserve_tokens
+        ws = mc.workspace_gib * GIB
         cache = cap * self.cm.expert_bytes
         usable = gpu.usable_memory_bytes
-        if dense + drafter + kv + cache > usable:
+        if dense + drafter + kv + ws + cache > usable:
             raise ConfigError(cfg.source_of("moe.cache_capacity"), "moe.cache_capacity",
                               f"GPU memory: dense {dense / GIB:.2f} + drafter {drafter / GIB:.2f} + KV "
-                              f"{kv / GIB:.2f} + expert cache {cache / GIB:.2f} GiB exceed the usable "
-                              f"{usable / GIB:.2f} GiB of {gpu.cfg.name}")
+                              f"{kv / GIB:.2f} + workspace {ws / GIB:.2f} + expert cache {cache / GIB:.2f} GiB "
+                              f"exceed the usable {usable / GIB:.2f} GiB of {gpu.cfg.name}")
         return {"dense_weights_gib": dense / GIB, "drafter_weights_gib": drafter / GIB, "kv_reserve_gib": kv / GIB,
+                "workspace_gib": ws / GIB,
                 "expert_cache_gib": cache / GIB, "usable_gib": usable / GIB, "all_experts_gib":
                 self.cm.all_expert_bytes() / GIB, "expert_bytes": self.cm.expert_bytes,
                 "cache_capacity_experts": cap, "total_experts": self.tt.n_layers * self.tt.n_experts}
@@ -222,7 +287,8 @@ class MoeOffloadMode(Mode):
         return TreeView(parent=tree.parent, q_prob=tree.q_prob, path_prob=tree.path_prob, depth=tree.depth,
                         drafted_depth=depth, predicted_experts=pred, resident=res, costs=lm,
                         draft_time_s=draft_s, next_level_draft_s=next_s, recorded_depth=tree.max_depth,
-                        now_s=self.env.now)
+                        now_s=self.env.now, union_scale=self.calib.union_scale if self.calib else 1.0,
+                        miss_scale=self.calib.miss_scale if self.calib else 1.0)
 
     def _level_tokens(self, tree: DraftTree, d: int) -> int:
         """Drafter tokens forwarded to produce level d+1: the expanded nodes at depth d."""
@@ -271,92 +337,125 @@ class MoeOffloadMode(Mode):
                                   f"{self.start_round}; committed {self.committed})")
             if self.profile["rounds"][0] <= r < self.profile["rounds"][1]:
                 self.profile["overlaps_replay"] = True
-            tree = tree_of_round(tt, r)
-            pred = self.predict(tree)
-            lm = self.cm.linear_model(tree.kv_len)
+            full = tree_of_round(tt, r)
+            path = accepted_path(full)
+            n_rec = min(int(full.extras["n_commit_recorded"]), len(path) + 1)
             round_start, energy0 = self.env.now, sum(col.dynamic_energy_j.values())
-            draft_s, d = 0.0, 0
-            budget = [mc.prefetch_max_experts_per_round]
-            view = self._view(tree, pred, 0, 0.0, lm, 0.0)
-            drafting = self.policy.drafts and self.policy.wants_draft(view)
-            while drafting and d < tree.max_depth:
-                m = self._level_tokens(tree, d)
-                dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
-                yield from self.run_task(TaskCost(dur, energy, busy), "draft")
-                draft_s += dur
-                d += 1
-                ctr.discarded_draft_forwards += 0
-                if mc.prefetch:
-                    self._prefetch(tree, pred, d, budget)
-                nxt = 0.0
-                if d < tree.max_depth:
-                    nxt = self.cm.draft_level_cost(self._level_tokens(tree, d), tree.kv_len + d, self.costs)[0]
-                view = self._view(tree, pred, d, draft_s, lm, nxt)
-                if not self.policy.continue_drafting(view):
-                    break
-            sel = [int(v) for v in self.policy.select(view)]
-            if not is_ancestor_closed(tree.parent, sel) or any(tree.depth[v] > d for v in sel):
-                raise RuntimeError(f"policy {self.policy.name} selected an invalid subtree {sel} "
-                                   f"(drafted depth {d})")
-            unions = expert_union(tree.experts, sel)
-            t0 = self.env.now
-            rows = [0, *sorted(sel)]
-            guess = None
-            if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
-                def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
-                    return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
-            res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
-                                  self.h2d_free_s, mc.overlap, guess)
-            self.wasted_guesses += res.wasted_prefetch
-            if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
-                if mc.predictor == "learned":
-                    self.learned.score(pred[rows], tree.experts[rows])
-                self.learned.observe_verified(tree.experts[rows])
-            self.h2d_free_s = res.h2d_free_s
-            # the policy's cycle-time model on the true routing and the residency it was shown,
-            # vs the simulated pass: they agree when the cache keeps what the pass needs
-            model_s = lm.cycle_time(len(sel), unions, view.resident)
-            self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
-            for a, b in res.copy_intervals:
-                col.busy("h2d", a, b, "expert_copy")
-            for rec in res.layers:
-                col.busy("gpu", rec.dense_start_s, rec.dense_end_s, "verify")
-                if rec.expert_end_s > rec.expert_start_s:
-                    col.busy("gpu", rec.expert_start_s, rec.expert_end_s, "verify_experts")
-                self.copy_stall_s += rec.expert_start_s - rec.dense_end_s
-            if res.end_s > res.layers[-1].expert_end_s:
-                col.busy("gpu", res.layers[-1].expert_end_s, res.end_s, "verify")
-            if self.keep_layer_log:
-                self.layer_log.append(res)
-            col.energy("gpu", self.cm.gpu_energy_j(res.gpu_busy_s), "verify")
-            col.energy("h2d", self.cm.copy_energy_j(res.copied_experts), "expert_copy")
-            self.copied_demand += res.copied_experts
-            yield self.env.timeout(max(0.0, res.end_s - self.env.now))
-            acc = accepted_length(tree, sel)
-            n_commit = min(acc + 1, tree.extras["n_commit_recorded"], self.n_tokens - self.committed)
-            ctr.verifications += 1
-            ctr.drafted_tokens += len(sel)
-            ctr.accepted_tokens += acc
-            ctr.rejected_tokens += len(sel) - acc
-            col.event(t0, "verify", position=self.committed, n_tokens=len(sel), accepted=acc,
-                      duration_s=self.env.now - t0, round=r, levels=d,
-                      experts_touched=res.distinct_total, expert_copies=res.copied_experts)
-            col.commit(range(self.committed, self.committed + n_commit))
-            self.committed += n_commit
-            self.frontier = self.committed
-            self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
+            done_in_round = distinct = 0
+            # every committed token of the recorded round is generated: a pass that commits fewer
+            # tokens than recorded is followed by a pass from the last committed node (its subtree)
+            while done_in_round < n_rec and self.committed < self.n_tokens:
+                root = 0 if done_in_round == 0 else path[done_in_round - 1]
+                n_commit, dist = yield from self._pass(reroot(full, root, done_in_round), r)
+                done_in_round += n_commit
+                distinct += dist
+                self.passes += 1
             dur = self.env.now - round_start
-            self.rounds.append({"tokens": n_commit, "time_s": dur, "distinct": res.distinct_total, "round": r,
+            self.rounds.append({"tokens": done_in_round, "time_s": dur, "distinct": distinct, "round": r,
                                 "energy_j": sum(col.dynamic_energy_j.values()) - energy0 + self.static_w * dur})
             r += 1
             if self.committed >= self.n_tokens:
                 self.done.succeed()
 
+    def _pass(self, tree: DraftTree, r: int):
+        """One draft + verify pass over ``tree`` (a recorded round's tree or the subtree below its
+        last committed node); returns (tokens committed, distinct experts touched)."""
+        mc, col, ctr = self.ctx.cfg.moe, self.col, self.col.counters
+        pred = self.predict(tree)
+        lm = self.cm.linear_model(tree.kv_len)
+        draft_s, d = 0.0, 0
+        budget = [mc.prefetch_max_experts_per_round]
+        view = self._view(tree, pred, 0, 0.0, lm, 0.0)
+        drafting = self.policy.drafts and self.policy.wants_draft(view)
+        while drafting and d < tree.max_depth:
+            m = self._level_tokens(tree, d)
+            dur, energy, busy = self.cm.draft_level_cost(m, tree.kv_len + d, self.costs)
+            yield from self.run_task(TaskCost(dur, energy, busy), "draft")
+            draft_s += dur
+            d += 1
+            ctr.discarded_draft_forwards += 0
+            if mc.prefetch:
+                self._prefetch(tree, pred, d, budget)
+            nxt = 0.0
+            if d < tree.max_depth:
+                nxt = self.cm.draft_level_cost(self._level_tokens(tree, d), tree.kv_len + d, self.costs)[0]
+            view = self._view(tree, pred, d, draft_s, lm, nxt)
+            if not self.policy.continue_drafting(view):
+                break
+        sel = [int(v) for v in self.policy.select(view)]
+        if not is_ancestor_closed(tree.parent, sel) or any(tree.depth[v] > d for v in sel):
+            raise RuntimeError(f"policy {self.policy.name} selected an invalid subtree {sel} "
+                               f"(drafted depth {d})")
+        unions = expert_union(tree.experts, sel)
+        t0 = self.env.now
+        rows = [0, *sorted(sel)]
+        guess = None
+        if mc.overlap == "next_layer" and mc.next_layer_guess == "learned" and self.learned is not None:
+            def guess(layer, _unions, _rows=tree.experts[rows]):   # layer-1's routing: computed in this pass
+                return self.learned.next_layer_guess(_rows[:, layer - 1], layer - 1)
+        counts = None
+        if mc.expert_execution != "gpu":      # tokens per expert: the CPU's work grows with them
+            sub = tree.experts[rows]
+            counts = [dict(zip(*(x.tolist() for x in np.unique(sub[:, layer], return_counts=True))))
+                      for layer in range(sub.shape[1])]
+        res = schedule_verify(self.cm, self.cache, unions, len(sel) + 1, tree.kv_len, t0,
+                              self.h2d_free_s, mc.overlap if mc.expert_execution == "gpu" else "none", guess,
+                              mc.expert_execution, counts)
+        for a, b in res.cpu_intervals or ():
+            col.busy("cpu", a, b, "cpu_experts")
+        if res.cpu_busy_s:
+            col.energy("cpu", self.cm.cpu_energy_j(res.cpu_busy_s), "cpu_experts")
+        self.cpu_expert_runs += res.cpu_experts
+        self.wasted_guesses += res.wasted_prefetch
+        if self.learned is not None:      # the pass revealed the routing of the root and the selected nodes
+            if mc.predictor == "learned":
+                self.learned.score(pred[rows], tree.experts[rows])
+            self.learned.observe_verified(tree.experts[rows])
+        if "gid" in tree.extras:          # trace nodes whose routing a pass revealed (tested: nothing else is read)
+            self.verified_nodes.update(int(g) for g in tree.extras["gid"][rows])
+        if self.calib is not None:        # verified tokens only: the root and the selected nodes
+            self.calib.observe(pred[rows], tree.experts[rows], view.resident)
+        self.h2d_free_s = res.h2d_free_s
+        # the policy's cycle-time model on the true routing and the residency it was shown,
+        # vs the simulated pass: they agree when the cache keeps what the pass needs
+        model_s = lm.cycle_time(len(sel), unions, view.resident)
+        self.verify_model_error.append(model_s / (res.end_s - t0) - 1.0)
+        for a, b in res.copy_intervals:
+            col.busy("h2d", a, b, "expert_copy")
+        for rec in res.layers:
+            col.busy("gpu", rec.dense_start_s, rec.dense_end_s, "verify")
+            if rec.expert_end_s > rec.expert_start_s:
+                col.busy("gpu", rec.expert_start_s, rec.expert_end_s, "verify_experts")
+            self.copy_stall_s += rec.expert_start_s - rec.dense_end_s
+        if res.end_s > res.layers[-1].expert_end_s:
+            col.busy("gpu", res.layers[-1].expert_end_s, res.end_s, "verify")
+        if self.keep_layer_log:
+            self.layer_log.append(res)
+        col.energy("gpu", self.cm.gpu_energy_j(res.gpu_busy_s), "verify")
+        col.energy("h2d", self.cm.copy_energy_j(res.copied_experts), "expert_copy")
+        self.copied_demand += res.copied_experts
+        yield self.env.timeout(max(0.0, res.end_s - self.env.now))
+        acc = accepted_length(tree, sel)
+        n_commit = min(acc + 1, tree.extras["n_commit_recorded"], self.n_tokens - self.committed)
+        ctr.verifications += 1
+        ctr.drafted_tokens += len(sel)
+        ctr.accepted_tokens += acc
+        ctr.rejected_tokens += len(sel) - acc
+        col.event(t0, "verify", position=self.committed, n_tokens=len(sel), accepted=acc,
+                  duration_s=self.env.now - t0, round=r, levels=d,
+                  experts_touched=res.distinct_total, expert_copies=res.copied_experts)
+        col.commit(range(self.committed, self.committed + n_commit))
+        self.committed += n_commit
+        self.frontier = self.committed
+        self.policy.on_tree_verified(len(sel), acc, d, res.end_s - t0)
+        self.pass_distinct.append(res.distinct_total)
+        return n_commit, res.distinct_total
+
     # ------------------------------------------------------------------ reporting
     def summary_fields(self, summary: dict | None = None) -> dict[str, Any]:
         rounds = self.rounds
         nb = self.cm.expert_bytes
-        distinct = [x["distinct"] for x in rounds]
+        distinct = self.pass_distinct
         w = window_samples([x["tokens"] for x in rounds], [x["time_s"] for x in rounds],
                            [x["energy_j"] for x in rounds], self.ctx.cfg.moe.ci_windows)
         tm = self.tt.header.get("models", {})
@@ -371,8 +470,11 @@ class MoeOffloadMode(Mode):
             "experts_touched_per_verify": float(np.mean(distinct)) if distinct else 0.0,
             "experts_touched_per_layer_per_verify": (float(np.mean(distinct)) / self.tt.n_layers
                                                      if distinct else 0.0),
-            "accepted_length_per_round": (self.col.counters.accepted_tokens / len(rounds)) if rounds else 0.0,
+            # per verification pass (a recorded round may take several: every committed token is generated)
+            "accepted_length_per_round": (self.col.counters.accepted_tokens / self.passes) if self.passes else 0.0,
+            "verify_passes": self.passes,
             "expert_copy_stall_s": self.copy_stall_s,
+            "cpu_expert_runs": self.cpu_expert_runs,
             # combined by simulation.combine_windows into the project-wide *_ci95 fields
             "mode_windows": {"basis": "contiguous blocks of verification rounds (moe.ci_windows)",
                              "n": len(w["throughput_tok_s"]), **w, **_window_totals(rounds, self.ctx.cfg.moe.ci_windows),
@@ -385,6 +487,7 @@ class MoeOffloadMode(Mode):
         return {
             "tree_trace": self.tree_trace_path,
             "tree_trace_label": m.get("label", ""),
+            "routing": ("synthetic" if self.ctx.cfg.moe.routing == "synthetic" else "recorded in the tree trace"),
             "tree_trace_constructed_example": bool(tt.header.get("constructed_example", False)),
             "tree_trace_sha256": _sha256(self.tt.path),
             "rounds": len(self.rounds),
@@ -395,7 +498,10 @@ class MoeOffloadMode(Mode):
             "predictor": (self.learned.stats() if self.ctx.cfg.moe.predictor == "learned"
                           else {"kind": "recall", "node_recall": self.predictor.recall}),
             "next_layer_wasted_copies": self.wasted_guesses,
+            "cost_calibration": self.calib.stats() if self.calib else {"kind": "none"},
+            "drafter": {"kind": self.drafter_kind, "model": self.draft.name},
             "overlap": self.ctx.cfg.moe.overlap,
+            "expert_execution": self.ctx.cfg.moe.expert_execution,
             "moe_kernel": self.ctx.platform.gpu.cfg.moe_kernel,
             "drafter_device": self.ctx.cfg.moe.drafter_device,
             "verify_time_model_error": _err_stats(self.verify_model_error),

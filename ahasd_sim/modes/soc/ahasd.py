@@ -213,7 +213,7 @@ class AhasdMode(AsyncMode):
         if self.tvc is not None and self.verify_in_flight is None:
             return None  # the NPU is about to take the queued batch: keep drafting
         if self.tvc is None and self.acfg.edc_stop == "draft_one_more":
-            # EDC alone follows the same stop semantics as with TVC (issue 23: an ablation rung
+            # EDC alone follows the same stop semantics as with TVC (an ablation rung
             # changes one switch): draft one more batch, then ask again
             return None
         self.edc_idle_waits += 1

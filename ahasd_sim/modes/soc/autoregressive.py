@@ -10,6 +10,7 @@ class AutoregressiveMode(SyncSpeculativeMode):
     """Plain decoding on one device (GPU if present, else NPU; ``baseline.device``)."""
 
     loads_drafter = False
+    uses_baseline_device = True
 
     def __init__(self, env, ctx):
         super().__init__(env, ctx)
