@@ -17,9 +17,10 @@ short = {"run.generated_tokens": 96, "run.windows": 2, "run.timeline": False}
 # 1. one run: typed headline metrics, the summary by dotted key, per-window DataFrame
 cfg = api.load_config("hw_configs/ahasd_mobile.yaml", short)
 res = api.run(cfg, out=out / "run")
-lo, hi = res.throughput_tok_s_ci95
+ci = res.throughput_tok_s_ci95      # None below 5 windows: too few for a bootstrap interval
+ci_text = f"95% CI [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "no CI: 2 windows, n<5"
 print(f"run: {res.mode}/{res.policy} throughput {res.throughput_tok_s:.2f} tok/s "
-      f"(95% CI [{lo:.2f}, {hi:.2f}]), {res.tokens_per_j:.2f} tok/J, "
+      f"({ci_text}), {res.tokens_per_j:.2f} tok/J, "
       f"NPU utilisation {res['device_utilization.npu']:.0%}")
 unit, meaning = api.describe("tokens_per_j")[1:]
 print(f"tokens_per_j is in {unit}: {meaning}")
