@@ -273,12 +273,20 @@ def _ci_pair(ci) -> tuple[float, float]:
 
 
 def pim_logic_area_mm2(cfg) -> float:
-    """PIM-side logic area of a platform (mm^2, all dies), from the area model (``hw/area.py``):
-    the rows placed on the PIM dies."""
+    """PIM-side logic area of a platform (mm^2, all dies): the PIM units' MAC lanes, global
+    buffer and result registers of every die (``hw/pim_unit.py``, the unit microarchitecture,
+    which grows with the input-vector slots k) plus the AAUs and the GTS (``hw/area.py``);
+    0 without PIM."""
+    if not cfg.pim.enabled:
+        return 0.0
+    from ..hw import pim_spec as _spec
+    from ..hw import pim_unit as _unit
     from ..hw.area import area_table
     t = area_table(cfg)
-    pim_rows = t[t["basis"].astype(str).str.contains("PIM die|DRAM process", regex=True) & (t["unit"] != "total")]
-    return float(pim_rows["area_mm2"].sum())
+    rows = t[t["basis"].astype(str).str.contains("PIM die|DRAM process", regex=True) & (t["unit"] != "total")]
+    unit = _unit.from_config(cfg.pim)
+    per_die = _unit.area_breakdown_mm2(unit, _spec.preset(cfg.pim.preset), cfg.area)["total"]
+    return float(rows["area_mm2"].sum()) + per_die * cfg.pim.ranks * cfg.pim.units_per_rank
 
 
 def analyse_plane(spec: MapSpec, plane: Plane, out: Path) -> pd.DataFrame:
@@ -405,7 +413,15 @@ def cells_table(spec: MapSpec, per_decoder: pd.DataFrame, plane: Plane) -> pd.Da
     return pd.DataFrame(out)
 
 
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def _same(a, b) -> bool:
+    """Whether a cell's axis value (as results.csv reads it back) is the base platform's value;
+    null (a derived default) reads back as NaN."""
+    if _missing(a) or _missing(b):
+        return _missing(a) and _missing(b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(float(a), float(b), rel_tol=1e-9)
     return str(a) == str(b)
