@@ -85,7 +85,24 @@ def run_ladders(sm, spec, cells, out: Path, workers: int, progress: bool):
     return res
 
 
-def write_docs(sm, spec, per, cells, ladders, wall_s: float, workers: int) -> None:
+def simulation_seconds(out: Path) -> float:
+    """Sum of the map's simulations' own wall times (each point's meta.json), whichever invocation
+    ran them: the cost of the map on one core, as a reused run would not show it."""
+    import json
+
+    import pandas as pd
+    total = 0.0
+    for results in out.glob("*/results.csv"):         # the points this map uses, not stale folders
+        for point in pd.read_csv(results)["point"].dropna().unique():
+            try:
+                meta = json.loads((results.parent / "points" / str(point) / "meta.json").read_text())
+                total += float(meta.get("wall_time_s") or 0.0)
+            except (OSError, ValueError):
+                continue
+    return total
+
+
+def write_docs(sm, spec, per, cells, ladders, wall_s: float, workers: int, sim_s: float = 0.0) -> None:
     import pandas as pd
 
     from ahasd_sim import fingerprint
@@ -127,9 +144,10 @@ def write_docs(sm, spec, per, cells, ladders, wall_s: float, workers: int) -> No
     nw = int(per["report_windows"].dropna().max()) if "report_windows" in per and per["report_windows"].notna().any() \
         else 0
     lines += [f"Made by `python scripts/speculation_map.py --config {_rel(spec.source)} "
-              f"--workers {workers}` at revision {git_revision() or 'unknown'} in {wall_s:.0f} s of wall time "
-              f"({len(cells)} cells x {len(spec.decoders)} decoders; simulations reused from an earlier run count "
-              f"with no time). Each decoder's tuning (its drafting policy and draft length) is chosen per cell on "
+              f"--workers {workers}` at revision {git_revision() or 'unknown'}: {wall_s:.0f} s of wall time for this "
+              f"invocation (simulations reused from an earlier run count with no time) and {sim_s / 60:.0f} minutes "
+              f"of simulation in all (the sum of every simulation's own wall time: the map's cost on one core) "
+              f"for {len(cells)} cells x {len(spec.decoders)} decoders. Each decoder's tuning (its drafting policy and draft length) is chosen per cell on "
               f"the first {spec.selection_windows} trace windows of its run; every number below comes from the "
               f"other {nw} windows (ratios of totals; 95% intervals by a percentile bootstrap over whole windows, "
               f"paired between decoders of the same cell). Rank placement is chosen on the tuning trace as in every "
@@ -231,7 +249,7 @@ def main(args) -> int:
         print(f"  smallest change: {r['plane']}: {_cell_text(spec, r)} -> {r['best_speculative']} "
               f"{_ci(r, 'spec_vs_ref')}x AR on PIM")
     if not args.no_docs:
-        write_docs(sm, spec, per, cells, ladders, wall, args.workers)
+        write_docs(sm, spec, per, cells, ladders, wall, args.workers, simulation_seconds(out))
         print(f"  wrote {DOC.relative_to(ROOT)}")
     return 0
 

@@ -160,3 +160,15 @@ def test_the_shipped_maps_load():
     for f in sorted((ROOT / "hw_configs" / "studies").glob("speculation_map*.yaml")):
         spec = sm.load_map_spec(f)
         assert spec.planes and any(d.speculative for d in spec.decoders.values())
+
+
+def test_a_region_map_draws_a_null_axis_value_as_the_default(tmp_path):
+    """A null axis value (the platform's derived default) reads back from results.csv as NaN,
+    which equals nothing: the map labels it 'default' instead of failing to place it."""
+    from ahasd_sim.plots.region_map import region_map
+    cells = pd.DataFrame({"plane": ["k"] * 2, "pim.vectors_per_weight_read": [float("nan"), 8.0],
+                          "best_decoder": ["ar_pim", "operator_sync"], "spec_vs_ref": [0.6, 1.2],
+                          "spec_vs_ref_ci95_low": [0.5, 1.1], "spec_vs_ref_ci95_high": [0.7, 1.3],
+                          "speculation_wins": [False, True]})
+    paths = region_map(cells, ["pim.vectors_per_weight_read"], ["ar_pim", "operator_sync"], {}, tmp_path / "m")
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)

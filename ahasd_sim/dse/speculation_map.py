@@ -32,7 +32,7 @@ import pandas as pd
 
 from ..config.errors import ConfigError
 from ..metrics.stats import metric_ci, paired_metric_ci, pooled_rate
-from ..sweep.spec import (SweepSpec, Variant, _parse_axes, _parse_model_pairs, check_keys,
+from ..sweep.spec import (SweepSpec, Variant, check_keys, parse_axes, parse_model_pairs,
                           dotted_keys, parse_set, read_spec_header)
 
 MAP_KEYS = ("name", "description", "base", "selection_windows", "reference", "decoders", "planes", "ladder")
@@ -185,8 +185,8 @@ def load_map_spec(path: str | Path) -> MapSpec:
             plane_resolved = plain_plane.replace(base_set, source=str(src)) if base_set else plain_plane
             platform = Path(body["config"]).stem
         try:
-            axes = _parse_axes(src, body.get("axes"), plane_known)
-            shortcut = [_parse_model_pairs(src, body["model_pairs"])] if "model_pairs" in body else []
+            axes = parse_axes(src, body.get("axes"), plane_known)
+            shortcut = [parse_model_pairs(src, body["model_pairs"])] if "model_pairs" in body else []
         except ConfigError as exc:
             raise _err(src, where, str(exc).split(": ", 2)[-1]) from None
         combine = body.get("combine", "product")

@@ -244,15 +244,19 @@ def dry_run_lines(cfg, platform, draft, target) -> tuple[list[str], str | None]:
     if not path.is_file():
         raise ConfigError(cfg.source_of("tuning.trace"), "tuning.trace", f"trace file '{cfg.tuning.trace}' not found "
                           "(pim.partition_policy auto chooses each mode's placement on it)")
-    fits = []
+    fits, first_error = [], None
     for cand in CANDIDATES:
         try:
             place_models(platform.pim, draft, target, cfg, cand)
-        except ConfigError:
+        except ConfigError as exc:
+            # the run's tuning keeps the same error (choose_placement): the dry run says the same line
+            if first_error is None or (exc.key_path == "pim.ranks" and first_error.key_path != "pim.ranks"):
+                first_error = exc
             continue
         fits.append(cand)
     if not fits:
-        raise ConfigError(cfg.source_of("pim.ranks"), "pim.ranks", "no rank placement (" + ", ".join(CANDIDATES)
-                          + ") fits the draft and target models")
+        key = first_error.key_path if first_error else "pim.ranks"
+        raise ConfigError(cfg.source_of(key), key, "no rank placement (" + ", ".join(CANDIDATES) + ") can run this "
+                          "mode: " + (first_error.message if first_error else ""))
     return [f"  pim placement: auto; fitting candidates {', '.join(fits)}; the best is chosen on "
             f"{cfg.tuning.trace} when the run starts"], fits[0]

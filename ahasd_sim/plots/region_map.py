@@ -13,6 +13,10 @@ from matplotlib.colors import to_rgba
 from .style import apply_style, color, plt, save_figure
 
 
+#: how a null axis value (the platform's own derived default) is shown
+DEFAULT_LABEL = "default"
+
+
 def _levels(series: pd.Series) -> list:
     seen = []
     for v in series:
@@ -37,6 +41,10 @@ def region_map(cells: pd.DataFrame, axis_cols: Sequence[str], decoders: Sequence
     cols = list(axis_cols)
     if not cols:
         raise ValueError("a region map needs at least one axis")
+    # a null axis value (the platform's derived default) reads back as NaN, which equals nothing
+    cells = cells.copy()
+    for c in cols:
+        cells[c] = [DEFAULT_LABEL if isinstance(v, float) and math.isnan(v) else v for v in cells[c]]
     x = cols[-1]
     y = cols[-2] if len(cols) > 1 else None
     rest = cols[:-2]

@@ -273,6 +273,16 @@ def _parse_axes(src: Path, value: Any, known: set[str]) -> list[Axis]:
     return axes
 
 
+def parse_axes(src: Path, value: Any, known: set[str]) -> list[Axis]:
+    """The ``axes:`` mapping of a sweep-like file (also a speculation map's plane), strictly checked."""
+    return _parse_axes(src, value, known)
+
+
+def parse_model_pairs(src: Path, value: Any) -> Axis:
+    """The ``model_pairs:`` shortcut of a sweep-like file, as an axis."""
+    return _parse_model_pairs(src, value)
+
+
 def _parse_variants(src: Path, value: Any, known: set[str]) -> list[Variant]:
     if value is None:
         return []
