@@ -121,6 +121,14 @@ def _lock_file(target: Path) -> Path:
     return target.parent / f".{target.name}.lock"
 
 
+def _holder(fd: int) -> str:
+    """The process id a lock's holder wrote into the lock file ("" when unreadable)."""
+    try:
+        return os.read(fd, 64).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def _in_use(what: str, holder: str = "") -> OutputError:
     who = f" (process {holder})" if holder else ""
     return OutputError(f"{what}: in use by another ahasd_sim command{who}; wait for it or use another "
@@ -168,10 +176,7 @@ def _flock(lock_path: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                holder = os.read(fd, 64).decode(errors="replace").strip()
-            except OSError:
-                holder = ""
+            holder = _holder(fd)
             os.close(fd)
             raise _in_use(what, holder) from None
         # The file may have been unlinked by its previous holder between our open and flock.
@@ -205,13 +210,7 @@ def check_not_locked(lock_path: Path, what: str) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                holder = os.read(fd, 64).decode(errors="replace").strip()
-            except OSError:
-                holder = ""
-            who = f" (process {holder})" if holder else ""
-            raise OutputError(f"{what}: in use by another ahasd_sim command{who}; wait for it or use another "
-                              "output folder") from None
+            raise _in_use(what, _holder(fd)) from None
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -3,12 +3,13 @@
 # slow studies side by side. A developer tool: it rewrites files under docs/ in place (each study
 # writes its own files atomically and stamps them with the result fingerprint of this code).
 #
-#   WORKERS=16 NETWORK_TRACES=../shared/data/network bash scripts/regenerate_stamped.sh [LOGDIR]
+#   WORKERS=16 NETWORK_TRACES=DIR bash scripts/regenerate_stamped.sh [LOGDIR]
 #
 # WORKERS: cores to share out (default 2; the studies get a share each, so 16 is the intended
 # size: about 10 minutes there). NETWORK_TRACES: the folder of mahimahi cellular traces the
-# mobile-cloud study replays (without it only its constant links run). Afterwards run
-# `$PY scripts/docs.py` (the README and docs result blocks) and `$PY scripts/docs.py --check`.
+# mobile-cloud study replays (where to get them: docs/references.md, [mahimahi]; without it only
+# its constant links run). Afterwards run
+# `python scripts/docs.py` (the README and docs result blocks) and `python scripts/docs.py --check`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 W=${WORKERS:-2}
