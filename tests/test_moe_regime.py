@@ -15,28 +15,11 @@ from ahasd_sim.moe.tree import DraftTree, accepted_path, reroot
 from ahasd_sim.simulation import run_simulation
 from ahasd_sim.traces.tree import example_tree_trace, write_tree_trace
 from ahasd_sim.workload.models import get_model, with_precision
+from test_moe_offload import _cfg, trace_path  # noqa: F401  (the MoEfied-1.5B tree trace fixture and its config)
 
 ROOT = Path(__file__).resolve().parents[1]
 PLATFORM = ROOT / "hw_configs" / "platform_server_h200_pcie5.yaml"
-SMOKE = "traces/qwc-0.5b-1.5b_greedy_smoke.npz"
 L, E, K = 28, 64, 8
-
-
-@pytest.fixture(scope="module")
-def trace_path(tmp_path_factory):
-    h, c = example_tree_trace(n_prompts=2, n_rounds=14, depth=3, top_k=3, drf_top_k=4, n_layers=L,
-                              moe_k=K, n_experts=E, seed=3)
-    p = tmp_path_factory.mktemp("tree") / "tree_e64k8.npz"
-    write_tree_trace(p, h, c)
-    return p
-
-
-def _cfg(trace_path, *sets):
-    return load_config(PLATFORM, [f"run.trace={SMOKE}", "run.mode=moe_offload", "run.policy=specfit",
-                                  "run.draft_model=qwen2.5-coder-0.5b",
-                                  "run.target_model=qwen2.5-coder-1.5b-moefied-e64k8",
-                                  f"moe.tree_trace={trace_path}", "run.generated_tokens=24",
-                                  "moe.profile_rounds=4", "moe.ci_windows=4", "run.timeline=false", *sets])
 
 
 def _experts(groups):
